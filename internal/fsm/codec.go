@@ -1,0 +1,238 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// batchFormat is the first byte of every encoded Batch, so the log format can
+// change without misreading old entries.
+const batchFormat = 1
+
+// ErrCorrupt reports an entry or snapshot that does not decode.
+var ErrCorrupt = errors.New("fsm: corrupt data")
+
+// AppendBatch encodes b and appends it to dst.
+func AppendBatch(dst []byte, b *Batch) []byte {
+	dst = append(dst, batchFormat)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(b.Time))
+	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		dst = append(dst, byte(op.Kind))
+		switch op.Kind {
+		case OpAcquire:
+			dst = appendStr(dst, op.Key)
+			dst = append(dst, op.Owner[:]...)
+			dst = binary.BigEndian.AppendUint32(dst, op.LeaseMs)
+		case OpRelease, OpExpire:
+			dst = appendStr(dst, op.Key)
+			dst = binary.BigEndian.AppendUint64(dst, op.Token)
+		case OpTakeover:
+			dst = appendStr(dst, op.NodeID)
+			dst = appendStr(dst, op.Addr)
+		}
+	}
+	return dst
+}
+
+func appendStr(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated at %s", ErrCorrupt, what)
+	}
+}
+
+func (d *dec) u8(what string) byte {
+	if len(d.b) < 1 {
+		d.fail(what)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) u32(what string) uint32 {
+	if len(d.b) < 4 {
+		d.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *dec) u64(what string) uint64 {
+	if len(d.b) < 8 {
+		d.fail(what)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *dec) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str(what string) string {
+	n := d.uvarint(what)
+	if uint64(len(d.b)) < n {
+		d.fail(what)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *dec) owner(o *Owner) {
+	if len(d.b) < len(o) {
+		d.fail("owner")
+		return
+	}
+	copy(o[:], d.b)
+	d.b = d.b[len(o):]
+}
+
+// DecodeBatch decodes an entry written by AppendBatch.
+func DecodeBatch(data []byte) (Batch, error) {
+	d := dec{b: data}
+	if f := d.u8("format"); d.err == nil && f != batchFormat {
+		return Batch{}, fmt.Errorf("%w: unknown batch format %d", ErrCorrupt, f)
+	}
+	b := Batch{Time: int64(d.u64("time"))}
+	n := d.uvarint("op count")
+	if n > uint64(len(d.b)) { // every op takes at least one byte
+		return Batch{}, fmt.Errorf("%w: %d ops in %d bytes", ErrCorrupt, n, len(d.b))
+	}
+	b.Ops = make([]Op, n)
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		op.Kind = OpKind(d.u8("op kind"))
+		switch op.Kind {
+		case OpAcquire:
+			op.Key = d.str("key")
+			d.owner(&op.Owner)
+			op.LeaseMs = d.u32("lease")
+		case OpRelease, OpExpire:
+			op.Key = d.str("key")
+			op.Token = d.u64("token")
+		case OpTakeover:
+			op.NodeID = d.str("node id")
+			op.Addr = d.str("address")
+		default:
+			if d.err == nil {
+				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
+			}
+		}
+		if d.err != nil {
+			return Batch{}, d.err
+		}
+	}
+	if d.err != nil {
+		return Batch{}, d.err
+	}
+	if len(d.b) != 0 {
+		return Batch{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return b, nil
+}
+
+var snapshotMagic = [5]byte{'T', 'K', 'S', 'N', 1}
+
+// WriteSnapshot writes the whole state to w in a compact binary form.
+func (s *State) WriteSnapshot(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var buf []byte
+	buf = append(buf, snapshotMagic[:]...)
+	buf = binary.BigEndian.AppendUint64(buf, s.lastToken)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(s.lastTime))
+	buf = binary.AppendUvarint(buf, uint64(len(s.members)))
+	for id, a := range s.members {
+		buf = appendStr(buf, id)
+		buf = appendStr(buf, a)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(s.holds)))
+	for k, h := range s.holds {
+		buf = appendStr(buf, k)
+		buf = binary.BigEndian.AppendUint64(buf, h.Token)
+		buf = append(buf, h.Owner[:]...)
+		buf = binary.BigEndian.AppendUint32(buf, h.LeaseMs)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(h.GrantedAt))
+		buf = binary.BigEndian.AppendUint64(buf, uint64(h.ExpiresAt))
+		if len(buf) > 64<<10 {
+			if _, err := bw.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// ReadSnapshot reads a state written by WriteSnapshot.
+func ReadSnapshot(r io.Reader) (*State, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	d := dec{b: data}
+	if len(d.b) < len(snapshotMagic) || [5]byte(d.b[:5]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: not a Ticketing snapshot (bad magic or version)", ErrCorrupt)
+	}
+	d.b = d.b[5:]
+	s := New()
+	s.lastToken = d.u64("last token")
+	s.lastTime = int64(d.u64("last time"))
+	nm := d.uvarint("member count")
+	for i := uint64(0); i < nm && d.err == nil; i++ {
+		id := d.str("member id")
+		s.members[id] = d.str("member address")
+	}
+	nh := d.uvarint("hold count")
+	if d.err == nil && nh > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d holds in %d bytes", ErrCorrupt, nh, len(d.b))
+	}
+	s.holds = make(map[string]Hold, nh)
+	for i := uint64(0); i < nh && d.err == nil; i++ {
+		k := d.str("key")
+		var h Hold
+		h.Token = d.u64("token")
+		d.owner(&h.Owner)
+		h.LeaseMs = d.u32("lease")
+		h.GrantedAt = int64(d.u64("granted at"))
+		h.ExpiresAt = int64(d.u64("expires at"))
+		s.holds[k] = h
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes in snapshot", ErrCorrupt, len(d.b))
+	}
+	return s, nil
+}

@@ -1,0 +1,219 @@
+package fsm
+
+import "sort"
+
+// Owner identifies one acquire attempt (16 random bytes chosen by the client).
+type Owner [16]byte
+
+// OpKind is the kind of one operation in a Batch.
+type OpKind uint8
+
+const (
+	// OpAcquire grants Key to Owner for LeaseMs if the key is free. If Owner
+	// already holds the key, the existing grant is returned unchanged.
+	OpAcquire OpKind = 1
+	// OpRelease ends the hold of Key if Token is its current token.
+	OpRelease OpKind = 2
+	// OpExpire ends the hold of Key if Token is its current token and the
+	// batch time has reached the hold's expiry. Proposed by the leader.
+	OpExpire OpKind = 3
+	// OpTakeover is the first entry of every new leader: it records the
+	// leader's client address and restarts every remaining lease in full
+	// (a new leader may extend leases, never shorten them).
+	OpTakeover OpKind = 4
+)
+
+// Op is one operation. Only the fields of its Kind are used.
+type Op struct {
+	Kind    OpKind
+	Key     string
+	Owner   Owner
+	Token   uint64
+	LeaseMs uint32
+	NodeID  string // OpTakeover
+	Addr    string // OpTakeover: the leader's client address
+}
+
+// Batch is the content of one Raft log entry: operations applied in order at
+// one leader-stamped time (Unix milliseconds).
+type Batch struct {
+	Time int64
+	Ops  []Op
+}
+
+// Status is the outcome of one Op.
+type Status uint8
+
+const (
+	Granted  Status = 1 // OpAcquire: granted now (Hold is the new hold)
+	Existing Status = 2 // OpAcquire: Owner already held the key (Hold is that hold)
+	Busy     Status = 3 // OpAcquire: held by another owner
+	Released Status = 4 // OpRelease, OpExpire: the hold ended
+	NotHeld  Status = 5 // OpRelease, OpExpire: the token is not the current holder, or not yet expired
+	Done     Status = 6 // OpTakeover
+	Invalid  Status = 7 // an op that cannot be applied (unknown kind, lease 0); state unchanged
+)
+
+func (s Status) String() string {
+	switch s {
+	case Granted:
+		return "granted"
+	case Existing:
+		return "existing"
+	case Busy:
+		return "busy"
+	case Released:
+		return "released"
+	case NotHeld:
+		return "not held"
+	case Done:
+		return "done"
+	case Invalid:
+		return "invalid"
+	}
+	return "unknown"
+}
+
+// Hold is the current grant of a key.
+type Hold struct {
+	Token     uint64 // fencing token: strictly increasing across all grants
+	Owner     Owner
+	LeaseMs   uint32
+	GrantedAt int64 // batch time of the grant
+	ExpiresAt int64 // earliest batch time at which OpExpire may end it
+}
+
+// Result is the outcome of one Op, in the order of the batch.
+type Result struct {
+	Status Status
+	Hold   Hold // Granted, Existing: the hold; Released by OpExpire: the ended hold
+}
+
+// State is the replicated state. The zero value is not usable; call New.
+type State struct {
+	lastToken uint64
+	lastTime  int64
+	holds     map[string]Hold
+	members   map[string]string // node id -> client address
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{holds: make(map[string]Hold), members: make(map[string]string)}
+}
+
+// Apply applies one committed batch and returns one result per op.
+func (s *State) Apply(b Batch) []Result {
+	return s.ApplyInto(b, make([]Result, 0, len(b.Ops)))
+}
+
+// ApplyInto is Apply with a caller-provided result slice (appended to).
+func (s *State) ApplyInto(b Batch, res []Result) []Result {
+	now := b.Time
+	if now < s.lastTime {
+		now = s.lastTime // a new leader's clock may lag: time never goes backwards
+	}
+	s.lastTime = now
+	for i := range b.Ops {
+		res = append(res, s.apply(now, &b.Ops[i]))
+	}
+	return res
+}
+
+func (s *State) apply(now int64, op *Op) Result {
+	switch op.Kind {
+	case OpAcquire:
+		if op.LeaseMs == 0 || op.Key == "" {
+			return Result{Status: Invalid}
+		}
+		if h, ok := s.holds[op.Key]; ok {
+			if h.Owner == op.Owner {
+				return Result{Status: Existing, Hold: h}
+			}
+			return Result{Status: Busy}
+		}
+		s.lastToken++
+		h := Hold{Token: s.lastToken, Owner: op.Owner, LeaseMs: op.LeaseMs, GrantedAt: now, ExpiresAt: now + int64(op.LeaseMs)}
+		s.holds[op.Key] = h
+		return Result{Status: Granted, Hold: h}
+	case OpRelease:
+		h, ok := s.holds[op.Key]
+		if !ok || h.Token != op.Token {
+			return Result{Status: NotHeld}
+		}
+		delete(s.holds, op.Key)
+		return Result{Status: Released, Hold: h}
+	case OpExpire:
+		h, ok := s.holds[op.Key]
+		if !ok || h.Token != op.Token || now < h.ExpiresAt {
+			return Result{Status: NotHeld}
+		}
+		delete(s.holds, op.Key)
+		return Result{Status: Released, Hold: h}
+	case OpTakeover:
+		if op.NodeID != "" {
+			s.members[op.NodeID] = op.Addr
+		}
+		for k, h := range s.holds {
+			if e := now + int64(h.LeaseMs); e > h.ExpiresAt {
+				h.ExpiresAt = e
+				s.holds[k] = h
+			}
+		}
+		return Result{Status: Done}
+	}
+	return Result{Status: Invalid}
+}
+
+// Get returns the hold of key, if any.
+func (s *State) Get(key string) (Hold, bool) {
+	h, ok := s.holds[key]
+	return h, ok
+}
+
+// Len returns the number of held keys.
+func (s *State) Len() int { return len(s.holds) }
+
+// Range calls fn for every hold, in no particular order, until fn returns false.
+func (s *State) Range(fn func(key string, h Hold) bool) {
+	for k, h := range s.holds {
+		if !fn(k, h) {
+			return
+		}
+	}
+}
+
+// LastToken returns the largest token ever granted.
+func (s *State) LastToken() uint64 { return s.lastToken }
+
+// LastTime returns the latest batch time applied (Unix ms).
+func (s *State) LastTime() int64 { return s.lastTime }
+
+// MemberAddr returns the client address a node recorded when it last became leader.
+func (s *State) MemberAddr(nodeID string) (string, bool) {
+	a, ok := s.members[nodeID]
+	return a, ok
+}
+
+// Members returns node id -> client address, sorted by id for stable output.
+func (s *State) Members() [][2]string {
+	out := make([][2]string, 0, len(s.members))
+	for id, a := range s.members {
+		out = append(out, [2]string{id, a})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// Clone returns a deep copy, for snapshots taken while applying continues.
+func (s *State) Clone() *State {
+	c := &State{lastToken: s.lastToken, lastTime: s.lastTime,
+		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members))}
+	for k, h := range s.holds {
+		c.holds[k] = h
+	}
+	for k, v := range s.members {
+		c.members[k] = v
+	}
+	return c
+}

@@ -1,0 +1,312 @@
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"io"
+)
+
+// Append encodes f and appends the whole frame, length prefix included, to
+// dst. It does not validate ranges; callers encode what they mean to send.
+func Append(dst []byte, f *Frame) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, byte(f.Type))
+	switch f.Type {
+	case TypeHello:
+		dst = putU16(dst, f.Version)
+		dst = append(dst, f.Flags)
+		dst = putStr(dst, f.Text)
+	case TypeReady:
+		dst = putU16(dst, f.Version)
+		dst = append(dst, f.Flags)
+		dst = putU32(dst, f.Interval)
+		dst = putU32(dst, f.Count)
+		dst = putStr(dst, f.Text)
+	case TypeAcquire:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Owner[:]...)
+		dst = append(dst, f.Wait, f.Lease)
+		dst = putStr(dst, f.Key)
+	case TypeCancel:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Owner[:]...)
+	case TypeRelease:
+		dst = putU32(dst, f.ID)
+		dst = putU64(dst, f.Token)
+		dst = putStr(dst, f.Key)
+	case TypeDescribe:
+		dst = putU32(dst, f.ID)
+		dst = putStr(dst, f.Key)
+	case TypeAdmin:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Text...)
+	case TypeAdminReply:
+		dst = putU32(dst, f.ID)
+		dst = putU16(dst, f.Code)
+		dst = append(dst, f.Text...)
+	case TypeGranted:
+		dst = putU32(dst, f.ID)
+		dst = putU64(dst, f.Token)
+		dst = putU32(dst, f.LeaseMs)
+		dst = putU32(dst, f.QueuedMs)
+	case TypeNotAcquired:
+		dst = putU32(dst, f.ID)
+		dst = putU32(dst, f.QueuedMs)
+	case TypeQueued:
+		dst = putU32(dst, f.ID)
+		dst = putU32(dst, f.Count)
+	case TypeCancelled, TypeReleased, TypeNotHeld:
+		dst = putU32(dst, f.ID)
+	case TypeCapacity:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Reason)
+	case TypeNotLeader:
+		dst = putStr(dst, f.Text)
+	case TypeError:
+		dst = putU16(dst, f.Code)
+		dst = putStr(dst, f.Text)
+	case TypeInfo:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Flags)
+		dst = putU64(dst, f.Token)
+		dst = append(dst, f.Owner[:]...)
+		dst = putU32(dst, f.Remaining)
+		dst = putU32(dst, f.LeaseMs)
+		dst = putU32(dst, f.Count)
+	case TypePing, TypePong:
+		dst = putU64(dst, f.Nonce)
+	}
+	be.PutUint32(dst[start:], uint32(len(dst)-start-HeaderLen))
+	return dst
+}
+
+// decoder walks a payload; the first short read sets bad and every later read
+// returns zero, so Decode checks once at the end.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) u8() uint8 {
+	if len(d.b) < 1 {
+		d.bad = true
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) u16() uint16 {
+	if len(d.b) < 2 {
+		d.bad = true
+		return 0
+	}
+	v := be.Uint16(d.b)
+	d.b = d.b[2:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if len(d.b) < 4 {
+		d.bad = true
+		return 0
+	}
+	v := be.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.bad = true
+		return 0
+	}
+	v := be.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) owner(o *Owner) {
+	if len(d.b) < OwnerLen {
+		d.bad = true
+		return
+	}
+	copy(o[:], d.b)
+	d.b = d.b[OwnerLen:]
+}
+
+func (d *decoder) str() []byte {
+	n := int(d.u16())
+	if len(d.b) < n {
+		d.bad = true
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) rest() []byte {
+	v := d.b
+	d.b = nil
+	return v
+}
+
+// Decode parses one frame body (type byte and payload, without the length
+// prefix) into f. Byte slices in f alias body. Errors are *Error with
+// CodeMalformedFrame or CodeUnknownFrame.
+func Decode(body []byte, f *Frame) error {
+	if len(body) == 0 {
+		return errorf(CodeMalformedFrame, "empty frame: a frame has at least its type byte")
+	}
+	*f = Frame{Type: Type(body[0])}
+	d := decoder{b: body[1:]}
+	switch f.Type {
+	case TypeHello:
+		f.Version = d.u16()
+		f.Flags = d.u8()
+		f.Text = d.str()
+	case TypeReady:
+		f.Version = d.u16()
+		f.Flags = d.u8()
+		f.Interval = d.u32()
+		f.Count = d.u32()
+		f.Text = d.str()
+	case TypeAcquire:
+		f.ID = d.u32()
+		d.owner(&f.Owner)
+		f.Wait = d.u8()
+		f.Lease = d.u8()
+		f.Key = d.str()
+	case TypeCancel:
+		f.ID = d.u32()
+		d.owner(&f.Owner)
+	case TypeRelease:
+		f.ID = d.u32()
+		f.Token = d.u64()
+		f.Key = d.str()
+	case TypeDescribe:
+		f.ID = d.u32()
+		f.Key = d.str()
+	case TypeAdmin:
+		f.ID = d.u32()
+		f.Text = d.rest()
+	case TypeAdminReply:
+		f.ID = d.u32()
+		f.Code = d.u16()
+		f.Text = d.rest()
+	case TypeGranted:
+		f.ID = d.u32()
+		f.Token = d.u64()
+		f.LeaseMs = d.u32()
+		f.QueuedMs = d.u32()
+	case TypeNotAcquired:
+		f.ID = d.u32()
+		f.QueuedMs = d.u32()
+	case TypeQueued:
+		f.ID = d.u32()
+		f.Count = d.u32()
+	case TypeCancelled, TypeReleased, TypeNotHeld:
+		f.ID = d.u32()
+	case TypeCapacity:
+		f.ID = d.u32()
+		f.Reason = d.u8()
+	case TypeNotLeader:
+		f.Text = d.str()
+	case TypeError:
+		f.Code = d.u16()
+		f.Text = d.str()
+	case TypeInfo:
+		f.ID = d.u32()
+		f.Flags = d.u8()
+		f.Token = d.u64()
+		d.owner(&f.Owner)
+		f.Remaining = d.u32()
+		f.LeaseMs = d.u32()
+		f.Count = d.u32()
+	case TypePing, TypePong:
+		f.Nonce = d.u64()
+	default:
+		return errorf(CodeUnknownFrame, "unknown frame type %s", f.Type)
+	}
+	if d.bad {
+		return errorf(CodeMalformedFrame, "frame %s is shorter than its layout", f.Type)
+	}
+	if len(d.b) != 0 {
+		return errorf(CodeMalformedFrame, "frame %s has %d trailing bytes", f.Type, len(d.b))
+	}
+	return nil
+}
+
+// Validate checks the semantic ranges of a client request: key length, lease
+// and protocol version. The server answers a failure with an E frame.
+func Validate(f *Frame) error {
+	switch f.Type {
+	case TypeHello:
+		if len(f.Text) > MaxToken {
+			return errorf(CodeInvalidArgument, "hello token is %d bytes, at most %d are allowed", len(f.Text), MaxToken)
+		}
+	case TypeAcquire:
+		if f.Lease < MinLease || f.Lease > MaxLease {
+			return errorf(CodeInvalidArgument, "lease %d s is outside %d..%d s", f.Lease, MinLease, MaxLease)
+		}
+		return validKey(f.Key)
+	case TypeRelease, TypeDescribe:
+		return validKey(f.Key)
+	}
+	return nil
+}
+
+func validKey(k []byte) error {
+	if len(k) == 0 || len(k) > MaxKey {
+		return errorf(CodeInvalidArgument, "key is %d bytes, it must be 1..%d", len(k), MaxKey)
+	}
+	return nil
+}
+
+// Reader reads frames from a byte stream with one reusable buffer.
+type Reader struct {
+	r   *bufio.Reader
+	buf []byte
+	max int
+}
+
+// NewReader returns a Reader that accepts frames up to MaxFrame.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 16<<10), max: MaxFrame}
+}
+
+// Next reads and decodes the next frame into f. Byte slices in f stay valid
+// until the following call. I/O errors are returned as they are (io.EOF at a
+// clean frame boundary, io.ErrUnexpectedEOF inside a frame); protocol errors
+// are *Error. A frame longer than MaxFrame is refused before its payload is
+// read.
+func (r *Reader) Next(f *Frame) error {
+	var hdr [HeaderLen]byte
+	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+		return err
+	}
+	n := be.Uint32(hdr[:])
+	if n == 0 {
+		return errorf(CodeMalformedFrame, "frame length 0: a frame has at least its type byte")
+	}
+	if n > uint32(r.max) {
+		return errorf(CodeFrameTooLarge, "frame of %d bytes exceeds the maximum of %d", n, r.max)
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n, max(int(n), 512))
+	}
+	body := r.buf[:n]
+	if _, err := io.ReadFull(r.r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return Decode(body, f)
+}
+
+// Buffered reports how many bytes are already buffered, so a writer can
+// decide whether more requests are coming before it flushes.
+func (r *Reader) Buffered() int { return r.r.Buffered() }

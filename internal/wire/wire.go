@@ -1,0 +1,136 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Version is the protocol version this package speaks. A hello with another
+// version is refused with CodeUnsupportedVersion.
+const Version uint16 = 1
+
+const (
+	// HeaderLen is the size of the length prefix.
+	HeaderLen = 4
+	// MaxFrame is the hard upper bound of the length prefix (type + payload).
+	// A longer frame is rejected before its payload is read.
+	MaxFrame = 64 << 10
+	// MaxKey is the longest key in bytes. Keys are 1..MaxKey bytes of any value.
+	MaxKey = 1024
+	// MaxToken is the longest client token accepted in a hello.
+	MaxToken = 1024
+	// MaxWait is the longest wait in seconds (wait 0 is one immediate attempt).
+	MaxWait = 255
+	// MinLease and MaxLease bound the lease in seconds.
+	MinLease = 1
+	MaxLease = 250
+	// OwnerLen is the size of an acquire's owner: random bytes chosen by the
+	// client for each acquire attempt.
+	OwnerLen = 16
+)
+
+// Type is a frame's one-letter type code.
+type Type byte
+
+// Client to server.
+const (
+	TypeHello    Type = 'H' // first frame of every connection
+	TypeAcquire  Type = 'A' // ask for a ticket
+	TypeCancel   Type = 'C' // withdraw one queued acquire
+	TypeRelease  Type = 'L' // let go of a ticket by its exact token
+	TypeDescribe Type = 'D' // read the state of one key
+	TypeAdmin    Type = 'J' // status and membership, JSON body
+)
+
+// Server to client.
+const (
+	TypeReady       Type = 'Y' // hello accepted
+	TypeGranted     Type = 'G' // final: ticket granted
+	TypeNotAcquired Type = 'W' // final: not acquired within wait
+	TypeQueued      Type = 'Q' // not final: the acquire waits in the key's queue
+	TypeCancelled   Type = 'X' // final: the acquire was withdrawn by a cancel
+	TypeCapacity    Type = 'B' // final: capacity reject
+	TypeReleased    Type = 'R' // final: released
+	TypeNotHeld     Type = 'N' // final: the token is not the key's current holder
+	TypeNotLeader   Type = 'M' // connection-fatal: this server is not the leader
+	TypeError       Type = 'E' // connection-fatal: error with a stable code
+	TypeInfo        Type = 'I' // answer to a describe
+	TypeAdminReply  Type = 'V' // answer to an admin request, JSON body
+)
+
+// Both directions.
+const (
+	TypePing Type = 'P'
+	TypePong Type = 'O'
+)
+
+func (t Type) String() string {
+	if t >= 0x21 && t <= 0x7e {
+		return string(rune(t))
+	}
+	return fmt.Sprintf("0x%02x", byte(t))
+}
+
+// Hello flags.
+const (
+	// HelloAdmin asks for an administrative session. A follower accepts it
+	// (instead of answering M) and serves TypeAdmin status requests on it, so
+	// an operator can ask any node for its own view of the cluster.
+	HelloAdmin uint8 = 1 << 0
+)
+
+// Ready flags.
+const (
+	// ReadyLeader is set when the answering server is the leader.
+	ReadyLeader uint8 = 1 << 0
+)
+
+// Capacity reject reasons carried by TypeCapacity.
+const (
+	CapacityHeld        uint8 = 1 // too many held tickets on the server
+	CapacityKeyWaiters  uint8 = 2 // too many waiters on this key
+	CapacityWaiters     uint8 = 3 // too many waiters on the server
+	CapacityInFlight    uint8 = 4 // too many requests in flight on this connection
+	CapacityConnections uint8 = 5 // too many connections (hello answered with B, then closed)
+)
+
+// Owner identifies one acquire attempt.
+type Owner [OwnerLen]byte
+
+// Frame is one decoded frame. Only the fields of its Type are meaningful;
+// Key and Text alias the Reader's buffer and are valid until the next call to
+// Next. The layout of each type is in docs/protocol.md.
+type Frame struct {
+	Type Type
+	ID   uint32 // request id chosen by the client, echoed in the answer
+
+	Owner Owner  // A, C, I
+	Wait  uint8  // A: seconds to wait in the queue, 0 = one immediate attempt
+	Lease uint8  // A: lease in seconds
+	Token uint64 // G, L, I
+
+	LeaseMs   uint32 // G: granted lease; I: lease of the holder
+	QueuedMs  uint32 // G, W: time spent in the queue
+	Remaining uint32 // I: remaining lease in ms as the leader sees it
+	Count     uint32 // Q: position in the queue (1 = next); I: waiters; Y: max in-flight
+
+	Version  uint16 // H, Y
+	Flags    uint8  // H, Y; I: 1 when held
+	Interval uint32 // Y: ping interval in ms
+	Code     uint16 // E: error code; V: admin status (0 = ok)
+	Reason   uint8  // B: which limit
+	Nonce    uint64 // P, O
+
+	Key  []byte // A, L, D
+	Text []byte // H: token; Y: node id; M: leader address; E: message; J, V: JSON
+}
+
+var be = binary.BigEndian
+
+func putU16(b []byte, v uint16) []byte { return be.AppendUint16(b, v) }
+func putU32(b []byte, v uint32) []byte { return be.AppendUint32(b, v) }
+func putU64(b []byte, v uint64) []byte { return be.AppendUint64(b, v) }
+func putStr(b []byte, s []byte) []byte {
+	b = be.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
