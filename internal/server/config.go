@@ -1,0 +1,235 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// Peer is one voting member of a cluster bootstrapped from configuration.
+type Peer struct {
+	ID       string `toml:"id"`
+	RaftAddr string `toml:"raft_addr"`
+}
+
+// ParsePeers parses "id=raftaddr,id=raftaddr" as given to --bootstrap.
+func ParsePeers(s string) ([]Peer, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []Peer
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("bootstrap entry %q: want ID=RAFTADDR, for example n1=10.0.0.1:5226", part)
+		}
+		out = append(out, Peer{ID: id, RaftAddr: addr})
+	}
+	return out, nil
+}
+
+// TLSFiles names PEM files for one listener.
+type TLSFiles struct {
+	CertFile string `toml:"cert"`
+	KeyFile  string `toml:"key"`
+	// CAFile, when set, makes the peer present a certificate signed by it
+	// (mTLS). For Raft traffic it is also the CA that servers verify each other with.
+	CAFile string `toml:"ca"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLSFiles) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Limits bound what one server holds, so that overload is answered with a
+// capacity reject instead of unbounded memory.
+type Limits struct {
+	MaxHeld            int `toml:"max_held"`               // held tickets on the server
+	MaxWaitersPerKey   int `toml:"max_waiters_per_key"`    // queued acquires for one key
+	MaxWaiters         int `toml:"max_waiters"`            // queued acquires on the server
+	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"` // requests without a final answer, per connection
+	MaxConnections     int `toml:"max_connections"`        // open client connections
+}
+
+// Config is the whole configuration of one ticketd server. Start from
+// DefaultConfig and call Validate (New does) before use.
+type Config struct {
+	NodeID string `toml:"node_id"`
+	// ClientAddr is where clients connect (the binary protocol).
+	ClientAddr string `toml:"listen"`
+	// AdvertiseClientAddr is the client address other servers hand out in M
+	// frames; it defaults to ClientAddr.
+	AdvertiseClientAddr string `toml:"advertise"`
+	// RaftAddr is where this server listens for Raft traffic; peers reach it
+	// at AdvertiseRaftAddr, which defaults to RaftAddr.
+	RaftAddr          string `toml:"raft_listen"`
+	AdvertiseRaftAddr string `toml:"raft_advertise"`
+	// HTTPAddr serves /healthz, /readyz and /metrics; empty disables it.
+	HTTPAddr string `toml:"http_listen"`
+	DataDir  string `toml:"data_dir"`
+
+	// Bootstrap lists every voter of a new cluster, this server included.
+	// Empty means a single-node cluster of this server alone. Ignored when the
+	// data directory already holds state.
+	Bootstrap []Peer `toml:"bootstrap"`
+	// Join starts a server with an empty data directory without
+	// bootstrapping: it waits until the leader adds it (ticketctl members add).
+	Join bool `toml:"join"`
+
+	// ClientTokens, when non-empty, are the tokens a client may present in
+	// its hello; any other client is refused.
+	ClientTokens []string `toml:"client_tokens"`
+	TLS          TLSFiles `toml:"tls"`
+	RaftTLS      TLSFiles `toml:"raft_tls"`
+
+	Limits Limits `toml:"limits"`
+
+	HelloTimeout time.Duration `toml:"hello_timeout"`
+	PingInterval time.Duration `toml:"ping_interval"`
+	// WriteBufferLimit bounds the answers queued for one connection; a
+	// client that does not read them is disconnected.
+	WriteBufferLimit int `toml:"write_buffer_limit"`
+
+	// SnapshotThreshold is the number of log entries after which a snapshot
+	// is taken and the log compacted; SnapshotInterval is how often that is checked.
+	SnapshotThreshold uint64        `toml:"snapshot_threshold"`
+	SnapshotInterval  time.Duration `toml:"snapshot_interval"`
+	// SnapshotRetain is how many snapshots are kept on disk.
+	SnapshotRetain int `toml:"snapshot_retain"`
+
+	// HeartbeatTimeout and ElectionTimeout tune failure detection (Raft).
+	HeartbeatTimeout time.Duration `toml:"heartbeat_timeout"`
+	ElectionTimeout  time.Duration `toml:"election_timeout"`
+
+	LogLevel string       `toml:"log_level"`
+	Logger   *slog.Logger `toml:"-"`
+}
+
+// DefaultConfig returns the configuration of a single-node server on loopback:
+// what `ticketd` with no flags runs.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:     "n1",
+		ClientAddr: "127.0.0.1:5225",
+		RaftAddr:   "127.0.0.1:5226",
+		HTTPAddr:   "127.0.0.1:5227",
+		DataDir:    "./ticketd-data",
+		Limits: Limits{
+			MaxHeld:            2_000_000,
+			MaxWaitersPerKey:   10_000,
+			MaxWaiters:         1_000_000,
+			MaxInFlightPerConn: 10_000,
+			MaxConnections:     20_000,
+		},
+		HelloTimeout:      5 * time.Second,
+		PingInterval:      5 * time.Second,
+		WriteBufferLimit:  4 << 20,
+		SnapshotThreshold: 100_000,
+		SnapshotInterval:  30 * time.Second,
+		SnapshotRetain:    2,
+		HeartbeatTimeout:  1000 * time.Millisecond,
+		ElectionTimeout:   1000 * time.Millisecond,
+		LogLevel:          "info",
+	}
+}
+
+// Validate checks the configuration and fills derived defaults. Its errors
+// say which setting is wrong and how to fix it.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.NodeID == "" {
+		bad("node_id is empty: give every server a unique id (--node-id)")
+	}
+	checkAddr := func(name, a string, required bool) {
+		if a == "" {
+			if required {
+				bad("%s is empty", name)
+			}
+			return
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("%s %q is not host:port: %v", name, a, err)
+		}
+	}
+	checkAddr("listen", c.ClientAddr, true)
+	checkAddr("advertise", c.AdvertiseClientAddr, false)
+	checkAddr("raft_listen", c.RaftAddr, true)
+	checkAddr("raft_advertise", c.AdvertiseRaftAddr, false)
+	checkAddr("http_listen", c.HTTPAddr, false)
+	if c.DataDir == "" {
+		bad("data_dir is empty")
+	}
+	if c.AdvertiseClientAddr == "" {
+		c.AdvertiseClientAddr = c.ClientAddr
+	}
+	if c.AdvertiseRaftAddr == "" {
+		c.AdvertiseRaftAddr = c.RaftAddr
+	}
+	if len(c.Bootstrap) > 0 {
+		if c.Join {
+			bad("bootstrap and join are exclusive: a joining server is added by the leader")
+		}
+		seen := map[string]bool{}
+		self := false
+		for _, p := range c.Bootstrap {
+			if seen[p.ID] {
+				bad("bootstrap lists node %q twice", p.ID)
+			}
+			seen[p.ID] = true
+			checkAddr("bootstrap address of "+p.ID, p.RaftAddr, true)
+			if p.ID == c.NodeID {
+				self = true
+			}
+		}
+		if !self {
+			bad("bootstrap does not list this server's node_id %q", c.NodeID)
+		}
+	}
+	for i, t := range c.ClientTokens {
+		if t == "" || len(t) > 1024 {
+			bad("client_tokens[%d] must be 1..1024 bytes", i)
+		}
+	}
+	tlsPair := func(name string, t TLSFiles) {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			bad("%s: cert and key must be given together", name)
+		}
+		if t.CAFile != "" && t.CertFile == "" {
+			bad("%s: a CA file needs a certificate and key as well", name)
+		}
+	}
+	tlsPair("tls", c.TLS)
+	tlsPair("raft_tls", c.RaftTLS)
+	l := c.Limits
+	if l.MaxHeld < 1 || l.MaxWaitersPerKey < 0 || l.MaxWaiters < 0 || l.MaxInFlightPerConn < 1 || l.MaxConnections < 1 {
+		bad("limits must be positive (waiter limits may be 0 to disable queueing): %+v", l)
+	}
+	if c.HelloTimeout <= 0 || c.PingInterval <= 0 {
+		bad("hello_timeout and ping_interval must be positive")
+	}
+	if c.WriteBufferLimit < 64<<10 {
+		bad("write_buffer_limit %d is below 64 KiB", c.WriteBufferLimit)
+	}
+	if c.SnapshotThreshold < 1 || c.SnapshotInterval <= 0 || c.SnapshotRetain < 1 {
+		bad("snapshot_threshold, snapshot_interval and snapshot_retain must be positive")
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < c.HeartbeatTimeout {
+		bad("heartbeat_timeout must be at least 5ms and election_timeout at least heartbeat_timeout")
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "", "debug", "info", "warn", "error":
+	default:
+		bad("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return nil
+}
