@@ -1,0 +1,692 @@
+package etcdbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Workload names.
+const (
+	Uncontended = "uncontended"
+	Contended   = "contended"
+	Hold        = "hold"
+	Connections = "connections"
+)
+
+// Workloads lists the valid -workload values.
+var Workloads = []string{Uncontended, Contended, Hold, Connections}
+
+// Config is the benchmark configuration (mirrors the command-line flags).
+type Config struct {
+	Workload        string
+	Nodes           int
+	Clients         int           // active lock workers (0: workload default)
+	PerConn         int           // workers sharing one clientv3.Client
+	Duration        time.Duration // measured window
+	Warmup          time.Duration // unmeasured run-in before the window
+	LeaseTTL        int           // session TTL, seconds
+	N               int           // hold: held locks; connections: idle clients (0: default)
+	LocksPerSession int           // hold: held locks per session (lease)
+	FillPar         int           // hold: concurrent fillers
+	FillTimeout     time.Duration // hold: bound on the fill phase
+	IdleSessions    bool          // connections: each idle client also keeps a session alive
+	Rate            float64       // total acquire rate target for all workers, /s (0: closed loop)
+	OpTimeout       time.Duration // per Lock / Unlock call
+	MaxOpsPerWorker int64         // hard bound on iterations per worker
+	Prefix          string        // key prefix, "/lock"
+}
+
+// Env is where the benchmark runs.
+type Env struct {
+	Endpoints  []string // host:port, loopback only
+	ServerPids []int    // for RSS/CPU; may be empty (existing endpoints)
+	OwnCluster bool     // servers are ours and will be killed afterwards
+	Logf       func(format string, args ...any)
+}
+
+// ApplyDefaults fills workload-dependent defaults.
+func (c *Config) ApplyDefaults() {
+	if c.Clients <= 0 {
+		switch c.Workload {
+		case Uncontended:
+			c.Clients = 128
+		case Contended:
+			c.Clients = 16
+		case Hold:
+			c.Clients = 8
+		case Connections:
+			c.Clients = 4
+		}
+	}
+	if c.N <= 0 {
+		switch c.Workload {
+		case Hold:
+			c.N = 10000
+		case Connections:
+			c.N = 1000
+		}
+	}
+	if c.PerConn <= 0 {
+		c.PerConn = 8
+	}
+	if c.LocksPerSession <= 0 {
+		c.LocksPerSession = 1
+	}
+	if c.FillPar <= 0 {
+		c.FillPar = 64
+	}
+	if c.FillTimeout <= 0 {
+		c.FillTimeout = 10 * time.Minute
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 30 * time.Second
+	}
+	if c.MaxOpsPerWorker <= 0 {
+		c.MaxOpsPerWorker = 10_000_000
+	}
+	if c.Prefix == "" {
+		c.Prefix = "/lock"
+	}
+}
+
+// recorder collects one worker's measurements. Only its worker writes it.
+type recorder struct {
+	ops        int64
+	errs       int64
+	violations int64
+	pair       []time.Duration
+	acquire    []time.Duration
+	errSamples []string
+}
+
+func (r *recorder) fail(what string, err error) {
+	r.errs++
+	if len(r.errSamples) < 3 {
+		r.errSamples = append(r.errSamples, what+": "+err.Error())
+	}
+}
+
+// window is the measured interval.
+type window struct{ start, end time.Time }
+
+func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
+
+// createRev returns the create revision of the mutex's own key, which is
+// the etcd lock recipe's fencing token. Mutex keeps it as myRev and exposes
+// it only through the IsOwner comparison; that costs no extra RPC and is
+// right on both the fast path (Txn header revision) and the waiting path
+// (where Header() is a later Get's revision, not the create revision).
+func createRev(m *concurrency.Mutex) int64 {
+	c := m.IsOwner()
+	if cr, ok := c.GetCompare().GetTargetUnion().(*pb.Compare_CreateRevision); ok {
+		return cr.CreateRevision
+	}
+	return -1
+}
+
+// bench holds shared state for one run.
+type bench struct {
+	cfg Config
+	env Env
+
+	sessCtx    context.Context // parent of all session leases
+	sessCancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions []*concurrency.Session
+	clients  []*clientv3.Client
+}
+
+func (b *bench) newClient(ctx context.Context) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   b.env.Endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		Context:     context.Background(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.clients = append(b.clients, cli)
+	b.mu.Unlock()
+	// Force the connection(s) up now, not inside the measured window.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Get(rctx, "/etcdbench/ping", clientv3.WithSerializable()); err != nil {
+		return nil, fmt.Errorf("first request: %w", err)
+	}
+	return cli, nil
+}
+
+// newClients opens n clients with bounded parallelism.
+func (b *bench) newClients(ctx context.Context, n int) ([]*clientv3.Client, error) {
+	out := make([]*clientv3.Client, n)
+	err := parallel(ctx, n, 32, func(i int) error {
+		c, err := b.newClient(ctx)
+		out[i] = c
+		return err
+	})
+	return out, err
+}
+
+func (b *bench) newSession(cli *clientv3.Client) (*concurrency.Session, error) {
+	s, err := concurrency.NewSession(cli,
+		concurrency.WithTTL(b.cfg.LeaseTTL),
+		concurrency.WithContext(b.sessCtx))
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.sessions = append(b.sessions, s)
+	b.mu.Unlock()
+	return s, nil
+}
+
+// close revokes sessions (when the servers outlive us, or when cheap) and
+// closes all clients.
+func (b *bench) close() {
+	b.mu.Lock()
+	sessions, clients := b.sessions, b.clients
+	b.mu.Unlock()
+	if !b.env.OwnCluster || len(sessions) <= 1000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		parallel(ctx, len(sessions), 64, func(i int) error {
+			rctx, c2 := context.WithTimeout(ctx, 5*time.Second)
+			defer c2()
+			sessions[i].Orphan()
+			_, err := sessions[i].Client().Revoke(rctx, sessions[i].Lease())
+			return err
+		})
+		cancel()
+	}
+	b.sessCancel()
+	for _, c := range clients {
+		c.Close()
+	}
+}
+
+// parallel runs f(0..n-1) on at most par goroutines; returns the first error
+// but runs all items (unless ctx is done).
+func parallel(ctx context.Context, n, par int, f func(i int) error) error {
+	if par > n {
+		par = n
+	}
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
+
+// loopMode says what one iteration of lockLoop counts.
+type loopMode int
+
+const (
+	countPairs    loopMode = iota // ops = lock+unlock pairs completed in the window
+	countAcquires                 // ops = acquisitions (handoffs) in the window
+)
+
+// heldCheck is called while the lock is held with its fencing token; it
+// returns false on a safety violation. leave is called just before Unlock.
+type heldCheck interface {
+	enter(tok int64) bool
+	leave()
+}
+
+// perKeyCheck: one worker per key, tokens must strictly increase.
+type perKeyCheck struct{ last int64 }
+
+func (c *perKeyCheck) enter(tok int64) bool {
+	ok := tok > c.last
+	c.last = tok
+	return ok
+}
+func (c *perKeyCheck) leave() {}
+
+// sharedKeyCheck: many workers on one key. At most one holder at a time, and
+// tokens must strictly increase in acquisition order (checked under the
+// lock itself, so the order is the lock's order).
+type sharedKeyCheck struct {
+	holders atomic.Int32
+	mu      sync.Mutex
+	last    int64
+}
+
+func (c *sharedKeyCheck) enter(tok int64) bool {
+	ok := c.holders.Add(1) == 1
+	c.mu.Lock()
+	if tok <= c.last {
+		ok = false
+	}
+	if tok > c.last {
+		c.last = tok
+	}
+	c.mu.Unlock()
+	return ok
+}
+func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
+
+// lockLoop repeatedly acquires and releases key with its own session until
+// the window ends (or ctx is done, or MaxOpsPerWorker iterations).
+func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session,
+	key string, win window, mode loopMode, check heldCheck, interval time.Duration, rec *recorder) {
+	cfg := b.cfg
+	m := concurrency.NewMutex(sess, key)
+	next := time.Now()
+	for it := int64(0); it < cfg.MaxOpsPerWorker; it++ {
+		if ctx.Err() != nil || !time.Now().Before(win.end) {
+			return
+		}
+		if interval > 0 {
+			if d := time.Until(next); d > 0 {
+				if !sleepUntil(ctx, next, win.end) {
+					return
+				}
+			}
+			next = next.Add(interval)
+		}
+		select {
+		case <-sess.Done():
+			// Lease lost (e.g. keepalives starved): that is an error; carry on
+			// with a fresh session.
+			if time.Now().After(win.start) {
+				rec.fail("session", errors.New("session lease lost"))
+			}
+			ns, err := b.newSession(cli)
+			if err != nil {
+				rec.fail("new session", err)
+				sleepUntil(ctx, time.Now().Add(100*time.Millisecond), win.end)
+				continue
+			}
+			sess = ns
+			m = concurrency.NewMutex(sess, key)
+		default:
+		}
+
+		lctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		t0 := time.Now()
+		err := m.Lock(lctx)
+		t1 := time.Now()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !t1.Before(win.start) && t0.Before(win.end) {
+				rec.fail("lock", err)
+			}
+			m = concurrency.NewMutex(sess, key)
+			sleepUntil(ctx, time.Now().Add(20*time.Millisecond), win.end)
+			continue
+		}
+		tok := createRev(m)
+		if !check.enter(tok) && !t1.Before(win.start) {
+			rec.violations++
+		}
+		if mode == countAcquires && win.in(t1) {
+			rec.ops++
+			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		}
+		check.leave()
+		uctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		err = m.Unlock(uctx)
+		t2 := time.Now()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !t2.Before(win.start) && t0.Before(win.end) {
+				rec.fail("unlock", err)
+			}
+			m = concurrency.NewMutex(sess, key)
+			continue
+		}
+		if mode == countPairs && win.in(t2) {
+			rec.ops++
+			rec.pair = append(rec.pair, t2.Sub(t0))
+			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		}
+	}
+}
+
+// sleepUntil sleeps until t; false if ctx ended or t is past limit.
+func sleepUntil(ctx context.Context, t, limit time.Time) bool {
+	if !t.Before(limit) {
+		t = limit
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return t.Before(limit)
+	}
+}
+
+// meter samples server and client CPU over the window and RSS at its end.
+type meter struct {
+	pids                     []int
+	wall0, wall1             time.Time
+	srv0, srv1, self0, self1 time.Duration
+	rssEnd                   int64
+	done                     chan struct{}
+}
+
+func startMeter(ctx context.Context, pids []int, win window) *meter {
+	m := &meter{pids: pids, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		sleepUntil(ctx, win.start, win.start.Add(time.Hour))
+		m.wall0, m.srv0, m.self0 = time.Now(), SumCPU(pids), SelfCPU()
+		sleepUntil(ctx, win.end, win.end.Add(time.Hour))
+		m.wall1, m.srv1, m.self1 = time.Now(), SumCPU(pids), SelfCPU()
+		m.rssEnd = SumRSS(pids)
+	}()
+	return m
+}
+
+func (m *meter) notes() string {
+	<-m.done
+	wall := m.wall1.Sub(m.wall0).Seconds()
+	if wall <= 0 {
+		return ""
+	}
+	var s []string
+	if len(m.pids) > 0 {
+		srv := (m.srv1 - m.srv0).Seconds()
+		s = append(s, fmt.Sprintf("server_cpu_s=%.2f server_cpu_cores=%.2f", srv, srv/wall))
+	}
+	self := (m.self1 - m.self0).Seconds()
+	s = append(s, fmt.Sprintf("bench_cpu_s=%.2f bench_cpu_cores=%.2f", self, self/wall))
+	return strings.Join(s, " ")
+}
+
+// Run executes the configured workload against env and returns its result.
+func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
+	cfg.ApplyDefaults()
+	if env.Logf == nil {
+		env.Logf = func(string, ...any) {}
+	}
+	b := &bench{cfg: cfg, env: env}
+	b.sessCtx, b.sessCancel = context.WithCancel(context.Background())
+	defer b.close()
+
+	switch cfg.Workload {
+	case Uncontended, Contended:
+		return b.runLoops(ctx, nil)
+	case Hold:
+		return b.runHold(ctx)
+	case Connections:
+		return b.runConnections(ctx)
+	default:
+		return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
+	}
+}
+
+// runLoops sets up cfg.Clients workers (sessions, shared clients), runs them
+// over warmup+duration and summarizes. extraNotes/extraRSS let hold and
+// connections decorate the result.
+func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, error) {
+	cfg := b.cfg
+	C := cfg.Clients
+	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
+	clients, err := b.newClients(ctx, nConn)
+	if err != nil {
+		return nil, fmt.Errorf("clients: %w", err)
+	}
+	sessions := make([]*concurrency.Session, C)
+	if err := parallel(ctx, C, 32, func(i int) error {
+		s, err := b.newSession(clients[i%nConn])
+		sessions[i] = s
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+
+	var interval time.Duration
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(C) / cfg.Rate * float64(time.Second))
+	}
+	mode := countPairs
+	var shared *sharedKeyCheck
+	if cfg.Workload == Contended {
+		mode = countAcquires
+		shared = &sharedKeyCheck{}
+	}
+
+	start := time.Now().Add(cfg.Warmup)
+	win := window{start: start, end: start.Add(cfg.Duration)}
+	met := startMeter(ctx, b.env.ServerPids, win)
+	recs := make([]*recorder, C)
+	var wg sync.WaitGroup
+	for i := 0; i < C; i++ {
+		recs[i] = &recorder{}
+		var key string
+		var check heldCheck
+		switch cfg.Workload {
+		case Contended:
+			key, check = cfg.Prefix+"/contended", shared
+		case Hold:
+			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &perKeyCheck{}
+		default:
+			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &perKeyCheck{}
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			// Spread the first requests of a paced loop over one interval.
+			if interval > 0 {
+				sleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.end)
+			}
+			b.lockLoop(ctx, clients[i%nConn], sessions[i], key, win, mode, check, interval, recs[i])
+		}(i)
+	}
+	wg.Wait()
+	cpuNotes := met.notes()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	r := &Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
+	var pair, acq []time.Duration
+	var violations int64
+	var samples []string
+	for _, rec := range recs {
+		r.Ops += rec.ops
+		r.Errors += rec.errs + rec.violations
+		violations += rec.violations
+		pair = append(pair, rec.pair...)
+		acq = append(acq, rec.acquire...)
+		for _, s := range rec.errSamples {
+			if len(samples) < 3 {
+				samples = append(samples, s)
+			}
+		}
+	}
+	dur := win.end.Sub(win.start).Seconds()
+	r.DurationS = round(dur, 3)
+	r.OpsPerSec = round(float64(r.Ops)/dur, 1)
+	r.AcquireLatencyMs = Summarize(acq)
+	if mode == countAcquires {
+		r.LatencyMs = r.AcquireLatencyMs
+	} else {
+		r.LatencyMs = Summarize(pair)
+	}
+	r.ServerRSSBytes = met.rssEnd
+
+	notes := []string{
+		"etcd v3.7.3 concurrency.Mutex",
+		fmt.Sprintf("fsync=on lease_ttl_s=%d", cfg.LeaseTTL),
+		fmt.Sprintf("sessions=1/worker workers_per_client=%d clientv3_clients=%d", cfg.PerConn, nConn),
+		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
+		"token=key create_revision",
+		fmt.Sprintf("token_violations=%d", violations),
+	}
+	if cfg.Rate > 0 {
+		notes = append(notes, fmt.Sprintf("paced_rate=%.1f/s", cfg.Rate))
+	} else {
+		notes = append(notes, "closed_loop")
+	}
+	if cpuNotes != "" {
+		notes = append(notes, cpuNotes)
+	}
+	if len(samples) > 0 {
+		sort.Strings(samples)
+		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
+	}
+	r.Notes = strings.Join(notes, "; ")
+	if decorate != nil {
+		decorate(r)
+	}
+	return r, nil
+}
+
+// runHold fills the server with N held locks, then measures RSS and the
+// latency of a further sample of acquires (on other keys) at that size.
+//
+// The N locks are held by ceil(N/LocksPerSession) sessions (one lease
+// each); by default LocksPerSession=1, i.e. N independent holders, each with
+// its own lease and keepalive, which is what N separate lock holders look
+// like to etcd. Fill sessions are spread over ceil(FillPar/PerConn) clients.
+func (b *bench) runHold(ctx context.Context) (*Result, error) {
+	cfg := b.cfg
+	rss0 := SumRSS(b.env.ServerPids)
+	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
+	clients, err := b.newClients(ctx, nConn)
+	if err != nil {
+		return nil, fmt.Errorf("fill clients: %w", err)
+	}
+	nSess := (cfg.N + cfg.LocksPerSession - 1) / cfg.LocksPerSession
+	fctx, cancel := context.WithTimeout(ctx, cfg.FillTimeout)
+	defer cancel()
+	var held, fillErrs atomic.Int64
+	var errMu sync.Mutex
+	var fillSample string
+	t0 := time.Now()
+	parallel(fctx, nSess, cfg.FillPar, func(si int) error {
+		s, err := b.newSession(clients[si%nConn])
+		if err != nil {
+			fillErrs.Add(1)
+			errMu.Lock()
+			if fillSample == "" {
+				fillSample = "session: " + err.Error()
+			}
+			errMu.Unlock()
+			return nil
+		}
+		for j := si * cfg.LocksPerSession; j < (si+1)*cfg.LocksPerSession && j < cfg.N; j++ {
+			lctx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
+			m := concurrency.NewMutex(s, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j))
+			err := m.Lock(lctx)
+			c2()
+			if err != nil {
+				fillErrs.Add(1)
+				errMu.Lock()
+				if fillSample == "" {
+					fillSample = "lock: " + err.Error()
+				}
+				errMu.Unlock()
+				continue
+			}
+			held.Add(1)
+		}
+		return nil
+	})
+	fill := time.Since(t0)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if held.Load() == 0 {
+		return nil, fmt.Errorf("hold: no lock could be filled (%s)", fillSample)
+	}
+	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held.Load(), cfg.N, nSess, fill.Seconds())
+	// Let the apply loop and GC settle before reading RSS.
+	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
+	rssFilled := SumRSS(b.env.ServerPids)
+
+	return b.runLoops(ctx, func(r *Result) {
+		r.Errors += fillErrs.Load()
+		rssEnd := r.ServerRSSBytes
+		r.ServerRSSBytes = rssFilled
+		n := fmt.Sprintf("n=%d held=%d sessions=%d locks_per_session=%d fill_s=%.1f fill_clients=%d fill_errors=%d",
+			cfg.N, held.Load(), nSess, cfg.LocksPerSession, fill.Seconds(), nConn, fillErrs.Load())
+		n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, rssEnd)
+		if held.Load() > 0 && rssFilled > rss0 {
+			n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
+		}
+		if fillSample != "" {
+			n += " fill_first_error=[" + fillSample + "]"
+		}
+		r.Notes = n + "; sample: per-worker keys " + cfg.Prefix + "/sample/<i>; " + r.Notes
+	})
+}
+
+// runConnections opens N idle clientv3 clients (each its own gRPC
+// connection to every endpoint), then runs cfg.Clients lock/unlock workers
+// alongside them.
+func (b *bench) runConnections(ctx context.Context) (*Result, error) {
+	cfg := b.cfg
+	rss0 := SumRSS(b.env.ServerPids)
+	t0 := time.Now()
+	idle, err := b.newClients(ctx, cfg.N)
+	if err != nil {
+		return nil, fmt.Errorf("idle clients: %w", err)
+	}
+	if cfg.IdleSessions {
+		if err := parallel(ctx, len(idle), 32, func(i int) error {
+			_, err := b.newSession(idle[i])
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("idle sessions: %w", err)
+		}
+	}
+	setup := time.Since(t0)
+	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
+	rssIdle := SumRSS(b.env.ServerPids)
+	b.env.Logf("etcdbench: connections: %d idle clients up in %.1fs", len(idle), setup.Seconds())
+	return b.runLoops(ctx, func(r *Result) {
+		n := fmt.Sprintf("n=%d idle clientv3 clients (1 gRPC conn per endpoint each, idle_sessions=%v) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d",
+			cfg.N, cfg.IdleSessions, setup.Seconds(), rss0, rssIdle)
+		r.Notes = n + "; " + r.Notes
+	})
+}
