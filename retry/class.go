@@ -1,0 +1,266 @@
+package retry
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Class is the retry class of an error, named after the YDB status codes the
+// policy was ported from. The zero value, NonRetryable, is never retried.
+type Class int
+
+const (
+	NonRetryable Class = iota // unknown or permanent: not retried
+
+	// Always retried.
+	Aborted                 // transaction conflict, deadlock, SQLITE_BUSY: fast backoff
+	Unavailable             // server shutting down or starting up: fast backoff
+	Overloaded              // server rejected the call for capacity: slow backoff
+	ClientResourceExhausted // too many connections: slow backoff
+	BadSession              // session must be recreated: no delay
+	SessionBusy             // session in use: no delay
+
+	// Retried only when the call is marked idempotent: the outcome of the
+	// failed attempt is unknown, so running it again may apply it twice.
+	Undetermined         // commit outcome unknown: fast backoff
+	TransportUnavailable // connection could not be used (refused, bad conn): fast backoff
+	ClientTransportError // connection broke mid-call (YDB's CLIENT_GRPC_ERROR): fast backoff
+	SessionExpired       // session expired mid-call: no delay
+
+	// Never retried; named so that errors can report them explicitly.
+	Timeout            // deadline exceeded
+	Canceled           // context canceled
+	PreconditionFailed // e.g. a stale fencing token
+	NotFound
+	InvalidArgument
+)
+
+var classNames = [...]string{
+	NonRetryable:            "NON_RETRYABLE",
+	Aborted:                 "ABORTED",
+	Unavailable:             "UNAVAILABLE",
+	Overloaded:              "OVERLOADED",
+	ClientResourceExhausted: "CLIENT_RESOURCE_EXHAUSTED",
+	BadSession:              "BAD_SESSION",
+	SessionBusy:             "SESSION_BUSY",
+	Undetermined:            "UNDETERMINED",
+	TransportUnavailable:    "TRANSPORT_UNAVAILABLE",
+	ClientTransportError:    "CLIENT_TRANSPORT_ERROR",
+	SessionExpired:          "SESSION_EXPIRED",
+	Timeout:                 "TIMEOUT",
+	Canceled:                "CANCELED",
+	PreconditionFailed:      "PRECONDITION_FAILED",
+	NotFound:                "NOT_FOUND",
+	InvalidArgument:         "INVALID_ARGUMENT",
+}
+
+func (c Class) String() string {
+	if c >= 0 && int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Retryable reports whether an error of class c is retried. Idempotent calls
+// are additionally retried on classes whose failed attempt may have taken
+// effect.
+func (c Class) Retryable(idempotent bool) bool {
+	switch c {
+	case Aborted, Unavailable, Overloaded, ClientResourceExhausted, BadSession, SessionBusy:
+		return true
+	case Undetermined, TransportUnavailable, ClientTransportError, SessionExpired:
+		return idempotent
+	}
+	return false
+}
+
+// tier selects the backoff curve of a retryable class.
+type tier int
+
+const (
+	tierNone tier = iota // retry at once
+	tierFast
+	tierSlow
+)
+
+func (c Class) tier() tier {
+	switch c {
+	case Aborted, Unavailable, Undetermined, TransportUnavailable, ClientTransportError:
+		return tierFast
+	case Overloaded, ClientResourceExhausted:
+		return tierSlow
+	}
+	return tierNone
+}
+
+// RetryClasser is implemented by errors that know their own retry class,
+// such as the Ticketing client's errors. Classify consults it before anything
+// else, so an explicit class always wins over what the error wraps.
+type RetryClasser interface {
+	RetryClass() Class
+}
+
+// WithClass returns an error that wraps err and reports class c.
+func WithClass(err error, c Class) error {
+	if err == nil {
+		return nil
+	}
+	return &classed{err: err, class: c}
+}
+
+type classed struct {
+	err   error
+	class Class
+}
+
+func (e *classed) Error() string     { return e.err.Error() }
+func (e *classed) Unwrap() error     { return e.err }
+func (e *classed) RetryClass() Class { return e.class }
+
+// Classify returns the retry class of err. In order, it looks for:
+//
+//   - an error in the chain implementing RetryClasser;
+//   - context.Canceled (Canceled), context.DeadlineExceeded and
+//     os.ErrDeadlineExceeded (Timeout);
+//   - a MySQL server error: 1213 deadlock and 1205 lock wait timeout are
+//     Aborted (the whole transaction is re-run, so a statement-only rollback
+//     on 1205 is harmless); 1040/1203 too many connections are
+//     ClientResourceExhausted;
+//   - an SQLSTATE (any error with a SQLState() string method, such as
+//     *pgconn.PgError): 40001 serialization failure and 40P01 deadlock are
+//     Aborted, 53300 too many connections is ClientResourceExhausted,
+//     57P01..57P03 shutdown/cannot connect now are Unavailable, and class 08
+//     (connection exception) is TransportUnavailable;
+//   - a modernc.org/sqlite error with primary code SQLITE_BUSY or
+//     SQLITE_LOCKED (Aborted);
+//   - a network timeout (Timeout);
+//   - a connection that could not be used: driver.ErrBadConn,
+//     mysql.ErrInvalidConn, ECONNREFUSED (TransportUnavailable);
+//   - a connection that broke mid-call: ECONNRESET, ECONNABORTED, EPIPE,
+//     io.ErrUnexpectedEOF, other *net.OpError (ClientTransportError).
+//
+// Everything else, including fence.ErrStaleToken and sql.ErrNoRows, is
+// NonRetryable.
+func Classify(err error) Class {
+	if err == nil {
+		return NonRetryable
+	}
+	var rc RetryClasser
+	if errors.As(err, &rc) {
+		return rc.RetryClass()
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return Timeout
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+			return Aborted
+		case 1040, 1203: // ER_CON_COUNT_ERROR, ER_TOO_MANY_USER_CONNECTIONS
+			return ClientResourceExhausted
+		}
+		return NonRetryable
+	}
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		return classifySQLState(se.SQLState())
+	}
+	if code, ok := sqliteCode(err); ok {
+		switch code & 0xff { // primary code; extended codes carry detail in the high bits
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return Aborted
+		}
+		return NonRetryable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return Timeout
+	}
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, syscall.ECONNREFUSED):
+		return TransportUnavailable
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF):
+		return ClientTransportError
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return ClientTransportError
+	}
+	return NonRetryable
+}
+
+func classifySQLState(code string) Class {
+	switch code {
+	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return Aborted
+	case "53300": // too_many_connections
+		return ClientResourceExhausted
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return Unavailable
+	}
+	if strings.HasPrefix(code, "08") { // connection_exception class
+		return TransportUnavailable
+	}
+	return NonRetryable
+}
+
+// sqliteCode finds a modernc.org/sqlite *Error in the chain and returns its
+// result code. The type is recognised by its package path rather than
+// imported, so that importing retry does not link the whole SQLite engine
+// into programs that never use it.
+func sqliteCode(err error) (int, bool) {
+	for _, e := range chain(err) {
+		c, ok := e.(interface{ Code() int })
+		if !ok {
+			continue
+		}
+		t := reflect.TypeOf(e)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.PkgPath() == "modernc.org/sqlite" && t.Name() == "Error" {
+			return c.Code(), true
+		}
+	}
+	return 0, false
+}
+
+// chain lists err and everything it wraps, depth first, like errors.As walks it.
+func chain(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			out = append(out, e)
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			case interface{ Unwrap() []error }:
+				for _, x := range u.Unwrap() {
+					walk(x)
+				}
+				return
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return out
+}

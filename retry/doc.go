@@ -1,0 +1,77 @@
+// Package retry re-runs whole database transactions that failed for a
+// transient reason. It ports the YDB Spring retry policy: errors are sorted
+// into status classes, and each class is either always retried, retried only
+// for idempotent calls, or never retried, with a fast, slow or zero backoff.
+//
+//	err := retry.Do(ctx, func(ctx context.Context) error {
+//		tx, err := db.BeginTx(ctx, nil)
+//		if err != nil {
+//			return err
+//		}
+//		defer tx.Rollback()
+//		if err := f.Check(ctx, tx, key, token); err != nil {
+//			return err // fence.ErrStaleToken is never retried
+//		}
+//		if _, err := tx.ExecContext(ctx, "UPDATE ...", ...); err != nil {
+//			return err
+//		}
+//		return tx.Commit()
+//	}, retry.Idempotent(true))
+//
+// # Classes
+//
+//	class                      retried             backoff
+//	ABORTED                    always              fast
+//	UNAVAILABLE                always              fast
+//	OVERLOADED                 always              slow
+//	CLIENT_RESOURCE_EXHAUSTED  always              slow
+//	BAD_SESSION                always              none
+//	SESSION_BUSY               always              none
+//	UNDETERMINED               if idempotent       fast
+//	TRANSPORT_UNAVAILABLE      if idempotent       fast
+//	CLIENT_TRANSPORT_ERROR     if idempotent       fast   (YDB's CLIENT_GRPC_ERROR)
+//	SESSION_EXPIRED            if idempotent       none
+//	anything else              never
+//
+// Classify maps errors to classes: errors implementing RetryClasser (the
+// Ticketing client's errors do), PostgreSQL SQLSTATEs, MySQL error numbers,
+// SQLite busy/locked codes, and network errors. Timeouts, cancellation,
+// precondition failures such as a stale fencing token, not-found and invalid
+// arguments are never retried.
+//
+// # Backoff
+//
+// Before retry n the ceiling is base·2^(n-1), capped. The fast tier (base
+// 5ms, cap 500ms) waits a uniform time in [0, ceiling) ("full jitter": best
+// at spreading out clients that conflict with each other); the slow tier
+// (base 50ms, cap 5s) waits in [ceiling/2, ceiling) ("equal jitter": an
+// overloaded server is guaranteed at least half the ceiling of relief).
+// Zero-backoff classes retry at once. At most 10 attempts are made,
+// including the first. Cancelling the context stops retrying at once, also
+// in the middle of a backoff wait.
+//
+// # Configuration
+//
+// The package-level Do reads its global configuration once from the
+// environment; Policy takes a Config directly:
+//
+//	TICKETING_RETRY_ENABLED       true   false disables retrying
+//	TICKETING_RETRY_MAX_ATTEMPTS  10     attempts including the first
+//	TICKETING_RETRY_FAST_BASE     5ms    durations: Go syntax, or an integer
+//	TICKETING_RETRY_FAST_CAP      500ms  of milliseconds
+//	TICKETING_RETRY_SLOW_BASE     50ms
+//	TICKETING_RETRY_SLOW_CAP      5s
+//
+// Options override the global values for one call: zero means "use the
+// global value" and a negative value is rejected with ErrInvalidConfig.
+// Enabled(false) turns retrying off for the call; Enabled(true) cannot turn
+// on retrying that is disabled globally. Idempotent(true) widens the set of
+// retried classes.
+//
+// # Nesting
+//
+// Only the outermost Do retries. Do marks the context it hands the body; a
+// Do called with that context runs its body once and returns the body's
+// error unchanged, so that the outer call re-runs the whole transaction
+// rather than a part of it.
+package retry
