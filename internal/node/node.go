@@ -1,0 +1,297 @@
+package node
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/ticketing-io/ticketing/internal/fsm"
+)
+
+// Peer is one voter of a cluster bootstrapped from configuration.
+type Peer struct{ ID, RaftAddr string }
+
+// Config configures one Raft node.
+type Config struct {
+	ID        string
+	RaftAddr  string // listen address for Raft traffic
+	Advertise string // address peers use to reach this node; defaults to RaftAddr
+	Dir       string // data directory: raft.db and snapshots/
+	// Bootstrap lists the voters of a new cluster; empty means this node
+	// alone. Ignored when Dir already holds Raft state.
+	Bootstrap []Peer
+	// Join skips bootstrapping: the node waits to be added by a leader.
+	Join bool
+	// TLS, when set, secures Raft traffic (server and client side).
+	TLS *tls.Config
+
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	SnapshotRetain    int
+	HeartbeatTimeout  time.Duration
+	ElectionTimeout   time.Duration
+	Logger            *slog.Logger
+}
+
+// Applied is the response of one committed batch.
+type Applied struct {
+	Index   uint64
+	Time    int64 // the batch time the state machine used
+	Results []fsm.Result
+	Err     error // the entry did not decode; state unchanged
+}
+
+// Node is a running Raft member with its state machine.
+type Node struct {
+	cfg       Config
+	raft      *raft.Raft
+	fsm       *stateMachine
+	transport *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+	snaps     *raft.FileSnapshotStore
+}
+
+// Open opens (or creates) the node's data directory, starts Raft, and
+// bootstraps a new cluster when the directory is empty and Join is false.
+func Open(cfg Config) (*Node, error) {
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.RaftAddr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	n := &Node{cfg: cfg, fsm: &stateMachine{state: fsm.New()}}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeStores()
+		}
+	}()
+
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("open Raft log %s: %w (is another ticketd using this data directory?)", filepath.Join(cfg.Dir, "raft.db"), err)
+	}
+	hlog := newHCLog(cfg.Logger)
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+	if err != nil {
+		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.Advertise, err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for Raft on %s: %w", cfg.RaftAddr, err)
+	}
+	if cfg.Advertise == cfg.RaftAddr && adv.Port == 0 {
+		adv = ln.Addr().(*net.TCPAddr) // tests listen on :0
+	}
+	stream := &streamLayer{ln: ln, adv: adv, tls: cfg.TLS}
+	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hlog
+	rc.BatchApplyCh = true // many Apply calls share one disk write
+	rc.MaxAppendEntries = 256
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+		rc.TrailingLogs = min(rc.TrailingLogs, cfg.SnapshotThreshold)
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(n.store, n.store, n.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("read Raft state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.transport)
+	if err != nil {
+		return nil, fmt.Errorf("start Raft: %w", err)
+	}
+	if !existing && !cfg.Join {
+		peers := cfg.Bootstrap
+		if len(peers) == 0 {
+			peers = []Peer{{ID: cfg.ID, RaftAddr: string(n.transport.LocalAddr())}}
+		}
+		var conf raft.Configuration
+		for _, p := range peers {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.raft.Shutdown()
+			return nil, fmt.Errorf("bootstrap cluster: %w", err)
+		}
+	}
+	ok = true
+	return n, nil
+}
+
+// Raft returns the underlying Raft instance.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address peers reach this node at.
+func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+
+// Read calls fn with the current state under a read lock. fn must not keep
+// references to the state or block.
+func (n *Node) Read(fn func(*fsm.State)) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	fn(n.fsm.state)
+}
+
+// Held returns the number of held tickets, without locking.
+func (n *Node) Held() int { return int(n.fsm.held.Load()) }
+
+// Close shuts Raft down and closes the stores.
+func (n *Node) Close() error {
+	err := n.raft.Shutdown().Error()
+	n.closeStores()
+	return err
+}
+
+func (n *Node) closeStores() {
+	if n.transport != nil {
+		n.transport.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// stateMachine adapts fsm.State to raft.FSM.
+type stateMachine struct {
+	mu    sync.RWMutex
+	state *fsm.State
+	held  atomic.Int64
+}
+
+func (m *stateMachine) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	b, err := fsm.DecodeBatch(l.Data)
+	if err != nil {
+		return &Applied{Index: l.Index, Err: err}
+	}
+	m.mu.Lock()
+	res := m.state.Apply(b)
+	t := m.state.LastTime()
+	m.held.Store(int64(m.state.Len()))
+	m.mu.Unlock()
+	return &Applied{Index: l.Index, Time: t, Results: res}
+}
+
+func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	m.mu.RLock()
+	c := m.state.Clone()
+	m.mu.RUnlock()
+	return &snapshot{state: c}, nil
+}
+
+func (m *stateMachine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := fsm.ReadSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	m.mu.Lock()
+	m.state = s
+	m.held.Store(int64(s.Len()))
+	m.mu.Unlock()
+	return nil
+}
+
+type snapshot struct{ state *fsm.State }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.state.WriteSnapshot(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}
+
+// streamLayer is raft.StreamLayer over TCP, optionally TLS on both sides.
+type streamLayer struct {
+	ln  net.Listener
+	adv net.Addr
+	tls *tls.Config
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil || s.tls == nil {
+		return c, err
+	}
+	return tls.Server(c, s.tls), nil
+}
+
+func (s *streamLayer) Close() error   { return s.ln.Close() }
+func (s *streamLayer) Addr() net.Addr { return s.adv }
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if s.tls == nil {
+		return d.Dial("tcp", string(addr))
+	}
+	return tls.DialWithDialer(d, "tcp", string(addr), s.tls)
+}
+
+// newHCLog routes Raft's logs into slog: warnings and errors only, since
+// Raft is chatty at info level.
+func newHCLog(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.Warn,
+		Output: &slogWriter{l: l},
+	})
+}
+
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	msg := string(p)
+	if len(msg) > 0 && msg[len(msg)-1] == '\n' {
+		msg = msg[:len(msg)-1]
+	}
+	w.l.Warn(msg, "component", "raft")
+	return len(p), nil
+}

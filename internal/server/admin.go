@@ -1,0 +1,153 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ticketing-io/ticketing/internal/fsm"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Admin answer statuses carried by V frames.
+const (
+	adminOK        = 0
+	adminNotLeader = 1
+	adminFailed    = 2
+)
+
+const adminTimeout = 30 * time.Second
+
+type adminRequest struct {
+	Op       string `json:"op"`
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+}
+
+// MemberStatus is one server in a status answer.
+type MemberStatus struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	ClientAddr string `json:"client_addr,omitempty"`
+	Voter      bool   `json:"voter"`
+	Leader     bool   `json:"leader"`
+}
+
+// Status is the answer to the status op: this node's view of the cluster.
+type Status struct {
+	NodeID       string         `json:"node_id"`
+	Role         string         `json:"role"`
+	LeaderID     string         `json:"leader_id"`
+	LeaderAddr   string         `json:"leader_addr"`
+	Term         uint64         `json:"term"`
+	CommitIndex  uint64         `json:"commit_index"`
+	AppliedIndex uint64         `json:"applied_index"`
+	LastToken    uint64         `json:"last_token"`
+	Held         int            `json:"held"`
+	Members      []MemberStatus `json:"members"`
+}
+
+// admin runs one admin request on its own goroutine (membership changes wait
+// for commits) and answers with V.
+func (s *Server) admin(c *conn, id uint32, body []byte) {
+	code, out := s.adminDo(body)
+	data, _ := json.Marshal(out)
+	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
+}
+
+func (s *Server) adminDo(body []byte) (int, any) {
+	var req adminRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return adminFailed, map[string]string{"error": "admin request is not a JSON object: " + err.Error()}
+	}
+	if req.Op == "status" {
+		return adminOK, s.Status()
+	}
+	r := s.node.Raft()
+	if r.State() != raft.Leader {
+		return adminNotLeader, map[string]string{"error": "this server is not the leader", "leader_addr": s.leaderClientAddr()}
+	}
+	fail := func(err error) (int, any) { return adminFailed, map[string]string{"error": err.Error()} }
+	switch req.Op {
+	case "members.add":
+		if req.ID == "" || req.RaftAddr == "" {
+			return fail(fmt.Errorf("members.add needs id and raft_addr"))
+		}
+		if err := r.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, adminTimeout).Error(); err != nil {
+			return fail(fmt.Errorf("add %s at %s: %w", req.ID, req.RaftAddr, err))
+		}
+		s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr)
+		return adminOK, map[string]string{}
+	case "members.remove":
+		if req.ID == "" {
+			return fail(fmt.Errorf("members.remove needs id"))
+		}
+		if !s.isMember(req.ID) {
+			return fail(fmt.Errorf("no member with id %q", req.ID))
+		}
+		if err := r.RemoveServer(raft.ServerID(req.ID), 0, adminTimeout).Error(); err != nil {
+			return fail(fmt.Errorf("remove %s: %w", req.ID, err))
+		}
+		s.log.Info("member removed", "id", req.ID)
+		return adminOK, map[string]string{}
+	case "leader.transfer":
+		var f raft.Future
+		if req.ID == "" {
+			f = r.LeadershipTransfer()
+		} else {
+			addr := s.memberRaftAddr(req.ID)
+			if addr == "" {
+				return fail(fmt.Errorf("no member with id %q", req.ID))
+			}
+			f = r.LeadershipTransferToServer(raft.ServerID(req.ID), raft.ServerAddress(addr))
+		}
+		if err := f.Error(); err != nil {
+			return fail(fmt.Errorf("leadership transfer: %w", err))
+		}
+		_, lid := r.LeaderWithID()
+		return adminOK, map[string]string{"leader_id": string(lid)}
+	}
+	return fail(fmt.Errorf("unknown admin op %q", req.Op))
+}
+
+func (s *Server) isMember(id string) bool { return s.memberRaftAddr(id) != "" }
+
+func (s *Server) memberRaftAddr(id string) string {
+	f := s.node.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return ""
+	}
+	for _, m := range f.Configuration().Servers {
+		if string(m.ID) == id {
+			return string(m.Address)
+		}
+	}
+	return ""
+}
+
+// Status returns this server's view of the cluster.
+func (s *Server) Status() Status {
+	r := s.node.Raft()
+	_, lid := r.LeaderWithID()
+	st := Status{NodeID: s.cfg.NodeID, Role: roleName(r.State()), LeaderID: string(lid),
+		CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), Held: s.node.Held()}
+	st.Term, _ = strconv.ParseUint(r.Stats()["term"], 10, 64)
+	addrs := map[string]string{}
+	s.node.Read(func(fs *fsm.State) {
+		st.LastToken = fs.LastToken()
+		for _, m := range fs.Members() {
+			addrs[m[0]] = m[1]
+		}
+	})
+	st.LeaderAddr = addrs[string(lid)]
+	if f := r.GetConfiguration(); f.Error() == nil {
+		for _, m := range f.Configuration().Servers {
+			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), RaftAddr: string(m.Address),
+				ClientAddr: addrs[string(m.ID)], Voter: m.Suffrage == raft.Voter, Leader: m.ID == lid})
+		}
+	}
+	return st
+}

@@ -1,0 +1,304 @@
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// writeTimeout bounds one write to a client. A client that does not read for
+// this long while answers wait is disconnected (with the buffer limit, this
+// keeps a slow reader from holding server memory or goroutines).
+const writeTimeout = 10 * time.Second
+
+// conn is one client connection: a reader goroutine that decodes requests and
+// hands them to the core, and a writer goroutine that flushes every queued
+// answer with one write.
+type conn struct {
+	srv   *Server
+	nc    net.Conn
+	admin bool
+
+	mu       sync.Mutex
+	out      []byte // answers waiting for the writer
+	spare    []byte
+	inflight map[uint32]struct{} // request ids without a final answer
+	closing  bool                // no more answers; writer flushes, then closes
+	wake     chan struct{}
+	done     chan struct{} // closed when the writer has closed the socket
+
+	rx      atomic.Uint64 // frames received; the pinger watches it move
+	pingRx  uint64        // pinger only
+	missed  int           // pinger only
+	waiters map[*waiter]struct{}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{srv: s, nc: nc, inflight: make(map[uint32]struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// send queues one frame. It reports false when the connection is closing.
+// A client whose unread answers exceed the buffer limit is cut off.
+func (c *conn) send(f *wire.Frame) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	c.out = wire.Append(c.out, f)
+	if len(c.out) > c.srv.cfg.WriteBufferLimit {
+		c.srv.metrics.slowConsumers.Inc()
+		c.out = wire.Append(c.out, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeSlowConsumer),
+			Text: []byte("the client does not read its answers; connection closed")})
+		c.closing = true
+	}
+	c.mu.Unlock()
+	c.notify()
+	return true
+}
+
+// finish sends a request's final answer and frees its id.
+func (c *conn) finish(id uint32, f *wire.Frame) {
+	c.mu.Lock()
+	delete(c.inflight, id)
+	c.mu.Unlock()
+	c.send(f)
+}
+
+// begin registers a request id. It fails on a duplicate id (fatal) or when
+// the connection's in-flight limit is reached (capacity reject).
+func (c *conn) begin(id uint32) (dup, full bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.inflight[id]; ok {
+		return true, false
+	}
+	if len(c.inflight) >= c.srv.cfg.Limits.MaxInFlightPerConn {
+		return false, true
+	}
+	c.inflight[id] = struct{}{}
+	return false, false
+}
+
+// fatal sends a last frame (M or E) and closes the connection after it.
+func (c *conn) fatal(f *wire.Frame) {
+	c.mu.Lock()
+	if !c.closing {
+		c.out = wire.Append(c.out, f)
+		c.closing = true
+	}
+	c.mu.Unlock()
+	c.notify()
+}
+
+func (c *conn) fatalErr(code wire.Code, msg string) {
+	c.fatal(&wire.Frame{Type: wire.TypeError, Code: uint16(code), Text: []byte(msg)})
+}
+
+func (c *conn) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+func (c *conn) notify() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer close(c.done)
+	defer c.nc.Close()
+	for range c.wake {
+		c.mu.Lock()
+		buf, closing := c.out, c.closing
+		c.out = c.spare[:0]
+		c.mu.Unlock()
+		if len(buf) > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.mu.Lock()
+				c.closing = true
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Lock()
+		if cap(buf) <= 256<<10 {
+			c.spare = buf[:0]
+		}
+		more := len(c.out) > 0
+		c.mu.Unlock()
+		if closing && !more {
+			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+				tc.CloseWrite() // let the client read the last frame before the reset
+			}
+			return
+		}
+		if more {
+			c.notify()
+		}
+	}
+}
+
+// serve runs the reader side until the connection ends.
+func (c *conn) serve() {
+	s := c.srv
+	defer func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		c.notify()
+		<-c.done
+		s.removeConn(c)
+		if !c.admin {
+			s.core.connClosed(c)
+		}
+	}()
+	go c.writeLoop()
+
+	r := wire.NewReader(c.nc)
+	var f wire.Frame
+	c.nc.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
+	if err := r.Next(&f); err != nil {
+		c.readFailed(err, true)
+		return
+	}
+	if !c.hello(&f) {
+		return
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	for {
+		if err := r.Next(&f); err != nil {
+			c.readFailed(err, false)
+			return
+		}
+		c.rx.Add(1)
+		if !c.handle(&f) {
+			return
+		}
+	}
+}
+
+func (c *conn) readFailed(err error, inHello bool) {
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		c.srv.metrics.malformed.Inc()
+		c.fatalErr(we.Code, we.Msg)
+	case inHello && errors.Is(err, os.ErrDeadlineExceeded):
+		c.fatalErr(wire.CodeHelloTimeout, "no hello within "+c.srv.cfg.HelloTimeout.String())
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	default:
+		c.srv.log.Debug("client connection read failed", "remote", c.nc.RemoteAddr().String(), "err", err)
+	}
+}
+
+// hello authenticates the connection and decides whether this server serves it.
+func (c *conn) hello(f *wire.Frame) bool {
+	s := c.srv
+	if f.Type != wire.TypeHello {
+		c.fatalErr(wire.CodeHelloRequired, "the first frame must be a hello (H), got "+f.Type.String())
+		return false
+	}
+	if f.Version != wire.Version {
+		c.fatalErr(wire.CodeUnsupportedVersion, "this server speaks protocol version 1 only")
+		return false
+	}
+	if err := wire.Validate(f); err != nil {
+		c.fatalErr(wire.CodeInvalidArgument, err.(*wire.Error).Msg)
+		return false
+	}
+	if len(s.cfg.ClientTokens) > 0 && !s.tokenOK(f.Text) {
+		s.metrics.authFailures.Inc()
+		c.fatalErr(wire.CodeUnauthenticated, "the client token is missing or not accepted by this server; check the client's token against the server's client_tokens")
+		return false
+	}
+	c.admin = f.Flags&wire.HelloAdmin != 0
+	if !c.admin {
+		if !s.waitServing(s.cfg.HelloTimeout) {
+			c.fatal(s.notLeaderFrame())
+			return false
+		}
+	}
+	var flags uint8
+	if s.isServing() {
+		flags |= wire.ReadyLeader
+	}
+	c.send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
+		Interval: uint32(s.cfg.PingInterval / time.Millisecond), Count: uint32(s.cfg.Limits.MaxInFlightPerConn),
+		Text: []byte(s.cfg.NodeID)})
+	return true
+}
+
+// tokenOK compares the presented token with every configured one in
+// constant time, so timing reveals neither which token nor how much matched.
+func (s *Server) tokenOK(tok []byte) bool {
+	ok := 0
+	for _, t := range s.cfg.ClientTokens {
+		ok |= subtle.ConstantTimeCompare(tok, []byte(t))
+	}
+	return ok == 1
+}
+
+// handle acts on one request; it returns false when the connection must end.
+func (c *conn) handle(f *wire.Frame) bool {
+	s := c.srv
+	switch f.Type {
+	case wire.TypePing:
+		c.send(&wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+		return true
+	case wire.TypePong:
+		return true
+	case wire.TypeHello:
+		c.fatalErr(wire.CodeHelloRequired, "a second hello on one connection")
+		return false
+	case wire.TypeAdmin:
+		if dup, full := c.begin(f.ID); dup {
+			c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
+			return false
+		} else if full {
+			c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+			return true
+		}
+		id, body := f.ID, append([]byte(nil), f.Text...)
+		go s.admin(c, id, body)
+		return true
+	case wire.TypeAcquire, wire.TypeRelease, wire.TypeDescribe, wire.TypeCancel:
+	default:
+		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")
+		return false
+	}
+	if c.admin && !s.isServing() {
+		c.fatalErr(wire.CodeNotAllowed, "an admin session on a follower serves status only")
+		return false
+	}
+	if err := wire.Validate(f); err != nil {
+		c.fatalErr(wire.CodeInvalidArgument, err.(*wire.Error).Msg)
+		return false
+	}
+	if f.Type == wire.TypeCancel {
+		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
+		return true
+	}
+	if dup, full := c.begin(f.ID); dup {
+		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
+		return false
+	} else if full {
+		s.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
+		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+		return true
+	}
+	s.core.submit(request{kind: f.Type, c: c, id: f.ID, owner: f.Owner, wait: f.Wait, lease: f.Lease,
+		token: f.Token, key: string(f.Key), at: time.Now()})
+	return true
+}

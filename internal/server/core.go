@@ -1,0 +1,824 @@
+package server
+
+import (
+	"container/heap"
+	"container/list"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ticketing-io/ticketing/internal/fsm"
+	"github.com/ticketing-io/ticketing/internal/node"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+const (
+	// maxInFlightBatches bounds the Raft entries proposed and not yet
+	// applied. While they commit, new operations gather in the next batch:
+	// this is the group commit that lets many clients share one fsync.
+	maxInFlightBatches = 4
+	// maxBatchOps bounds one entry. Requests wait in the channel (and then in
+	// the clients' sockets) while a full batch waits for its turn.
+	maxBatchOps = 4096
+)
+
+// request is one client request handed from a connection to the core.
+type request struct {
+	kind  wire.Type
+	c     *conn
+	id    uint32
+	owner wire.Owner
+	wait  uint8
+	lease uint8
+	token uint64
+	key   string
+	at    time.Time
+}
+
+// reply is one request waiting for an acquire's final answer.
+type reply struct {
+	c          *conn
+	id         uint32
+	cancelled  bool
+	queuedSent bool
+}
+
+// waiter is one acquire attempt (one owner) not yet answered: attempting a
+// grant, or queued for its key.
+type waiter struct {
+	key      string
+	owner    fsm.Owner
+	leaseMs  uint32
+	wait     uint8
+	arrived  time.Time
+	deadline time.Time // zero for wait = 0
+	replies  []reply
+	elem     *list.Element // position in its key's queue, nil when not queued
+	attempt  bool          // an OpAcquire for it is in a proposed batch
+	done     bool
+}
+
+func (w *waiter) live() int {
+	n := 0
+	for _, r := range w.replies {
+		if !r.cancelled {
+			n++
+		}
+	}
+	return n
+}
+
+// keyQueue is the FIFO of one key. At most one acquire per key is being
+// committed at a time (attempting); later arrivals queue behind it, so grants
+// follow arrival order even while entries are in flight.
+type keyQueue struct {
+	waiting    list.List // of *waiter
+	attempting *waiter
+	n          int // waiters with wait > 0 counted against the limits
+}
+
+type causeKind uint8
+
+const (
+	causeAttempt causeKind = iota + 1
+	causeRelease
+	causeExpire
+	causeOrphan
+	causeTakeover
+)
+
+type cause struct {
+	kind causeKind
+	w    *waiter
+	c    *conn
+	id   uint32
+}
+
+type readReq struct {
+	c   *conn
+	id  uint32
+	key string
+}
+
+type batch struct {
+	epoch  uint64
+	ops    []fsm.Op
+	causes []cause
+	reads  []readReq
+	data   []byte
+	time   int64
+	sealed time.Time
+}
+
+type applied struct {
+	b   *batch
+	res *node.Applied
+	err error
+}
+
+type proposal struct {
+	b *batch
+	f raft.ApplyFuture
+}
+
+type coreEvent struct {
+	leader      *bool
+	barrierDone *barrierResult
+	connClosed  *conn
+}
+
+type barrierResult struct {
+	epoch uint64
+	err   error
+}
+
+// core owns every piece of leader-local state: the queues, the batch being
+// gathered, the timers. It runs on one goroutine, so none of it needs a lock.
+type core struct {
+	s       *Server
+	reqs    chan request
+	results chan applied
+	events  chan coreEvent
+	propose chan *batch
+	await   chan proposal
+	stop    chan struct{}
+
+	epoch     uint64
+	leading   bool // leader, takeover may still be committing
+	serving   bool // takeover committed: requests are served
+	clockBase int64
+	clockMono time.Time
+
+	pending  *batch
+	inflight int
+	queues   map[string]*keyQueue
+	owners   map[fsm.Owner]*waiter
+	waiters  int // waiters with wait > 0, server-wide
+	attempts int // OpAcquire in flight
+
+	timers timerHeap
+	timer  *time.Timer
+
+	waiterGauge atomic.Int64 // c.waiters, for metrics
+}
+
+func newCore(s *Server) *core {
+	c := &core{
+		s:       s,
+		reqs:    make(chan request, 8192),
+		results: make(chan applied, maxInFlightBatches+1),
+		events:  make(chan coreEvent, 64),
+		propose: make(chan *batch, maxInFlightBatches),
+		await:   make(chan proposal, maxInFlightBatches),
+		stop:    make(chan struct{}),
+		timer:   time.NewTimer(time.Hour),
+	}
+	c.reset()
+	return c
+}
+
+func (c *core) reset() {
+	c.pending = &batch{}
+	c.queues = make(map[string]*keyQueue)
+	c.owners = make(map[fsm.Owner]*waiter)
+	c.waiters, c.attempts = 0, 0
+	c.timers = c.timers[:0]
+}
+
+func (c *core) submit(r request)    { c.reqs <- r }
+func (c *core) connClosed(cn *conn) { c.events <- coreEvent{connClosed: cn} }
+func (c *core) leaderChange(l bool) { c.events <- coreEvent{leader: &l} }
+
+// clock is the leader's time for batch stamps: Unix ms that never goes
+// backwards across leaders (it starts at the state's last time at least) and
+// advances with the monotonic clock.
+func (c *core) clock() int64 {
+	return c.clockBase + time.Since(c.clockMono).Milliseconds()
+}
+
+func (c *core) run() {
+	go c.proposer()
+	go c.awaiter()
+	for {
+		reqs := c.reqs
+		if len(c.pending.ops) >= maxBatchOps {
+			reqs = nil // backpressure: let the batch in flight finish first
+		}
+		select {
+		case <-c.stop:
+			return
+		case r := <-reqs:
+			c.handle(r)
+			// Gather everything already waiting into this batch.
+		gather:
+			for len(c.pending.ops) < maxBatchOps {
+				select {
+				case r := <-c.reqs:
+					c.handle(r)
+				default:
+					break gather
+				}
+			}
+		case a := <-c.results:
+			c.inflight--
+			c.applied(a)
+		case ev := <-c.events:
+			c.event(ev)
+		case <-c.timer.C:
+			c.fireTimers()
+		}
+		c.flush()
+		c.waiterGauge.Store(int64(c.waiters))
+	}
+}
+
+// flush proposes the gathered batch when a slot is free.
+func (c *core) flush() {
+	b := c.pending
+	if c.inflight >= maxInFlightBatches || (len(b.ops) == 0 && len(b.reads) == 0) || !c.leading {
+		return
+	}
+	b.epoch = c.epoch
+	b.time = c.clock()
+	b.data = fsm.AppendBatch(nil, &fsm.Batch{Time: b.time, Ops: b.ops})
+	b.sealed = time.Now()
+	c.pending = &batch{}
+	c.inflight++
+	c.propose <- b
+}
+
+func (c *core) proposer() {
+	for b := range c.propose {
+		c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}
+	}
+}
+
+func (c *core) awaiter() {
+	for p := range c.await {
+		err := p.f.Error()
+		var res *node.Applied
+		if err == nil {
+			res, _ = p.f.Response().(*node.Applied)
+			if res == nil {
+				err = fmt.Errorf("no result from the state machine")
+			} else if res.Err != nil {
+				err = res.Err
+			}
+		}
+		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
+		c.results <- applied{b: p.b, res: res, err: err}
+	}
+}
+
+func (c *core) event(ev coreEvent) {
+	switch {
+	case ev.leader != nil:
+		c.epoch++
+		c.reset()
+		if *ev.leader {
+			c.leading, c.serving = true, false
+			epoch := c.epoch
+			go func() {
+				err := c.s.node.Raft().Barrier(0).Error()
+				c.events <- coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}}
+			}()
+		} else {
+			c.leading, c.serving = false, false
+			c.s.setServing(false)
+		}
+	case ev.barrierDone != nil:
+		if ev.barrierDone.epoch != c.epoch || !c.leading {
+			return
+		}
+		if ev.barrierDone.err != nil {
+			c.s.log.Warn("leader barrier failed; waiting for the next leadership change", "err", ev.barrierDone.err)
+			return
+		}
+		var last int64
+		c.s.node.Read(func(st *fsm.State) { last = st.LastTime() })
+		c.clockBase, c.clockMono = max(time.Now().UnixMilli(), last), time.Now()
+		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpTakeover, NodeID: c.s.cfg.NodeID, Addr: c.s.cfg.AdvertiseClientAddr})
+		c.pending.causes = append(c.pending.causes, cause{kind: causeTakeover})
+	case ev.connClosed != nil:
+		c.dropConn(ev.connClosed)
+	}
+}
+
+func (c *core) handle(r request) {
+	if !c.serving {
+		r.c.fatal(c.s.notLeaderFrame())
+		return
+	}
+	switch r.kind {
+	case wire.TypeAcquire:
+		c.acquire(r)
+	case wire.TypeRelease:
+		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token})
+		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+		c.handoff(r.key)
+	case wire.TypeCancel:
+		c.cancel(r)
+	case wire.TypeDescribe:
+		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, key: r.key})
+	}
+}
+
+func (c *core) acquire(r request) {
+	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
+		// The same owner again: one queue entry, both requests get its answer.
+		w.replies = append(w.replies, reply{c: r.c, id: r.id})
+		c.track(r.c, w)
+		if w.elem != nil {
+			c.sendQueued(w, len(w.replies)-1)
+		}
+		return
+	}
+	q := c.queues[r.key]
+	if q != nil && (q.attempting != nil || q.waiting.Len() > 0) {
+		if h, ok := c.holdOf(r.key); ok && h.Owner == fsm.Owner(r.owner) {
+			// This owner already holds the key: the same grant, no queue entry.
+			r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
+			return
+		}
+		if r.wait == 0 {
+			c.s.metrics.notAcquired.Inc()
+			r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+			return
+		}
+		if reason, ok := c.waiterRoom(q); !ok {
+			c.reject(r, reason)
+			return
+		}
+		w := c.newWaiter(r)
+		c.waiters++
+		q.n++
+		w.elem = q.waiting.PushBack(w)
+		c.sendQueued(w, 0)
+		return
+	}
+	if c.s.node.Held()+c.attempts >= c.s.cfg.Limits.MaxHeld {
+		c.reject(r, wire.CapacityHeld)
+		return
+	}
+	if r.wait > 0 {
+		if q == nil {
+			q = &keyQueue{}
+		}
+		if reason, ok := c.waiterRoom(q); !ok {
+			c.reject(r, reason)
+			return
+		}
+	}
+	if q == nil {
+		q = &keyQueue{}
+	}
+	c.queues[r.key] = q
+	w := c.newWaiter(r)
+	if r.wait > 0 {
+		c.waiters++
+		q.n++
+	}
+	c.startAttempt(q, w)
+}
+
+func (c *core) holdOf(key string) (h fsm.Hold, ok bool) {
+	c.s.node.Read(func(st *fsm.State) { h, ok = st.Get(key) })
+	return h, ok
+}
+
+func (c *core) waiterRoom(q *keyQueue) (uint8, bool) {
+	l := c.s.cfg.Limits
+	if q.n >= l.MaxWaitersPerKey {
+		return wire.CapacityKeyWaiters, false
+	}
+	if c.waiters >= l.MaxWaiters {
+		return wire.CapacityWaiters, false
+	}
+	return 0, true
+}
+
+func (c *core) reject(r request, reason uint8) {
+	c.s.metrics.capacityRejects.WithLabelValues(capacityLabel(reason)).Inc()
+	r.c.finish(r.id, &wire.Frame{Type: wire.TypeCapacity, ID: r.id, Reason: reason})
+}
+
+func (c *core) newWaiter(r request) *waiter {
+	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), leaseMs: uint32(r.lease) * 1000, wait: r.wait,
+		arrived: r.at, replies: []reply{{c: r.c, id: r.id}}}
+	if r.wait > 0 {
+		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
+		c.addTimer(timerEntry{at: w.deadline, w: w})
+	}
+	c.owners[w.owner] = w
+	c.track(r.c, w)
+	return w
+}
+
+func (c *core) track(cn *conn, w *waiter) {
+	if cn.waiters == nil {
+		cn.waiters = make(map[*waiter]struct{})
+	}
+	cn.waiters[w] = struct{}{}
+}
+
+func (c *core) sendQueued(w *waiter, i int) {
+	r := &w.replies[i]
+	if r.queuedSent {
+		return
+	}
+	r.queuedSent = true
+	pos := 0
+	if q := c.queues[w.key]; q != nil {
+		pos = q.waiting.Len()
+		if q.attempting != nil {
+			pos++
+		}
+	}
+	r.c.send(&wire.Frame{Type: wire.TypeQueued, ID: r.id, Count: uint32(pos)})
+}
+
+func (c *core) startAttempt(q *keyQueue, w *waiter) {
+	q.attempting = w
+	w.attempt = true
+	c.attempts++
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeAttempt, w: w})
+}
+
+// handoff puts an attempt for the head waiter of key into the pending batch,
+// right after the op that may free the key: if it does, the waiter is granted
+// by the same entry (one commit per handoff); if not, the attempt finds the
+// key busy and the waiter goes back to the head of the queue.
+func (c *core) handoff(key string) {
+	q := c.queues[key]
+	if q == nil || q.attempting != nil {
+		return
+	}
+	for q.waiting.Len() > 0 {
+		w := q.waiting.Remove(q.waiting.Front()).(*waiter)
+		w.elem = nil
+		if w.done {
+			continue
+		}
+		c.startAttempt(q, w)
+		return
+	}
+	c.maybeDropQueue(key, q)
+}
+
+func (c *core) maybeDropQueue(key string, q *keyQueue) {
+	if q.attempting == nil && q.waiting.Len() == 0 {
+		delete(c.queues, key)
+	}
+}
+
+func (c *core) cancel(r request) {
+	w, ok := c.owners[fsm.Owner(r.owner)]
+	if !ok {
+		return // already answered: a grant stands, its G is on the wire
+	}
+	for i := range w.replies {
+		rp := &w.replies[i]
+		if rp.c != r.c || rp.id != r.id || rp.cancelled {
+			continue
+		}
+		if w.attempt {
+			rp.cancelled = true // answered when the attempt commits: G stands, else X
+			return
+		}
+		rp.c.finish(rp.id, &wire.Frame{Type: wire.TypeCancelled, ID: rp.id})
+		w.replies = append(w.replies[:i], w.replies[i+1:]...)
+		if len(w.replies) == 0 {
+			c.retire(w)
+		}
+		return
+	}
+}
+
+// retire removes a waiter that will get no grant: from its queue, the owner
+// index and the counts.
+func (c *core) retire(w *waiter) {
+	if w.done {
+		return
+	}
+	w.done = true
+	delete(c.owners, w.owner)
+	q := c.queues[w.key]
+	if w.wait > 0 {
+		c.waiters--
+		if q != nil {
+			q.n--
+		}
+	}
+	if q != nil {
+		if w.elem != nil {
+			q.waiting.Remove(w.elem)
+			w.elem = nil
+		}
+		c.maybeDropQueue(w.key, q)
+	}
+	for _, r := range w.replies {
+		if r.c.waiters != nil {
+			delete(r.c.waiters, w)
+		}
+	}
+}
+
+func (c *core) dropConn(cn *conn) {
+	for w := range cn.waiters {
+		kept := w.replies[:0]
+		for _, r := range w.replies {
+			if r.c != cn {
+				kept = append(kept, r)
+			}
+		}
+		w.replies = kept
+		if len(w.replies) == 0 && !w.attempt {
+			c.retire(w)
+		}
+	}
+	cn.waiters = nil
+}
+
+// answer sends one frame to every reply of w and forgets them.
+func (c *core) answer(w *waiter, f wire.Frame) {
+	for _, r := range w.replies {
+		f.ID = r.id
+		r.c.finish(r.id, &f)
+		if r.c.waiters != nil {
+			delete(r.c.waiters, w)
+		}
+	}
+	w.replies = nil
+}
+
+func (c *core) queuedMs(w *waiter) uint32 {
+	return uint32(time.Since(w.arrived) / time.Millisecond)
+}
+
+func (c *core) applied(a applied) {
+	b := a.b
+	if b.epoch != c.epoch || !c.leading {
+		return // leadership changed: those connections were closed with M
+	}
+	if a.err != nil {
+		c.s.log.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", a.err, "ops", len(b.ops))
+		msg := "the server could not commit the request (" + a.err.Error() + "); its outcome is unknown"
+		for _, cs := range b.causes {
+			switch {
+			case cs.c != nil:
+				cs.c.fatalErr(wire.CodeInternal, msg)
+			case cs.w != nil:
+				for _, r := range cs.w.replies {
+					r.c.fatalErr(wire.CodeInternal, msg)
+				}
+			}
+		}
+		for _, rd := range b.reads {
+			rd.c.fatalErr(wire.CodeInternal, msg)
+		}
+		return
+	}
+	now := time.Now()
+	for i, res := range a.res.Results {
+		op, cs := &b.ops[i], b.causes[i]
+		switch cs.kind {
+		case causeTakeover:
+			c.takeoverDone(now)
+		case causeAttempt:
+			c.attemptDone(cs.w, op, res, now)
+		case causeRelease:
+			if res.Status == fsm.Released {
+				c.s.metrics.releases.Inc()
+				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
+			} else {
+				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
+			}
+			c.freed(op.Key, res)
+		case causeExpire:
+			if res.Status == fsm.Released {
+				c.s.metrics.expiries.Inc()
+			} else {
+				c.recheckExpiry(op.Key, op.Token, now)
+			}
+			c.freed(op.Key, res)
+		case causeOrphan:
+			c.freed(op.Key, res)
+		}
+	}
+	if len(b.reads) > 0 {
+		c.answerReads(b.reads)
+	}
+}
+
+func (c *core) freed(key string, res fsm.Result) {
+	if res.Status == fsm.Released {
+		c.handoff(key)
+	}
+}
+
+func (c *core) attemptDone(w *waiter, op *fsm.Op, res fsm.Result, now time.Time) {
+	q := c.queues[w.key]
+	w.attempt = false
+	c.attempts--
+	if q != nil && q.attempting == w {
+		q.attempting = nil
+	}
+	switch res.Status {
+	case fsm.Granted, fsm.Existing:
+		if res.Status == fsm.Granted {
+			c.s.metrics.grants.Inc()
+			c.addTimer(timerEntry{at: now.Add(time.Duration(res.Hold.LeaseMs) * time.Millisecond), key: w.key, token: res.Hold.Token})
+		}
+		queued := uint32(0)
+		if w.wait > 0 {
+			queued = c.queuedMs(w)
+			c.s.metrics.queueWait.Observe(float64(queued) / 1000)
+		}
+		orphan := len(w.replies) == 0
+		c.s.metrics.acquireSeconds.Observe(time.Since(w.arrived).Seconds())
+		c.answer(w, wire.Frame{Type: wire.TypeGranted, Token: res.Hold.Token, LeaseMs: res.Hold.LeaseMs, QueuedMs: queued})
+		c.retire(w)
+		if orphan && res.Status == fsm.Granted {
+			// Nobody can ever learn this token (its connections are gone),
+			// so end the hold now instead of at lease expiry.
+			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
+			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+			c.handoff(w.key)
+		}
+	case fsm.Busy:
+		// Answer the cancelled requests; the others wait, at the head.
+		kept := w.replies[:0]
+		for _, r := range w.replies {
+			if r.cancelled {
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		w.replies = kept
+		switch {
+		case len(w.replies) == 0:
+			c.retire(w)
+		case w.wait == 0:
+			c.s.metrics.notAcquired.Inc()
+			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired})
+			c.retire(w)
+		case !now.Before(w.deadline):
+			c.s.metrics.notAcquired.Inc()
+			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
+			c.retire(w)
+		default:
+			if q == nil {
+				q = &keyQueue{n: 1}
+				c.queues[w.key] = q
+			}
+			w.elem = q.waiting.PushFront(w)
+			for i := range w.replies {
+				c.sendQueued(w, i)
+			}
+		}
+	default:
+		c.answer(w, wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte("the state machine refused the acquire")})
+		c.retire(w)
+	}
+	if q != nil {
+		c.maybeDropQueue(w.key, q)
+	}
+}
+
+func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
+	if h, ok := c.holdOf(key); ok && h.Token == token {
+		c.addTimer(timerEntry{at: now.Add(50 * time.Millisecond), key: key, token: token})
+	}
+}
+
+func (c *core) takeoverDone(now time.Time) {
+	// Every remaining lease restarts in full from now: a new leader extends
+	// leases, never shortens them (the state machine did the same to ExpiresAt).
+	c.s.node.Read(func(st *fsm.State) {
+		st.Range(func(k string, h fsm.Hold) bool {
+			c.timers = append(c.timers, timerEntry{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token})
+			return true
+		})
+	})
+	heap.Init(&c.timers)
+	c.resetTimer()
+	c.serving = true
+	c.s.setServing(true)
+	c.s.log.Info("leading: serving clients", "node", c.s.cfg.NodeID, "held", c.s.node.Held())
+}
+
+func (c *core) answerReads(reads []readReq) {
+	clock := c.clock()
+	c.s.node.Read(func(st *fsm.State) {
+		for _, rd := range reads {
+			f := wire.Frame{Type: wire.TypeInfo, ID: rd.id}
+			if h, ok := st.Get(rd.key); ok {
+				f.Flags = 1
+				f.Token, f.Owner, f.LeaseMs = h.Token, wire.Owner(h.Owner), h.LeaseMs
+				if rem := h.ExpiresAt - clock; rem > 0 {
+					f.Remaining = uint32(rem)
+				}
+			}
+			if q := c.queues[rd.key]; q != nil {
+				f.Count = uint32(q.waiting.Len())
+			}
+			rd.c.finish(rd.id, &f)
+		}
+	})
+}
+
+// Timers: wait deadlines of waiters and lease deadlines of holds, in one heap.
+type timerEntry struct {
+	at    time.Time
+	w     *waiter // wait deadline
+	key   string  // lease deadline
+	token uint64
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = timerEntry{}
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (c *core) addTimer(e timerEntry) {
+	heap.Push(&c.timers, e)
+	if c.timers[0].at.Equal(e.at) {
+		c.resetTimer()
+	}
+}
+
+func (c *core) resetTimer() {
+	if len(c.timers) == 0 {
+		c.timer.Reset(time.Hour)
+		return
+	}
+	c.timer.Reset(max(time.Until(c.timers[0].at), 0))
+}
+
+func (c *core) fireTimers() {
+	now := time.Now()
+	var expire []timerEntry
+	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
+		e := heap.Pop(&c.timers).(timerEntry)
+		if e.w != nil {
+			c.waitExpired(e.w)
+		} else if c.serving {
+			expire = append(expire, e)
+		}
+	}
+	if len(expire) > 0 {
+		c.s.node.Read(func(st *fsm.State) {
+			kept := expire[:0]
+			for _, e := range expire {
+				if h, ok := st.Get(e.key); ok && h.Token == e.token {
+					kept = append(kept, e)
+				}
+			}
+			expire = kept
+		})
+		for _, e := range expire {
+			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpExpire, Key: e.key, Token: e.token})
+			c.pending.causes = append(c.pending.causes, cause{kind: causeExpire})
+			c.handoff(e.key)
+		}
+	}
+	c.resetTimer()
+}
+
+func (c *core) waitExpired(w *waiter) {
+	if w.done || w.attempt {
+		return // an attempt in flight decides: granted stands, busy answers W
+	}
+	c.s.metrics.notAcquired.Inc()
+	c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
+	c.retire(w)
+}
+
+func capacityLabel(reason uint8) string {
+	switch reason {
+	case wire.CapacityHeld:
+		return "held"
+	case wire.CapacityKeyWaiters:
+		return "key_waiters"
+	case wire.CapacityWaiters:
+		return "waiters"
+	case wire.CapacityInFlight:
+		return "in_flight"
+	case wire.CapacityConnections:
+		return "connections"
+	}
+	return "other"
+}
