@@ -240,7 +240,9 @@ func Decode(body []byte, f *Frame) error {
 }
 
 // Validate checks the semantic ranges of a client request: key length, lease
-// and protocol version. The server answers a failure with an E frame.
+// and hello token length (all CodeInvalidArgument). It does not check the
+// hello's version: that is CodeUnsupportedVersion, the server's to check.
+// The server answers a failure with an E frame.
 func Validate(f *Frame) error {
 	switch f.Type {
 	case TypeHello:
@@ -270,6 +272,7 @@ type Reader struct {
 	r   *bufio.Reader
 	buf []byte
 	max int
+	hdr [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
 }
 
 // NewReader returns a Reader that accepts frames up to MaxFrame.
@@ -283,11 +286,10 @@ func NewReader(r io.Reader) *Reader {
 // are *Error. A frame longer than MaxFrame is refused before its payload is
 // read.
 func (r *Reader) Next(f *Frame) error {
-	var hdr [HeaderLen]byte
-	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
 		return err
 	}
-	n := be.Uint32(hdr[:])
+	n := be.Uint32(r.hdr[:])
 	if n == 0 {
 		return errorf(CodeMalformedFrame, "frame length 0: a frame has at least its type byte")
 	}
