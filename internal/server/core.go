@@ -187,9 +187,24 @@ func (c *core) reset() {
 	c.timers = c.timers[:0]
 }
 
-func (c *core) submit(r request)    { c.reqs <- r }
-func (c *core) connClosed(cn *conn) { c.events <- coreEvent{connClosed: cn} }
-func (c *core) leaderChange(l bool) { c.events <- coreEvent{leader: &l} }
+func (c *core) submit(r request)    { c.send(c.reqs, r) }
+func (c *core) connClosed(cn *conn) { c.event_(coreEvent{connClosed: cn}) }
+func (c *core) leaderChange(l bool) { c.event_(coreEvent{leader: &l}) }
+
+func (c *core) send(ch chan request, r request) {
+	select {
+	case ch <- r:
+	case <-c.stop:
+	}
+}
+
+// event_ hands an event to the core unless it has stopped.
+func (c *core) event_(ev coreEvent) {
+	select {
+	case c.events <- ev:
+	case <-c.stop:
+	}
+}
 
 // clock is the leader's time for batch stamps: Unix ms that never goes
 // backwards across leaders (it starts at the state's last time at least) and
@@ -246,17 +261,35 @@ func (c *core) flush() {
 	b.sealed = time.Now()
 	c.pending = &batch{}
 	c.inflight++
-	c.propose <- b
+	select {
+	case c.propose <- b: // never blocks: at most maxInFlightBatches are out
+	case <-c.stop:
+	}
 }
 
 func (c *core) proposer() {
-	for b := range c.propose {
-		c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case b := <-c.propose:
+			select {
+			case c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}:
+			case <-c.stop:
+				return
+			}
+		}
 	}
 }
 
 func (c *core) awaiter() {
-	for p := range c.await {
+	for {
+		var p proposal
+		select {
+		case <-c.stop:
+			return
+		case p = <-c.await:
+		}
 		err := p.f.Error()
 		var res *node.Applied
 		if err == nil {
@@ -268,7 +301,11 @@ func (c *core) awaiter() {
 			}
 		}
 		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
-		c.results <- applied{b: p.b, res: res, err: err}
+		select {
+		case c.results <- applied{b: p.b, res: res, err: err}:
+		case <-c.stop:
+			return
+		}
 	}
 }
 
@@ -282,7 +319,7 @@ func (c *core) event(ev coreEvent) {
 			epoch := c.epoch
 			go func() {
 				err := c.s.node.Raft().Barrier(0).Error()
-				c.events <- coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}}
+				c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
 			}()
 		} else {
 			c.leading, c.serving = false, false
