@@ -1,0 +1,127 @@
+// Command ticketd runs one server of a Ticketing cluster.
+//
+// With no flags it starts a working single-node server on loopback. See
+// ticketd -h for the flags, examples/ticketd.toml for the equivalent config
+// file, and docs/deployment.md for running a cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module version or VCS revision is reported.
+var version = ""
+
+// shutdownTimeout bounds srv.Shutdown after SIGTERM/SIGINT: handing
+// leadership over and closing connections. A second signal exits at once.
+const shutdownTimeout = 20 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// After the first signal, restore the default handling so that a
+	// second one ends the process without waiting for the shutdown.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil))
+}
+
+// run is ticketd without the process around it: it serves until ctx is
+// done, then shuts down. started, when non-nil, is called once the server
+// is serving. It returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, started func(*server.Server)) int {
+	cfg, err := loadConfig(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "ticketd: %v\n", err)
+		return 1
+	}
+	logger := newLogger(stderr, cfg.LogLevel)
+	cfg.Logger = logger
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ticketd: %v\n", err)
+		return 1
+	}
+	// server.New logs the startup line (node id, addresses, data dir).
+	logger.Debug("ticketd version", "version", versionString())
+	if started != nil {
+		started(srv)
+	}
+
+	<-ctx.Done()
+	logger.Info("shutting down", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Error("shutdown failed", "err", err)
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}
+
+// newLogger returns a text logger to w at the given level (Validate has
+// already checked the name; empty means info).
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			l = slog.LevelInfo
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			if bi.Main.Version != "" {
+				v = bi.Main.Version
+			}
+			var rev, dirty string
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					if s.Value == "true" {
+						dirty = "-dirty"
+					}
+				}
+			}
+			if rev != "" && (v == "(devel)" || strings.HasPrefix(v, "v0.0.0-")) {
+				if len(rev) > 12 {
+					rev = rev[:12]
+				}
+				v = rev + dirty
+			}
+		}
+	}
+	return fmt.Sprintf("ticketd %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
