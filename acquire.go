@@ -1,0 +1,224 @@
+package ticketing
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// The conservative deadline's allowance for clocks and truncation (see
+// conservativeDeadline and the package documentation).
+const (
+	// ClockDriftPercent is the assumed worst-case relative rate difference
+	// between the client's and the server's clocks, in percent of the
+	// measured span (lease plus queued time).
+	ClockDriftPercent = 1
+	// ClockDriftMargin is a fixed margin subtracted on top: it covers
+	// millisecond truncation and the short time between the server starting
+	// the lease and measuring the queued time it reports.
+	ClockDriftMargin = 100 * time.Millisecond
+)
+
+// Limits of Acquire's arguments, in whole seconds after rounding up.
+const (
+	MaxWait  = wire.MaxWait * time.Second  // 255 s; 0 is one immediate attempt
+	MinLease = wire.MinLease * time.Second // 1 s
+	MaxLease = wire.MaxLease * time.Second // 250 s; also the longest work budget
+	MaxKey   = wire.MaxKey                 // bytes
+)
+
+// conservativeDeadline is the latest moment, on this machine's monotonic
+// clock, at which the client may still believe it holds the ticket:
+//
+//	deadline = sent + (lease + queued) × (1 − ClockDriftPercent/100) − ClockDriftMargin
+//
+// sent is taken just before the request's bytes were handed to the writer,
+// so it precedes the server's receipt. The server starts the lease when it
+// commits the grant, which is after it received the request and after the
+// request left the queue: its lease ends no earlier than
+// receipt + queued + lease ≥ sent + queued + lease, measured on the server's
+// clock. The drift allowance converts the server's milliseconds into the
+// client's under a rate difference of up to 1 %, and the fixed margin covers
+// truncation. A leader change only ever extends leases, never shortens them.
+func conservativeDeadline(sent time.Time, leaseMs, queuedMs uint32) time.Time {
+	span := time.Duration(uint64(leaseMs)+uint64(queuedMs)) * time.Millisecond
+	span -= span * ClockDriftPercent / 100
+	span -= ClockDriftMargin
+	return sent.Add(span)
+}
+
+// ceilSeconds rounds a non-negative duration up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+type acquireArgs struct {
+	wait, lease uint8
+	budget      time.Duration
+}
+
+func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, error) {
+	bad := func(format string, args ...any) (acquireArgs, error) {
+		return acquireArgs{}, invalidArg("acquire", key, true, format, args...)
+	}
+	if len(key) == 0 || len(key) > MaxKey {
+		return bad("the key is %d bytes, it must be 1..%d bytes", len(key), MaxKey)
+	}
+	if wait < 0 {
+		return bad("wait %v is negative; it must be 0..%v (0 is one immediate attempt)", wait, MaxWait)
+	}
+	if w := ceilSeconds(wait); w > wire.MaxWait {
+		return bad("wait %v (%d s rounded up) is longer than the maximum %v", wait, w, MaxWait)
+	}
+	if lease <= 0 {
+		return bad("lease %v must be %v..%v", lease, MinLease, MaxLease)
+	}
+	l := ceilSeconds(lease)
+	if l > wire.MaxLease {
+		return bad("lease %v (%d s rounded up) is longer than the maximum %v", lease, l, MaxLease)
+	}
+	if budget < 0 {
+		return bad("work budget %v is negative; it must be 0..lease", budget)
+	}
+	if budget > MaxLease {
+		return bad("work budget %v is longer than %v: work longer than that is not supported", budget, MaxLease)
+	}
+	if budget > time.Duration(l)*time.Second {
+		return bad("work budget %v is longer than the lease %v (%d s rounded up): the work could not finish before the lease ends", budget, lease, l)
+	}
+	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: budget}, nil
+}
+
+// Acquire asks for the ticket of key and waits for the answer.
+//
+//   - wait (0..255 s) is how long the server keeps the request in the key's
+//     FIFO queue; 0 is one immediate attempt, never queued.
+//   - lease (1..250 s) is how long the ticket is held unless released.
+//   - budget (0..lease) is the minimum time the caller needs for its work:
+//     a ticket is handed over only if its conservative remaining time
+//     (Ticket.Deadline) is positive and at least budget; otherwise it is
+//     released and ErrBudgetExceeded returned.
+//
+// Fractions of a second are rounded up to whole seconds; values out of range
+// are rejected with ErrInvalidArgument before anything is sent (never
+// clamped). Keys are 1..1024 bytes.
+//
+// Outcomes: a *Ticket; ErrNotAcquired (not granted within wait);
+// ErrCapacity (a server limit, returned at once, not retried);
+// ErrIndeterminate (the request may have been sent but its final answer was
+// lost: do not enter the critical section; it is never re-sent
+// automatically); ErrBudgetExceeded; ErrUnauthenticated; ErrClosed.
+//
+// If ctx ends before the request was sent, nothing is sent and the error
+// wraps ctx.Err() (and ErrUnavailable if there was no connection). If it
+// ends after the request may have been sent, Acquire sends a cancel for it
+// and returns ctx.Err() at once; should the server grant it anyway, the
+// client releases that exact token in the background. While the connection's
+// in-flight limit (from the server's hello) is reached, Acquire waits for a
+// free slot as long as ctx allows.
+func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget time.Duration) (*Ticket, error) {
+	args, err := checkAcquire(key, wait, lease, budget)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, newOpError("acquire", key, true, nil, "not sent: "+err.Error(), err)
+	}
+	var owner wire.Owner
+	rand.Read(owner[:])
+	for {
+		c, err := b.getConn(ctx, false)
+		if err != nil {
+			return nil, connectError("acquire", key, true, err)
+		}
+		cl := newCall(wire.TypeAcquire, key)
+		cl.owner = owner
+		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: args.wait, Lease: args.lease, Key: []byte(key)}
+		if err := c.start(ctx, cl, &f); err != nil {
+			if err == errConnGone {
+				continue // nothing was sent: try the next connection
+			}
+			return nil, newOpError("acquire", key, true, nil,
+				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
+		}
+		return b.awaitAcquire(ctx, c, cl, args)
+	}
+}
+
+// answerGrace is how long past the wait an acquire waits for its final
+// answer before giving up on it as indeterminate.
+func answerGrace(c *conn) time.Duration { return max(c.silence(), 10*time.Second) }
+
+func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
+	timer := time.NewTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
+	defer timer.Stop()
+	select {
+	case a := <-cl.res:
+		return b.finishAcquire(c, cl, &a, args)
+	case <-ctx.Done():
+		a := c.abandon(cl)
+		if a != nil && a.fail == nil && a.f.Type != wire.TypeGranted {
+			return b.finishAcquire(c, cl, a, args) // W, X or B arrived first
+		}
+		if a != nil && a.f.Type == wire.TypeGranted {
+			b.lateGrant(cl.key, a.f.Token)
+		}
+		return nil, newOpError("acquire", cl.key, true, nil,
+			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
+			ctx.Err())
+	case <-timer.C:
+		a := c.abandon(cl)
+		if a != nil {
+			return b.finishAcquire(c, cl, a, args)
+		}
+		return nil, newOpError("acquire", cl.key, true, nil,
+			fmt.Sprintf("outcome unknown, the server %s sent no final answer within the wait plus %v although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section",
+				c.addr, answerGrace(c)),
+			ErrIndeterminate)
+	}
+}
+
+func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
+	key := cl.key
+	if a.fail != nil {
+		kinds := []error{ErrIndeterminate}
+		if a.fail.closed() {
+			kinds = append(kinds, ErrClosed)
+		}
+		return nil, newOpError("acquire", key, true, a.fail.cause,
+			"outcome unknown, "+a.fail.what()+" after the request was sent; do not enter the critical section", kinds...)
+	}
+	f := &a.f
+	switch f.Type {
+	case wire.TypeGranted:
+		deadline := conservativeDeadline(cl.sent, f.LeaseMs, f.QueuedMs)
+		rem := time.Until(deadline)
+		if rem <= 0 || rem < args.budget {
+			b.lateGrant(key, f.Token)
+			return nil, newOpError("acquire", key, true, nil,
+				fmt.Sprintf("granted token %d with a %v lease after %v in the queue, but only %v of it conservatively remain, less than the work budget %v; the ticket is being released; do not enter the critical section",
+					f.Token, time.Duration(f.LeaseMs)*time.Millisecond, time.Duration(f.QueuedMs)*time.Millisecond, max(rem, 0).Round(time.Millisecond), args.budget),
+				ErrBudgetExceeded)
+		}
+		return &Ticket{b: b, key: key, token: f.Token, deadline: deadline,
+			lease: time.Duration(f.LeaseMs) * time.Millisecond, queued: time.Duration(f.QueuedMs) * time.Millisecond}, nil
+	case wire.TypeNotAcquired:
+		if args.wait == 0 {
+			return nil, newOpError("acquire", key, true, nil, "not acquired: the key is held or has waiters (one immediate attempt, wait 0)", ErrNotAcquired)
+		}
+		return nil, newOpError("acquire", key, true, nil,
+			fmt.Sprintf("not acquired within the wait of %d s", args.wait), ErrNotAcquired)
+	case wire.TypeCancelled:
+		return nil, newOpError("acquire", key, true, nil, "not acquired: the server cancelled the request", ErrNotAcquired)
+	default: // B
+		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(f.Reason)}
+		return nil, newOpError("acquire", key, true, ce, "not acquired: rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)
+	}
+}

@@ -1,0 +1,490 @@
+package ticketing
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// failKind says why a connection ended.
+type failKind int
+
+const (
+	failDrop        failKind = iota // EOF, reset, write error
+	failSilent                      // nothing received for 3 ping intervals
+	failNotLeader                   // M
+	failServerError                 // E
+	failProtocol                    // malformed, oversized, unknown or unexpected frame
+	failClosed                      // the broker or admin session was closed
+)
+
+// connFailure is why a connection ended; every request pending on it gets it.
+type connFailure struct {
+	kind  failKind
+	addr  string
+	hint  string // M: the leader's address, if the server knew it
+	cause error
+	quiet time.Duration // failSilent: how long the server was silent
+}
+
+// what says in words what happened to the connection.
+func (f *connFailure) what() string {
+	switch f.kind {
+	case failSilent:
+		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals) and the connection was given up", f.addr, f.quiet)
+	case failNotLeader:
+		if f.hint != "" {
+			return fmt.Sprintf("the server %s stopped being the leader (new leader %s) and ended the session", f.addr, f.hint)
+		}
+		return fmt.Sprintf("the server %s stopped being the leader and ended the session", f.addr)
+	case failServerError:
+		var se *ServerError
+		if errors.As(f.cause, &se) {
+			return fmt.Sprintf("the server %s ended the session with error %q (code %d)", f.addr, se.Code.String(), uint16(se.Code))
+		}
+		return fmt.Sprintf("the server %s ended the session with an error", f.addr)
+	case failProtocol:
+		return fmt.Sprintf("the server %s sent an invalid frame and the connection was closed", f.addr)
+	case failClosed:
+		return "the broker was closed"
+	}
+	return fmt.Sprintf("the connection to %s was lost", f.addr)
+}
+
+// kinds are the sentinels a request's error gets when this failure ends it.
+func (f *connFailure) closed() bool { return f.kind == failClosed }
+
+var errConnGone = errors.New("connection gone")
+
+// answer is what a pending call gets: a final answer frame, or the failure
+// that ended the connection.
+type answer struct {
+	f    wire.Frame // Key is nil, Text is a private copy
+	fail *connFailure
+}
+
+// call is one request waiting for its final answer.
+type call struct {
+	typ       wire.Type
+	id        uint32
+	owner     wire.Owner
+	key       string
+	sent      time.Time // just before its bytes were handed to the writer
+	res       chan answer
+	abandoned bool // the caller left; a late G is released (acquire)
+	queued    bool // a Q was seen
+}
+
+func newCall(t wire.Type, key string) *call {
+	return &call{typ: t, key: key, res: make(chan answer, 1)}
+}
+
+// connHooks connect a conn to its owner.
+type connHooks interface {
+	// lateGrant is called (on the reader goroutine) for a G that answers an
+	// acquire whose caller left: the owner must release that exact token.
+	lateGrant(key string, token uint64)
+}
+
+// conn is one established session: a reader goroutine, a writer goroutine
+// that coalesces every queued frame into one write, and the pending table.
+type conn struct {
+	nc       net.Conn
+	addr     string
+	r        *wire.Reader
+	interval time.Duration // ping interval from Y
+	nodeID   string
+	leader   bool
+	maxIn    uint32 // max in-flight from Y, 0 = no limit
+	hooks    connHooks
+	sem      chan struct{} // in-flight slots, nil = no limit
+	born     time.Time
+
+	mu      sync.Mutex
+	wbuf    []byte
+	pending map[uint32]*call
+	nextID  uint32
+	failure *connFailure
+
+	wsig chan struct{}
+	done chan struct{}
+
+	slotWaiters atomic.Int32 // tests: callers waiting for an in-flight slot
+}
+
+// hello is the result of a handshake.
+type hello struct {
+	interval time.Duration
+	maxIn    uint32
+	nodeID   string
+	leader   bool
+}
+
+// helloError is a failed handshake. rejected marks refusals that will not go
+// away by themselves (auth, version, certificate, connection limit): callers
+// get them promptly instead of waiting.
+type helloError struct {
+	addr     string
+	err      error // what callers see
+	hint     string
+	rejected bool
+}
+
+func (e *helloError) Error() string { return e.err.Error() }
+func (e *helloError) Unwrap() error { return e.err }
+
+// dial connects to addr, runs TLS and the hello, and returns a running conn.
+// wg tracks the conn's two goroutines.
+func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
+	defer cancel()
+	d := net.Dialer{KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &helloError{addr: addr, err: fmt.Errorf("cannot connect to %s: %w", addr, err)}
+	}
+	if cfg.tlsConf != nil {
+		tc := cfg.tlsConf.Clone()
+		if tc.ServerName == "" && !tc.InsecureSkipVerify {
+			host, _, _ := net.SplitHostPort(addr)
+			tc.ServerName = host
+		}
+		tn := tls.Client(nc, tc)
+		if err := tn.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			var cv *tls.CertificateVerificationError
+			rej := errors.As(err, &cv)
+			return nil, &helloError{addr: addr, err: fmt.Errorf("TLS handshake with %s failed: %w", addr, err), rejected: rej}
+		}
+		nc = tn
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	h, r, herr := handshake(nc, addr, cfg.token, flags)
+	stop()
+	if herr != nil {
+		nc.Close()
+		return nil, herr
+	}
+	nc.SetDeadline(time.Time{})
+	c := &conn{
+		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn,
+		hooks: hooks, born: time.Now(),
+		pending: make(map[uint32]*call),
+		wsig:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if h.maxIn > 0 {
+		c.sem = make(chan struct{}, min(h.maxIn, 1<<24))
+	}
+	wg.Add(2)
+	go c.readLoop(wg)
+	go c.writeLoop(wg)
+	return c, nil
+}
+
+// handshake sends H and reads the server's first frame.
+func handshake(nc net.Conn, addr, token string, flags uint8) (hello, *wire.Reader, error) {
+	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
+	if _, err := nc.Write(buf); err != nil {
+		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
+	}
+	r := wire.NewReader(nc)
+	var f wire.Frame
+	if err := r.Next(&f); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an invalid frame: %w", addr, err)}
+		}
+		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("no answer to the hello from %s: %w", addr, err)}
+	}
+	switch f.Type {
+	case wire.TypeReady:
+		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
+			leader: f.Flags&wire.ReadyLeader != 0}, r, nil
+	case wire.TypeNotLeader:
+		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
+		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}
+	case wire.TypeError:
+		se := &ServerError{Addr: addr, Code: ErrorCode(f.Code), Message: string(f.Text)}
+		rej := se.Code == CodeUnauthenticated || se.Code == CodeUnsupportedVersion || se.Code == CodeInvalidArgument
+		return hello{}, nil, &helloError{addr: addr, err: se, rejected: rej}
+	case wire.TypeCapacity:
+		return hello{}, nil, &helloError{addr: addr, err: &CapacityError{Addr: addr, Reason: CapacityReason(f.Reason)}, rejected: true}
+	}
+	return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an unexpected %s frame", addr, f.Type)}
+}
+
+// silence is how long the server may stay silent before the connection is
+// considered dead: 3 ping intervals.
+func (c *conn) silence() time.Duration { return 3 * c.interval }
+
+// writeTimeout bounds one write.
+func (c *conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Second) }
+
+func (c *conn) readLoop(wg *sync.WaitGroup) {
+	defer wg.Done()
+	var f wire.Frame
+	quiet := c.silence()
+	for {
+		if quiet > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(quiet))
+		}
+		if err := c.r.Next(&f); err != nil {
+			c.fail(c.readFailure(err, quiet))
+			return
+		}
+		if fl := c.dispatch(&f); fl != nil {
+			c.fail(fl)
+			return
+		}
+	}
+}
+
+func (c *conn) readFailure(err error, quiet time.Duration) *connFailure {
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		return &connFailure{kind: failProtocol, addr: c.addr, cause: err}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &connFailure{kind: failSilent, addr: c.addr, quiet: quiet, cause: err}
+	case errors.Is(err, io.EOF):
+		return &connFailure{kind: failDrop, addr: c.addr, cause: errors.New("closed by the server")}
+	}
+	return &connFailure{kind: failDrop, addr: c.addr, cause: err}
+}
+
+// dispatch handles one received frame; a non-nil result ends the connection.
+func (c *conn) dispatch(f *wire.Frame) *connFailure {
+	switch f.Type {
+	case wire.TypePing:
+		c.mu.Lock()
+		if c.failure == nil {
+			c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+		}
+		c.mu.Unlock()
+		c.signal()
+		return nil
+	case wire.TypePong:
+		return nil
+	case wire.TypeNotLeader:
+		return &connFailure{kind: failNotLeader, addr: c.addr, hint: string(f.Text),
+			cause: &NotLeaderError{Addr: c.addr, LeaderAddr: string(f.Text)}}
+	case wire.TypeError:
+		return &connFailure{kind: failServerError, addr: c.addr,
+			cause: &ServerError{Addr: c.addr, Code: ErrorCode(f.Code), Message: string(f.Text)}}
+	case wire.TypeGranted, wire.TypeNotAcquired, wire.TypeQueued, wire.TypeCancelled, wire.TypeCapacity,
+		wire.TypeReleased, wire.TypeNotHeld, wire.TypeInfo, wire.TypeAdminReply:
+	default:
+		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("unexpected %s frame from the server", f.Type)}
+	}
+	c.mu.Lock()
+	cl := c.pending[f.ID]
+	if cl == nil || !answers(cl.typ, f.Type) {
+		c.mu.Unlock()
+		if cl == nil {
+			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame for request id %d, which is not in flight", f.Type, f.ID)}
+		}
+		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame answers request id %d, which is a %s", f.Type, f.ID, cl.typ)}
+	}
+	if f.Type == wire.TypeQueued {
+		if cl.queued {
+			c.mu.Unlock()
+			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("second Q frame for request id %d", f.ID)}
+		}
+		cl.queued = true
+		c.mu.Unlock()
+		return nil
+	}
+	delete(c.pending, f.ID)
+	if c.sem != nil {
+		<-c.sem
+	}
+	if cl.abandoned {
+		c.mu.Unlock()
+		if f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil {
+			c.hooks.lateGrant(cl.key, f.Token)
+		}
+		return nil
+	}
+	a := answer{f: *f}
+	a.f.Key = nil
+	a.f.Text = append([]byte(nil), f.Text...)
+	cl.res <- a
+	c.mu.Unlock()
+	return nil
+}
+
+// answers reports whether an answer of type a may answer a request of type r.
+func answers(r, a wire.Type) bool {
+	switch r {
+	case wire.TypeAcquire:
+		return a == wire.TypeGranted || a == wire.TypeNotAcquired || a == wire.TypeQueued ||
+			a == wire.TypeCancelled || a == wire.TypeCapacity
+	case wire.TypeRelease:
+		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
+	case wire.TypeDescribe:
+		return a == wire.TypeInfo
+	case wire.TypeAdmin:
+		return a == wire.TypeAdminReply || a == wire.TypeCapacity
+	}
+	return false
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wsig <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop flushes everything queued since the last write in one Write, so
+// under load many frames share a syscall.
+func (c *conn) writeLoop(wg *sync.WaitGroup) {
+	defer wg.Done()
+	var spare []byte
+	for {
+		select {
+		case <-c.wsig:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		buf := c.wbuf
+		c.wbuf = spare[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout()))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(&connFailure{kind: failDrop, addr: c.addr, cause: err})
+			return
+		}
+		if cap(buf) > 256<<10 {
+			buf = nil
+		}
+		spare = buf[:0]
+	}
+}
+
+// fail ends the connection once; every pending caller gets f.
+func (c *conn) fail(f *connFailure) {
+	c.mu.Lock()
+	if c.failure != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.failure = f
+	pend := c.pending
+	c.pending = nil
+	c.wbuf = nil
+	c.mu.Unlock()
+	close(c.done)
+	c.nc.Close()
+	for _, cl := range pend {
+		if !cl.abandoned {
+			cl.res <- answer{fail: f}
+		}
+	}
+}
+
+func (c *conn) dead() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *conn) failureCause() *connFailure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
+}
+
+// start registers cl and queues f for the writer. It returns errConnGone if
+// the connection ended before anything was queued (nothing was sent) and
+// ctx's error if ctx ended while waiting for an in-flight slot. Once start
+// returns nil the request may have been sent.
+func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
+	if c.sem != nil {
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			c.slotWaiters.Add(1)
+			select {
+			case c.sem <- struct{}{}:
+				c.slotWaiters.Add(-1)
+			case <-ctx.Done():
+				c.slotWaiters.Add(-1)
+				return ctx.Err()
+			case <-c.done:
+				c.slotWaiters.Add(-1)
+				return errConnGone
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.failure != nil {
+		c.mu.Unlock()
+		return errConnGone
+	}
+	if err := ctx.Err(); err != nil {
+		c.mu.Unlock()
+		if c.sem != nil {
+			<-c.sem
+		}
+		return err
+	}
+	for {
+		c.nextID++
+		if c.nextID == 0 {
+			continue
+		}
+		if _, busy := c.pending[c.nextID]; !busy {
+			break
+		}
+	}
+	cl.id = c.nextID
+	f.ID = cl.id
+	c.pending[cl.id] = cl
+	cl.sent = time.Now()
+	c.wbuf = wire.Append(c.wbuf, f)
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// abandon is called when cl's caller stops waiting. If cl is still pending
+// it is marked abandoned (a late G will be released by the owner) and, for
+// an acquire, a C frame is queued; abandon then returns nil. If the answer
+// already arrived (or the connection failed), abandon returns it.
+func (c *conn) abandon(cl *call) *answer {
+	c.mu.Lock()
+	if c.failure == nil && c.pending[cl.id] == cl {
+		cl.abandoned = true
+		if cl.typ == wire.TypeAcquire {
+			c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypeCancel, ID: cl.id, Owner: cl.owner})
+		}
+		c.mu.Unlock()
+		c.signal()
+		return nil
+	}
+	c.mu.Unlock()
+	a := <-cl.res
+	return &a
+}

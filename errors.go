@@ -1,0 +1,264 @@
+package ticketing
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/retry"
+)
+
+// Sentinel errors. Every error returned by this package matches one or more
+// of them with errors.Is; the error's text says what happened in full.
+var (
+	// ErrInvalidArgument: an argument is out of range (wait, lease, budget,
+	// key length). Nothing was sent.
+	ErrInvalidArgument = errors.New("ticketing: invalid argument")
+
+	// ErrIndeterminate: the request may have reached the server, but its
+	// final answer was lost (the connection dropped or went silent, the
+	// session ended with M or E, the broker was closed, or no answer came in
+	// time). For an acquire it means the ticket may or may not have been
+	// granted: do not enter the critical section. The acquire is never
+	// re-sent automatically.
+	ErrIndeterminate = errors.New("ticketing: outcome unknown")
+
+	// ErrNotAcquired: the key was not granted within the wait (W), the only
+	// ordinary "no".
+	ErrNotAcquired = errors.New("ticketing: not acquired within the wait")
+
+	// ErrCapacity: the server rejected the request for one of its capacity
+	// limits (B). It is final and returned at once; the client does not
+	// retry it. Use errors.As with *CapacityError for the reason.
+	ErrCapacity = errors.New("ticketing: rejected by a server capacity limit")
+
+	// ErrNotHeld: a release found the key free or held under another token
+	// (N): the ticket had already ended (expired, or released earlier).
+	ErrNotHeld = errors.New("ticketing: the token no longer holds the key")
+
+	// ErrBudgetExceeded: the ticket was granted, but so late that its
+	// conservative remaining time is below the work budget (or not positive).
+	// The client released it; do not enter the critical section.
+	ErrBudgetExceeded = errors.New("ticketing: granted too late for the work budget")
+
+	// ErrUnauthenticated: the server refused the hello's token (E code 5).
+	// WaitReady and calls made while the refusal persists return it promptly;
+	// the broker keeps retrying in the background with backoff.
+	ErrUnauthenticated = errors.New("ticketing: unauthenticated")
+
+	// ErrUnavailable: no usable connection to the cluster leader: it could
+	// not be reached before the context ended, or, for requests without an
+	// effect (Describe, admin requests), the connection was lost before the
+	// answer. Requests that may have had an effect report ErrIndeterminate
+	// instead.
+	ErrUnavailable = errors.New("ticketing: leader unavailable")
+
+	// ErrClosed: the Broker (or Admin) was closed.
+	ErrClosed = errors.New("ticketing: closed")
+
+	// ErrReleaseDropped: Ticket.Close could not queue its background release
+	// because the release queue was full. The ticket stays held until its
+	// lease expires.
+	ErrReleaseDropped = errors.New("ticketing: background release dropped, the release queue is full")
+
+	// ErrNotLeader: an admin request needs the leader and the node is a
+	// follower. Use errors.As with *NotLeaderError for the leader's address.
+	ErrNotLeader = errors.New("ticketing: the node is not the leader")
+)
+
+// ErrorCode is the stable numeric code of a server E frame.
+type ErrorCode uint16
+
+// Server error codes (docs/protocol.md).
+const (
+	CodeMalformedFrame     = ErrorCode(wire.CodeMalformedFrame)
+	CodeFrameTooLarge      = ErrorCode(wire.CodeFrameTooLarge)
+	CodeUnknownFrame       = ErrorCode(wire.CodeUnknownFrame)
+	CodeUnsupportedVersion = ErrorCode(wire.CodeUnsupportedVersion)
+	CodeUnauthenticated    = ErrorCode(wire.CodeUnauthenticated)
+	CodeHelloRequired      = ErrorCode(wire.CodeHelloRequired)
+	CodeHelloTimeout       = ErrorCode(wire.CodeHelloTimeout)
+	CodeInvalidArgument    = ErrorCode(wire.CodeInvalidArgument)
+	CodePingTimeout        = ErrorCode(wire.CodePingTimeout)
+	CodeSlowConsumer       = ErrorCode(wire.CodeSlowConsumer)
+	CodeShuttingDown       = ErrorCode(wire.CodeShuttingDown)
+	CodeInternal           = ErrorCode(wire.CodeInternal)
+	CodeDuplicateID        = ErrorCode(wire.CodeDuplicateID)
+	CodeNotAllowed         = ErrorCode(wire.CodeNotAllowed)
+)
+
+func (c ErrorCode) String() string { return wire.Code(c).String() }
+
+// ServerError is the content of an E frame: the server ended the session
+// with a stable error code. It is found with errors.As in the error a call
+// returns. Code 5 (CodeUnauthenticated) also matches ErrUnauthenticated.
+type ServerError struct {
+	Addr    string    // the server that sent it
+	Code    ErrorCode // the wire code
+	Message string    // the server's explanation
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("ticketing: server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
+}
+
+// Is makes a code-5 error match ErrUnauthenticated.
+func (e *ServerError) Is(target error) bool {
+	return target == ErrUnauthenticated && e.Code == CodeUnauthenticated
+}
+
+// CapacityReason says which server limit a B frame hit.
+type CapacityReason uint8
+
+// Capacity reasons (docs/protocol.md).
+const (
+	CapacityHeld        = CapacityReason(wire.CapacityHeld)
+	CapacityKeyWaiters  = CapacityReason(wire.CapacityKeyWaiters)
+	CapacityWaiters     = CapacityReason(wire.CapacityWaiters)
+	CapacityInFlight    = CapacityReason(wire.CapacityInFlight)
+	CapacityConnections = CapacityReason(wire.CapacityConnections)
+)
+
+func (r CapacityReason) String() string {
+	switch r {
+	case CapacityHeld:
+		return "the server holds its maximum number of tickets"
+	case CapacityKeyWaiters:
+		return "the key has its maximum number of waiters"
+	case CapacityWaiters:
+		return "the server has its maximum number of waiters"
+	case CapacityInFlight:
+		return "the connection has its maximum number of requests in flight"
+	case CapacityConnections:
+		return "the server has its maximum number of connections"
+	}
+	return fmt.Sprintf("capacity reason %d", uint8(r))
+}
+
+// CapacityError is a B frame: a final capacity reject. It matches ErrCapacity.
+type CapacityError struct {
+	Addr   string
+	Reason CapacityReason
+}
+
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("ticketing: server %s rejected the request: %s", e.Addr, e.Reason)
+}
+
+// Is makes it match ErrCapacity.
+func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
+
+// RetryClass is OVERLOADED: retried on the slow backoff tier.
+func (e *CapacityError) RetryClass() retry.Class { return retry.Overloaded }
+
+// NotLeaderError is returned by admin requests that only the leader serves
+// when sent to a follower (V status 1), and reported when a server answers a
+// hello or ends a session with M. LeaderAddr is the leader's client address
+// when the node knows it, so a tool can follow it.
+type NotLeaderError struct {
+	Addr       string // the node that answered
+	LeaderAddr string // the leader's client address, "" if unknown
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderAddr == "" {
+		return fmt.Sprintf("ticketing: %s is not the leader and does not know the leader", e.Addr)
+	}
+	return fmt.Sprintf("ticketing: %s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
+}
+
+// Is makes it match ErrNotLeader.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// AdminError is an admin request that the node answered with "failed" (V
+// status 2).
+type AdminError struct {
+	Addr    string
+	Op      string
+	Message string
+}
+
+func (e *AdminError) Error() string {
+	return fmt.Sprintf("ticketing: admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
+}
+
+// opError is what every call returns: which operation on which key, what
+// happened in words, the sentinel kinds it matches and the underlying cause.
+type opError struct {
+	op     string
+	key    string
+	hasKey bool
+	msg    string
+	kinds  []error
+	cause  error
+}
+
+func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...error) *opError {
+	return &opError{op: op, key: key, hasKey: hasKey, msg: msg, kinds: kinds, cause: cause}
+}
+
+func (e *opError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("ticketing: ")
+	sb.WriteString(e.op)
+	if e.hasKey {
+		fmt.Fprintf(&sb, " %q", e.key)
+	}
+	sb.WriteString(": ")
+	sb.WriteString(e.msg)
+	if e.cause != nil {
+		cs := strings.TrimPrefix(e.cause.Error(), "ticketing: ")
+		if !strings.Contains(e.msg, cs) {
+			sb.WriteString(" (")
+			sb.WriteString(cs)
+			sb.WriteString(")")
+		}
+	}
+	return sb.String()
+}
+
+func (e *opError) Unwrap() []error {
+	out := make([]error, 0, len(e.kinds)+1)
+	out = append(out, e.kinds...)
+	if e.cause != nil {
+		out = append(out, e.cause)
+	}
+	return out
+}
+
+// RetryClass reports the retry class for package retry: capacity rejects
+// are OVERLOADED (slow tier), unknown outcomes UNDETERMINED and unusable
+// connections TRANSPORT_UNAVAILABLE (both retried only when the caller's
+// work is idempotent); everything else (not acquired, invalid argument, not
+// held, budget exceeded, unauthenticated, closed, cancelled) is not retried.
+func (e *opError) RetryClass() retry.Class {
+	return classOf(e.kinds)
+}
+
+func classOf(kinds []error) retry.Class {
+	has := func(t error) bool {
+		for _, k := range kinds {
+			if k == t {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(ErrClosed), has(ErrUnauthenticated), has(ErrInvalidArgument), has(ErrNotAcquired),
+		has(ErrNotHeld), has(ErrBudgetExceeded), has(ErrReleaseDropped):
+		return retry.NonRetryable
+	case has(ErrCapacity):
+		return retry.Overloaded
+	case has(ErrIndeterminate):
+		return retry.Undetermined
+	case has(ErrUnavailable):
+		return retry.TransportUnavailable
+	}
+	return retry.NonRetryable
+}
+
+func invalidArg(op, key string, hasKey bool, format string, args ...any) error {
+	return newOpError(op, key, hasKey, nil, fmt.Sprintf(format, args...)+"; nothing was sent", ErrInvalidArgument)
+}

@@ -1,0 +1,199 @@
+package ticketing
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Option configures Connect and DialAdmin.
+type Option func(*config)
+
+type config struct {
+	token          string
+	tlsMode        TLSMode
+	tlsConf        *tls.Config
+	observer       func(key string, token uint64, err error)
+	logger         *slog.Logger
+	dialTimeout    time.Duration
+	releaseQueue   int
+	releaseWorkers int
+	releaseBound   time.Duration
+	drainTimeout   time.Duration
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+}
+
+// Defaults.
+const (
+	// ReleaseBound is how long a release (explicit, background or
+	// compensating) keeps retrying the exact token, across reconnects,
+	// measured from the call (or from when the release was queued).
+	ReleaseBound = 5 * time.Second
+	// DefaultReleaseQueue is the size of the background release queue.
+	DefaultReleaseQueue = 1024
+	// ReleaseWorkers is the fixed number of goroutines running background
+	// releases.
+	ReleaseWorkers = 4
+	// DefaultDialTimeout bounds one connection attempt: TCP, TLS and hello.
+	DefaultDialTimeout = 5 * time.Second
+)
+
+func newConfig(opts []Option) (*config, error) {
+	cfg := &config{
+		dialTimeout:    DefaultDialTimeout,
+		releaseQueue:   DefaultReleaseQueue,
+		releaseWorkers: ReleaseWorkers,
+		releaseBound:   ReleaseBound,
+		drainTimeout:   time.Second,
+		backoffBase:    25 * time.Millisecond,
+		backoffMax:     time.Second,
+	}
+	for _, o := range opts {
+		o(cfg)
+	}
+	if len(cfg.token) > wire.MaxToken {
+		return nil, fmt.Errorf("ticketing: the token is %d bytes, at most %d are allowed: %w", len(cfg.token), wire.MaxToken, ErrInvalidArgument)
+	}
+	if cfg.dialTimeout <= 0 {
+		return nil, fmt.Errorf("ticketing: the dial timeout must be positive: %w", ErrInvalidArgument)
+	}
+	if cfg.releaseQueue < 1 {
+		return nil, fmt.Errorf("ticketing: the release queue size must be at least 1: %w", ErrInvalidArgument)
+	}
+	tc, err := cfg.tlsMode.build()
+	if err != nil {
+		return nil, err
+	}
+	cfg.tlsConf = tc
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// WithToken sets the client token sent in the hello; it must match one of
+// the server's client_tokens (at most 1024 bytes).
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithTLS selects the TLS mode: TLSOff (the default), TLSSystemRoots,
+// TLSCAFile or TLSInsecureSkipVerify.
+func WithTLS(m TLSMode) Option { return func(c *config) { c.tlsMode = m } }
+
+// WithReleaseObserver sets a function called with the outcome of every
+// background release: those queued by Ticket.Close and the compensating
+// releases the client makes on its own (a grant that arrived after its
+// acquire was cancelled, or too late for its work budget). err is nil when
+// the server answered R, ErrNotHeld when it answered N, ErrReleaseDropped
+// when the queue was full, and another error when no final answer came
+// within ReleaseBound. It runs on the client's own goroutines and must not
+// block.
+func WithReleaseObserver(f func(key string, token uint64, err error)) Option {
+	return func(c *config) { c.observer = f }
+}
+
+// WithLogger sets the logger for background events (failed background
+// releases at Warn, reconnects at Debug/Info). The default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
+// and hello). The default is DefaultDialTimeout.
+func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithReleaseQueue sets the capacity of the background release queue used by
+// Ticket.Close (default DefaultReleaseQueue). When it is full, Ticket.Close
+// drops the release and reports ErrReleaseDropped.
+func WithReleaseQueue(n int) Option { return func(c *config) { c.releaseQueue = n } }
+
+type tlsKind int
+
+const (
+	tlsOff tlsKind = iota
+	tlsSystem
+	tlsCAFile
+	tlsInsecure
+)
+
+// TLSMode is one of the four TLS modes; build it with TLSOff,
+// TLSSystemRoots, TLSCAFile or TLSInsecureSkipVerify.
+type TLSMode struct {
+	kind   tlsKind
+	caFile string
+}
+
+// TLSOff is plain TCP (the default).
+func TLSOff() TLSMode { return TLSMode{kind: tlsOff} }
+
+// TLSSystemRoots is TLS verified against the system's trusted roots.
+func TLSSystemRoots() TLSMode { return TLSMode{kind: tlsSystem} }
+
+// TLSCAFile is TLS verified against the CA certificates in a PEM file. The
+// file is read by Connect; an unreadable file or one without certificates is
+// a configuration error.
+func TLSCAFile(path string) TLSMode { return TLSMode{kind: tlsCAFile, caFile: path} }
+
+// TLSInsecureSkipVerify is TLS without any verification of the server's
+// certificate. For tests only: it offers no protection against an attacker
+// on the network.
+func TLSInsecureSkipVerify() TLSMode { return TLSMode{kind: tlsInsecure} }
+
+func (m TLSMode) String() string {
+	switch m.kind {
+	case tlsSystem:
+		return "TLS (system roots)"
+	case tlsCAFile:
+		return "TLS (CA file " + m.caFile + ")"
+	case tlsInsecure:
+		return "TLS (insecure, no verification)"
+	}
+	return "no TLS"
+}
+
+func (m TLSMode) build() (*tls.Config, error) {
+	switch m.kind {
+	case tlsOff:
+		return nil, nil
+	case tlsSystem:
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+	case tlsInsecure:
+		return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}, nil
+	case tlsCAFile:
+		pem, err := os.ReadFile(m.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("ticketing: cannot read the TLS CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ticketing: the TLS CA file %s holds no PEM certificate: %w", m.caFile, ErrInvalidArgument)
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+	}
+	return nil, errors.New("ticketing: unknown TLS mode")
+}
+
+// parseAddrs splits a comma-separated list of host:port addresses.
+func parseAddrs(s string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("ticketing: address %q is not host:port: %w", a, ErrInvalidArgument)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("ticketing: no server address given: %w", ErrInvalidArgument)
+	}
+	return out, nil
+}
