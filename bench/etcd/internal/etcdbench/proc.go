@@ -92,3 +92,33 @@ func SumCPU(pids []int) time.Duration {
 	}
 	return total
 }
+
+// MachineCPU returns the busy (non-idle, non-iowait) CPU time of the whole
+// machine so far, summed over cores, from the first line of /proc/stat.
+// Used to see how much of the window other processes took.
+func MachineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, s := range f[1:] {
+		if i >= 8 { // guest/guest_nice are already counted in user/nice
+			break
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0
+		}
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / clockTicks
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -408,6 +409,7 @@ type meter struct {
 	pids                     []int
 	wall0, wall1             time.Time
 	srv0, srv1, self0, self1 time.Duration
+	mach0, mach1             time.Duration
 	rssEnd                   int64
 	done                     chan struct{}
 }
@@ -417,9 +419,9 @@ func startMeter(ctx context.Context, pids []int, win window) *meter {
 	go func() {
 		defer close(m.done)
 		sleepUntil(ctx, win.start, win.start.Add(time.Hour))
-		m.wall0, m.srv0, m.self0 = time.Now(), SumCPU(pids), SelfCPU()
+		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), SumCPU(pids), SelfCPU(), MachineCPU()
 		sleepUntil(ctx, win.end, win.end.Add(time.Hour))
-		m.wall1, m.srv1, m.self1 = time.Now(), SumCPU(pids), SelfCPU()
+		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), SumCPU(pids), SelfCPU(), MachineCPU()
 		m.rssEnd = SumRSS(pids)
 	}()
 	return m
@@ -432,12 +434,24 @@ func (m *meter) notes() string {
 		return ""
 	}
 	var s []string
+	srv := (m.srv1 - m.srv0).Seconds()
 	if len(m.pids) > 0 {
-		srv := (m.srv1 - m.srv0).Seconds()
 		s = append(s, fmt.Sprintf("server_cpu_s=%.2f server_cpu_cores=%.2f", srv, srv/wall))
 	}
 	self := (m.self1 - m.self0).Seconds()
 	s = append(s, fmt.Sprintf("bench_cpu_s=%.2f bench_cpu_cores=%.2f", self, self/wall))
+	if mach := (m.mach1 - m.mach0).Seconds(); mach > 0 {
+		other := mach - self
+		if len(m.pids) > 0 {
+			other -= srv
+		}
+		if other < 0 {
+			other = 0
+		}
+		// Other processes on the machine: a noise indicator (the machine
+		// is shared; /proc/stat counts in 10 ms ticks, so ~0.05 is noise).
+		s = append(s, fmt.Sprintf("machine_busy_cores=%.2f of %d other_cpu_cores=%.2f", mach/wall, runtime.NumCPU(), other/wall))
+	}
 	return strings.Join(s, " ")
 }
 

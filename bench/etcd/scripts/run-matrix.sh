@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the standard etcd comparison matrix and appends one JSON object per
+# run to the output file (default: results/etcd-<date>.jsonl):
+#   nodes 1 and 3 x {uncontended 128 clients, contended 16 clients} x REPS,
+#   each -duration 10s after -warmup 2s.
+# Before each run it waits (bounded, QUIET_WAIT seconds) until the shared
+# machine is nearly idle, since other work on the 2 cores skews results;
+# each run's notes carry machine_busy_cores / other_cpu_cores anyway.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-results/etcd-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
+REPS=${REPS:-2}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+QUIET_WAIT=${QUIET_WAIT:-300}
+mkdir -p "$(dirname "$OUT")"
+BIN=$(mktemp -d)/etcdbench
+go build -o "$BIN" ./cmd/etcdbench
+trap 'rm -rf "$(dirname "$BIN")"' EXIT
+
+busy_cores() { # machine busy cores over 2 s, from /proc/stat
+	local a b
+	a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
+	local busy=0 i
+	for i in 1 2 3 6 7 8; do busy=$((busy + b[i] - a[i])); done
+	echo "scale=2; $busy / 200" | bc
+}
+wait_quiet() {
+	local deadline=$((SECONDS + QUIET_WAIT)) b
+	while :; do
+		b=$(busy_cores)
+		if (( $(echo "$b < 0.25" | bc) )); then return 0; fi
+		if (( SECONDS >= deadline )); then
+			echo "run-matrix: machine still busy ($b cores) after ${QUIET_WAIT}s; running anyway" >&2
+			return 0
+		fi
+		echo "run-matrix: waiting for a quiet machine (busy $b cores)" >&2
+		sleep 5
+	done
+}
+
+for nodes in 1 3; do
+	for rep in $(seq 1 "$REPS"); do
+		for spec in "uncontended 128" "contended 16"; do
+			set -- $spec
+			wait_quiet
+			echo "run-matrix: nodes=$nodes $1 clients=$2 rep=$rep" >&2
+			"$BIN" -workload "$1" -nodes "$nodes" -clients "$2" -duration "$DURATION" -warmup "$WARMUP" -json -q >>"$OUT"
+		done
+	done
+done
+echo "run-matrix: results in $OUT" >&2
