@@ -216,10 +216,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var defaultPolicy = sync.OnceValues(func() (Policy, error) {
+var defaultPolicy = sync.OnceValues(loadDefault)
+
+func loadDefault() (Policy, error) {
 	c, err := ConfigFromEnv()
 	return Policy{Config: c}, err
-})
+}
 
 // Do runs fn with the global policy, configured once from the
 // TICKETING_RETRY_* environment variables (see ConfigFromEnv). If they are

@@ -1,0 +1,297 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrStaleToken is wrapped by the error Check returns when the token is
+	// not above the key's high-water mark. The caller must roll back.
+	ErrStaleToken = errors.New("fence: stale token")
+	// ErrInvalid is wrapped by errors about bad arguments: a table name
+	// that is not an identifier, an empty key, a token of 2^63 or more.
+	ErrInvalid = errors.New("fence: invalid argument")
+)
+
+// StaleError reports a rejected token. It wraps ErrStaleToken.
+type StaleError struct {
+	Key   string
+	Token uint64 // the rejected token
+	Mark  uint64 // the key's stored high-water mark, at least Token
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("fence: stale token %d for key %q: stored mark is %d", e.Token, e.Key, e.Mark)
+}
+
+func (e *StaleError) Unwrap() error { return ErrStaleToken }
+
+// Dialect selects the SQL a Fence speaks.
+type Dialect int
+
+const (
+	Postgres Dialect = iota + 1 // PostgreSQL, through database/sql (pgx stdlib) or native pgx
+	MySQL                       // MySQL and MariaDB with InnoDB
+	SQLite                      // SQLite 3.24 or later (upsert)
+)
+
+func (d Dialect) String() string {
+	switch d {
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	case SQLite:
+		return "sqlite"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// DefaultTable is the fence table's name unless WithTable says otherwise.
+const DefaultTable = "ticketing_fence"
+
+// maxMySQLKey is the byte length of the MySQL key column. Longer keys are
+// refused rather than risk truncation making two keys share a row.
+const maxMySQLKey = 767
+
+// Fence checks fencing tokens against a table of high-water marks, one row
+// per key. It holds no connection; it is safe for concurrent use.
+type Fence struct {
+	dialect Dialect
+	table   string
+	create  string
+	claim   []stmt // run in order; the last one's row count says whether the token won
+	mark    string // reads the stored mark when the token lost
+}
+
+type stmt struct {
+	sql  string
+	args func(key string, token int64) []any
+}
+
+func keyToken(key string, token int64) []any { return []any{key, token} }
+
+// Option configures New.
+type Option func(*Fence)
+
+// WithTable names the fence table. It must be an identifier, optionally
+// schema-qualified (letters, digits and underscores, not starting with a
+// digit, at most 63 bytes a part); it is not quoted.
+func WithTable(name string) Option { return func(f *Fence) { f.table = name } }
+
+// New returns a Fence for the dialect.
+func New(d Dialect, opts ...Option) (*Fence, error) {
+	f := &Fence{dialect: d, table: DefaultTable}
+	for _, o := range opts {
+		o(f)
+	}
+	if !validTable(f.table) {
+		return nil, fmt.Errorf("%w: table name %q is not an identifier", ErrInvalid, f.table)
+	}
+	t := f.table
+	switch d {
+	case Postgres:
+		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key text PRIMARY KEY, token bigint NOT NULL)`
+		// One statement: the conflicting row is locked, and under READ
+		// COMMITTED the WHERE is re-evaluated against the latest committed
+		// version once the lock is granted, so of two transactions with the
+		// same token only the first to commit updates a row. Under
+		// REPEATABLE READ and SERIALIZABLE the loser gets 40001 instead.
+		f.claim = []stmt{{`INSERT INTO ` + t + ` AS f (fence_key, token) VALUES ($1, $2)
+ON CONFLICT (fence_key) DO UPDATE SET token = EXCLUDED.token WHERE f.token < EXCLUDED.token`, keyToken}}
+		f.mark = `SELECT token FROM ` + t + ` WHERE fence_key = $1`
+	case SQLite:
+		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key TEXT NOT NULL PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID`
+		// SQLite has one writer at a time; a transaction whose snapshot is
+		// older than the last commit gets SQLITE_BUSY rather than writing.
+		f.claim = []stmt{{`INSERT INTO ` + t + ` (fence_key, token) VALUES (?, ?)
+ON CONFLICT (fence_key) DO UPDATE SET token = excluded.token WHERE token < excluded.token`, keyToken}}
+		f.mark = `SELECT token FROM ` + t + ` WHERE fence_key = ?`
+	case MySQL:
+		// VARBINARY compares bytes exactly: no case folding, no trailing
+		// space padding, unlike the usual VARCHAR collations.
+		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key VARBINARY(767) NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB`
+		// First make sure the row exists and hold its exclusive lock (a new
+		// row gets mark -1, below every token); then raise the mark only if
+		// the token is higher. UPDATE reads the latest committed row, not
+		// the snapshot, and its row count is the same with or without the
+		// clientFoundRows DSN option because the WHERE excludes no-op
+		// updates. A single INSERT ... ON DUPLICATE KEY UPDATE would need
+		// affected-row counts that clientFoundRows changes.
+		f.claim = []stmt{
+			{`INSERT INTO ` + t + ` (fence_key, token) VALUES (?, -1) ON DUPLICATE KEY UPDATE token = token`,
+				func(k string, _ int64) []any { return []any{k} }},
+			{`UPDATE ` + t + ` SET token = ? WHERE fence_key = ? AND token < ?`,
+				func(k string, t int64) []any { return []any{t, k, t} }},
+		}
+		f.mark = `SELECT token FROM ` + t + ` WHERE fence_key = ? FOR UPDATE`
+	default:
+		return nil, fmt.Errorf("%w: unknown dialect %v", ErrInvalid, d)
+	}
+	return f, nil
+}
+
+// Table returns the fence table's name.
+func (f *Fence) Table() string { return f.table }
+
+// Dialect returns the fence's dialect.
+func (f *Fence) Dialect() Dialect { return f.dialect }
+
+// Execer is what CreateTable needs: *sql.DB, *sql.Conn and *sql.Tx have it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// PgxExecer is what CreateTablePgx needs: *pgx.Conn, pgx.Tx and
+// *pgxpool.Pool have it.
+type PgxExecer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// CreateTable creates the fence table if it does not exist. Run it once at
+// setup, not concurrently: PostgreSQL's CREATE TABLE IF NOT EXISTS can fail
+// when two sessions race to create the same table.
+func (f *Fence) CreateTable(ctx context.Context, db Execer) error {
+	if _, err := db.ExecContext(ctx, f.create); err != nil {
+		return fmt.Errorf("fence: create table %s: %w", f.table, err)
+	}
+	return nil
+}
+
+// CreateTablePgx is CreateTable for native pgx. The fence must be Postgres.
+func (f *Fence) CreateTablePgx(ctx context.Context, db PgxExecer) error {
+	if f.dialect != Postgres {
+		return fmt.Errorf("%w: pgx needs the postgres dialect, not %v", ErrInvalid, f.dialect)
+	}
+	if _, err := db.Exec(ctx, f.create); err != nil {
+		return fmt.Errorf("fence: create table %s: %w", f.table, err)
+	}
+	return nil
+}
+
+// Check fences key with token inside tx. If token is above the key's stored
+// mark, or the key has none, it stores token as the new mark and returns
+// nil: the caller's writes in tx are then safe to commit. Otherwise it
+// changes nothing and returns a *StaleError wrapping ErrStaleToken; the
+// caller must roll tx back. Other errors come from the database, and the
+// caller must roll back then too.
+//
+// The mark is raised in tx, so it commits or rolls back with the caller's
+// writes, and it holds the key's row lock until then: a concurrent Check of
+// the same key waits for tx to finish and then compares against its outcome.
+func (f *Fence) Check(ctx context.Context, tx *sql.Tx, key string, token uint64) error {
+	return f.check(ctx, sqlTx{tx}, key, token)
+}
+
+// CheckPgx is Check for a native pgx transaction. The fence must be Postgres.
+func (f *Fence) CheckPgx(ctx context.Context, tx pgx.Tx, key string, token uint64) error {
+	if f.dialect != Postgres {
+		return fmt.Errorf("%w: pgx needs the postgres dialect, not %v", ErrInvalid, f.dialect)
+	}
+	return f.check(ctx, pgxTx{tx}, key, token)
+}
+
+// querier abstracts over *sql.Tx and pgx.Tx.
+type querier interface {
+	exec(ctx context.Context, q string, args ...any) (rows int64, err error)
+	queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error }
+}
+
+func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	if f.dialect == MySQL && len(key) > maxMySQLKey {
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalid, len(key), maxMySQLKey)
+	}
+	if token > math.MaxInt64 {
+		return fmt.Errorf("%w: token %d for key %q does not fit a signed 64-bit column (maximum %d)",
+			ErrInvalid, token, key, int64(math.MaxInt64))
+	}
+	t := int64(token)
+	var won int64
+	for _, st := range f.claim {
+		n, err := q.exec(ctx, st.sql, st.args(key, t)...)
+		if err != nil {
+			return fmt.Errorf("fence: check key %q token %d: %w", key, token, err)
+		}
+		won = n
+	}
+	if won == 1 {
+		return nil
+	}
+	var mark int64
+	if err := q.queryRow(ctx, f.mark, key).Scan(&mark); err != nil {
+		return fmt.Errorf("%w: token %d for key %q was rejected, reading the stored mark failed: %w",
+			ErrStaleToken, token, key, err)
+	}
+	return &StaleError{Key: key, Token: token, Mark: uint64(mark)}
+}
+
+type sqlTx struct{ tx *sql.Tx }
+
+func (s sqlTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := s.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+func (s sqlTx) queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error } {
+	return s.tx.QueryRowContext(ctx, q, args...)
+}
+
+type pgxTx struct{ tx pgx.Tx }
+
+func (p pgxTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.tx.Exec(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (p pgxTx) queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error } {
+	return p.tx.QueryRow(ctx, q, args...)
+}
+
+// validTable reports whether name is an identifier, optionally qualified
+// by a schema, so it can be spliced into SQL unquoted.
+func validTable(name string) bool {
+	parts := 0
+	start := 0
+	for i := 0; i <= len(name); i++ {
+		if i < len(name) && name[i] != '.' {
+			continue
+		}
+		if parts++; parts > 2 || !validIdent(name[start:i]) {
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
