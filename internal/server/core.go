@@ -373,21 +373,31 @@ func (c *core) acquire(r request) {
 		return
 	}
 	q := c.queues[r.key]
-	if q != nil && (q.attempting != nil || q.waiting.Len() > 0) {
-		if h, ok := c.holdOf(r.key); ok && h.Owner == fsm.Owner(r.owner) {
-			// This owner already holds the key: the same grant, no queue entry.
-			r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
-			return
-		}
+	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
+	h, held := c.holdOf(r.key)
+	if held && h.Owner == fsm.Owner(r.owner) {
+		// This owner already holds the key: the same grant, no queue entry.
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
+		return
+	}
+	if busy || held {
+		// The key is taken (in the applied state, or by an attempt being
+		// committed). Not acquiring is always a safe answer, so wait 0 is
+		// answered from here; a waiter queues without a commit and is tried
+		// when the release or expiry that frees the key is applied.
 		if r.wait == 0 {
 			c.s.metrics.notAcquired.Inc()
 			r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			return
 		}
+		if q == nil {
+			q = &keyQueue{}
+		}
 		if reason, ok := c.waiterRoom(q); !ok {
 			c.reject(r, reason)
 			return
 		}
+		c.queues[r.key] = q
 		w := c.newWaiter(r)
 		c.waiters++
 		q.n++
@@ -399,17 +409,14 @@ func (c *core) acquire(r request) {
 		c.reject(r, wire.CapacityHeld)
 		return
 	}
+	if q == nil {
+		q = &keyQueue{}
+	}
 	if r.wait > 0 {
-		if q == nil {
-			q = &keyQueue{}
-		}
 		if reason, ok := c.waiterRoom(q); !ok {
 			c.reject(r, reason)
 			return
 		}
-	}
-	if q == nil {
-		q = &keyQueue{}
 	}
 	c.queues[r.key] = q
 	w := c.newWaiter(r)

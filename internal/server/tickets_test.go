@@ -1,0 +1,308 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcluster"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+func expect(t *testing.T, f wire.Frame, typ wire.Type) wire.Frame {
+	t.Helper()
+	if f.Type != typ {
+		t.Fatalf("got %s %+v (text %q), want %s", f.Type, f, f.Text, typ)
+	}
+	return f
+}
+
+func TestAcquireReleaseExactToken(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+	if g.LeaseMs != 30000 || g.QueuedMs != 0 {
+		t.Fatalf("grant lease %d ms queued %d ms, want 30000 and 0", g.LeaseMs, g.QueuedMs)
+	}
+	// A stale (wrong) token never releases the current grant.
+	expect(t, r.Final(r.Release("k", g.Token+1)), wire.TypeNotHeld)
+	expect(t, r.Final(r.Release("k", g.Token-1)), wire.TypeNotHeld)
+	expect(t, r.Final(r.Release("other", g.Token)), wire.TypeNotHeld)
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
+	// Released once; the same token again is not held.
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeNotHeld)
+	// The next grant has a larger token.
+	g2 := expect(t, r.Final(r.Acquire("k", testcluster.Owner(2), 0, 30)), wire.TypeGranted)
+	if g2.Token <= g.Token {
+		t.Fatalf("second token %d not above first %d", g2.Token, g.Token)
+	}
+}
+
+func TestReleaseFromAnotherConnection(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	a := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, a.Final(a.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+	a.Conn.Close() // the grant is not tied to its connection
+	b := testcluster.Hello(t, c.Addr(0), "")
+	expect(t, b.Final(b.Release("k", g.Token)), wire.TypeReleased)
+}
+
+func TestWaitZeroNeverQueues(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+	// Held: one immediate attempt, answered W without a Q.
+	id := r.Acquire("k", testcluster.Owner(2), 0, 30)
+	f := r.Recv()
+	if f.Type != wire.TypeNotAcquired || f.ID != id {
+		t.Fatalf("wait 0 on a held key: got %s for %d, want W for %d", f.Type, f.ID, id)
+	}
+	// With a waiter queued, wait 0 still does not queue (nor jump the queue).
+	wid := r.Acquire("k", testcluster.Owner(3), 10, 30)
+	expect(t, r.Recv(), wire.TypeQueued)
+	id = r.Acquire("k", testcluster.Owner(4), 0, 30)
+	if f := r.Recv(); f.Type != wire.TypeNotAcquired || f.ID != id {
+		t.Fatalf("wait 0 behind a waiter: got %s for %d", f.Type, f.ID)
+	}
+	_ = wid
+}
+
+func TestFIFOUnderContention(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	holder := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, holder.Final(holder.Acquire("k", testcluster.Owner(0), 0, 60)), wire.TypeGranted)
+	const n = 8
+	waiters := make([]*testcluster.Raw, n)
+	ids := make([]uint32, n)
+	for i := range waiters {
+		// Each waiter on its own connection, enqueued strictly one after another.
+		waiters[i] = testcluster.Hello(t, c.Addr(0), "")
+		ids[i] = waiters[i].Acquire("k", testcluster.Owner(i+1), 30, 60)
+		q := expect(t, waiters[i].Recv(), wire.TypeQueued)
+		if q.Count != uint32(i+1) {
+			t.Fatalf("waiter %d queued at position %d, want %d", i, q.Count, i+1)
+		}
+	}
+	last := g.Token
+	release := func(r *testcluster.Raw, tok uint64) {
+		expect(t, r.Final(r.Release("k", tok)), wire.TypeReleased)
+	}
+	release(holder, g.Token)
+	for i := range waiters {
+		gi := expect(t, waiters[i].Final(ids[i]), wire.TypeGranted)
+		if gi.Token <= last {
+			t.Fatalf("waiter %d token %d not above %d", i, gi.Token, last)
+		}
+		last = gi.Token
+		// Nobody behind it was granted first: the next waiter has no answer yet.
+		if i+1 < n {
+			if f, err := waiters[i+1].RecvErr(50 * time.Millisecond); err == nil {
+				t.Fatalf("waiter %d answered %s before waiter %d released", i+1, f.Type, i)
+			}
+		}
+		release(waiters[i], gi.Token)
+	}
+}
+
+func TestLeaseExpiryGrantsNextWaiter(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	start := time.Now()
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 1)), wire.TypeGranted)
+	w := testcluster.Hello(t, c.Addr(0), "")
+	id := w.Acquire("k", testcluster.Owner(2), 30, 30)
+	g2 := expect(t, w.Final(id), wire.TypeGranted)
+	if g2.Token <= g.Token {
+		t.Fatalf("token after expiry %d not above %d", g2.Token, g.Token)
+	}
+	// The lease never ends before its full length after the grant.
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("next waiter granted %v after the 1 s grant: the lease ended early", el)
+	}
+	if g2.QueuedMs < 500 {
+		t.Fatalf("queued %d ms, want about a second", g2.QueuedMs)
+	}
+	// The expired token no longer releases anything.
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeNotHeld)
+}
+
+func TestWaitRunsOut(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	start := time.Now()
+	id := r.Acquire("k", testcluster.Owner(2), 1, 30)
+	f := expect(t, r.Final(id), wire.TypeNotAcquired)
+	if el := time.Since(start); el < time.Second || f.QueuedMs < 900 {
+		t.Fatalf("W after %v (queued %d ms): before the 1 s wait ran out", el, f.QueuedMs)
+	}
+}
+
+func TestDuplicateOwner(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	o := testcluster.Owner(1)
+	g := expect(t, r.Final(r.Acquire("k", o, 0, 30)), wire.TypeGranted)
+	// The same owner again: the same grant, not a second one.
+	g2 := expect(t, r.Final(r.Acquire("k", o, 5, 30)), wire.TypeGranted)
+	if g2.Token != g.Token {
+		t.Fatalf("duplicate owner got token %d, first grant %d", g2.Token, g.Token)
+	}
+	// A waiting owner sent twice: one queue entry, both requests answered together.
+	w := testcluster.Hello(t, c.Addr(0), "")
+	o2 := testcluster.Owner(2)
+	id1 := w.Acquire("k", o2, 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	id2 := w.Acquire("k", o2, 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	var info wire.Frame
+	did := w.ID()
+	w.Send(&wire.Frame{Type: wire.TypeDescribe, ID: did, Key: []byte("k")})
+	info = expect(t, w.Final(did), wire.TypeInfo)
+	if info.Count != 1 {
+		t.Fatalf("describe: %d waiters, want 1 (one queue entry per owner)", info.Count)
+	}
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
+	a, b := w.Recv(), w.Recv()
+	if a.Type != wire.TypeGranted || b.Type != wire.TypeGranted || a.Token != b.Token || a.ID == b.ID || (a.ID != id1 && a.ID != id2) {
+		t.Fatalf("duplicate waiter answers: %+v and %+v", a, b)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	w := testcluster.Hello(t, c.Addr(0), "")
+	keep := w.Acquire("k", testcluster.Owner(2), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	drop := w.Acquire("k", testcluster.Owner(3), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	other := w.Acquire("other", testcluster.Owner(4), 30, 30)
+	expect(t, w.Final(other), wire.TypeGranted)
+	// Cancel the second waiter only: it gets X, the first still waits.
+	w.Send(&wire.Frame{Type: wire.TypeCancel, ID: drop, Owner: testcluster.Owner(3)})
+	if f := w.Recv(); f.Type != wire.TypeCancelled || f.ID != drop {
+		t.Fatalf("cancel: got %s for %d, want X for %d", f.Type, f.ID, drop)
+	}
+	// A cancel naming the wrong owner or an unknown id changes nothing.
+	w.Send(&wire.Frame{Type: wire.TypeCancel, ID: keep, Owner: testcluster.Owner(99)})
+	w.Send(&wire.Frame{Type: wire.TypeCancel, ID: 12345, Owner: testcluster.Owner(2)})
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
+	gk := expect(t, w.Final(keep), wire.TypeGranted)
+	// Cancel after the grant: ignored, the grant stands.
+	w.Send(&wire.Frame{Type: wire.TypeCancel, ID: keep, Owner: testcluster.Owner(2)})
+	expect(t, w.Final(w.Release("k", gk.Token)), wire.TypeReleased)
+}
+
+func TestConnectionCloseDropsItsWaiters(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	gone := testcluster.Hello(t, c.Addr(0), "")
+	gone.Acquire("k", testcluster.Owner(2), 30, 30)
+	expect(t, gone.Recv(), wire.TypeQueued)
+	stay := testcluster.Hello(t, c.Addr(0), "")
+	id := stay.Acquire("k", testcluster.Owner(3), 30, 30)
+	expect(t, stay.Recv(), wire.TypeQueued)
+	gone.Conn.Close()
+	// Wait until the server has dropped the closed connection's waiter.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		did := r.ID()
+		r.Send(&wire.Frame{Type: wire.TypeDescribe, ID: did, Key: []byte("k")})
+		if expect(t, r.Final(did), wire.TypeInfo).Count == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection's waiter is still queued")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
+	expect(t, stay.Final(id), wire.TypeGranted)
+}
+
+func TestDescribe(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	did := r.ID()
+	r.Send(&wire.Frame{Type: wire.TypeDescribe, ID: did, Key: []byte("k")})
+	if f := expect(t, r.Final(did), wire.TypeInfo); f.Flags != 0 || f.Token != 0 {
+		t.Fatalf("describe of a free key: %+v", f)
+	}
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(7), 0, 30)), wire.TypeGranted)
+	did = r.ID()
+	r.Send(&wire.Frame{Type: wire.TypeDescribe, ID: did, Key: []byte("k")})
+	f := expect(t, r.Final(did), wire.TypeInfo)
+	if f.Flags != 1 || f.Token != g.Token || f.Owner != testcluster.Owner(7) || f.LeaseMs != 30000 || f.Remaining == 0 || f.Remaining > 30000 {
+		t.Fatalf("describe of a held key: %+v", f)
+	}
+}
+
+func TestCapacityRejectWhileOthersWork(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Limits.MaxHeld = 2
+		cfg.Limits.MaxWaitersPerKey = 2
+		cfg.Limits.MaxWaiters = 2
+	}))
+	r := testcluster.Hello(t, c.Addr(0), "")
+	ga := expect(t, r.Final(r.Acquire("a", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+	gb := expect(t, r.Final(r.Acquire("b", testcluster.Owner(2), 0, 30)), wire.TypeGranted)
+	reason := func(f wire.Frame, want uint8) {
+		t.Helper()
+		if expect(t, f, wire.TypeCapacity).Reason != want {
+			t.Fatalf("capacity reason %d, want %d", f.Reason, want)
+		}
+	}
+	reason(r.Final(r.Acquire("c", testcluster.Owner(3), 0, 30)), wire.CapacityHeld)
+	w := testcluster.Hello(t, c.Addr(0), "")
+	w1 := w.Acquire("a", testcluster.Owner(4), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	w2 := w.Acquire("a", testcluster.Owner(5), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	reason(r.Final(r.Acquire("a", testcluster.Owner(6), 30, 30)), wire.CapacityKeyWaiters)
+	reason(r.Final(r.Acquire("b", testcluster.Owner(7), 30, 30)), wire.CapacityWaiters)
+	// Everyone else keeps working: releases, handoffs, new grants.
+	expect(t, r.Final(r.Release("a", ga.Token)), wire.TypeReleased)
+	g1 := expect(t, w.Final(w1), wire.TypeGranted)
+	expect(t, w.Final(w.Release("a", g1.Token)), wire.TypeReleased)
+	g2 := expect(t, w.Final(w2), wire.TypeGranted)
+	expect(t, w.Final(w.Release("a", g2.Token)), wire.TypeReleased)
+	expect(t, r.Final(r.Release("b", gb.Token)), wire.TypeReleased)
+	expect(t, r.Final(r.Acquire("c", testcluster.Owner(8), 0, 30)), wire.TypeGranted)
+}
+
+func TestCapacityInFlightPerConnection(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Limits.MaxInFlightPerConn = 2
+	}))
+	r := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+	w := testcluster.Hello(t, c.Addr(0), "")
+	a := w.Acquire("k", testcluster.Owner(2), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	b := w.Acquire("k", testcluster.Owner(3), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+	third := w.Acquire("x", testcluster.Owner(4), 0, 30)
+	if f := expect(t, w.Recv(), wire.TypeCapacity); f.ID != third || f.Reason != wire.CapacityInFlight {
+		t.Fatalf("third request: %+v, want B in-flight for %d", f, third)
+	}
+	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
+	ga := expect(t, w.Final(a), wire.TypeGranted)
+	expect(t, w.Final(w.Release("k", ga.Token)), wire.TypeReleased)
+	expect(t, w.Final(b), wire.TypeGranted)
+}
+
+func TestConnectionLimit(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Limits.MaxConnections = 2
+	}))
+	a := testcluster.Hello(t, c.Addr(0), "")
+	testcluster.Hello(t, c.Addr(0), "")
+	over := testcluster.DialRaw(t, c.Addr(0))
+	if f := expect(t, over.Recv(), wire.TypeCapacity); f.Reason != wire.CapacityConnections {
+		t.Fatalf("reason %d, want connections", f.Reason)
+	}
+	expect(t, a.Final(a.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
+}
