@@ -1,0 +1,534 @@
+// Command ticketctl is the command-line client of a Ticketing cluster:
+// acquire, release and describe tickets, and administer the cluster.
+//
+// Run ticketctl --help for the commands, flags and exit codes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ticketing-io/ticketing"
+)
+
+// Exit codes. They are part of ticketctl's interface: scripts rely on them.
+const (
+	exitOK            = 0
+	exitError         = 1 // any other error, usage errors and authentication failures included
+	exitNotAcquired   = 2 // not acquired within the wait, or release: not held
+	exitCapacity      = 3 // rejected by a server capacity limit
+	exitIndeterminate = 4 // outcome unknown: the answer was lost
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// globals are the flags every command accepts.
+type globals struct {
+	addrs       string
+	token       string
+	tlsCA       string
+	tlsInsecure bool
+	tls         bool
+	output      string
+	timeout     time.Duration
+}
+
+const (
+	defaultAddr = "127.0.0.1:5225"
+	tokenEnv    = "TICKETCTL_TOKEN" // used when --token is not given
+)
+
+func defineGlobals(fs *flag.FlagSet, g *globals) {
+	fs.StringVar(&g.addrs, "addr", defaultAddr, "comma-separated server client addresses (host:port)")
+	fs.StringVar(&g.token, "token", "", "client token, when the servers require one (default $"+tokenEnv+")")
+	fs.StringVar(&g.tlsCA, "tls-ca", "", "use TLS, verifying the servers against the CA certificates in this PEM file")
+	fs.BoolVar(&g.tlsInsecure, "tls-insecure", false, "use TLS without verifying the servers' certificates (testing only)")
+	fs.BoolVar(&g.tls, "tls", false, "use TLS, verifying the servers against the system's trusted roots")
+	fs.StringVar(&g.output, "o", "text", "output format: text or json")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (acquire adds its --wait)")
+}
+
+// command is one verb. setup defines the verb's own flags on fs and returns
+// the function that runs it with the positional arguments.
+type command struct {
+	name    string
+	args    string // positional arguments and flags, for the usage line
+	summary string
+	setup   func(fs *flag.FlagSet) runFunc
+}
+
+type runFunc func(e *env, args []string) error
+
+var commands = []*command{acquireCmd, releaseCmd, describeCmd, statusCmd, membersCmd, leaderCmd}
+
+func lookupCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// usageError is a mistake on the command line; it is reported with a hint
+// to --help and exit code 1.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// invocation is a parsed command line.
+type invocation struct {
+	g    globals
+	cmd  *command // nil for plain help
+	run  runFunc
+	args []string // positional arguments after the command name
+	help bool
+	fs   *flag.FlagSet // the parsed flags, globals and the command's
+}
+
+// parseArgs splits the command line into flags and positional arguments.
+// Global flags may stand before the command; after it, global and the
+// command's flags may stand before, between or after its positional
+// arguments. "--" ends the flags. Values are given as --flag=value or
+// --flag value (booleans only as --flag or --flag=false); one or two dashes.
+func parseArgs(args []string) (*invocation, error) {
+	inv := &invocation{}
+	gfs := flag.NewFlagSet("ticketctl", flag.ContinueOnError)
+	gfs.SetOutput(io.Discard)
+	defineGlobals(gfs, &inv.g)
+	fs := gfs // the flag set that knows the flags allowed at this point
+
+	var flags []string // normalized as -name=value, in command-line order
+	var positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			if inv.cmd == nil {
+				c := lookupCommand(a)
+				if c == nil {
+					if a == "help" {
+						inv.help = true
+						continue
+					}
+					return inv, usageErrorf("unknown command %q", a)
+				}
+				if inv.help {
+					// "ticketctl help CMD"
+					inv.cmd = c
+					return inv, nil
+				}
+				inv.cmd = c
+				fs = flag.NewFlagSet("ticketctl "+c.name, flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				defineGlobals(fs, &inv.g)
+				inv.run = c.setup(fs)
+				continue
+			}
+			positional = append(positional, a)
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		name, value, hasValue := strings.Cut(name, "=")
+		if name == "h" || name == "help" {
+			inv.help = true
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			if inv.cmd == nil {
+				if isCommandFlag(name) {
+					return inv, usageErrorf("flag %s must come after the command", a)
+				}
+				return inv, usageErrorf("unknown flag %s", a)
+			}
+			return inv, usageErrorf("unknown flag %s for %s", a, inv.cmd.name)
+		}
+		if !hasValue && !isBoolFlag(f) {
+			if i+1 >= len(args) {
+				return inv, usageErrorf("flag %s needs a value", a)
+			}
+			i++
+			value, hasValue = args[i], true
+		}
+		if hasValue {
+			flags = append(flags, "-"+name+"="+value)
+		} else {
+			flags = append(flags, "-"+name)
+		}
+	}
+	inv.fs = fs
+	if err := fs.Parse(flags); err != nil {
+		return inv, usageErrorf("%s", cleanFlagError(err))
+	}
+	inv.args = positional
+	if inv.help {
+		return inv, nil
+	}
+	if inv.cmd == nil {
+		return inv, usageErrorf("no command given")
+	}
+	switch inv.g.output {
+	case "text", "json":
+	default:
+		return inv, usageErrorf("-o %q: want text or json", inv.g.output)
+	}
+	if inv.g.timeout <= 0 {
+		return inv, usageErrorf("--timeout must be positive")
+	}
+	n := 0
+	for _, set := range []bool{inv.g.tlsCA != "", inv.g.tlsInsecure, inv.g.tls} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return inv, usageErrorf("--tls, --tls-ca and --tls-insecure are exclusive")
+	}
+	return inv, nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// isCommandFlag reports whether any command defines the flag.
+func isCommandFlag(name string) bool {
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(fs)
+		if fs.Lookup(name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanFlagError turns the flag package's "invalid value "x" for flag -wait:
+// parse error" into a message with the flag as the user may have written it.
+func cleanFlagError(err error) string {
+	msg := err.Error()
+	msg = strings.Replace(msg, "for flag -", "for --", 1)
+	return msg
+}
+
+// env is what a command runs with.
+type env struct {
+	g      globals
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func (e *env) json() bool { return e.g.output == "json" }
+
+// addrList is --addr split and trimmed.
+func (e *env) addrList() []string {
+	var out []string
+	for _, a := range strings.Split(e.g.addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// options are the client options the global flags ask for.
+func (e *env) options() []ticketing.Option {
+	var opts []ticketing.Option
+	if e.g.token != "" {
+		opts = append(opts, ticketing.WithToken(e.g.token))
+	}
+	switch {
+	case e.g.tlsCA != "":
+		opts = append(opts, ticketing.WithTLS(ticketing.TLSCAFile(e.g.tlsCA)))
+	case e.g.tlsInsecure:
+		opts = append(opts, ticketing.WithTLS(ticketing.TLSInsecureSkipVerify()))
+	case e.g.tls:
+		opts = append(opts, ticketing.WithTLS(ticketing.TLSSystemRoots()))
+	}
+	return opts
+}
+
+// emit prints a command's result: the JSON object with -o json, otherwise
+// the text lines.
+func (e *env) emit(obj any, text func(w io.Writer)) error {
+	if e.json() {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(obj)
+	}
+	text(e.stdout)
+	return nil
+}
+
+// run is ticketctl without the process around it; it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	inv, err := parseArgs(args)
+	if inv.help {
+		if inv.cmd != nil {
+			commandUsage(stdout, inv.cmd)
+		} else {
+			usage(stdout)
+		}
+		return exitOK
+	}
+	e := &env{g: inv.g, stdout: stdout, stderr: stderr}
+	if e.g.token == "" {
+		// Keeps the token out of the process list and shell history.
+		e.g.token = os.Getenv(tokenEnv)
+	}
+	if err != nil {
+		if inv.g.output != "json" {
+			e.g.output = "text"
+		}
+		return e.fail(withHint(err, inv.cmd))
+	}
+	if err := inv.run(e, inv.args); err != nil {
+		return e.fail(withHint(err, inv.cmd))
+	}
+	return exitOK
+}
+
+// withHint points usage errors to the relevant help.
+func withHint(err error, c *command) error {
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	hint := "ticketctl --help"
+	if c != nil {
+		hint = "ticketctl " + c.name + " --help"
+	}
+	return fmt.Errorf("%w (see %s)", err, hint)
+}
+
+// context bounds a command by --timeout plus extra (acquire's wait, which
+// the server spends before answering).
+func (e *env) context(extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), e.g.timeout+extra)
+}
+
+// fail reports err and returns its exit code. With -o json the error object
+// goes to stdout and the message to stderr as well.
+func (e *env) fail(err error) int {
+	code, name := classify(err)
+	msg := errorMessage(err)
+	fmt.Fprintf(e.stderr, "ticketctl: %s\n", msg)
+	if e.json() {
+		_ = e.emit(errorResult{Error: msg, Code: name}, nil)
+	}
+	return code
+}
+
+type errorResult struct {
+	Error string `json:"error"`
+	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate or error
+}
+
+// classify maps an error to the exit code and the JSON code name.
+func classify(err error) (int, string) {
+	switch {
+	case err == nil:
+		return exitOK, ""
+	case errors.Is(err, ticketing.ErrNotAcquired):
+		return exitNotAcquired, "not_acquired"
+	case errors.Is(err, ticketing.ErrNotHeld):
+		return exitNotAcquired, "not_held"
+	case errors.Is(err, ticketing.ErrCapacity):
+		return exitCapacity, "capacity"
+	case errors.Is(err, ticketing.ErrIndeterminate):
+		return exitIndeterminate, "indeterminate"
+	}
+	return exitError, "error"
+}
+
+// errorMessage is the text shown for err: the client's messages already say
+// what happened; authentication failures and timeouts get a hint.
+func errorMessage(err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, ticketing.ErrUnauthenticated):
+		return "authentication failed: the server refused the client token (check --token): " + msg
+	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
+		return msg + " (raise --timeout?)"
+	}
+	return msg
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: ticketctl [global flags] COMMAND [arguments and flags]
+
+ticketctl talks to a Ticketing cluster (ticketd).
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-36s %s\n", c.name+" "+c.args, c.summary)
+	}
+	fmt.Fprintf(w, `
+Global flags (before or after the command):
+`)
+	printFlags(w, func(fs *flag.FlagSet) { defineGlobals(fs, new(globals)) })
+	fmt.Fprint(w, `
+Flags take one or two dashes and may stand before, between or after the
+command's arguments; "--" ends the flags. Durations are Go durations such as
+"500ms", "30s" or "1m" (fractions of a second are rounded up).
+
+Output: text by default; -o json prints exactly one JSON object, for errors
+{"error": MESSAGE, "code": CODE} (the message also goes to stderr).
+
+Exit codes:
+  0  success
+  1  any other error: usage, connection, authentication failure (code "error")
+  2  acquire: not acquired within --wait (code "not_acquired");
+     release: the token does not hold the key (code "not_held")
+  3  rejected by a server capacity limit (code "capacity")
+  4  indeterminate: the answer was lost; an acquire may or may not have
+     been granted (code "indeterminate")
+
+Run "ticketctl COMMAND --help" for a command's own flags.
+`)
+}
+
+func commandUsage(w io.Writer, c *command) {
+	fmt.Fprintf(w, "Usage: ticketctl %s %s\n\n%s\n", c.name, c.args, c.summary)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.setup(fs)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		printFlags(w, func(fs *flag.FlagSet) { c.setup(fs) })
+	}
+	if d, ok := commandDetails[c.name]; ok {
+		fmt.Fprintf(w, "\n%s", d)
+	}
+	fmt.Fprintf(w, "\nGlobal flags and exit codes: ticketctl --help\n")
+}
+
+// commandDetails holds the longer help of the commands that need one.
+var commandDetails = map[string]string{}
+
+func printFlags(w io.Writer, define func(*flag.FlagSet)) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	define(fs)
+	var lines []string
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		name := dash + f.Name
+		if !isBoolFlag(f) {
+			name += " " + valueName(f)
+		}
+		line := fmt.Sprintf("  %-22s %s", name, f.Usage)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		lines = append(lines, line)
+	})
+	sort.Strings(lines)
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
+}
+
+func valueName(f *flag.Flag) string {
+	switch f.Value.(type) {
+	case interface{ Get() any }:
+		if _, ok := f.Value.(flag.Getter).Get().(time.Duration); ok {
+			return "DUR"
+		}
+	}
+	switch f.Name {
+	case "o":
+		return "FORMAT"
+	case "addr":
+		return "ADDRS"
+	case "tls-ca":
+		return "FILE"
+	}
+	return strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+}
+
+// broker connects to the cluster leader through the --addr list.
+func (e *env) broker(ctx context.Context) (*ticketing.Broker, error) {
+	b, err := ticketing.Connect(e.g.addrs, e.options()...)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.WaitReady(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// onLeader runs an admin operation on the leader. It tries the --addr
+// addresses in turn and follows a follower's answer naming the leader. It
+// returns the address of the node that performed op.
+func (e *env) onLeader(ctx context.Context, op func(context.Context, *ticketing.Admin) error) (string, error) {
+	type target struct {
+		addr string
+		hint bool // named as the leader by a follower
+	}
+	var queue []target
+	for _, a := range e.addrList() {
+		queue = append(queue, target{addr: a})
+	}
+	if len(queue) == 0 {
+		return "", usageErrorf("--addr is empty")
+	}
+	tried := map[string]bool{}
+	attempts := len(queue) + 3 // hints may lead back to a tried address once leadership moved
+	var lastErr error
+	for len(queue) > 0 && attempts > 0 {
+		t := queue[0]
+		queue = queue[1:]
+		if tried[t.addr] && !t.hint {
+			continue
+		}
+		tried[t.addr] = true
+		attempts--
+		a, err := ticketing.DialAdmin(ctx, t.addr, e.options()...)
+		if err == nil {
+			err = op(ctx, a)
+			a.Close()
+			if err == nil {
+				return t.addr, nil
+			}
+		}
+		lastErr = err
+		var nl *ticketing.NotLeaderError
+		switch {
+		case errors.As(err, &nl):
+			if nl.LeaderAddr != "" && nl.LeaderAddr != t.addr {
+				queue = append([]target{{addr: nl.LeaderAddr, hint: true}}, queue...)
+			}
+		case ctx.Err() != nil, errors.Is(err, ticketing.ErrUnauthenticated), errors.Is(err, ticketing.ErrInvalidArgument):
+			return "", err
+		case errors.Is(err, ticketing.ErrUnavailable):
+			// that node is unreachable or went away: try the next one
+		default:
+			return "", err // the leader refused or failed the operation
+		}
+	}
+	return "", fmt.Errorf("no leader found through %s: %w", e.g.addrs, lastErr)
+}
