@@ -36,6 +36,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		return newOpError(op, key, true, cause, fmt.Sprintf("outcome unknown: %s within %v of the call; the ticket may still be held until its lease expires", why, b.cfg.releaseBound), kinds...)
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			if sent > 0 {
+				return unknown(nil)
+			}
+			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
 			if sent > 0 {
