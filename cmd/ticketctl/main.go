@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -252,7 +253,9 @@ func (e *env) addrList() []string {
 
 // options are the client options the global flags ask for.
 func (e *env) options() []ticketing.Option {
-	var opts []ticketing.Option
+	// The client's background logging (reconnects) would only clutter the
+	// output; every outcome that matters comes back as an error.
+	opts := []ticketing.Option{ticketing.WithLogger(slog.New(slog.DiscardHandler))}
 	if e.g.token != "" {
 		opts = append(opts, ticketing.WithToken(e.g.token))
 	}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ticketing-io/ticketing/internal/faketicketd"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// These tests run ticketctl against faketicketd, a scripted server, for the
+// answers a real cluster gives only under load or failure.
+
+// answerFirst completes the hello, reads frames until one of type t, and
+// lets reply answer it.
+func answerFirst(t wire.Type, reply func(c *faketicketd.Conn, f wire.Frame)) faketicketd.Handler {
+	return func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			return
+		}
+		f, err := c.ReadType(t)
+		if err != nil {
+			return
+		}
+		reply(c, f)
+		<-c.Done()
+	}
+}
+
+func decodeOne(t *testing.T, stdout string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if dec.More() {
+		t.Fatalf("stdout %q holds more than one JSON value", stdout)
+	}
+}
+
+func TestAcquireOutcomesFake(t *testing.T) {
+	tests := []struct {
+		name    string
+		reply   func(c *faketicketd.Conn, f wire.Frame)
+		code    int
+		json    string
+		message string
+	}{
+		{
+			name: "capacity",
+			reply: func(c *faketicketd.Conn, f wire.Frame) {
+				c.Send(wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityHeld})
+			},
+			code: exitCapacity, json: "capacity", message: "capacity",
+		},
+		{
+			name:  "connection dropped after the acquire",
+			reply: func(c *faketicketd.Conn, f wire.Frame) { c.Close() },
+			code:  exitIndeterminate, json: "indeterminate", message: "",
+		},
+		{
+			name: "server shutting down after the acquire",
+			reply: func(c *faketicketd.Conn, f wire.Frame) {
+				c.Error(wire.CodeShuttingDown, "bye")
+			},
+			code: exitIndeterminate, json: "indeterminate", message: "",
+		},
+		{
+			name: "not acquired",
+			reply: func(c *faketicketd.Conn, f wire.Frame) {
+				c.Send(wire.Frame{Type: wire.TypeNotAcquired, ID: f.ID})
+			},
+			code: exitNotAcquired, json: "not_acquired", message: "not acquired",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := faketicketd.Start(t, answerFirst(wire.TypeAcquire, tc.reply))
+			code, stdout, stderr := ctl(t, "--addr", srv.Addr(), "acquire", "k", "--lease", "10s", "-o", "json")
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			var got errorResult
+			decodeOne(t, stdout, &got)
+			if got.Code != tc.json || !strings.Contains(got.Error, tc.message) || !strings.Contains(stderr, got.Error) {
+				t.Errorf("got %+v, stderr %q", got, stderr)
+			}
+		})
+	}
+}
+
+func TestAcquireDurationsOnTheWire(t *testing.T) {
+	frames := make(chan wire.Frame, 1)
+	srv := faketicketd.Start(t, answerFirst(wire.TypeAcquire, func(c *faketicketd.Conn, f wire.Frame) {
+		frames <- f
+		c.Send(wire.Frame{Type: wire.TypeGranted, ID: f.ID, Token: 77, LeaseMs: uint32(f.Lease) * 1000})
+	}))
+	code, stdout, stderr := ctl(t, "acquire", "--addr", srv.Addr(), "k", "--wait", "1500ms", "--lease", "1m", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f := <-frames
+	if f.Wait != 2 || f.Lease != 60 || string(f.Key) != "k" {
+		t.Errorf("acquire frame wait=%d lease=%d key=%q, want 2 (1500ms rounded up), 60, k", f.Wait, f.Lease, f.Key)
+	}
+	var got acquireResult
+	decodeOne(t, stdout, &got)
+	if got.Key != "k" || got.Token != 77 || got.LeaseMs != 60000 || got.Deadline == "" {
+		t.Errorf("result %+v", got)
+	}
+}
+
+func TestAcquireOutOfRangeDurations(t *testing.T) {
+	srv := faketicketd.Start(t, faketicketd.Serve(faketicketd.NewLocks(), faketicketd.Ready{}))
+	for _, args := range [][]string{
+		{"acquire", "k", "--lease", "251s"},
+		{"acquire", "k", "--lease", "-1s"},
+		{"acquire", "k", "--lease", "5s", "--wait", "256s"},
+	} {
+		code, _, stderr := ctl(t, append(args, "--addr", srv.Addr())...)
+		if code != exitError || !strings.Contains(stderr, "nothing was sent") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+func TestAuthenticationFailureFake(t *testing.T) {
+	srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.Read(); err != nil {
+			return
+		}
+		c.Error(wire.CodeUnauthenticated, "bad token")
+	})
+	for _, args := range [][]string{
+		{"acquire", "k", "--lease", "5s"},
+		{"describe", "k"},
+		{"release", "k", "3"},
+		{"status"},
+		{"members", "remove", "n2"},
+	} {
+		code, _, stderr := ctl(t, append(args, "--addr", srv.Addr(), "--token", "wrong")...)
+		if code != exitError || !strings.Contains(stderr, "authentication failed") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+func TestReleaseFake(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply func(c *faketicketd.Conn, f wire.Frame)
+		code  int
+	}{
+		{"released", func(c *faketicketd.Conn, f wire.Frame) {
+			// A ping before the answer must be answered and skipped.
+			c.Send(wire.Frame{Type: wire.TypePing, Nonce: 9})
+			c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
+		}, exitOK},
+		{"not held", func(c *faketicketd.Conn, f wire.Frame) { c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID}) }, exitNotAcquired},
+		{"capacity", func(c *faketicketd.Conn, f wire.Frame) {
+			c.Send(wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+		}, exitCapacity},
+		{"dropped", func(c *faketicketd.Conn, f wire.Frame) { c.Close() }, exitIndeterminate},
+		{"lost leadership", func(c *faketicketd.Conn, f wire.Frame) { c.NotLeader("") }, exitIndeterminate},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			frames := make(chan wire.Frame, 1)
+			srv := faketicketd.Start(t, answerFirst(wire.TypeRelease, func(c *faketicketd.Conn, f wire.Frame) {
+				frames <- f
+				tc.reply(c, f)
+			}))
+			code, stdout, stderr := ctl(t, "release", "orders/7", "12345", "--addr", srv.Addr(), "-o", "json")
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			f := <-frames
+			if string(f.Key) != "orders/7" || f.Token != 12345 {
+				t.Errorf("release frame key %q token %d", f.Key, f.Token)
+			}
+			if code == exitOK {
+				var got releaseResult
+				decodeOne(t, stdout, &got)
+				if got != (releaseResult{Key: "orders/7", Token: 12345, Released: true}) {
+					t.Errorf("result %+v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestReleaseFollowsLeader(t *testing.T) {
+	locks := faketicketd.NewLocks()
+	leader := faketicketd.Start(t, faketicketd.Serve(locks, faketicketd.Ready{NodeID: "leader"}))
+	follower := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.Read(); err != nil {
+			return
+		}
+		c.NotLeader(leader.Addr())
+	})
+	// Take a ticket on the leader, then release it through the follower.
+	code, stdout, stderr := ctl(t, "--addr", leader.Addr(), "acquire", "k", "--lease", "30s", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("acquire: exit %d: %s", code, stderr)
+	}
+	var got acquireResult
+	decodeOne(t, stdout, &got)
+	if tok, held := locks.Holder("k"); !held || tok != got.Token {
+		t.Fatalf("after acquire the fake holds %d %v, want %d: the ticket must outlive ticketctl", tok, held, got.Token)
+	}
+	token := jsonNumber(got.Token)
+	if code, _, stderr := ctl(t, "--addr", follower.Addr(), "release", "k", token); code != exitOK {
+		t.Fatalf("release via follower: exit %d: %s", code, stderr)
+	}
+	if _, held := locks.Holder("k"); held {
+		t.Error("the key is still held after release")
+	}
+	if code, _, _ := ctl(t, "--addr", follower.Addr()+","+leader.Addr(), "release", "k", token); code != exitNotAcquired {
+		t.Errorf("second release: exit %d, want %d", code, exitNotAcquired)
+	}
+}
+
+func TestAdminFollowsLeader(t *testing.T) {
+	ops := make(chan map[string]any, 1)
+	leader := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{NodeID: "n1"}); err != nil {
+			return
+		}
+		f, err := c.ReadType(wire.TypeAdmin)
+		if err != nil {
+			return
+		}
+		var req map[string]any
+		json.Unmarshal(f.Text, &req)
+		ops <- req
+		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Text: []byte(`{}`)})
+		<-c.Done()
+	})
+	follower := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{NodeID: "n2", Follower: true}); err != nil {
+			return
+		}
+		f, err := c.ReadType(wire.TypeAdmin)
+		if err != nil {
+			return
+		}
+		body, _ := json.Marshal(map[string]string{"leader_addr": leader.Addr()})
+		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Code: 1, Text: body})
+		<-c.Done()
+	})
+	code, stdout, stderr := ctl(t, "members", "add", "n4", "10.0.0.4:5226", "--addr", follower.Addr(), "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	req := <-ops
+	if req["op"] != "members.add" || req["id"] != "n4" || req["raft_addr"] != "10.0.0.4:5226" {
+		t.Errorf("leader got %v", req)
+	}
+	var got membersResult
+	decodeOne(t, stdout, &got)
+	if !got.OK || got.Leader != leader.Addr() || got.ID != "n4" {
+		t.Errorf("result %+v", got)
+	}
+}
+
+func TestAdminUnreachableTriesNext(t *testing.T) {
+	ops := make(chan string, 1)
+	leader := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			return
+		}
+		f, err := c.ReadType(wire.TypeAdmin)
+		if err != nil {
+			return
+		}
+		ops <- string(f.Text)
+		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Text: []byte(`{"leader_id":"n3"}`)})
+		<-c.Done()
+	})
+	dead := faketicketd.Start(t, func(c *faketicketd.Conn) {})
+	deadAddr := dead.Addr()
+	dead.Close()
+	code, stdout, stderr := ctl(t, "leader", "transfer", "n3", "--addr", deadAddr+","+leader.Addr())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if op := <-ops; !strings.Contains(op, `"leader.transfer"`) || !strings.Contains(op, `"n3"`) {
+		t.Errorf("leader got %s", op)
+	}
+	if !strings.Contains(stdout, "to n3") {
+		t.Errorf("stdout %q", stdout)
+	}
+}
+
+func jsonNumber(v uint64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
