@@ -1,6 +1,7 @@
 package ticketing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -255,6 +256,10 @@ func classOf(kinds []error) retry.Class {
 		return retry.Undetermined
 	case has(ErrUnavailable):
 		return retry.TransportUnavailable
+	case has(context.Canceled):
+		return retry.Canceled
+	case has(context.DeadlineExceeded):
+		return retry.Timeout
 	}
 	return retry.NonRetryable
 }
