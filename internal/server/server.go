@@ -307,7 +307,7 @@ func (s *Server) pinger() {
 			} else {
 				c.pingRx, c.missed = rx, 0
 			}
-			if c.missed >= 2 {
+			if c.missed > 2 { // two whole intervals since an unanswered ping
 				c.fatalErr(wire.CodePingTimeout, "no answer to the server's pings")
 				continue
 			}

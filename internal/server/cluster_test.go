@@ -1,0 +1,257 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcluster"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+func describe(t *testing.T, r *testcluster.Raw, key string) wire.Frame {
+	t.Helper()
+	id := r.ID()
+	r.Send(&wire.Frame{Type: wire.TypeDescribe, ID: id, Key: []byte(key)})
+	return expect(t, r.Final(id), wire.TypeInfo)
+}
+
+// helloAny connects to any listed address and follows M hints to the leader.
+func helloAny(t *testing.T, addrs []string, start int) *testcluster.Raw {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	addr := addrs[start%len(addrs)]
+	for i := start; time.Now().Before(deadline); i++ {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil { // a dead server: try the next address
+			addr = addrs[(i+1)%len(addrs)]
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		nc.Close()
+		r := testcluster.DialRaw(t, addr)
+		r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version})
+		f, err := r.RecvErr(10 * time.Second)
+		if err == nil && f.Type == wire.TypeReady {
+			return r
+		}
+		r.Conn.Close()
+		if err == nil && f.Type == wire.TypeNotLeader && len(f.Text) > 0 {
+			addr = string(f.Text)
+			continue
+		}
+		addr = addrs[(i+1)%len(addrs)]
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no leader reachable through any address within 30 s")
+	return nil
+}
+
+func admin(t *testing.T, addr string, req string) (uint16, map[string]any) {
+	t.Helper()
+	r := testcluster.DialRaw(t, addr)
+	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloAdmin})
+	expect(t, r.Recv(), wire.TypeReady)
+	id := r.ID()
+	r.Send(&wire.Frame{Type: wire.TypeAdmin, ID: id, Text: []byte(req)})
+	f := expect(t, r.Final(id), wire.TypeAdminReply)
+	var out map[string]any
+	if err := json.Unmarshal(f.Text, &out); err != nil {
+		t.Fatalf("admin reply %q: %v", f.Text, err)
+	}
+	return f.Code, out
+}
+
+func TestRestartKeepsTicketsAndTokensIncrease(t *testing.T) {
+	for _, snap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%v", snap), func(t *testing.T) {
+			c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+				if snap {
+					cfg.SnapshotThreshold = 20
+					cfg.SnapshotInterval = 50 * time.Millisecond
+					cfg.SnapshotRetain = 1
+				}
+			}))
+			r := testcluster.Hello(t, c.Addr(0), "")
+			held := map[string]uint64{}
+			var last uint64
+			for i := 0; i < 60; i++ {
+				key := fmt.Sprintf("k%d", i)
+				g := expect(t, r.Final(r.Acquire(key, testcluster.Owner(i), 0, 120)), wire.TypeGranted)
+				last = g.Token
+				if i%3 == 0 {
+					held[key] = g.Token
+				} else {
+					expect(t, r.Final(r.Release(key, g.Token)), wire.TypeReleased)
+				}
+			}
+			if snap { // wait for a snapshot that compacts the log
+				deadline := time.Now().Add(20 * time.Second)
+				for c.Server(0).Raft().Stats()["last_snapshot_index"] == "0" {
+					if time.Now().After(deadline) {
+						t.Fatal("no snapshot within 20 s")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			c.Kill(0)
+			c.Restart(0)
+			c.LeaderIndex(t)
+			r = testcluster.Hello(t, c.Addr(0), "")
+			for key, tok := range held {
+				if f := describe(t, r, key); f.Token != tok {
+					t.Fatalf("after restart %s has token %d, want %d", key, f.Token, tok)
+				}
+			}
+			g := expect(t, r.Final(r.Acquire("fresh", testcluster.Owner(999), 0, 30)), wire.TypeGranted)
+			if g.Token <= last {
+				t.Fatalf("token after restart %d not above %d", g.Token, last)
+			}
+			for key, tok := range held {
+				expect(t, r.Final(r.Release(key, tok)), wire.TypeReleased)
+			}
+		})
+	}
+}
+
+func TestLeaderKilledWhileHeldAndQueued(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	l := c.LeaderIndex(t)
+	r := testcluster.Hello(t, c.Addr(l), "")
+	const lease = 4
+	grantedAt := time.Now()
+	held := map[string]uint64{}
+	var last uint64
+	for i := 0; i < 5; i++ {
+		key := fmt.Sprintf("h%d", i)
+		g := expect(t, r.Final(r.Acquire(key, testcluster.Owner(i), 0, lease)), wire.TypeGranted)
+		held[key], last = g.Token, g.Token
+	}
+	w := testcluster.Hello(t, c.Addr(l), "")
+	wid := w.Acquire("h0", testcluster.Owner(100), 30, 30)
+	expect(t, w.Recv(), wire.TypeQueued)
+
+	c.Kill(l)
+	// The waiter's connection ends: its outcome is for the client to treat as indeterminate.
+	if f, err := w.RecvErr(10 * time.Second); err == nil && f.ID == wid && f.Type == wire.TypeGranted {
+		t.Fatalf("waiter granted by a dead leader: %+v", f)
+	}
+	nl := c.LeaderIndex(t)
+	if nl == l {
+		t.Fatal("killed server still leads")
+	}
+	// Through any listed address, including the dead one, a client reaches the new leader.
+	for start := range c.ClientAddrs() {
+		n := helloAny(t, c.ClientAddrs(), start)
+		for key, tok := range held {
+			if f := describe(t, n, key); f.Flags != 1 || f.Token != tok {
+				if time.Since(grantedAt) < lease*time.Second {
+					t.Fatalf("%s ended early after failover: %+v (want token %d)", key, f, tok)
+				}
+			}
+		}
+		n.Conn.Close()
+	}
+	n := helloAny(t, c.ClientAddrs(), nl)
+	// A waiter on the new leader is granted only after the full lease.
+	id := n.Acquire("h0", testcluster.Owner(200), 60, 30)
+	g := expect(t, n.Final(id), wire.TypeGranted)
+	if el := time.Since(grantedAt); el < lease*time.Second {
+		t.Fatalf("h0 granted again %v after its %d s grant: the lease ended early", el, lease)
+	}
+	if g.Token <= last {
+		t.Fatalf("token after failover %d not above %d", g.Token, last)
+	}
+	// The old leader rejoins with its data and catches up.
+	c.Restart(l)
+	deadline := time.Now().Add(20 * time.Second)
+	for c.Server(l).Status().LastToken < g.Token {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted server's last token %d never reached %d", c.Server(l).Status().LastToken, g.Token)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAdminStatusAndMembership(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	l := c.LeaderIndex(t)
+	f := (l + 1) % 3
+	code, st := admin(t, c.Addr(f), `{"op":"status"}`)
+	if code != 0 || st["role"] != "follower" || st["node_id"] != fmt.Sprintf("n%d", f+1) || len(st["members"].([]any)) != 3 {
+		t.Fatalf("follower status: %d %v", code, st)
+	}
+	code, st = admin(t, c.Addr(l), `{"op":"status"}`)
+	if code != 0 || st["role"] != "leader" || st["leader_id"] != fmt.Sprintf("n%d", l+1) {
+		t.Fatalf("leader status: %d %v", code, st)
+	}
+	// Leader-only ops on a follower: status 1 with the leader's address
+	// (once the follower has applied the leader's takeover entry).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, st = admin(t, c.Addr(f), `{"op":"members.remove","id":"n9"}`)
+		if code != 1 {
+			t.Fatalf("members.remove on a follower: %d %v", code, st)
+		}
+		if st["leader_addr"] == c.Addr(l) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("follower never named the leader: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, st = admin(t, c.Addr(l), `{"op":"members.remove","id":"n9"}`); code != 2 {
+		t.Fatalf("removing an unknown member: %d %v", code, st)
+	}
+	// Remove a follower; the removed server stops being a member.
+	if code, st = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.remove","id":"n%d"}`, f+1)); code != 0 {
+		t.Fatalf("members.remove: %d %v", code, st)
+	}
+	c.Kill(f)
+	// Add a brand-new server with an empty data directory.
+	cfg := testcluster.Config(t, "n4", filepath.Join(t.TempDir(), "n4"))
+	cfg.Join = true
+	s4, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s4.Close()
+	r := testcluster.Hello(t, c.Addr(l), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	if code, st = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, s4.RaftAddr())); code != 0 {
+		t.Fatalf("members.add: %d %v", code, st)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for s4.Status().LastToken < g.Token {
+		if time.Now().After(deadline) {
+			t.Fatal("the added server never caught up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, st = admin(t, c.Addr(l), `{"op":"status"}`)
+	ids := map[string]bool{}
+	for _, m := range st["members"].([]any) {
+		ids[m.(map[string]any)["id"].(string)] = true
+	}
+	if len(ids) != 3 || !ids["n4"] || ids[fmt.Sprintf("n%d", f+1)] {
+		t.Fatalf("members after remove+add: %v", ids)
+	}
+	// Leadership transfer to the new server works, and it then serves.
+	if code, st = admin(t, c.Addr(l), `{"op":"leader.transfer","id":"n4"}`); code != 0 {
+		t.Fatalf("leader.transfer: %d %v", code, st)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for !s4.IsServing() {
+		if time.Now().After(deadline) {
+			t.Fatal("n4 never served after the transfer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n := testcluster.Hello(t, s4.ClientAddr().String(), "")
+	expect(t, n.Final(n.Release("k", g.Token)), wire.TypeReleased)
+}
