@@ -55,7 +55,7 @@ func DialAdmin(ctx context.Context, addr string, opts ...Option) (*Admin, error)
 		return nil, err
 	}
 	if len(addrs) != 1 {
-		return nil, fmt.Errorf("ticketing: DialAdmin takes one address, got %d: %w", len(addrs), ErrInvalidArgument)
+		return nil, configError(nil, "DialAdmin takes one address, got %d", len(addrs))
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

@@ -3,7 +3,6 @@ package ticketing
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -61,13 +60,13 @@ func newConfig(opts []Option) (*config, error) {
 		o(cfg)
 	}
 	if len(cfg.token) > wire.MaxToken {
-		return nil, fmt.Errorf("ticketing: the token is %d bytes, at most %d are allowed: %w", len(cfg.token), wire.MaxToken, ErrInvalidArgument)
+		return nil, configError(nil, "the token is %d bytes, at most %d are allowed", len(cfg.token), wire.MaxToken)
 	}
 	if cfg.dialTimeout <= 0 {
-		return nil, fmt.Errorf("ticketing: the dial timeout must be positive: %w", ErrInvalidArgument)
+		return nil, configError(nil, "the dial timeout must be positive")
 	}
 	if cfg.releaseQueue < 1 {
-		return nil, fmt.Errorf("ticketing: the release queue size must be at least 1: %w", ErrInvalidArgument)
+		return nil, configError(nil, "the release queue size must be at least 1")
 	}
 	tc, err := cfg.tlsMode.build()
 	if err != nil {
@@ -168,15 +167,20 @@ func (m TLSMode) build() (*tls.Config, error) {
 	case tlsCAFile:
 		pem, err := os.ReadFile(m.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("ticketing: cannot read the TLS CA file: %w", err)
+			return nil, configError(err, "cannot read the TLS CA file")
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ticketing: the TLS CA file %s holds no PEM certificate: %w", m.caFile, ErrInvalidArgument)
+			return nil, configError(nil, "the TLS CA file %s holds no PEM certificate", m.caFile)
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 	}
-	return nil, errors.New("ticketing: unknown TLS mode")
+	return nil, configError(nil, "unknown TLS mode")
+}
+
+// configError is a bad configuration: it matches ErrInvalidArgument.
+func configError(cause error, format string, args ...any) error {
+	return newOpError("connect", "", false, cause, fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
 
 // parseAddrs splits a comma-separated list of host:port addresses.
@@ -188,12 +192,12 @@ func parseAddrs(s string) ([]string, error) {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("ticketing: address %q is not host:port: %w", a, ErrInvalidArgument)
+			return nil, configError(nil, "address %q is not host:port", a)
 		}
 		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("ticketing: no server address given: %w", ErrInvalidArgument)
+		return nil, configError(nil, "no server address given")
 	}
 	return out, nil
 }
