@@ -47,8 +47,18 @@ func runLeaderTransfer(e *env, id string) error {
 	if err != nil {
 		return err
 	}
+	if newLeader == "" {
+		// The old leader answers as soon as it stepped down, possibly before
+		// it heard from its successor. A transfer to a named voter that
+		// succeeded went to that voter.
+		newLeader = id
+	}
 	res := leaderResult{Leader: newLeader, From: from}
 	return e.emit(res, func(w io.Writer) {
+		if newLeader == "" {
+			fmt.Fprintf(w, "leadership transferred away from %s; the new leader is not known yet (see ticketctl status)\n", from)
+			return
+		}
 		fmt.Fprintf(w, "leadership transferred from %s to %s\n", from, newLeader)
 	})
 }
