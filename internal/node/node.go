@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ type Node struct {
 	transport *raft.NetworkTransport
 	store     *raftboltdb.BoltStore
 	snaps     *raft.FileSnapshotStore
+	fresh     bool
 }
 
 // Open opens (or creates) the node's data directory, starts Raft, and
@@ -136,6 +138,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read Raft state: %w", err)
 	}
+	n.fresh = !existing
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.transport)
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
@@ -156,6 +159,43 @@ func Open(cfg Config) (*Node, error) {
 	}
 	ok = true
 	return n, nil
+}
+
+// Fresh reports whether the data directory held no Raft state when opened.
+func (n *Node) Fresh() bool { return n.fresh }
+
+// OpenSnapshot takes a snapshot now (or, when nothing changed since the last
+// one, uses that) and opens it for reading: the bytes are the state machine's
+// snapshot format, which RestoreFrom accepts.
+func (n *Node) OpenSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	f := n.raft.Snapshot()
+	if err := f.Error(); err == nil {
+		return f.Open()
+	} else if !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil, nil, fmt.Errorf("take snapshot: %w", err)
+	}
+	list, err := n.snaps.List()
+	if err != nil || len(list) == 0 {
+		return nil, nil, fmt.Errorf("no snapshot to open: %v", err)
+	}
+	return n.snaps.Open(list[0].ID)
+}
+
+// RestoreFrom replaces the whole state with a snapshot file's content. It
+// must run on the leader; the restored state is then replicated as a
+// snapshot. The file is checked before anything changes.
+func (n *Node) RestoreFrom(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("read backup: %w", err)
+	}
+	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("backup is not a valid Ticketing snapshot: %w", err)
+	}
+	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "last_token", st.LastToken())
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(len(data))}
+	return n.raft.Restore(meta, bytes.NewReader(data), 0)
 }
 
 // Raft returns the underlying Raft instance.

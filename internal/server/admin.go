@@ -1,8 +1,11 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -53,6 +56,11 @@ type Status struct {
 // admin runs one admin request on its own goroutine (membership changes wait
 // for commits) and answers with V.
 func (s *Server) admin(c *conn, id uint32, body []byte) {
+	var req adminRequest
+	if json.Unmarshal(body, &req) == nil && req.Op == "snapshot.save" {
+		s.sendSnapshot(c, id)
+		return
+	}
 	code, out := s.adminDo(body)
 	data, _ := json.Marshal(out)
 	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
@@ -111,6 +119,53 @@ func (s *Server) adminDo(body []byte) (int, any) {
 		return adminOK, map[string]string{"leader_id": string(lid)}
 	}
 	return fail(fmt.Errorf("unknown admin op %q", req.Op))
+}
+
+// adminChunk is the V status of one piece of a streamed snapshot; the final
+// V (status 0) carries the snapshot's metadata.
+const adminChunk = 3
+
+// sendSnapshot streams a fresh snapshot in V frames of at most 60 KiB.
+func (s *Server) sendSnapshot(c *conn, id uint32) {
+	fail := func(err error) {
+		data, _ := json.Marshal(map[string]string{"error": err.Error()})
+		c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminFailed, Text: data})
+	}
+	meta, rc, err := s.node.OpenSnapshot()
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer rc.Close()
+	h := sha256.New()
+	buf := make([]byte, 60<<10)
+	var size int64
+	for {
+		n, err := io.ReadFull(rc, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			size += int64(n)
+			// Wait while the client drains, rather than buffering the whole snapshot.
+			for c.pending() > 1<<20 {
+				if c.isClosing() {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !c.send(&wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminChunk, Text: buf[:n]}) {
+				return
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"index": meta.Index, "term": meta.Term, "size": size, "sha256": hex.EncodeToString(h.Sum(nil))})
+	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminOK, Text: data})
 }
 
 func (s *Server) isMember(id string) bool { return s.memberRaftAddr(id) != "" }

@@ -79,6 +79,11 @@ type Config struct {
 	// bootstrapping: it waits until the leader adds it (ticketctl members add).
 	Join bool `toml:"join"`
 
+	// RestoreFile, when set, loads a backup (ticketctl snapshot save) into a
+	// new single-node cluster: the data directory must be empty. Grow the
+	// cluster afterwards with ticketctl members add.
+	RestoreFile string `toml:"-"`
+
 	// ClientTokens, when non-empty, are the tokens a client may present in
 	// its hello; any other client is refused.
 	ClientTokens []string `toml:"client_tokens"`
@@ -188,6 +193,9 @@ func (c *Config) Validate() error {
 		if !self {
 			bad("bootstrap does not list this server's node_id %q", c.NodeID)
 		}
+	}
+	if c.RestoreFile != "" && (len(c.Bootstrap) > 1 || c.Join) {
+		bad("restore makes a single-node cluster: start it without bootstrap peers or join, then add members")
 	}
 	for i, t := range c.ClientTokens {
 		if t == "" || len(t) > 1024 {

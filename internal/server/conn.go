@@ -102,6 +102,13 @@ func (c *conn) fatalErr(code wire.Code, msg string) {
 	c.fatal(&wire.Frame{Type: wire.TypeError, Code: uint16(code), Text: []byte(msg)})
 }
 
+// pending is the number of answer bytes not yet written.
+func (c *conn) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out)
+}
+
 func (c *conn) isClosing() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -89,6 +89,13 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	if cfg.RestoreFile != "" {
+		if err := s.restore(cfg.RestoreFile); err != nil {
+			ln.Close()
+			s.node.Close()
+			return nil, err
+		}
+	}
 	s.metrics = newMetrics(s)
 	s.core = newCore(s)
 	if cfg.HTTPAddr != "" {
@@ -377,6 +384,29 @@ func (s *Server) stopAll(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// restore loads a backup into this new single-node cluster before it serves.
+func (s *Server) restore(file string) error {
+	if !s.node.Fresh() {
+		return fmt.Errorf("refusing to restore %s: the data directory %s already holds state; restore into an empty directory", file, s.cfg.DataDir)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("open backup: %w", err)
+	}
+	defer f.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.node.Raft().State() != raft.Leader {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("restore: this server did not become leader of its new cluster within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.node.RestoreFrom(f); err != nil {
+		return fmt.Errorf("restore %s: %w", file, err)
+	}
+	return nil
 }
 
 func loadCertPool(file string) (*x509.CertPool, error) {
