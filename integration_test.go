@@ -1,0 +1,212 @@
+package ticketing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/testcluster"
+)
+
+// Many goroutines on one broker against a real 1-node cluster: grants are
+// exclusive, releases succeed and tokens grow.
+func TestIntegration_ManyGoroutinesOneNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server")
+	}
+	c := testcluster.Start(t, 1)
+	b := connect(t, c.AddrList())
+	ctx := ctxFor(t)
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, rounds = 16, 25
+	keys := []string{"it/a", "it/b", "it/c", "it/d"}
+	var inUse [4]atomic.Int32
+	var mu sync.Mutex
+	var high [4]uint64
+	var lastToken uint64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				k := (g + i) % len(keys)
+				tk, err := b.Acquire(ctx, keys[k], 10*time.Second, 30*time.Second, time.Second)
+				if err != nil {
+					t.Errorf("acquire %s: %v", keys[k], err)
+					return
+				}
+				if inUse[k].Add(1) != 1 {
+					t.Errorf("two holders of %s", keys[k])
+				}
+				mu.Lock()
+				if tk.Token() <= high[k] {
+					t.Errorf("token %d for %s is not above its high-water mark %d", tk.Token(), keys[k], high[k])
+				}
+				high[k] = tk.Token()
+				lastToken = max(lastToken, tk.Token())
+				mu.Unlock()
+				if tk.Remaining() < time.Second {
+					t.Errorf("remaining %v below the budget", tk.Remaining())
+				}
+				inUse[k].Add(-1)
+				if err := tk.Release(ctx); err != nil {
+					t.Errorf("release %s token %d: %v", keys[k], tk.Token(), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Releases were real: every key is free and a stale release is N.
+	for _, k := range keys {
+		d, err := b.Describe(ctx, k)
+		if err != nil || d.Held {
+			t.Errorf("describe %s: %+v, %v", k, d, err)
+		}
+	}
+	stale := &Ticket{b: b, key: keys[0], token: high[0]}
+	if err := stale.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("release of a released token: %v, want ErrNotHeld", err)
+	}
+	// A later grant on any key is above every token seen.
+	tk, err := b.Acquire(ctx, "it/other", 0, 5*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Token() <= lastToken {
+		t.Errorf("token %d not above %d", tk.Token(), lastToken)
+	}
+	tk.Release(ctx)
+}
+
+// Failover of a 3-node cluster under load: calls in flight when the leader
+// dies end (granted, ErrIndeterminate, or another error) within their
+// deadlines, and later calls succeed against the new leader.
+func TestIntegration_FailoverUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real cluster")
+	}
+	c := testcluster.Start(t, 3)
+	b := connect(t, c.AddrList())
+	ctx := ctxFor(t)
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		grants, before atomic.Int64
+		stop           atomic.Bool
+		killed         atomic.Bool
+		mu             sync.Mutex
+		outcomes       = map[string]int{}
+		high           = map[string]uint64{}
+	)
+	note := func(what string) {
+		mu.Lock()
+		outcomes[what]++
+		mu.Unlock()
+	}
+	const workers = 12
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("fo/%d", (w+i)%6)
+				cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+				tk, err := b.Acquire(cctx, key, 2*time.Second, 10*time.Second, 0)
+				switch {
+				case err == nil:
+					grants.Add(1)
+					if !killed.Load() {
+						before.Add(1)
+					}
+					mu.Lock()
+					if tk.Token() <= high[key] {
+						t.Errorf("token %d for %s not above %d", tk.Token(), key, high[key])
+					}
+					high[key] = tk.Token()
+					mu.Unlock()
+					if err := tk.Release(cctx); err != nil {
+						note("release: " + kindOf(err))
+					} else {
+						note("granted and released")
+					}
+				default:
+					note("acquire: " + kindOf(err))
+				}
+				cancel()
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	stopLoad := func() {
+		stop.Store(true)
+		select {
+		case <-finished:
+		case <-time.After(patience):
+			t.Fatalf("calls did not return within their deadlines: a silent hang")
+		}
+	}
+	defer stopLoad()
+
+	waitUntil(t, "the load is granted", func() bool { return grants.Load() >= 50 })
+	leader := c.LeaderIndex(t)
+	killed.Store(true)
+	c.Kill(leader)
+	newLeader := c.LeaderIndex(t)
+	if newLeader == leader {
+		t.Fatalf("the killed server still leads")
+	}
+	atKill := grants.Load()
+	waitUntil(t, "calls succeed against the new leader", func() bool { return grants.Load() >= atKill+50 })
+	stopLoad()
+
+	// A fresh call on a fresh key succeeds at once.
+	tk, err := b.Acquire(ctx, "fo/fresh", 0, 5*time.Second, 0)
+	if err != nil {
+		t.Fatalf("acquire after failover: %v", err)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Errorf("release after failover: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("grants %d (before the kill %d); outcomes %v", grants.Load(), before.Load(), outcomes)
+	for what := range outcomes {
+		switch what {
+		case "granted and released", "acquire: indeterminate", "acquire: not acquired", "acquire: unavailable",
+			"acquire: deadline", "release: indeterminate", "release: not held", "release: unavailable", "release: deadline":
+		default:
+			t.Errorf("unexpected outcome %q", what)
+		}
+	}
+}
+
+// kindOf names an error's kind for the failover tally.
+func kindOf(err error) string {
+	switch {
+	case errors.Is(err, ErrIndeterminate):
+		return "indeterminate"
+	case errors.Is(err, ErrNotAcquired):
+		return "not acquired"
+	case errors.Is(err, ErrNotHeld):
+		return "not held"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	}
+	return err.Error()
+}
