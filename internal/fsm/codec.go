@@ -85,10 +85,20 @@ func (d *dec) u64(what string) uint64 {
 	return v
 }
 
+// uvarint reads a minimally encoded uvarint, the only form AppendUvarint
+// writes. An overlong one (a last byte of 0x00 after continuation bytes, such
+// as 80 00 for 0) is corrupt: accepting it would give one batch several
+// encodings.
 func (d *dec) uvarint(what string) uint64 {
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail(what)
+		return 0
+	}
+	if n > 1 && d.b[n-1] == 0 {
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: overlong varint at %s", ErrCorrupt, what)
+		}
 		return 0
 	}
 	d.b = d.b[n:]
@@ -214,7 +224,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.members[id] = d.str("member address")
 	}
 	nh := d.uvarint("hold count")
-	if d.err == nil && nh > uint64(len(d.b)) {
+	if d.err != nil {
+		// Before the size check: after an error nh is read from wherever the
+		// decoder stopped, and preallocating a map of that size can exhaust memory.
+		return nil, d.err
+	}
+	if nh > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%w: %d holds in %d bytes", ErrCorrupt, nh, len(d.b))
 	}
 	s.holds = make(map[string]Hold, nh)
