@@ -135,12 +135,12 @@ var layouts = []layout{
 	}, "connection-fatal: error with a stable code"},
 	{TypeInfo, "Info", "server->client", []fieldSpec{
 		fID(echoID + " (the describe)"),
-		{"flags", kU8, "bit 0 (`1`): the key is held; the fields below describe the holder only when it is set"},
+		{"flags", kU8, "bit 0 (`1`): the key is held; when it is clear, `token`, `owner`, `remaining_ms` and `lease_ms` are 0"},
 		{"token", kU64, "the holder's fencing token"},
 		{"owner", kOwner, "the holder's owner"},
 		{"remaining_ms", kU32, "remaining lease in ms as the leader sees it"},
 		{"lease_ms", kU32, "the holder's lease in ms"},
-		{"count", kU32, "number of acquires waiting for the key"},
+		{"count", kU32, "number of acquires waiting for the key (held or not)"},
 	}, "answer to a describe"},
 	{TypeAdminReply, "AdminReply", "server->client", []fieldSpec{
 		fID(echoID + " (the admin request)"),
