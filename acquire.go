@@ -192,8 +192,10 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 		if a.fail.closed() {
 			kinds = append(kinds, ErrClosed)
 		}
-		return nil, newOpError("acquire", key, true, a.fail.cause,
+		e := newOpError("acquire", key, true, a.fail.cause,
 			"outcome unknown, "+a.fail.what()+" after the request was sent; do not enter the critical section", kinds...)
+		e.hide = a.fail.explained()
+		return nil, e
 	}
 	f := &a.f
 	switch f.Type {
@@ -219,6 +221,8 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 		return nil, newOpError("acquire", key, true, nil, "not acquired: the server cancelled the request", ErrNotAcquired)
 	default: // B
 		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(f.Reason)}
-		return nil, newOpError("acquire", key, true, ce, "not acquired: rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)
+		e := newOpError("acquire", key, true, ce, fmt.Sprintf("not acquired: the server %s rejected it for capacity: %s", c.addr, ce.Reason), ErrCapacity)
+		e.hide = true
+		return nil, e
 	}
 }

@@ -191,11 +191,14 @@ func (b *Broker) getConn(ctx context.Context, draining bool) (*conn, error) {
 			b.mu.Unlock()
 			return nil, err
 		}
-		ch, last := b.changed, b.lastErr
+		ch := b.changed
 		b.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			b.mu.Lock()
+			last := b.lastErr
+			b.mu.Unlock()
 			return nil, &waitError{ctx: ctx.Err(), last: last}
 		}
 	}
@@ -219,12 +222,19 @@ func (e *waitError) Unwrap() []error { return []error{e.ctx, ErrUnavailable} }
 // connectError turns a getConn failure into the error an operation returns;
 // nothing was sent.
 func connectError(op, key string, hasKey bool, err error) error {
+	notSent := "not sent: "
+	if op == "connect" {
+		notSent = ""
+	}
 	if err == ErrClosed {
+		if op == "connect" {
+			return newOpError(op, key, hasKey, nil, "the broker is closed", ErrClosed)
+		}
 		return newOpError(op, key, hasKey, nil, "the broker is closed; nothing was sent", ErrClosed)
 	}
 	var we *waitError
 	if errors.As(err, &we) {
-		return newOpError(op, key, hasKey, nil, "not sent: "+we.Error(), we.ctx, ErrUnavailable)
+		return newOpError(op, key, hasKey, nil, notSent+we.Error(), we.ctx, ErrUnavailable)
 	}
 	kinds := []error{}
 	switch {
@@ -235,7 +245,9 @@ func connectError(op, key string, hasKey bool, err error) error {
 	default:
 		kinds = append(kinds, ErrUnavailable)
 	}
-	return newOpError(op, key, hasKey, err, "not sent: the server refused the connection: "+trimPrefix(err.Error()), kinds...)
+	e := newOpError(op, key, hasKey, err, notSent+"the server refused the connection ("+trimPrefix(err.Error())+"); the broker keeps retrying in the background", kinds...)
+	e.hide = true
+	return e
 }
 
 func trimPrefix(s string) string {

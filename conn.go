@@ -49,7 +49,7 @@ func (f *connFailure) what() string {
 	case failServerError:
 		var se *ServerError
 		if errors.As(f.cause, &se) {
-			return fmt.Sprintf("the server %s ended the session with error %q (code %d)", f.addr, se.Code.String(), uint16(se.Code))
+			return fmt.Sprintf("the server %s ended the session with error %q (code %d: %s)", f.addr, se.Code.String(), uint16(se.Code), se.Message)
 		}
 		return fmt.Sprintf("the server %s ended the session with an error", f.addr)
 	case failProtocol:
@@ -60,8 +60,12 @@ func (f *connFailure) what() string {
 	return fmt.Sprintf("the connection to %s was lost", f.addr)
 }
 
-// kinds are the sentinels a request's error gets when this failure ends it.
 func (f *connFailure) closed() bool { return f.kind == failClosed }
+
+// explained reports whether what() already says everything the cause says.
+func (f *connFailure) explained() bool {
+	return f.kind == failServerError || f.kind == failNotLeader || f.kind == failClosed
+}
 
 var errConnGone = errors.New("connection gone")
 

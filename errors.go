@@ -193,6 +193,7 @@ type opError struct {
 	msg    string
 	kinds  []error
 	cause  error
+	hide   bool // msg already says what cause says
 }
 
 func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...error) *opError {
@@ -208,7 +209,7 @@ func (e *opError) Error() string {
 	}
 	sb.WriteString(": ")
 	sb.WriteString(e.msg)
-	if e.cause != nil {
+	if e.cause != nil && !e.hide {
 		cs := strings.TrimPrefix(e.cause.Error(), "ticketing: ")
 		if !strings.Contains(e.msg, cs) {
 			sb.WriteString(" (")
