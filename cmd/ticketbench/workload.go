@@ -1,0 +1,597 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ticketing "github.com/ticketing-io/ticketing"
+)
+
+// Workload names (the same as etcdbench's).
+const (
+	Uncontended = "uncontended"
+	Contended   = "contended"
+	Hold        = "hold"
+	Connections = "connections"
+)
+
+// Workloads lists the valid -workload values.
+var Workloads = []string{Uncontended, Contended, Hold, Connections}
+
+// holdLease is the lease of the tickets filled by the hold workload: the
+// longest there is, so that they outlive the fill, the sample and a restart
+// (a restart only extends leases).
+const holdLease = ticketing.MaxLease
+
+// Config is the benchmark configuration (mirrors the flags).
+type Config struct {
+	Workload    string
+	Nodes       int
+	Clients     int           // active workers (0: workload default)
+	PerConn     int           // workers sharing one Broker (one connection)
+	Duration    time.Duration // measured window
+	Warmup      time.Duration // unmeasured run-in
+	Lease       time.Duration // lease of the measured acquires
+	Wait        time.Duration // wait of the measured acquires (<0: workload default)
+	N           int           // hold: tickets held; connections: idle Brokers (0: default)
+	FillPar     int           // hold: concurrent fill acquires
+	FillTimeout time.Duration // hold: bound on the fill
+	OpTimeout   time.Duration // per Acquire / Release call
+	MaxOps      int64         // hard bound on iterations per worker
+	Restart     bool          // hold: SIGKILL and restart the servers (own cluster only)
+	Prefix      string        // key prefix
+}
+
+// ApplyDefaults fills the workload-dependent defaults (etcdbench's, so
+// that both sides run the same shape of load by default).
+func (c *Config) ApplyDefaults() {
+	if c.Clients <= 0 {
+		switch c.Workload {
+		case Uncontended:
+			c.Clients = 128
+		case Contended:
+			c.Clients = 16
+		case Hold:
+			c.Clients = 8
+		case Connections:
+			c.Clients = 4
+		}
+	}
+	if c.N <= 0 {
+		switch c.Workload {
+		case Hold:
+			c.N = 1_000_000
+		case Connections:
+			c.N = 10_000
+		}
+	}
+	if c.Wait < 0 {
+		c.Wait = 0
+		if c.Workload == Contended {
+			c.Wait = 10 * time.Second
+		}
+	}
+	if c.PerConn <= 0 {
+		c.PerConn = 8
+	}
+	if c.FillPar <= 0 {
+		c.FillPar = 512
+	}
+	if c.FillTimeout <= 0 {
+		c.FillTimeout = 10 * time.Minute
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 30 * time.Second
+	}
+	if c.MaxOps <= 0 {
+		c.MaxOps = 10_000_000
+	}
+	if c.Prefix == "" {
+		c.Prefix = "bench"
+	}
+}
+
+// Env is where the benchmark runs.
+type Env struct {
+	Addrs    string             // comma-separated client addresses (loopback)
+	Opts     []ticketing.Option // token, TLS
+	Token    string             // for probes
+	Pids     func() []int       // server processes for RSS/CPU (may return none)
+	HTTPAddr string             // -http: /metrics for RSS when there are no pids
+	Cluster  *cluster           // nil when targeting an existing cluster
+	Logf     func(string, ...any)
+}
+
+func (e *Env) rss() int64 {
+	if p := e.Pids(); len(p) > 0 {
+		return sumRSS(p)
+	}
+	if e.HTTPAddr != "" {
+		if v, err := metricsRSS(e.HTTPAddr); err == nil {
+			return v
+		}
+	}
+	return 0
+}
+
+type recorder struct {
+	ops        int64
+	errs       int64
+	violations int64
+	pair       []time.Duration
+	acquire    []time.Duration
+	errSamples []string
+}
+
+func (r *recorder) fail(what string, err error) {
+	r.errs++
+	if len(r.errSamples) < 3 {
+		r.errSamples = append(r.errSamples, what+": "+err.Error())
+	}
+}
+
+type window struct{ start, end time.Time }
+
+func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
+
+type bench struct {
+	cfg Config
+	env Env
+
+	mu      sync.Mutex
+	brokers []*ticketing.Broker
+}
+
+func (b *bench) newBroker(ctx context.Context) (*ticketing.Broker, error) {
+	opts := append([]ticketing.Option{ticketing.WithLogger(quietLogger())}, b.env.Opts...)
+	br, err := ticketing.Connect(b.env.Addrs, opts...)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.brokers = append(b.brokers, br)
+	b.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := br.WaitReady(wctx); err != nil {
+		return nil, err
+	}
+	return br, nil
+}
+
+// newBrokers opens n Brokers (n connections) with bounded parallelism.
+func (b *bench) newBrokers(ctx context.Context, n int) ([]*ticketing.Broker, error) {
+	out := make([]*ticketing.Broker, n)
+	err := parallel(ctx, n, 32, func(i int) error {
+		br, err := b.newBroker(ctx)
+		out[i] = br
+		return err
+	})
+	return out, err
+}
+
+func (b *bench) close() {
+	b.mu.Lock()
+	brs := b.brokers
+	b.brokers = nil
+	b.mu.Unlock()
+	parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() })
+}
+
+// parallel runs f(0..n-1) on at most par goroutines and returns the first
+// error (after running every item, unless ctx ends).
+func parallel(ctx context.Context, n, par int, f func(i int) error) error {
+	par = min(par, n)
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
+
+type loopMode int
+
+const (
+	countPairs    loopMode = iota // ops = acquire+release pairs completed in the window
+	countAcquires                 // ops = grants (handoffs) in the window
+)
+
+// heldCheck is the safety check made while holding a ticket.
+type heldCheck interface {
+	enter(tok uint64) bool
+	leave()
+}
+
+// perKeyCheck: one worker per key; its tokens must strictly increase.
+type perKeyCheck struct{ last uint64 }
+
+func (c *perKeyCheck) enter(tok uint64) bool { ok := tok > c.last; c.last = tok; return ok }
+func (c *perKeyCheck) leave()                {}
+
+// sharedKeyCheck: many workers on one key; at most one holder at a time and
+// tokens strictly increasing in grant order.
+type sharedKeyCheck struct {
+	holders atomic.Int32
+	mu      sync.Mutex
+	last    uint64
+}
+
+func (c *sharedKeyCheck) enter(tok uint64) bool {
+	ok := c.holders.Add(1) == 1
+	c.mu.Lock()
+	if tok <= c.last {
+		ok = false
+	} else {
+		c.last = tok
+	}
+	c.mu.Unlock()
+	return ok
+}
+func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
+
+// lockLoop acquires and releases key until the window ends (or ctx, or
+// MaxOps iterations). Every call has OpTimeout.
+func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, win window, mode loopMode, check heldCheck, rec *recorder) {
+	cfg := b.cfg
+	for it := int64(0); it < cfg.MaxOps; it++ {
+		if ctx.Err() != nil || !time.Now().Before(win.end) {
+			return
+		}
+		actx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		t0 := time.Now()
+		t, err := br.Acquire(actx, key, cfg.Wait, cfg.Lease, 0)
+		t1 := time.Now()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !t1.Before(win.start) && t0.Before(win.end) {
+				rec.fail("acquire", err)
+			}
+			pause := time.Now().Add(20 * time.Millisecond)
+			if pause.After(win.end) {
+				pause = win.end
+			}
+			sleepTo(ctx.Done(), pause)
+			continue
+		}
+		if !check.enter(t.Token()) && !t1.Before(win.start) {
+			rec.violations++
+		}
+		if mode == countAcquires && win.in(t1) {
+			rec.ops++
+			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		}
+		check.leave()
+		rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		err = t.Release(rctx)
+		t2 := time.Now()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !t2.Before(win.start) && t0.Before(win.end) {
+				rec.fail("release", err)
+			}
+			continue
+		}
+		if mode == countPairs && win.in(t2) {
+			rec.ops++
+			rec.pair = append(rec.pair, t2.Sub(t0))
+			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		}
+	}
+}
+
+// Run executes the configured workload and returns its result.
+func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
+	cfg.ApplyDefaults()
+	if env.Logf == nil {
+		env.Logf = func(string, ...any) {}
+	}
+	if env.Pids == nil {
+		env.Pids = func() []int { return nil }
+	}
+	b := &bench{cfg: cfg, env: env}
+	defer b.close()
+	switch cfg.Workload {
+	case Uncontended, Contended:
+		return b.runLoops(ctx, nil)
+	case Hold:
+		return b.runHold(ctx)
+	case Connections:
+		return b.runConnections(ctx)
+	}
+	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
+}
+
+// runLoops runs cfg.Clients workers over ceil(Clients/PerConn) Brokers for
+// warmup+duration and summarizes; decorate lets hold and connections add to
+// the result.
+func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, error) {
+	cfg := b.cfg
+	C := cfg.Clients
+	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
+	brs, err := b.newBrokers(ctx, nConn)
+	if err != nil {
+		return nil, fmt.Errorf("brokers: %w", err)
+	}
+	mode := countPairs
+	var shared *sharedKeyCheck
+	if cfg.Workload == Contended {
+		mode, shared = countAcquires, &sharedKeyCheck{}
+	}
+	start := time.Now().Add(cfg.Warmup)
+	win := window{start: start, end: start.Add(cfg.Duration)}
+	met := startMeter(b.env.Pids, win, ctx.Done())
+	recs := make([]*recorder, C)
+	var wg sync.WaitGroup
+	for i := 0; i < C; i++ {
+		recs[i] = &recorder{}
+		var key string
+		var check heldCheck
+		switch cfg.Workload {
+		case Contended:
+			key, check = cfg.Prefix+"/contended", shared
+		case Hold:
+			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &perKeyCheck{}
+		default:
+			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &perKeyCheck{}
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			b.lockLoop(ctx, brs[i%nConn], key, win, mode, check, recs[i])
+		}(i)
+	}
+	wg.Wait()
+	cpuNotes := met.notes()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	r := &Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
+	var pair, acq []time.Duration
+	var violations int64
+	var samples []string
+	for _, rec := range recs {
+		r.Ops += rec.ops
+		r.Errors += rec.errs + rec.violations
+		violations += rec.violations
+		pair = append(pair, rec.pair...)
+		acq = append(acq, rec.acquire...)
+		for _, s := range rec.errSamples {
+			if len(samples) < 3 {
+				samples = append(samples, s)
+			}
+		}
+	}
+	dur := win.end.Sub(win.start).Seconds()
+	r.DurationS = round(dur, 3)
+	r.OpsPerSec = round(float64(r.Ops)/dur, 1)
+	r.AcquireLatencyMs = Summarize(acq)
+	if mode == countAcquires {
+		r.LatencyMs = r.AcquireLatencyMs
+	} else {
+		r.LatencyMs = Summarize(pair)
+	}
+	r.ServerRSSBytes = met.rssEnd
+	if r.ServerRSSBytes == 0 {
+		r.ServerRSSBytes = b.env.rss()
+	}
+	notes := []string{
+		"ticketing client Broker.Acquire/Ticket.Release",
+		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
+		fmt.Sprintf("workers_per_broker=%d brokers=%d", cfg.PerConn, nConn),
+		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
+		"token=fencing token",
+		fmt.Sprintf("token_violations=%d", violations),
+		"closed_loop",
+	}
+	if cpuNotes != "" {
+		notes = append(notes, cpuNotes)
+	}
+	if len(samples) > 0 {
+		sort.Strings(samples)
+		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
+	}
+	r.Notes = strings.Join(notes, "; ")
+	if decorate != nil {
+		decorate(r)
+	}
+	return r, nil
+}
+
+// runHold fills the server with N held tickets (FillPar acquires in flight
+// over ceil(FillPar/PerConn) Brokers, lease 250 s), reads the servers' RSS,
+// runs a sample of uncontended workers on other keys at that size, and
+// then, when it owns the servers, SIGKILLs and restarts them on the same
+// data and times how long until an acquire is granted again.
+func (b *bench) runHold(ctx context.Context) (*Result, error) {
+	cfg := b.cfg
+	rss0 := b.env.rss()
+	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
+	brs, err := b.newBrokers(ctx, nConn)
+	if err != nil {
+		return nil, fmt.Errorf("fill brokers: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, cfg.FillTimeout)
+	defer cancel()
+	// The Tickets are kept (about 200 bytes each) to check tokens after
+	// the restart and to release them when the servers are not ours.
+	tickets := make([]*ticketing.Ticket, cfg.N)
+	var held, fillErrs atomic.Int64
+	var errMu sync.Mutex
+	var fillSample string
+	t0 := time.Now()
+	lastLog := time.Now()
+	parallel(fctx, cfg.N, cfg.FillPar, func(j int) error {
+		actx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
+		t, err := brs[j%nConn].Acquire(actx, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j), 0, holdLease, 0)
+		c2()
+		if err != nil {
+			fillErrs.Add(1)
+			errMu.Lock()
+			if fillSample == "" {
+				fillSample = err.Error()
+			}
+			errMu.Unlock()
+			return nil
+		}
+		tickets[j] = t
+		if h := held.Add(1); h%100_000 == 0 {
+			errMu.Lock()
+			if time.Since(lastLog) > 5*time.Second {
+				lastLog = time.Now()
+				b.env.Logf("ticketbench: hold: %d held after %.1fs", h, time.Since(t0).Seconds())
+			}
+			errMu.Unlock()
+		}
+		return nil
+	})
+	fill := time.Since(t0)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if held.Load() == 0 {
+		return nil, fmt.Errorf("hold: no ticket could be filled (%s)", fillSample)
+	}
+	b.env.Logf("ticketbench: hold: %d/%d tickets held in %.1fs (%.0f/s)", held.Load(), cfg.N, fill.Seconds(), float64(held.Load())/fill.Seconds())
+	sleepTo(ctx.Done(), time.Now().Add(time.Second)) // let GC settle, as etcdbench does
+	rssFilled := b.env.rss()
+
+	res, err := b.runLoops(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Errors += fillErrs.Load()
+	n := fmt.Sprintf("n=%d held=%d fill_s=%.1f fill_par=%d fill_brokers=%d fill_errors=%d lease_s=%g",
+		cfg.N, held.Load(), fill.Seconds(), cfg.FillPar, nConn, fillErrs.Load(), holdLease.Seconds())
+	n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, res.ServerRSSBytes)
+	if held.Load() > 0 && rssFilled > rss0 {
+		n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
+	}
+	if fillSample != "" {
+		n += " fill_first_error=[" + fillSample + "]"
+	}
+	res.ServerRSSBytes = rssFilled
+
+	if cl := b.env.Cluster; cl != nil && cfg.Restart {
+		b.close() // the old connections would only reconnect in the background
+		rn, rerr := b.restart(ctx, cl, tickets)
+		if rerr != nil {
+			res.Errors++
+			n += " restart_error=[" + rerr.Error() + "]"
+		}
+		n += " " + rn
+	} else if cl == nil {
+		// Not our servers: give the tickets back.
+		parallel(ctx, len(tickets), cfg.FillPar, func(j int) error {
+			if tickets[j] != nil {
+				rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+				tickets[j].Release(rctx)
+				cancel()
+			}
+			return nil
+		})
+	}
+	res.Notes = n + "; sample: per-worker keys " + cfg.Prefix + "/sample/<i>; " + res.Notes
+	return res, nil
+}
+
+// restart SIGKILLs every server, starts them again on the same data dirs
+// and measures the time from the exec to the first granted acquire
+// (restart_s). It then checks that a sample of the held tickets survived
+// with their tokens.
+func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.Ticket) (string, error) {
+	for i := range cl.nodes {
+		cl.kill(i)
+	}
+	t0 := time.Now()
+	for i := range cl.nodes {
+		if err := cl.start(i); err != nil {
+			return "", err
+		}
+	}
+	if _, err := cl.waitServing(ctx, 5*time.Minute); err != nil {
+		return "", fmt.Errorf("after restart: %w", err)
+	}
+	d := time.Since(t0)
+	rss := b.env.rss()
+	b.env.Logf("ticketbench: hold: restarted and serving in %.2fs", d.Seconds())
+	// Durability check: the held tickets are still held with their tokens.
+	br, err := b.newBroker(ctx)
+	if err != nil {
+		return fmt.Sprintf("restart_s=%.3f rss_after_restart=%d", d.Seconds(), rss), err
+	}
+	lost := 0
+	checked := 0
+	step := max(1, len(tickets)/100)
+	for j := 0; j < len(tickets); j += step {
+		if tickets[j] == nil {
+			continue
+		}
+		checked++
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		desc, err := br.Describe(dctx, fmt.Sprintf("%s/hold/%d", b.cfg.Prefix, j))
+		cancel()
+		if err != nil || !desc.Held || desc.Token != tickets[j].Token() {
+			lost++
+		}
+	}
+	out := fmt.Sprintf("restart_s=%.3f rss_after_restart=%d restart_checked=%d restart_lost=%d", d.Seconds(), rss, checked, lost)
+	if lost > 0 {
+		return out, fmt.Errorf("%d of %d sampled held tickets were not held with their token after the restart", lost, checked)
+	}
+	return out, nil
+}
+
+// runConnections opens N idle Brokers (N connections, each with its hello
+// done), then runs cfg.Clients acquire/release workers alongside them.
+func (b *bench) runConnections(ctx context.Context) (*Result, error) {
+	cfg := b.cfg
+	rss0 := b.env.rss()
+	t0 := time.Now()
+	idle, err := b.newBrokers(ctx, cfg.N)
+	if err != nil {
+		return nil, fmt.Errorf("idle brokers: %w", err)
+	}
+	setup := time.Since(t0)
+	sleepTo(ctx.Done(), time.Now().Add(time.Second))
+	rssIdle := b.env.rss()
+	b.env.Logf("ticketbench: connections: %d idle Brokers ready in %.1fs", len(idle), setup.Seconds())
+	return b.runLoops(ctx, func(r *Result) {
+		n := fmt.Sprintf("n=%d idle Brokers (1 connection each, WaitReady) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d",
+			cfg.N, setup.Seconds(), rss0, rssIdle)
+		r.Notes = n + "; " + r.Notes
+	})
+}
