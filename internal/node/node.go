@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,19 +321,24 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 // Raft is chatty at info level.
 func newHCLog(l *slog.Logger) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.Warn,
-		Output: &slogWriter{l: l},
+		Name:        "raft",
+		Level:       hclog.Warn,
+		Output:      &slogWriter{l: l},
+		DisableTime: true, // slog stamps the line
 	})
 }
 
 type slogWriter struct{ l *slog.Logger }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
-	msg := string(p)
-	if len(msg) > 0 && msg[len(msg)-1] == '\n' {
-		msg = msg[:len(msg)-1]
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if rest, ok := strings.CutPrefix(msg, "[ERROR]"); ok {
+		level, msg = slog.LevelError, rest
+	} else {
+		msg = strings.TrimPrefix(msg, "[WARN]")
 	}
-	w.l.Warn(msg, "component", "raft")
+	msg = strings.TrimPrefix(strings.TrimSpace(msg), "raft: ")
+	w.l.Log(context.Background(), level, msg, "component", "raft")
 	return len(p), nil
 }
