@@ -581,6 +581,11 @@ func TestRule6_ReleaseWithoutConnectionIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitUntil(t, "the broker noticed the drop", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.cur == nil
+	})
 	err = tk.Release(ctx)
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrIndeterminate) || !strings.Contains(err.Error(), "not sent") {
 		t.Fatalf("got %v, want ErrUnavailable (not sent)", err)
