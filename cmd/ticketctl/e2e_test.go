@@ -173,3 +173,51 @@ func TestEndToEndThreeNodes(t *testing.T) {
 	}
 	mustCtl(t, exitOK, all, "acquire", "after-transfer", "--lease", "5s")
 }
+
+func TestEndToEndSnapshotSaveAndRestore(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	leader := c.LeaderIndex(t)
+	all := "--addr=" + c.AddrList()
+	tokens := map[string]uint64{}
+	for _, key := range []string{"a", "b", "c"} {
+		var got acquireResult
+		decodeOne(t, mustCtl(t, exitOK, all, "acquire", key, "--lease", "200s", "-o", "json"), &got)
+		tokens[key] = got.Token
+	}
+
+	// Asked through a follower, the snapshot is taken on the leader.
+	file := filepath.Join(t.TempDir(), "backup.snap")
+	var saved snapshotResult
+	decodeOne(t, mustCtl(t, exitOK, "snapshot", "save", file, "--addr", c.Addr((leader+1)%3), "-o", "json"), &saved)
+	if saved.Node != c.Addr(leader) || saved.Size == 0 || len(saved.SHA256) != 64 || saved.Index == 0 || saved.File != file {
+		t.Errorf("snapshot result %+v", saved)
+	}
+	text := mustCtl(t, exitOK, "snapshot", "save", file, all)
+	if !strings.Contains(text, "saved snapshot of") || !strings.Contains(text, file) {
+		t.Errorf("text output %q", text)
+	}
+
+	// ticketd --restore FILE: a new single node with the same tickets.
+	cfg := testcluster.Config(t, "r1", filepath.Join(t.TempDir(), "r1"))
+	cfg.RestoreFile = file
+	restored, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	t.Cleanup(func() { restored.Close() })
+	at := "--addr=" + restored.ClientAddr().String()
+	for key, token := range tokens {
+		var d describeResult
+		decodeOne(t, mustCtl(t, exitOK, at, "describe", key, "-o", "json"), &d)
+		if !d.Held || d.Token != token {
+			t.Errorf("restored %s: %+v, want token %d", key, d, token)
+		}
+	}
+	mustCtl(t, exitNotAcquired, at, "acquire", "a", "--lease", "5s")
+	mustCtl(t, exitOK, at, "release", "a", fmt.Sprint(tokens["a"]))
+
+	code, _, stderr := ctl(t, "snapshot", "save", filepath.Join(t.TempDir(), "missing", "b.snap"), all)
+	if code != exitError || !strings.Contains(stderr, "snapshot save") {
+		t.Errorf("save into a missing directory: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -296,4 +297,63 @@ func TestAdminUnreachableTriesNext(t *testing.T) {
 func jsonNumber(v uint64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func TestSnapshotSaveFake(t *testing.T) {
+	chunks := [][]byte{[]byte("hello "), []byte("snapshot")}
+	serve := func(meta string) faketicketd.Handler {
+		return func(c *faketicketd.Conn) {
+			h, err := c.AcceptHello(faketicketd.Ready{NodeID: "n1"})
+			if err != nil {
+				return
+			}
+			f, err := c.ReadType(wire.TypeAdmin)
+			if err != nil {
+				return
+			}
+			if h.Flags&wire.HelloAdmin == 0 {
+				c.Error(wire.CodeNotAllowed, "not an admin session")
+				return
+			}
+			switch string(f.Text) {
+			case `{"op":"status"}`:
+				c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Text: []byte(`{"node_id":"n1","role":"leader"}`)})
+			case `{"op":"snapshot.save"}`:
+				for _, ch := range chunks {
+					c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Code: 3, Text: ch})
+				}
+				c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Code: 0, Text: []byte(meta)})
+			}
+			<-c.Done()
+		}
+	}
+	// sha256("hello snapshot")
+	const sum = "9459cf481d2126a7dc101213ac71e50b9c39d5ae13b7c4302480f2596c9cfe70"
+	good := faketicketd.Start(t, serve(`{"index":7,"term":2,"size":14,"sha256":"`+sum+`"}`))
+	file := t.TempDir() + "/s.snap"
+	var got snapshotResult
+	decodeOne(t, mustCtl(t, exitOK, "snapshot", "save", file, "--addr", good.Addr(), "-o", "json"), &got)
+	if got.Index != 7 || got.Term != 2 || got.Size != 14 || got.Node != good.Addr() || got.SHA256 != sum {
+		t.Errorf("result %+v", got)
+	}
+	if data, err := os.ReadFile(file); err != nil || string(data) != "hello snapshot" {
+		t.Errorf("file holds %q, %v", data, err)
+	}
+
+	for name, meta := range map[string]string{
+		"size mismatch":     `{"index":7,"term":2,"size":15}`,
+		"checksum mismatch": `{"index":7,"term":2,"size":14,"sha256":"` + sum[:63] + `1"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := faketicketd.Start(t, serve(meta))
+			dir := t.TempDir()
+			code, _, stderr := ctl(t, "snapshot", "save", dir+"/s.snap", "--addr", bad.Addr())
+			if code != exitError || !strings.Contains(stderr, "was not written") {
+				t.Errorf("exit %d, stderr %q", code, stderr)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("left files behind: %v", entries)
+			}
+		})
+	}
 }

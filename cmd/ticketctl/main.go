@@ -70,7 +70,7 @@ type command struct {
 
 type runFunc func(e *env, args []string) error
 
-var commands = []*command{acquireCmd, releaseCmd, describeCmd, statusCmd, membersCmd, leaderCmd}
+var commands = []*command{acquireCmd, releaseCmd, describeCmd, statusCmd, membersCmd, leaderCmd, snapshotCmd}
 
 func lookupCommand(name string) *command {
 	for _, c := range commands {

@@ -57,6 +57,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
 	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (ignored once the data directory holds state)")
 	fs.BoolVar(&v.Join, "join", false, "start without bootstrapping and wait to be added by the leader (ticketctl members add)")
+	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save) into a new single-node cluster; the data directory must be empty")
 	fs.Var(&tokens, "client-token", "`token` a client must present; repeat for several (default: no authentication)")
 	fs.StringVar(&v.TLS.CertFile, "tls-cert", "", "client listener TLS certificate `file` (PEM)")
 	fs.StringVar(&v.TLS.KeyFile, "tls-key", "", "client listener TLS private key `file` (PEM)")
@@ -84,6 +85,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
 			return nil
 		}},
 		{"join", func(c *server.Config) error { c.Join = v.Join; return nil }},
+		{"restore", func(c *server.Config) error { c.RestoreFile = v.RestoreFile; return nil }},
 		{"client-token", func(c *server.Config) error { c.ClientTokens = append([]string(nil), tokens...); return nil }},
 		{"tls-cert", func(c *server.Config) error { c.TLS.CertFile = v.TLS.CertFile; return nil }},
 		{"tls-key", func(c *server.Config) error { c.TLS.KeyFile = v.TLS.KeyFile; return nil }},

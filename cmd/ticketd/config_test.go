@@ -121,6 +121,21 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "restore",
+			args: func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
+			want: func(c *server.Config) { c.RestoreFile = "/backups/b.snap"; c.DataDir = "/tmp/new" },
+		},
+		{
+			name:    "restore with join",
+			args:    func(*testing.T) []string { return []string{"--restore", "b.snap", "--join"} },
+			wantErr: "restore makes a single-node cluster",
+		},
+		{
+			name:    "restore is not a config file key",
+			args:    func(*testing.T) []string { return []string{"--config", writeFile(t, "restore = \"b.snap\"\n")} },
+			wantErr: `unknown key "restore"`,
+		},
+		{
 			name: "single dash flags and join",
 			args: func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
 			want: func(c *server.Config) { c.NodeID = "n4"; c.Join = true },

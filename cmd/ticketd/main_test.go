@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +71,10 @@ func TestRunStartupErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	garbage := filepath.Join(t.TempDir(), "garbage.snap")
+	if err := os.WriteFile(garbage, []byte("not a snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -76,6 +82,7 @@ func TestRunStartupErrors(t *testing.T) {
 	}{
 		{"config error", []string{"--node-id", ""}, "ticketd: invalid configuration: node_id is empty"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined: -nope"},
+		{"restore of a file that is not a backup", []string{"--restore", garbage, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", t.TempDir()}, "not a valid Ticketing snapshot"},
 		{"port in use", []string{"--listen", busy.Addr().String(), "--raft-listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", t.TempDir()}, "ticketd: listen for clients on " + busy.Addr().String()},
 	}
 	for _, tc := range tests {
