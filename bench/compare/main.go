@@ -1,0 +1,376 @@
+// Command compare reads the JSON lines that ticketbench and etcdbench print
+// with -json (one object per run, the same schema, "system" telling them
+// apart) and prints a markdown table with Ticketing/etcd ratios.
+//
+//	go run ./bench/compare results.jsonl
+//
+// Runs are paired per row (workload, nodes, clients): the k-th Ticketing
+// result of a row with the k-th etcd result of that row, which
+// bench/compare.sh runs back to back (A B A B), so every ratio printed
+// comes from one pass of the same run. Nothing here imports etcd: the main
+// module does not depend on it.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// result is the shared schema of ticketbench and etcdbench.
+type result struct {
+	System    string      `json:"system"`
+	Workload  string      `json:"workload"`
+	Nodes     int         `json:"nodes"`
+	Clients   int         `json:"clients"`
+	DurationS float64     `json:"duration_s"`
+	Ops       int64       `json:"ops"`
+	OpsPerSec float64     `json:"ops_per_sec"`
+	Errors    int64       `json:"errors"`
+	Latency   percentiles `json:"latency_ms"`
+	Acquire   percentiles `json:"acquire_latency_ms"`
+	RSS       int64       `json:"server_rss_bytes"`
+	Notes     string      `json:"notes"`
+}
+
+type percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// note returns the value of key=value in the notes ("" when absent).
+func (r *result) note(key string) string {
+	for _, f := range strings.FieldsFunc(r.Notes, func(c rune) bool { return c == ' ' || c == ';' }) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (r *result) noteFloat(key string) (float64, bool) {
+	v, err := strconv.ParseFloat(r.note(key), 64)
+	return v, err == nil
+}
+
+type rowKey struct {
+	workload string
+	nodes    int
+	clients  int
+}
+
+// pair is one Ticketing run and the etcd run made next to it.
+type pair struct {
+	rep     int
+	t, e    *result
+	missing string
+}
+
+func main() {
+	fs := flag.NewFlagSet("compare", flag.ExitOnError)
+	title := fs.String("title", "Ticketing vs etcd", "table heading")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: compare [-title T] [results.jsonl ...]   (stdin when no file)")
+		fs.PrintDefaults()
+	}
+	fs.Parse(os.Args[1:])
+	var results []*result
+	read := func(r io.Reader, name string) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for ln := 1; sc.Scan(); ln++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || !strings.HasPrefix(line, "{") {
+				continue
+			}
+			var res result
+			if err := json.Unmarshal([]byte(line), &res); err != nil {
+				fmt.Fprintf(os.Stderr, "compare: %s:%d: %v\n", name, ln, err)
+				continue
+			}
+			results = append(results, &res)
+		}
+	}
+	if fs.NArg() == 0 {
+		read(os.Stdin, "stdin")
+	}
+	for _, p := range fs.Args() {
+		f, err := os.Open(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		read(f, p)
+		f.Close()
+	}
+	if len(results) == 0 {
+		fmt.Fprintln(os.Stderr, "compare: no results")
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(render(*title, results))
+}
+
+// pairs groups results by row and pairs them in order of appearance.
+func pairs(results []*result) (map[rowKey][]pair, []rowKey) {
+	byRow := map[rowKey]map[string][]*result{}
+	var keys []rowKey
+	for _, r := range results {
+		k := rowKey{r.Workload, r.Nodes, r.Clients}
+		if r.Workload == "hold" || r.Workload == "connections" {
+			k.clients = 0 // sample / trickle size is not what the row is about
+		}
+		if byRow[k] == nil {
+			byRow[k] = map[string][]*result{}
+			keys = append(keys, k)
+		}
+		byRow[k][r.System] = append(byRow[k][r.System], r)
+	}
+	out := map[rowKey][]pair{}
+	for k, m := range byRow {
+		t, e := m["ticketing"], m["etcd"]
+		for i := 0; i < max(len(t), len(e)); i++ {
+			p := pair{rep: i + 1}
+			if i < len(t) {
+				p.t = t[i]
+			} else {
+				p.missing = "no Ticketing run"
+			}
+			if i < len(e) {
+				p.e = e[i]
+			} else {
+				p.missing = "no etcd run"
+			}
+			out[k] = append(out[k], p)
+		}
+	}
+	order := map[string]int{"uncontended": 0, "contended": 1, "hold": 2, "connections": 3}
+	sort.SliceStable(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.nodes != b.nodes {
+			return a.nodes < b.nodes
+		}
+		if order[a.workload] != order[b.workload] {
+			return order[a.workload] < order[b.workload]
+		}
+		return a.clients > b.clients
+	})
+	return out, keys
+}
+
+// metric is one figure of a row: how to read it from a result, its unit,
+// and the target of issue 6 when there is one.
+type metric struct {
+	name   string
+	unit   string
+	get    func(*result) (float64, bool)
+	target func(t, e *result) (string, bool, bool) // text, met, applicable
+}
+
+func fixed(f func(*result) float64) func(*result) (float64, bool) {
+	return func(r *result) (float64, bool) { return f(r), true }
+}
+
+func metricsFor(k rowKey) (string, []metric) {
+	ratioTarget := func(min float64) func(t, e *result) (string, bool, bool) {
+		return func(t, e *result) (string, bool, bool) {
+			if e == nil || e.OpsPerSec == 0 {
+				return fmt.Sprintf("≥%gx etcd", min), false, false
+			}
+			return fmt.Sprintf("≥%gx etcd", min), t.OpsPerSec >= min*e.OpsPerSec, true
+		}
+	}
+	switch {
+	case k.workload == "uncontended" && k.clients == 1:
+		return "single client, uncontended", []metric{
+			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }), nil},
+			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }),
+				func(t, e *result) (string, bool, bool) { return "< 1 ms", t.Acquire.P50 < 1, true }},
+			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
+		}
+	case k.workload == "uncontended":
+		return fmt.Sprintf("uncontended, %d clients", k.clients), []metric{
+			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), ratioTarget(10)},
+			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }), nil},
+			{"pair p99", "ms", fixed(func(r *result) float64 { return r.Latency.P99 }),
+				func(t, e *result) (string, bool, bool) {
+					if e == nil {
+						return "< etcd p50", false, false
+					}
+					return fmt.Sprintf("< etcd p50 (%.1f ms)", e.Latency.P50), t.Latency.P99 < e.Latency.P50, true
+				}},
+			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
+		}
+	case k.workload == "contended":
+		ms := []metric{
+			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
+			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
+			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
+		}
+		if k.nodes == 1 {
+			ms[0].target = ratioTarget(10)
+			ms[2].target = func(t, e *result) (string, bool, bool) { return "< 20 ms", t.Acquire.P99 < 20, true }
+		}
+		return fmt.Sprintf("contended, %d clients", k.clients), ms
+	case k.workload == "hold":
+		return "hold", []metric{
+			{"held N", "", func(r *result) (float64, bool) { return r.noteFloat("held") }, nil},
+			{"RSS at N", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / (1 << 20) }),
+				func(t, e *result) (string, bool, bool) {
+					n, _ := t.noteFloat("held")
+					if n < 1_000_000 {
+						return "1M held < 1 GiB", false, false
+					}
+					return "1M held < 1 GiB", t.RSS < 1<<30, true
+				}},
+			{"RSS per held ticket", "B", func(r *result) (float64, bool) { return r.noteFloat("rss_per_held_lock_bytes") }, nil},
+			{"restart", "s", func(r *result) (float64, bool) { return r.noteFloat("restart_s") },
+				func(t, e *result) (string, bool, bool) {
+					v, ok := t.noteFloat("restart_s")
+					return "< 10 s", ok && v < 10, ok
+				}},
+			{"sample acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
+		}
+	case k.workload == "connections":
+		return "idle connections", []metric{
+			{"idle connections", "", func(r *result) (float64, bool) { return r.noteFloat("n") }, nil},
+			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
+			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }),
+				func(t, e *result) (string, bool, bool) {
+					n, _ := t.noteFloat("n")
+					if n < 10_000 {
+						return "10k conns: < 50 ms", false, false
+					}
+					return "10k conns: < 50 ms", t.Acquire.P99 < 50, true
+				}},
+			{"RSS with idle", "MiB", func(r *result) (float64, bool) {
+				v, ok := r.noteFloat("rss_with_idle")
+				return v / (1 << 20), ok
+			}, nil},
+		}
+	}
+	return fmt.Sprintf("%s, %d clients", k.workload, k.clients), []metric{
+		{"ops/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
+	}
+}
+
+func num(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
+
+func ratio(t, e float64, tok, eok bool) string {
+	if !tok || !eok || e == 0 {
+		return "–"
+	}
+	r := t / e
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0fx", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1fx", r)
+	default:
+		return fmt.Sprintf("%.2fx", r)
+	}
+}
+
+func noise(r *result) string {
+	if r == nil {
+		return "–"
+	}
+	if v := r.note("other_cpu_cores"); v != "" {
+		return v
+	}
+	return "–"
+}
+
+func render(title string, results []*result) string {
+	ps, keys := pairs(results)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "### %s\n\n", title)
+	sb.WriteString("| nodes | row | metric | run | Ticketing | etcd | Ticketing/etcd | target | met | noise T/E |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	var notes []string
+	for _, k := range keys {
+		name, ms := metricsFor(k)
+		for _, p := range ps[k] {
+			if p.t != nil && p.t.Errors > 0 {
+				notes = append(notes, fmt.Sprintf("%d node(s) %s run %d: Ticketing had %d errors", k.nodes, name, p.rep, p.t.Errors))
+			}
+			if p.e != nil && p.e.Errors > 0 {
+				notes = append(notes, fmt.Sprintf("%d node(s) %s run %d: etcd had %d errors", k.nodes, name, p.rep, p.e.Errors))
+			}
+			if k.workload == "hold" && p.t != nil && p.e != nil {
+				tn, _ := p.t.noteFloat("held")
+				en, _ := p.e.noteFloat("held")
+				if tn != en {
+					notes = append(notes, fmt.Sprintf("%d node(s) hold run %d: Ticketing held %.0f tickets, etcd %.0f locks: compare RSS per held ticket, not RSS", k.nodes, p.rep, tn, en))
+				}
+			}
+			if k.workload == "connections" && p.t != nil && p.e != nil {
+				tn, _ := p.t.noteFloat("n")
+				en, _ := p.e.noteFloat("n")
+				if tn != en {
+					notes = append(notes, fmt.Sprintf("%d node(s) connections run %d: Ticketing %.0f idle connections, etcd %.0f", k.nodes, p.rep, tn, en))
+				}
+			}
+			for _, m := range ms {
+				var tv, ev float64
+				var tok, eok bool
+				if p.t != nil {
+					tv, tok = m.get(p.t)
+				}
+				if p.e != nil {
+					ev, eok = m.get(p.e)
+				}
+				target, met := "", ""
+				if m.target != nil && p.t != nil {
+					txt, ok, applicable := m.target(p.t, p.e)
+					target = txt
+					switch {
+					case !applicable:
+						met = "n/a"
+					case ok:
+						met = "yes"
+					default:
+						met = "**no**"
+					}
+				}
+				unit := ""
+				if m.unit != "" {
+					unit = " (" + m.unit + ")"
+				}
+				fmt.Fprintf(&sb, "| %d | %s | %s%s | %d | %s | %s | %s | %s | %s | %s/%s |\n",
+					k.nodes, name, m.name, unit, p.rep, num(tv, tok), num(ev, eok), ratio(tv, ev, tok, eok),
+					target, met, noise(p.t), noise(p.e))
+			}
+		}
+	}
+	sb.WriteString("\nRatios are Ticketing/etcd of the same run (the two measured back to back); " +
+		"for latencies and memory lower is better. *noise* is other_cpu_cores: CPU used by other processes on the shared machine during the window (of 2 cores).\n")
+	if len(notes) > 0 {
+		sb.WriteString("\n")
+		for _, n := range notes {
+			sb.WriteString("- " + n + "\n")
+		}
+	}
+	return sb.String()
+}
