@@ -106,8 +106,8 @@ type invocation struct {
 // command's flags may stand before, between or after its positional
 // arguments. "--" ends the flags. Values are given as --flag=value or
 // --flag value (booleans only as --flag or --flag=false); one or two dashes.
-func parseArgs(args []string) (*invocation, error) {
-	inv := &invocation{}
+func parseArgs(args []string) (inv *invocation, err error) {
+	inv = &invocation{}
 	gfs := flag.NewFlagSet("ticketctl", flag.ContinueOnError)
 	gfs.SetOutput(io.Discard)
 	defineGlobals(gfs, &inv.g)
@@ -115,6 +115,13 @@ func parseArgs(args []string) (*invocation, error) {
 
 	var flags []string // normalized as -name=value, in command-line order
 	var positional []string
+	defer func() {
+		if err != nil && inv.fs == nil {
+			// Best effort, so that an -o json seen before the mistake
+			// applies to its report.
+			_ = fs.Parse(flags)
+		}
+	}()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {

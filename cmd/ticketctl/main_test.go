@@ -186,16 +186,25 @@ func TestCommandArgumentErrors(t *testing.T) {
 }
 
 func TestUsageErrorJSON(t *testing.T) {
-	code, stdout, stderr := ctl(t, "-o", "json", "describe")
-	if code != exitError {
-		t.Fatalf("exit %d", code)
-	}
-	var got errorResult
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatalf("stdout %q is not one JSON object: %v", stdout, err)
-	}
-	if got.Code != "error" || !strings.Contains(got.Error, "describe takes one KEY") || !strings.Contains(stderr, got.Error) {
-		t.Errorf("got %+v, stderr %q", got, stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", "json", "describe"}, "describe takes one KEY"},
+		{[]string{"describe", "-o", "json"}, "describe takes one KEY"},
+		{[]string{"-o", "json", "bogus"}, `unknown command "bogus"`},
+		{[]string{"-o=json", "acquire", "k", "--lease", "1s", "--nope"}, "unknown flag --nope"},
+		{[]string{"-o", "json", "acquire", "k", "--lease", "soon"}, `invalid value "soon"`},
+	} {
+		code, stdout, stderr := ctl(t, tc.args...)
+		if code != exitError {
+			t.Fatalf("%q: exit %d", tc.args, code)
+		}
+		var got errorResult
+		decodeOne(t, stdout, &got)
+		if got.Code != "error" || !strings.Contains(got.Error, tc.want) || !strings.Contains(stderr, got.Error) {
+			t.Errorf("%q: got %+v, stderr %q", tc.args, got, stderr)
+		}
 	}
 }
 
@@ -205,7 +214,7 @@ func TestHelp(t *testing.T) {
 		if code != exitOK {
 			t.Errorf("%q: exit %d", args, code)
 		}
-		for _, want := range []string{"Exit codes:", "  2  acquire: not acquired", "  3  rejected by a server capacity limit", "  4  indeterminate", "--addr ADDRS", "members add ID RAFTADDR"} {
+		for _, want := range []string{"Exit codes:", "  2  acquire: not acquired", "  3  rejected by a server capacity limit", "  4  indeterminate", "--addr ADDRS", "members add ID RAFTADDR", "snapshot save FILE"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%q: help lacks %q:\n%s", args, want, stdout)
 			}
