@@ -24,10 +24,10 @@ const (
 
 // Limits of Acquire's arguments, in whole seconds after rounding up.
 const (
-	MaxWait  = wire.MaxWait * time.Second  // 255 s; 0 is one immediate attempt
-	MinLease = wire.MinLease * time.Second // 1 s
-	MaxLease = wire.MaxLease * time.Second // 250 s; also the longest work budget
-	MaxKey   = wire.MaxKey                 // bytes
+	MaxWait  = 255 * time.Second // 0 is one immediate attempt
+	MinLease = 1 * time.Second
+	MaxLease = 250 * time.Second // also the longest work budget
+	MaxKey   = 1024              // bytes
 )
 
 // conservativeDeadline is the latest moment, on this machine's monotonic

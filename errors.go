@@ -73,20 +73,20 @@ type ErrorCode uint16
 
 // Server error codes (docs/protocol.md).
 const (
-	CodeMalformedFrame     = ErrorCode(wire.CodeMalformedFrame)
-	CodeFrameTooLarge      = ErrorCode(wire.CodeFrameTooLarge)
-	CodeUnknownFrame       = ErrorCode(wire.CodeUnknownFrame)
-	CodeUnsupportedVersion = ErrorCode(wire.CodeUnsupportedVersion)
-	CodeUnauthenticated    = ErrorCode(wire.CodeUnauthenticated)
-	CodeHelloRequired      = ErrorCode(wire.CodeHelloRequired)
-	CodeHelloTimeout       = ErrorCode(wire.CodeHelloTimeout)
-	CodeInvalidArgument    = ErrorCode(wire.CodeInvalidArgument)
-	CodePingTimeout        = ErrorCode(wire.CodePingTimeout)
-	CodeSlowConsumer       = ErrorCode(wire.CodeSlowConsumer)
-	CodeShuttingDown       = ErrorCode(wire.CodeShuttingDown)
-	CodeInternal           = ErrorCode(wire.CodeInternal)
-	CodeDuplicateID        = ErrorCode(wire.CodeDuplicateID)
-	CodeNotAllowed         = ErrorCode(wire.CodeNotAllowed)
+	CodeMalformedFrame     ErrorCode = 1
+	CodeFrameTooLarge      ErrorCode = 2
+	CodeUnknownFrame       ErrorCode = 3
+	CodeUnsupportedVersion ErrorCode = 4
+	CodeUnauthenticated    ErrorCode = 5
+	CodeHelloRequired      ErrorCode = 6
+	CodeHelloTimeout       ErrorCode = 7
+	CodeInvalidArgument    ErrorCode = 8
+	CodePingTimeout        ErrorCode = 9
+	CodeSlowConsumer       ErrorCode = 10
+	CodeShuttingDown       ErrorCode = 11
+	CodeInternal           ErrorCode = 12
+	CodeDuplicateID        ErrorCode = 13
+	CodeNotAllowed         ErrorCode = 14
 )
 
 func (c ErrorCode) String() string { return wire.Code(c).String() }
@@ -114,11 +114,11 @@ type CapacityReason uint8
 
 // Capacity reasons (docs/protocol.md).
 const (
-	CapacityHeld        = CapacityReason(wire.CapacityHeld)
-	CapacityKeyWaiters  = CapacityReason(wire.CapacityKeyWaiters)
-	CapacityWaiters     = CapacityReason(wire.CapacityWaiters)
-	CapacityInFlight    = CapacityReason(wire.CapacityInFlight)
-	CapacityConnections = CapacityReason(wire.CapacityConnections)
+	CapacityHeld        CapacityReason = 1
+	CapacityKeyWaiters  CapacityReason = 2
+	CapacityWaiters     CapacityReason = 3
+	CapacityInFlight    CapacityReason = 4
+	CapacityConnections CapacityReason = 5
 )
 
 func (r CapacityReason) String() string {
