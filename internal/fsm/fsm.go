@@ -186,6 +186,14 @@ func (s *State) Range(fn func(key string, h Hold) bool) {
 // LastToken returns the largest token ever granted.
 func (s *State) LastToken() uint64 { return s.lastToken }
 
+// RaiseTokenFloor makes every later grant's token larger than t. It is used
+// only when a backup is restored, before the state is replicated.
+func (s *State) RaiseTokenFloor(t uint64) {
+	if t > s.lastToken {
+		s.lastToken = t
+	}
+}
+
 // LastTime returns the latest batch time applied (Unix ms).
 func (s *State) LastTime() int64 { return s.lastTime }
 

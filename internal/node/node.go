@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/ticketing-io/ticketing/internal/fsm"
 )
@@ -88,9 +89,13 @@ func Open(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	dbPath := filepath.Join(cfg.Dir, "raft.db")
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: 2 * time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("open Raft log %s: it is locked by another process (is another ticketd using this data directory?)", dbPath)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open Raft log %s: %w (is another ticketd using this data directory?)", filepath.Join(cfg.Dir, "raft.db"), err)
+		return nil, fmt.Errorf("open Raft log %s: %w (the file is damaged: restore this server from a backup, or remove its data directory and add it back to the cluster as a new member)", dbPath, err)
 	}
 	hlog := newHCLog(cfg.Logger)
 	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog)
@@ -195,9 +200,33 @@ func (n *Node) RestoreFrom(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("backup is not a valid Ticketing snapshot: %w", err)
 	}
-	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "last_token", st.LastToken())
+	// The old cluster may have granted tokens after this backup was taken.
+	// Skip past every token it could have granted since, so that tokens keep
+	// growing after the restore (see RestoreTokenRate).
+	floor := RestoreTokenFloor(st.LastToken(), st.LastTime(), time.Now().UnixMilli())
+	st.RaiseTokenFloor(floor)
+	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "backup_last_token", st.LastToken(), "tokens_resume_above", floor)
+	var buf bytes.Buffer
+	if err := st.WriteSnapshot(&buf); err != nil {
+		return err
+	}
+	data = buf.Bytes()
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(len(data))}
 	return n.raft.Restore(meta, bytes.NewReader(data), 0)
+}
+
+// RestoreTokenRate bounds how many tokens per millisecond a cluster can
+// grant (far above what one Raft group commits: about 100 per ms measured).
+// A restore skips RestoreTokenRate tokens for every millisecond between the
+// backup's last entry and the restore, plus one day's worth as a margin for
+// clock differences, so no token granted after the backup is granted again.
+const RestoreTokenRate = 1000
+
+// RestoreTokenFloor is the token after which a restored cluster resumes.
+func RestoreTokenFloor(lastToken uint64, lastTimeMs, nowMs int64) uint64 {
+	const dayMs = 24 * 60 * 60 * 1000
+	gap := max(nowMs-lastTimeMs, 0) + dayMs
+	return lastToken + uint64(gap)*RestoreTokenRate
 }
 
 // Raft returns the underlying Raft instance.

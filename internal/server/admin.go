@@ -115,7 +115,14 @@ func (s *Server) adminDo(body []byte) (int, any) {
 		if err := f.Error(); err != nil {
 			return fail(fmt.Errorf("leadership transfer: %w", err))
 		}
-		_, lid := r.LeaderWithID()
+		// The transfer is done when the target has won its election; this
+		// server learns that from the new leader's first heartbeat.
+		var lid raft.ServerID
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, lid = r.LeaderWithID(); lid != "" && string(lid) != s.cfg.NodeID {
+				break
+			}
+		}
 		return adminOK, map[string]string{"leader_id": string(lid)}
 	}
 	return fail(fmt.Errorf("unknown admin op %q", req.Op))
