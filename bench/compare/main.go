@@ -91,12 +91,12 @@ func main() {
 			if line == "" || !strings.HasPrefix(line, "{") {
 				continue
 			}
-			var res result
-			if err := json.Unmarshal([]byte(line), &res); err != nil {
+			res, err := parse(line)
+			if err != nil {
 				fmt.Fprintf(os.Stderr, "compare: %s:%d: %v\n", name, ln, err)
 				continue
 			}
-			results = append(results, &res)
+			results = append(results, res)
 		}
 	}
 	if fs.NArg() == 0 {
@@ -116,6 +116,14 @@ func main() {
 		os.Exit(1)
 	}
 	os.Stdout.WriteString(render(*title, results))
+}
+
+func parse(line string) (*result, error) {
+	var r result
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // pairs groups results by row and pairs them in order of appearance.
@@ -222,13 +230,14 @@ func metricsFor(k rowKey) (string, []metric) {
 	case k.workload == "hold":
 		return "hold", []metric{
 			{"held N", "", func(r *result) (float64, bool) { return r.noteFloat("held") }, nil},
-			{"RSS at N", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / (1 << 20) }),
+			{"RSS at N, all servers", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / (1 << 20) }), nil},
+			{"RSS at N, per server", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / float64(max(r.Nodes, 1)) / (1 << 20) }),
 				func(t, e *result) (string, bool, bool) {
 					n, _ := t.noteFloat("held")
 					if n < 1_000_000 {
-						return "1M held < 1 GiB", false, false
+						return "1M held: < 1 GiB", false, false
 					}
-					return "1M held < 1 GiB", t.RSS < 1<<30, true
+					return "1M held: < 1 GiB", t.RSS/int64(max(t.Nodes, 1)) < 1<<30, true
 				}},
 			{"RSS per held ticket", "B", func(r *result) (float64, bool) { return r.noteFloat("rss_per_held_lock_bytes") }, nil},
 			{"restart", "s", func(r *result) (float64, bool) { return r.noteFloat("restart_s") },

@@ -232,14 +232,14 @@ func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) (time.
 	defer cancel()
 	exited := make(chan string, len(c.nodes))
 	for _, nd := range c.nodes {
-		if nd.exited != nil {
-			go func(nd *node) {
+		if ch := nd.exited; ch != nil {
+			go func(id string) {
 				select {
-				case <-nd.exited:
-					exited <- nd.id
+				case <-ch:
+					exited <- id
 				case <-ctx.Done():
 				}
-			}(nd)
+			}(nd.id)
 		}
 	}
 	type res struct{ err error }
