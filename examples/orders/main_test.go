@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/fence"
+	"github.com/ticketing-io/ticketing/internal/pgtest"
+	"github.com/ticketing-io/ticketing/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// instance is one running copy of the service: its own Ticketing client,
+// database pool and HTTP server.
+type instance struct {
+	name   string
+	url    string
+	broker *ticketing.Broker
+	store  *store
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startInstance(ctx context.Context, t *testing.T, name, addrs, dsn string) (*instance, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := ticketing.Connect(addrs, ticketing.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := openStore(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(newApp(b, s, name, log).routes())
+	t.Cleanup(srv.Close)
+	return &instance{name: name, url: srv.URL, broker: b, store: s}, nil
+}
+
+// TestOrders runs two instances of the service, "a" and "b", against a
+// 3-node Ticketing cluster and one PostgreSQL database.
+func TestOrders(t *testing.T) {
+	ctx := testCtx(t)
+	c := testcluster.Start(t, 3)
+	dsn := pgtest.Shared(t).NewDatabase(t)
+
+	// Both start at once, as two replicas would: creating the tables
+	// concurrently must work.
+	var insts [2]*instance
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, name := range []string{"a", "b"} {
+		wg.Go(func() { insts[i], errs[i] = startInstance(ctx, t, name, c.AddrList(), dsn) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		t.Fatal(err)
+	}
+	a, b := insts[0], insts[1]
+
+	t.Run("same order paid concurrently through both instances", func(t *testing.T) {
+		t.Parallel()
+		const orders, perInstance = 5, 2
+		for n := range orders {
+			id := fmt.Sprintf("same-%d", n)
+			createOrder(t, a, id, 1250)
+			start := make(chan struct{})
+			type result struct {
+				inst   *instance
+				status int
+				body   errorBody
+				order  Order
+			}
+			results := make(chan result, 2*perInstance)
+			var wg sync.WaitGroup
+			for _, in := range []*instance{a, b, a, b}[:2*perInstance] {
+				wg.Go(func() {
+					<-start
+					status, raw := do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+					r := result{inst: in, status: status}
+					if status == http.StatusOK {
+						decode(t, raw, &r.order)
+					} else {
+						decode(t, raw, &r.body)
+					}
+					results <- r
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(results)
+
+			var winner *instance
+			var paid Order
+			for r := range results {
+				switch r.status {
+				case http.StatusOK:
+					if winner != nil {
+						t.Errorf("order %s: paid twice, by %s and by %s", id, winner.name, r.inst.name)
+					}
+					winner, paid = r.inst, r.order
+				case http.StatusConflict:
+					if r.body.Error != errAlreadyPaid.Error() || r.body.Order == nil || r.body.Order.Status != "paid" {
+						t.Errorf("order %s via %s: 409 %+v, want %q with the paid order", id, r.inst.name, r.body, errAlreadyPaid)
+					}
+				default:
+					t.Errorf("order %s via %s: status %d %+v", id, r.inst.name, r.status, r.body)
+				}
+			}
+			if winner == nil {
+				t.Fatalf("order %s: no request paid it", id)
+			}
+			if paid.Status != "paid" || paid.PaidBy != winner.name || paid.PaidToken == 0 || paid.PaidAt == nil {
+				t.Errorf("order %s: paid response %+v, want paid by %s with a token", id, paid, winner.name)
+			}
+			if got := getOrder(t, b, id); got.PaidBy != winner.name || got.PaidToken != paid.PaidToken {
+				t.Errorf("GET order %s = %+v, want paid by %s with token %d", id, got, winner.name, paid.PaidToken)
+			}
+			wantPayments(t, a.store, id, 1)
+		}
+	})
+
+	t.Run("different orders paid in parallel", func(t *testing.T) {
+		t.Parallel()
+		const orders = 16
+		for n := range orders {
+			createOrder(t, b, fmt.Sprintf("par-%d", n), int64(100+n))
+		}
+		var wg sync.WaitGroup
+		for n := range orders {
+			in := []*instance{a, b}[n%2]
+			id := fmt.Sprintf("par-%d", n)
+			wg.Go(func() {
+				status, raw := do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+				if status != http.StatusOK {
+					t.Errorf("pay %s via %s: %d %s", id, in.name, status, raw)
+				}
+			})
+		}
+		wg.Wait()
+		for n := range orders {
+			id := fmt.Sprintf("par-%d", n)
+			if got := getOrder(t, a, id); got.Status != "paid" || got.PaidBy != []*instance{a, b}[n%2].name || got.AmountCents != int64(100+n) {
+				t.Errorf("order %s = %+v", id, got)
+			}
+			wantPayments(t, a.store, id, 1)
+		}
+	})
+
+	t.Run("unknown and invalid orders", func(t *testing.T) {
+		t.Parallel()
+		if status, raw := do(t, http.MethodPost, a.url+"/orders/nope/pay", nil); status != http.StatusNotFound {
+			t.Errorf("pay unknown order: %d %s", status, raw)
+		}
+		if status, raw := do(t, http.MethodGet, b.url+"/orders/nope", nil); status != http.StatusNotFound {
+			t.Errorf("get unknown order: %d %s", status, raw)
+		}
+		if status, raw := do(t, http.MethodGet, b.url+"/orders/no%20spaces", nil); status != http.StatusBadRequest {
+			t.Errorf("get invalid id: %d %s", status, raw)
+		}
+		if status, raw := do(t, http.MethodPut, b.url+"/orders/zero", []byte(`{"amount_cents": 0}`)); status != http.StatusBadRequest {
+			t.Errorf("create with amount 0: %d %s", status, raw)
+		}
+		createOrder(t, a, "twice", 500)
+		if status, raw := do(t, http.MethodPut, b.url+"/orders/twice", []byte(`{"amount_cents": 500}`)); status != http.StatusOK {
+			t.Errorf("create the same order again: %d %s, want 200", status, raw)
+		}
+		if status, raw := do(t, http.MethodPut, b.url+"/orders/twice", []byte(`{"amount_cents": 501}`)); status != http.StatusConflict {
+			t.Errorf("create it with another amount: %d %s, want 409", status, raw)
+		}
+	})
+
+	// The store's own rules, with real tickets.
+	t.Run("a rerun of a committed payment is answered, not repeated", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		createOrder(t, a, "rerun", 700)
+		tk, err := a.broker.Acquire(ctx, lockKey("rerun"), acquireWait, lease, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tk.Close()
+		first, err := a.store.pay(ctx, "rerun", tk.Token(), a.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As retry.Do would after a commit whose reply was lost.
+		again, err := a.store.pay(ctx, "rerun", tk.Token(), a.name)
+		if err != nil || again.PaidToken != first.PaidToken || again.PaidBy != a.name {
+			t.Errorf("rerun with the same token: %+v, %v; want the order as first paid (%+v)", again, err, first)
+		}
+		wantPayments(t, a.store, "rerun", 1)
+	})
+
+	t.Run("a stale ticket's payment is rejected", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		createOrder(t, a, "stale", 900)
+		old, err := a.broker.Acquire(ctx, lockKey("stale"), acquireWait, lease, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A newer holder of the key (through instance b) raises the order's
+		// fence mark without paying: its transaction fails after the check.
+		newer, err := b.broker.Acquire(ctx, lockKey("stale"), acquireWait, lease, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer newer.Close()
+		tx, err := b.store.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.store.fence.Check(ctx, tx, lockKey("stale"), newer.Token()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.store.pay(ctx, "stale", old.Token(), a.name)
+		if !errors.Is(err, fence.ErrStaleToken) {
+			t.Fatalf("pay with the old token: %v, want fence.ErrStaleToken", err)
+		}
+		if got := getOrder(t, a, "stale"); got.Status != "new" {
+			t.Errorf("order after the rejected payment: %+v, want status new", got)
+		}
+		wantPayments(t, a.store, "stale", 0)
+	})
+}
+
+func do(t *testing.T, method, url string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Error(err)
+	}
+	return resp.StatusCode, raw
+}
+
+func decode(t *testing.T, raw []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Errorf("decode %s: %v", raw, err)
+	}
+}
+
+func createOrder(t *testing.T, in *instance, id string, amount int64) {
+	t.Helper()
+	status, raw := do(t, http.MethodPut, in.url+"/orders/"+id, fmt.Appendf(nil, `{"amount_cents": %d}`, amount))
+	if status != http.StatusCreated {
+		t.Fatalf("create order %s: %d %s", id, status, raw)
+	}
+}
+
+func getOrder(t *testing.T, in *instance, id string) Order {
+	t.Helper()
+	status, raw := do(t, http.MethodGet, in.url+"/orders/"+id, nil)
+	if status != http.StatusOK {
+		t.Fatalf("get order %s: %d %s", id, status, raw)
+	}
+	var o Order
+	decode(t, raw, &o)
+	return o
+}
+
+func wantPayments(t *testing.T, s *store, id string, want int) {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM payments WHERE order_id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Errorf("order %s has %d payments, want %d", id, n, want)
+	}
+}
