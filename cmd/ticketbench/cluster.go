@@ -315,6 +315,51 @@ func metricsRSS(httpAddr string) (int64, error) {
 	return 0, fmt.Errorf("no process_resident_memory_bytes in %s/metrics", httpAddr)
 }
 
+// scrapeCommits sums, over the servers' /metrics, the counters that say how
+// requests were committed: batches committed (ticketing_commit_seconds
+// count and sum: propose to applied, fsync and replication included) and
+// grants + releases. ok is false when no server answered.
+func scrapeCommits(httpAddrs []string) (commits, commitSeconds, ops float64, ok bool) {
+	cl := &http.Client{Timeout: 2 * time.Second}
+	for _, a := range httpAddrs {
+		resp, err := cl.Get("http://" + a + "/metrics")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			name, val, found := strings.Cut(sc.Text(), " ")
+			if !found {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+			if err != nil {
+				continue
+			}
+			switch name {
+			case "ticketing_commit_seconds_count":
+				commits += v
+			case "ticketing_commit_seconds_sum":
+				commitSeconds += v
+			case "ticketing_grants_total", "ticketing_releases_total":
+				ops += v
+			}
+		}
+		resp.Body.Close()
+		ok = true
+	}
+	return commits, commitSeconds, ops, ok
+}
+
+func (c *cluster) httpAddrs() []string {
+	var a []string
+	for _, nd := range c.nodes {
+		a = append(a, nd.httpAddr)
+	}
+	return a
+}
+
 // checkLoopback accepts host:port whose host is localhost, 127.0.0.0/8 or
 // ::1: the benchmark never sends traffic anywhere else.
 func checkLoopback(hostport string) error {

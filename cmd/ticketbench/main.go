@@ -174,7 +174,7 @@ func run(args []string) int {
 				logf("ticketbench: removing %s: %v", cl.root, err)
 			}
 		}()
-		env.Addrs, env.Cluster, env.Pids = cl.addrs(), cl, cl.pids
+		env.Addrs, env.Cluster, env.Pids, env.HTTP = cl.addrs(), cl, cl.pids, cl.httpAddrs
 		logf("ticketbench: serving: %s (pids %v, dir %s)", env.Addrs, cl.pids(), cl.root)
 	}
 

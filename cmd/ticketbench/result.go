@@ -200,6 +200,9 @@ func machineCPU() time.Duration {
 // servers' RSS at its end.
 type meter struct {
 	pids                     func() []int
+	httpAddrs                []string
+	c0, cs0, o0, c1, cs1, o1 float64 // commits, commit seconds, grants+releases
+	okC                      bool
 	wall0, wall1             time.Time
 	srv0, srv1, self0, self1 time.Duration
 	mach0, mach1             time.Duration
@@ -207,18 +210,22 @@ type meter struct {
 	done                     chan struct{}
 }
 
-func startMeter(pids func() []int, win window, stop <-chan struct{}) *meter {
-	m := &meter{pids: pids, done: make(chan struct{})}
+func startMeter(pids func() []int, httpAddrs []string, win window, stop <-chan struct{}) *meter {
+	m := &meter{pids: pids, httpAddrs: httpAddrs, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		if !sleepTo(stop, win.start) {
 			return
 		}
 		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), sumCPU(pids()), selfCPU(), machineCPU()
+		var ok0, ok1 bool
+		m.c0, m.cs0, m.o0, ok0 = scrapeCommits(httpAddrs)
 		if !sleepTo(stop, win.end) {
 			return
 		}
 		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), sumCPU(pids()), selfCPU(), machineCPU()
+		m.c1, m.cs1, m.o1, ok1 = scrapeCommits(httpAddrs)
+		m.okC = ok0 && ok1
 		m.rssEnd = sumRSS(pids())
 	}()
 	return m
@@ -244,6 +251,12 @@ func (m *meter) notes() string {
 			other -= srv
 		}
 		s = append(s, fmt.Sprintf("machine_busy_cores=%.2f of %d other_cpu_cores=%.2f", mach/wall, runtime.NumCPU(), max(other, 0)/wall))
+	}
+	if n := m.c1 - m.c0; m.okC && n > 0 {
+		// Group commit: batches committed, their mean propose->applied time,
+		// and grants+releases per batch (server-side view of the window).
+		s = append(s, fmt.Sprintf("commits_per_s=%.0f commit_ms_mean=%.3f ops_per_commit=%.1f",
+			n/wall, (m.cs1-m.cs0)/n*1000, (m.o1-m.o0)/n))
 	}
 	return strings.Join(s, " ")
 }

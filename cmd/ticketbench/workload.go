@@ -107,6 +107,7 @@ type Env struct {
 	Pids     func() []int       // server processes for RSS/CPU (may return none)
 	HTTPAddr string             // -http: /metrics for RSS when there are no pids
 	Cluster  *cluster           // nil when targeting an existing cluster
+	HTTP     func() []string    // servers' HTTP addresses for commit metrics (may return none)
 	Logf     func(string, ...any)
 }
 
@@ -321,6 +322,14 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 	if env.Pids == nil {
 		env.Pids = func() []int { return nil }
 	}
+	if env.HTTP == nil {
+		env.HTTP = func() []string {
+			if env.HTTPAddr != "" {
+				return []string{env.HTTPAddr}
+			}
+			return nil
+		}
+	}
 	b := &bench{cfg: cfg, env: env}
 	defer b.close()
 	switch cfg.Workload {
@@ -352,7 +361,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 	}
 	start := time.Now().Add(cfg.Warmup)
 	win := window{start: start, end: start.Add(cfg.Duration)}
-	met := startMeter(b.env.Pids, win, ctx.Done())
+	met := startMeter(b.env.Pids, b.env.HTTP(), win, ctx.Done())
 	recs := make([]*recorder, C)
 	var wg sync.WaitGroup
 	for i := 0; i < C; i++ {
