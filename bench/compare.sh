@@ -8,7 +8,7 @@
 # module: the main module never depends on etcd), then, for 1 and 3 nodes, runs
 # each row REPS times, Ticketing and etcd back to back (A B A B ...), every run
 # with its own freshly started servers (fsync on), and appends each run's JSON
-# line to results/compare-<date>.jsonl. At the end bench/compare (main module,
+# line to bench/compare/results/compare-<mode>-<date>.jsonl. At the end bench/compare (main module,
 # no etcd import) prints the markdown table of Ticketing/etcd ratios, each
 # from the same pass, to stdout and to the .md next to the .jsonl.
 #
@@ -36,7 +36,7 @@ quick)
 	echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
 : "${REPS:=2}" "${NODES:=1 3}" "${HOLD_NODES:=$NODES}" "${CONN_NODES:=$NODES}"
-OUT=${OUT:-$ROOT/bench/results/compare-$MODE-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
+OUT=${OUT:-$ROOT/bench/compare/results/compare-$MODE-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 
 BIN=$(mktemp -d)
