@@ -144,6 +144,7 @@ type core struct {
 	propose chan *batch
 	await   chan proposal
 	stop    chan struct{}
+	drained chan struct{} // closed when every proposal has an outcome
 
 	epoch     uint64
 	leading   bool // leader, takeover may still be committing
@@ -173,6 +174,7 @@ func newCore(s *Server) *core {
 		propose: make(chan *batch, maxInFlightBatches),
 		await:   make(chan proposal, maxInFlightBatches),
 		stop:    make(chan struct{}),
+		drained: make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
 	}
 	c.reset()
@@ -223,6 +225,7 @@ func (c *core) run() {
 		}
 		select {
 		case <-c.stop:
+			close(c.propose) // the proposer and awaiter drain what is in flight
 			return
 		case r := <-reqs:
 			c.handle(r)
@@ -261,35 +264,25 @@ func (c *core) flush() {
 	b.sealed = time.Now()
 	c.pending = &batch{}
 	c.inflight++
-	select {
-	case c.propose <- b: // never blocks: at most maxInFlightBatches are out
-	case <-c.stop:
-	}
+	c.propose <- b // never blocks: at most maxInFlightBatches are out
 }
 
+// proposer hands sealed batches to Raft in order. It ends when the core
+// closes propose, and then closes await.
 func (c *core) proposer() {
-	for {
-		select {
-		case <-c.stop:
-			return
-		case b := <-c.propose:
-			select {
-			case c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}:
-			case <-c.stop:
-				return
-			}
-		}
+	defer close(c.await)
+	for b := range c.propose {
+		c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}
 	}
 }
 
+// awaiter waits for each proposal's outcome in log order and hands it to the
+// core. It drains every proposal even while stopping, so that no future is
+// left waiting when Raft shuts down (Raft does not answer entries still in
+// its queue at shutdown).
 func (c *core) awaiter() {
-	for {
-		var p proposal
-		select {
-		case <-c.stop:
-			return
-		case p = <-c.await:
-		}
+	defer close(c.drained)
+	for p := range c.await {
 		err := p.f.Error()
 		var res *node.Applied
 		if err == nil {
@@ -304,7 +297,6 @@ func (c *core) awaiter() {
 		select {
 		case c.results <- applied{b: p.b, res: res, err: err}:
 		case <-c.stop:
-			return
 		}
 	}
 }
@@ -678,7 +670,9 @@ func (c *core) attemptDone(w *waiter, op *fsm.Op, res fsm.Result, now time.Time)
 		}
 		queued := uint32(0)
 		if w.wait > 0 {
-			queued = c.queuedMs(w)
+			// Up to the moment the lease timer starts, so that a client
+			// adding this to its send time never passes the server's deadline.
+			queued = uint32(now.Sub(w.arrived) / time.Millisecond)
 			c.s.metrics.queueWait.Observe(float64(queued) / 1000)
 		}
 		orphan := len(w.replies) == 0

@@ -375,6 +375,14 @@ func (s *Server) stopAll(ctx context.Context) error {
 	if s.http != nil {
 		s.http.Shutdown(ctx)
 	}
+	// Let Raft answer every entry already proposed before shutting it down.
+	drain := time.NewTimer(10 * time.Second)
+	select {
+	case <-s.core.drained:
+	case <-drain.C:
+		s.log.Warn("stopping with Raft entries still unanswered")
+	}
+	drain.Stop()
 	err := s.node.Close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -402,6 +410,10 @@ func (s *Server) restore(file string) error {
 			return fmt.Errorf("restore: this server did not become leader of its new cluster within 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Raft restores only once the cluster's configuration entry is applied.
+	if err := s.node.Raft().Barrier(30 * time.Second).Error(); err != nil {
+		return fmt.Errorf("restore: wait for the new cluster to settle: %w", err)
 	}
 	if err := s.node.RestoreFrom(f); err != nil {
 		return fmt.Errorf("restore %s: %w", file, err)
