@@ -2,9 +2,12 @@ package ticketing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
@@ -14,7 +17,8 @@ import (
 // Admin is an administrative session with one specific node (hello flag
 // admin), for tools such as ticketctl. Any node serves Status; membership
 // changes and leader transfer need the leader, and a follower answers them
-// with a *NotLeaderError carrying the leader's address. An Admin does not
+// with a *NotLeaderError carrying the leader's address. Any node also saves
+// a snapshot of its state (SaveSnapshot), for backups. An Admin does not
 // reconnect: when its connection is lost, calls return ErrUnavailable and
 // the caller dials again. It is safe for concurrent use.
 type Admin struct {
@@ -105,11 +109,23 @@ func (a *Admin) Close() error {
 func (a *Admin) do(ctx context.Context, req map[string]any, out any) error {
 	op := req["op"].(string)
 	name := "admin " + op
+	cl := newCall(wire.TypeAdmin, "")
+	if err := a.send(ctx, cl, name, req); err != nil {
+		return err
+	}
+	ans, err := waitAnswer(ctx, a.c, cl, name, "")
+	if err != nil {
+		return err
+	}
+	return a.reply(name, op, &ans.f, out)
+}
+
+// send registers cl and queues the J request req for it.
+func (a *Admin) send(ctx context.Context, cl *call, name string, req map[string]any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return newOpError(name, "", false, err, "cannot encode the request", ErrInvalidArgument)
 	}
-	cl := newCall(wire.TypeAdmin, "")
 	f := wire.Frame{Type: wire.TypeAdmin, Text: body}
 	if err := a.c.start(ctx, cl, &f); err != nil {
 		if err == errConnGone {
@@ -122,16 +138,18 @@ func (a *Admin) do(ctx context.Context, req map[string]any, out any) error {
 		}
 		return newOpError(name, "", false, nil, "not sent: no free request slot before "+err.Error(), err)
 	}
-	ans, err := waitAnswer(ctx, a.c, cl, name, "")
-	if err != nil {
-		return err
-	}
-	switch ans.f.Code {
+	return nil
+}
+
+// reply decodes a V answer: status 0 into out (when not nil), 1 (not the
+// leader) as *NotLeaderError, any other as *AdminError.
+func (a *Admin) reply(name, op string, f *wire.Frame, out any) error {
+	switch f.Code {
 	case 0:
 		if out == nil {
 			return nil
 		}
-		if err := json.Unmarshal(ans.f.Text, out); err != nil {
+		if err := json.Unmarshal(f.Text, out); err != nil {
 			return newOpError(name, "", false, err, fmt.Sprintf("the node %s answered with JSON that does not decode", a.addr))
 		}
 		return nil
@@ -139,18 +157,18 @@ func (a *Admin) do(ctx context.Context, req map[string]any, out any) error {
 		var nl struct {
 			LeaderAddr string `json:"leader_addr"`
 		}
-		json.Unmarshal(ans.f.Text, &nl)
+		json.Unmarshal(f.Text, &nl)
 		e := &NotLeaderError{Addr: a.addr, LeaderAddr: nl.LeaderAddr}
 		return newOpError(name, "", false, e, strings.TrimPrefix(e.Error(), "ticketing: "), ErrNotLeader)
 	default:
 		var fe struct {
 			Error string `json:"error"`
 		}
-		if json.Unmarshal(ans.f.Text, &fe) != nil || fe.Error == "" {
-			fe.Error = string(ans.f.Text)
+		if json.Unmarshal(f.Text, &fe) != nil || fe.Error == "" {
+			fe.Error = string(f.Text)
 		}
 		e := &AdminError{Addr: a.addr, Op: op, Message: fe.Error}
-		return newOpError(name, "", false, e, fmt.Sprintf("the node %s answered status %d: %s", a.addr, ans.f.Code, fe.Error))
+		return newOpError(name, "", false, e, fmt.Sprintf("the node %s answered status %d: %s", a.addr, f.Code, fe.Error))
 	}
 }
 
@@ -184,4 +202,121 @@ func (a *Admin) TransferLeader(ctx context.Context, id string) (string, error) {
 	}
 	err := a.do(ctx, req, &out)
 	return out.LeaderID, err
+}
+
+// SnapshotInfo describes a snapshot written by SaveSnapshot.
+type SnapshotInfo struct {
+	Index  uint64 `json:"index"`  // the last Raft log index the snapshot includes
+	Term   uint64 `json:"term"`   // the term of that entry
+	Size   int64  `json:"size"`   // bytes written to w
+	SHA256 string `json:"sha256"` // SHA-256 of those bytes, lowercase hex
+}
+
+// snapshotBuffer is how many pieces of a snapshot (up to 60 KiB each) may
+// wait between the connection and SaveSnapshot's writer.
+const snapshotBuffer = 16
+
+// SaveSnapshot asks the node for a snapshot of its state, taken now (admin
+// op "snapshot.save"), and writes it to w as it arrives. It returns once the
+// whole snapshot has arrived and its size and SHA-256 match what the node
+// reports at the end; a mismatch, an incomplete stream, a write error or the
+// end of ctx is an error. On error w may hold part of a snapshot: write to a
+// temporary file and keep it only when SaveSnapshot succeeds (ticketctl
+// snapshot save does). The file restores with "ticketd --restore FILE".
+//
+// Any node serves it, and the snapshot is that node's applied state: a
+// follower's may lag the leader's by the entries it has not applied yet.
+// For a backup of the latest state, ask the leader (ticketctl finds it
+// through Status). A node that answers "not the leader" is reported as for
+// the other admin calls (*NotLeaderError), and one that fails as
+// *AdminError.
+//
+// The node sends the snapshot as fast as SaveSnapshot consumes it. While w
+// blocks, the session reads nothing, not even the server's pings: a w that
+// blocks for longer than the server's ping timeout (two ping intervals,
+// 10 s by default) loses the session. Other calls may share the Admin
+// meanwhile.
+func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	const op = "snapshot.save"
+	name := "admin " + op
+	cl := newCall(wire.TypeAdmin, "")
+	cl.chunks = make(chan []byte, snapshotBuffer)
+	cl.gone = make(chan struct{})
+	defer close(cl.gone)
+	if err := a.send(ctx, cl, name, map[string]any{"op": op}); err != nil {
+		return SnapshotInfo{}, err
+	}
+	h := sha256.New()
+	var size int64
+	var werr error
+	write := func(p []byte) {
+		if werr != nil {
+			return
+		}
+		if _, err := w.Write(p); err != nil {
+			werr = err
+			return
+		}
+		h.Write(p)
+		size += int64(len(p))
+	}
+	writeFailed := func() error {
+		return newOpError(name, "", false, werr, fmt.Sprintf("writing the snapshot failed after %d bytes", size))
+	}
+	var ans *answer
+	for ans == nil {
+		select {
+		case p := <-cl.chunks:
+			if write(p); werr != nil {
+				a.c.abandon(cl) // the rest of the stream is read and dropped
+				return SnapshotInfo{}, writeFailed()
+			}
+		case got := <-cl.res:
+			ans = &got
+		case <-ctx.Done():
+			if ans = a.c.abandon(cl); ans == nil {
+				return SnapshotInfo{}, newOpError(name, "", false, nil,
+					fmt.Sprintf("incomplete: %v after %d bytes from %s", ctx.Err(), size, a.addr), ctx.Err())
+			}
+		}
+	}
+	// Every piece was queued before the final answer: write the rest.
+	for more := true; more; {
+		select {
+		case p := <-cl.chunks:
+			write(p)
+		default:
+			more = false
+		}
+	}
+	if werr != nil {
+		return SnapshotInfo{}, writeFailed()
+	}
+	if ans.fail != nil {
+		kind := ErrUnavailable
+		if ans.fail.closed() {
+			kind = ErrClosed
+		}
+		e := newOpError(name, "", false, ans.fail.cause, fmt.Sprintf("incomplete after %d bytes: %s", size, ans.fail.what()), kind)
+		e.hide = ans.fail.explained()
+		return SnapshotInfo{}, e
+	}
+	if err := answerError(a.c, ans, name, ""); err != nil {
+		return SnapshotInfo{}, err
+	}
+	var meta SnapshotInfo
+	if err := a.reply(name, op, &ans.f, &meta); err != nil {
+		return SnapshotInfo{}, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	switch {
+	case meta.SHA256 == "":
+		return SnapshotInfo{}, newOpError(name, "", false, nil,
+			fmt.Sprintf("the node %s sent %d bytes but no SHA-256 to verify them against; the snapshot is not verified", a.addr, size))
+	case meta.Size != size || !strings.EqualFold(meta.SHA256, sum):
+		return SnapshotInfo{}, newOpError(name, "", false, nil,
+			fmt.Sprintf("the snapshot from %s is corrupt: received %d bytes with SHA-256 %s, the node sent %d bytes with SHA-256 %s",
+				a.addr, size, sum, meta.Size, meta.SHA256))
+	}
+	return SnapshotInfo{Index: meta.Index, Term: meta.Term, Size: size, SHA256: sum}, nil
 }

@@ -37,7 +37,7 @@ type Broker struct {
 // ("host:port,host:port"). It returns at once and connects in the
 // background; use WaitReady to wait for the connection. It fails only for a
 // bad configuration: an empty or malformed address list, an unreadable CA
-// file, a token longer than 1024 bytes.
+// file or client certificate, a token longer than 1024 bytes.
 func Connect(addrs string, opts ...Option) (*Broker, error) {
 	list, err := parseAddrs(addrs)
 	if err != nil {
@@ -259,9 +259,11 @@ func trimPrefix(s string) string {
 }
 
 // WaitReady waits until the broker is connected to the leader and the hello
-// is done. It returns promptly with ErrUnauthenticated (or another persistent
-// refusal: unsupported version, certificate not trusted, server connection
-// limit) while the server refuses the connection; the broker keeps retrying
+// is done. It returns promptly with ErrUnauthenticated (a refused token or
+// client certificate) or another persistent refusal (unsupported version,
+// server certificate not trusted, TLS on one side only, a peer that does not
+// speak the protocol, server connection limit) while the server refuses the
+// connection; the broker keeps retrying
 // in the background. If ctx ends first, the error wraps ctx.Err() and
 // ErrUnavailable and says what the last attempt ran into.
 func (b *Broker) WaitReady(ctx context.Context) error {

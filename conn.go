@@ -86,7 +86,16 @@ type call struct {
 	res       chan answer
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
+
+	// A streaming admin request (snapshot.save) gets its V status 3 pieces
+	// on chunks, in order, before its final answer on res; gone is closed
+	// when its caller stops reading them. Both are nil for other requests.
+	chunks chan []byte
+	gone   chan struct{}
 }
+
+// adminChunk is the V status of one piece of a streamed admin answer.
+const adminChunk = 3
 
 func newCall(t wire.Type, key string) *call {
 	return &call{typ: t, key: key, res: make(chan answer, 1)}
@@ -165,9 +174,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		tn := tls.Client(nc, tc)
 		if err := tn.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			var cv *tls.CertificateVerificationError
-			rej := errors.As(err, &cv)
-			return nil, &helloError{addr: addr, err: fmt.Errorf("TLS handshake with %s failed: %w", addr, err), rejected: rej}
+			return nil, tlsHandshakeError(addr, err, tc.GetClientCertificate != nil)
 		}
 		nc = tn
 	}
@@ -175,7 +182,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(nc, addr, cfg.token, flags)
+	h, r, herr := handshake(ctx, nc, addr, cfg, flags)
 	stop()
 	if herr != nil {
 		nc.Close()
@@ -198,21 +205,33 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	return c, nil
 }
 
-// handshake sends H and reads the server's first frame.
-func handshake(nc net.Conn, addr, token string, flags uint8) (hello, *wire.Reader, error) {
-	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
+// handshake sends H and reads the server's first frame. ctx bounds the
+// diagnosis of a failure (see helloReadError); nc's deadline bounds the rest.
+func handshake(ctx context.Context, nc net.Conn, addr string, cfg *config, flags uint8) (hello, *wire.Reader, error) {
+	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(cfg.token)})
+	first := &firstBytes{r: nc}
+	r := wire.NewReader(first)
+	var f wire.Frame
 	if _, err := nc.Write(buf); err != nil {
+		// A server that refused the connection may have said why (a TLS
+		// alert, an E frame) before closing it.
+		if rerr := r.Next(&f); rerr != nil {
+			if he := helloReadError(ctx, addr, cfg, rerr, first.bytes()); he.rejected {
+				return hello{}, nil, he
+			}
+		} else if f.Type == wire.TypeError || f.Type == wire.TypeCapacity {
+			return helloAnswer(addr, &f, r)
+		}
 		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
 	}
-	r := wire.NewReader(nc)
-	var f wire.Frame
 	if err := r.Next(&f); err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) {
-			return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an invalid frame: %w", addr, err)}
-		}
-		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("no answer to the hello from %s: %w", addr, err)}
+		return hello{}, nil, helloReadError(ctx, addr, cfg, err, first.bytes())
 	}
+	return helloAnswer(addr, &f, r)
+}
+
+// helloAnswer interprets the server's answer to the hello.
+func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reader, error) {
 	switch f.Type {
 	case wire.TypeReady:
 		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
@@ -301,6 +320,25 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame for request id %d, which is not in flight", f.Type, f.ID)}
 		}
 		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame answers request id %d, which is a %s", f.Type, f.ID, cl.typ)}
+	}
+	if f.Type == wire.TypeAdminReply && f.Code == adminChunk {
+		if cl.chunks == nil {
+			c.mu.Unlock()
+			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}
+		}
+		if cl.abandoned {
+			c.mu.Unlock()
+			return nil
+		}
+		c.mu.Unlock()
+		// Blocks while the caller's buffer is full: the server waits for us
+		// (TCP flow control) rather than either side buffering the stream.
+		select {
+		case cl.chunks <- append([]byte(nil), f.Text...):
+		case <-cl.gone:
+		case <-c.done:
+		}
+		return nil
 	}
 	if f.Type == wire.TypeQueued {
 		if cl.queued {

@@ -66,16 +66,27 @@ func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string) (*answer
 			return nil, newOpError(op, key, hasKey, nil, "no answer before "+ctx.Err().Error(), ctx.Err())
 		}
 	}
+	if err := answerError(c, a, op, key); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// answerError is the error for an answer to a request without effect that
+// is not a reply: the connection failed (ErrUnavailable, or ErrClosed when
+// closing) or the server rejected it for capacity (ErrCapacity).
+func answerError(c *conn, a *answer, op, key string) error {
+	hasKey := key != ""
 	if a.fail != nil {
 		kind := ErrUnavailable
 		if a.fail.closed() {
 			kind = ErrClosed
 		}
-		return nil, newOpError(op, key, hasKey, a.fail.cause, "no answer: "+a.fail.what(), kind)
+		return newOpError(op, key, hasKey, a.fail.cause, "no answer: "+a.fail.what(), kind)
 	}
 	if a.f.Type == wire.TypeCapacity {
 		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
-		return nil, newOpError(op, key, hasKey, ce, "rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)
+		return newOpError(op, key, hasKey, ce, "rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)
 	}
-	return a, nil
+	return nil
 }

@@ -103,6 +103,10 @@
 // goes to WithReleaseObserver and to the logger; callers who need the
 // outcome call Release.
 //
+// Broker.ReleaseToken releases by key and exact token, with the same
+// outcomes and bound, a ticket that is known only by its key and token: one
+// acquired by another process, or whose token was persisted.
+//
 // # The conservative deadline
 //
 // A ticket is handed out only if its conservative remaining time is positive
@@ -130,12 +134,24 @@
 // connection. It respects the server's per-connection in-flight limit:
 // callers over it wait for a free slot while their ctx allows (having sent
 // nothing). While the server refuses the hello (wrong token, unsupported
-// version, untrusted certificate, connection limit), WaitReady and calls
-// return that error promptly and the broker keeps retrying.
+// version, untrusted or refused certificate, TLS on one side only,
+// connection limit), WaitReady and calls return that error promptly and the
+// broker keeps retrying.
 //
 // TLS has four modes: TLSOff (default), TLSSystemRoots, TLSCAFile and
-// TLSInsecureSkipVerify (tests only).
+// TLSInsecureSkipVerify (tests only). Servers that require client
+// certificates (mutual TLS) get one from TLSMode.WithClientCert:
+//
+//	ticketing.WithTLS(ticketing.TLSCAFile("ca.crt").WithClientCert("client.crt", "client.key"))
+//
+// A server that refuses the client certificate, or requires one, is
+// reported promptly as ErrUnauthenticated. TLS on one side only is reported
+// promptly too, saying so: a TLS server that closes a plain connection (the
+// client then checks, with a TLS handshake on a second connection, that the
+// server answers TLS), or a plain server that answers a TLS handshake with
+// a Ticketing frame.
 //
 // Admin (DialAdmin) is a separate session with one node for operators'
-// tools: status, membership changes and leader transfer.
+// tools: status, membership changes, leader transfer and snapshots for
+// backups.
 package ticketing

@@ -43,7 +43,8 @@ var (
 	// The client released it; do not enter the critical section.
 	ErrBudgetExceeded = errors.New("ticketing: granted too late for the work budget")
 
-	// ErrUnauthenticated: the server refused the hello's token (E code 5).
+	// ErrUnauthenticated: the server refused the hello's token (E code 5),
+	// or refused the client certificate or required one (mutual TLS).
 	// WaitReady and calls made while the refusal persists return it promptly;
 	// the broker keeps retrying in the background with backoff.
 	ErrUnauthenticated = errors.New("ticketing: unauthenticated")

@@ -84,7 +84,8 @@ func newConfig(opts []Option) (*config, error) {
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithTLS selects the TLS mode: TLSOff (the default), TLSSystemRoots,
-// TLSCAFile or TLSInsecureSkipVerify.
+// TLSCAFile or TLSInsecureSkipVerify, optionally with a client certificate
+// for mutual TLS (TLSMode.WithClientCert).
 func WithTLS(m TLSMode) Option { return func(c *config) { c.tlsMode = m } }
 
 // WithReleaseObserver sets a function called with the outcome of every
@@ -122,10 +123,13 @@ const (
 )
 
 // TLSMode is one of the four TLS modes; build it with TLSOff,
-// TLSSystemRoots, TLSCAFile or TLSInsecureSkipVerify.
+// TLSSystemRoots, TLSCAFile or TLSInsecureSkipVerify, and add a client
+// certificate with WithClientCert when the servers require one (mutual TLS).
 type TLSMode struct {
-	kind   tlsKind
-	caFile string
+	kind     tlsKind
+	caFile   string
+	certFile string // client certificate (PEM), "" for none
+	keyFile  string // its private key (PEM)
 }
 
 // TLSOff is plain TCP (the default).
@@ -144,19 +148,64 @@ func TLSCAFile(path string) TLSMode { return TLSMode{kind: tlsCAFile, caFile: pa
 // on the network.
 func TLSInsecureSkipVerify() TLSMode { return TLSMode{kind: tlsInsecure} }
 
+// WithClientCert returns m presenting the client certificate in certFile,
+// with its private key in keyFile (both PEM, as for tls.LoadX509KeyPair), to
+// servers that require one (ticketd's tls.ca, mutual TLS):
+//
+//	ticketing.WithTLS(ticketing.TLSCAFile("ca.crt").WithClientCert("client.crt", "client.key"))
+//
+// It applies to TLSSystemRoots, TLSCAFile and TLSInsecureSkipVerify; on
+// TLSOff it is a configuration error. The files are read once, by Connect or
+// DialAdmin: a missing or unreadable file, or a key that does not match the
+// certificate, is a configuration error (ErrInvalidArgument). A certificate
+// renewed on disk is picked up by the next Broker or Admin. The
+// certificate is sent whenever a server asks for one; a server that does not
+// accept it refuses the connection, which calls report promptly as
+// ErrUnauthenticated while the broker keeps retrying.
+func (m TLSMode) WithClientCert(certFile, keyFile string) TLSMode {
+	m.certFile, m.keyFile = certFile, keyFile
+	return m
+}
+
 func (m TLSMode) String() string {
+	s := "no TLS"
 	switch m.kind {
 	case tlsSystem:
-		return "TLS (system roots)"
+		s = "TLS (system roots)"
 	case tlsCAFile:
-		return "TLS (CA file " + m.caFile + ")"
+		s = "TLS (CA file " + m.caFile + ")"
 	case tlsInsecure:
-		return "TLS (insecure, no verification)"
+		s = "TLS (insecure, no verification)"
 	}
-	return "no TLS"
+	if m.certFile != "" || m.keyFile != "" {
+		s += " with client certificate " + m.certFile
+	}
+	return s
 }
 
 func (m TLSMode) build() (*tls.Config, error) {
+	tc, err := m.buildBase()
+	if err != nil || (m.certFile == "" && m.keyFile == "") {
+		return tc, err
+	}
+	switch {
+	case tc == nil:
+		return nil, configError(nil, "a client certificate needs TLS: add it to TLSSystemRoots, TLSCAFile or TLSInsecureSkipVerify, not TLSOff")
+	case m.certFile == "" || m.keyFile == "":
+		return nil, configError(nil, "a client certificate needs both files, the certificate and its private key (got certificate %q, key %q)", m.certFile, m.keyFile)
+	}
+	cert, err := tls.LoadX509KeyPair(m.certFile, m.keyFile)
+	if err != nil {
+		return nil, configError(err, "cannot load the TLS client certificate %s with key %s", m.certFile, m.keyFile)
+	}
+	// Sent whatever CAs the server's request names, so that a certificate
+	// the server does not trust is refused as such ("bad certificate",
+	// "unknown certificate authority") rather than silently left out.
+	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	return tc, nil
+}
+
+func (m TLSMode) buildBase() (*tls.Config, error) {
 	switch m.kind {
 	case tlsOff:
 		return nil, nil

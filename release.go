@@ -94,6 +94,31 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 	}
 }
 
+// ReleaseToken releases key's ticket if token still holds it, for a ticket
+// known only by its key and token: one acquired by another process or
+// Broker, or whose token was persisted (ticketctl release uses it). The
+// outcome is that of Ticket.Release: nil when the server answered R (the
+// hold ended), ErrNotHeld when it answered N (the ticket had already expired
+// or been released, or the key is held under another token, which a release
+// never ends), ErrCapacity for a capacity reject, and an error, never
+// presumed success, when no final answer came within ReleaseBound (5 s from
+// this call) or ctx: ErrIndeterminate if a release may have reached the
+// server, ErrUnavailable if none could be sent. Within the bound it retries
+// the exact token across reconnects.
+//
+// A key outside 1..1024 bytes or token 0 (never granted) is rejected with
+// ErrInvalidArgument before anything is sent.
+func (b *Broker) ReleaseToken(ctx context.Context, key string, token uint64) error {
+	op := fmt.Sprintf("release of token %d for", token)
+	if len(key) == 0 || len(key) > MaxKey {
+		return invalidArg(op, key, true, "the key is %d bytes, it must be 1..%d bytes", len(key), MaxKey)
+	}
+	if token == 0 {
+		return invalidArg(op, key, true, "token 0 is never granted (tokens start at 1)")
+	}
+	return b.release(ctx, key, token, time.Now(), false)
+}
+
 // relJob is one background release.
 type relJob struct {
 	key    string

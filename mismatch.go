@@ -1,0 +1,197 @@
+package ticketing
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Explaining connections that fail before the hello is answered: TLS on one
+// side only, a client certificate the server refuses, a server that does not
+// speak the protocol. These are configuration mistakes that do not go away by
+// themselves, so most are reported as persistent refusals (helloError
+// rejected): WaitReady and calls return them promptly while the broker keeps
+// retrying with backoff.
+
+// refusedError is a connection the server refused at the TLS layer, or one
+// with a peer that does not speak the protocol as configured. auth marks a
+// client certificate the server did not accept (or required and did not
+// get): it matches ErrUnauthenticated.
+type refusedError struct {
+	msg   string
+	cause error
+	auth  bool
+}
+
+func (e *refusedError) Error() string   { return e.msg }
+func (e *refusedError) Unwrap() error   { return e.cause }
+func (e *refusedError) Is(t error) bool { return e.auth && t == ErrUnauthenticated }
+
+func refused(addr string, auth bool, cause error, format string, args ...any) *helloError {
+	return &helloError{addr: addr, rejected: true,
+		err: &refusedError{msg: fmt.Sprintf(format, args...), cause: cause, auth: auth}}
+}
+
+// firstBytes records the first bytes read from a connection, so that a hello
+// answered with something other than a Ticketing frame can be named.
+type firstBytes struct {
+	r   io.Reader
+	buf [8]byte
+	n   int
+}
+
+func (f *firstBytes) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if f.n < len(f.buf) && n > 0 {
+		f.n += copy(f.buf[f.n:], p[:n])
+	}
+	return n, err
+}
+
+func (f *firstBytes) bytes() []byte { return f.buf[:f.n] }
+
+// alertCodes maps the text of a TLS alert to its number. crypto/tls reports
+// an alert received from the peer as a *net.OpError with Op "remote error"
+// around an unexported type whose text is that of tls.AlertError.
+var alertCodes = sync.OnceValue(func() map[string]tls.AlertError {
+	m := make(map[string]tls.AlertError, 256)
+	for i := range 256 {
+		m[tls.AlertError(i).Error()] = tls.AlertError(i)
+	}
+	return m
+})
+
+// remoteAlert reports the TLS alert the server sent, if err is one.
+func remoteAlert(err error) (tls.AlertError, bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return 0, false
+	}
+	a, ok := alertCodes()[op.Err.Error()]
+	return a, ok
+}
+
+// TLS alert numbers (RFC 8446, 5246) that refuse a client certificate.
+const (
+	alertBadCertificate         = 42
+	alertUnsupportedCertificate = 43
+	alertCertificateRevoked     = 44
+	alertCertificateExpired     = 45
+	alertCertificateUnknown     = 46
+	alertUnknownCA              = 48
+	alertAccessDenied           = 49
+	alertCertificateRequired    = 116
+)
+
+// alertRefusal explains a TLS alert sent by the server during the handshake
+// or in answer to the hello (with TLS 1.3 the server checks the client's
+// certificate after the client's side of the handshake is done, so its
+// refusal arrives on the first read).
+func alertRefusal(addr string, a tls.AlertError, err error, haveCert bool) *helloError {
+	switch a {
+	case alertCertificateRequired:
+		return refused(addr, true, err, "the server %s requires a client certificate (mutual TLS) and refused the connection (%v); configure one with TLSMode.WithClientCert", addr, err)
+	case alertBadCertificate, alertUnsupportedCertificate, alertCertificateRevoked, alertCertificateExpired,
+		alertCertificateUnknown, alertUnknownCA, alertAccessDenied:
+		if !haveCert {
+			return refused(addr, true, err, "the server %s refused the TLS connection (%v): it requires a client certificate (mutual TLS); configure one with TLSMode.WithClientCert", addr, err)
+		}
+		return refused(addr, true, err, "the server %s did not accept the client certificate (%v): check that it is signed by a CA the server trusts (its tls.ca), not expired, and usable for client authentication", addr, err)
+	}
+	return refused(addr, false, err, "the server %s refused the TLS connection (%v)", addr, err)
+}
+
+// tlsHandshakeError explains a failed TLS handshake.
+func tlsHandshakeError(addr string, err error, haveCert bool) *helloError {
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) {
+		return &helloError{addr: addr, err: fmt.Errorf("TLS handshake with %s failed: %w", addr, err), rejected: true}
+	}
+	if a, ok := remoteAlert(err); ok {
+		return alertRefusal(addr, a, err, haveCert)
+	}
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) {
+		if looksLikeFrame(rh.RecordHeader[:]) {
+			return refused(addr, false, err, "the server %s does not use TLS: it answered the TLS handshake with a plain Ticketing frame (%v); connect without TLS, or enable TLS on the server", addr, err)
+		}
+		return refused(addr, false, err, "the server %s does not speak TLS: its first bytes %q are not a TLS record (%v); is it a Ticketing server, and does it use TLS?", addr, rh.RecordHeader[:], err)
+	}
+	if closedEarly(err) {
+		return &helloError{addr: addr, err: fmt.Errorf("the server %s closed the connection during the TLS handshake (is it using TLS?): %w", addr, err)}
+	}
+	return &helloError{addr: addr, err: fmt.Errorf("TLS handshake with %s failed: %w", addr, err)}
+}
+
+// helloReadError explains why no answer to the hello could be read. first
+// holds the bytes received before the failure.
+func helloReadError(ctx context.Context, addr string, cfg *config, err error, first []byte) *helloError {
+	tlsOn := cfg.tlsConf != nil
+	if a, ok := remoteAlert(err); ok {
+		return alertRefusal(addr, a, err, tlsOn && cfg.tlsConf.GetClientCertificate != nil)
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		if !tlsOn && looksLikeTLS(first) {
+			return refused(addr, false, err, "the server %s uses TLS: it answered the plain hello with a TLS record; this client connects without TLS, configure it with WithTLS", addr)
+		}
+		return refused(addr, false, err, "the server %s answered the hello with bytes that are not a Ticketing frame (%q: %v); is it a Ticketing server, and does it use TLS?", addr, first, err)
+	}
+	if len(first) == 0 && closedEarly(err) {
+		if !tlsOn && speaksTLS(ctx, addr) {
+			return refused(addr, false, err, "the server %s uses TLS: it closed the connection on the plain hello (%v) and answers a TLS handshake; this client connects without TLS, configure it with WithTLS", addr, err)
+		}
+		return &helloError{addr: addr, err: fmt.Errorf("the server %s closed the connection without answering the hello: %w", addr, err)}
+	}
+	return &helloError{addr: addr, err: fmt.Errorf("no answer to the hello from %s: %w", addr, err)}
+}
+
+// closedEarly reports a connection the peer closed or reset.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// looksLikeTLS reports whether b starts like a TLS record: a content type
+// (change cipher spec, alert, handshake, application data) and major
+// version 3.
+func looksLikeTLS(b []byte) bool {
+	return len(b) >= 2 && b[0] >= 20 && b[0] <= 23 && b[1] == 3
+}
+
+// looksLikeFrame reports whether the 5 bytes h are the header of a frame a
+// Ticketing server sends.
+func looksLikeFrame(h []byte) bool {
+	if len(h) < wire.HeaderLen+1 {
+		return false
+	}
+	n := binary.BigEndian.Uint32(h)
+	return n >= 1 && n <= wire.MaxFrame && strings.IndexByte("YGWQXBRNMEIVPO", h[4]) >= 0
+}
+
+// speaksTLS reports whether addr answers a TLS handshake. It explains a
+// plain hello that the server closed without a word, which is what a TLS
+// server does with it. Nothing is sent over the probe's session and the
+// server's certificate does not matter: only that it answered in TLS.
+func speaksTLS(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	err = tls.Client(nc, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}).HandshakeContext(ctx)
+	if err == nil {
+		return true
+	}
+	_, alert := remoteAlert(err)
+	return alert
+}

@@ -1,0 +1,314 @@
+package ticketing
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/faketicketd"
+	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcluster"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// pki is a test CA with a server certificate for 127.0.0.1 and a client
+// certificate, all written as PEM files.
+type pki struct {
+	ca, serverCert, serverKey, clientCert, clientKey string
+}
+
+// newPKI writes a CA named name and certificates signed by it into dir.
+func newPKI(t *testing.T, dir, name string) pki {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(file string, typ string, der []byte) string {
+		path := filepath.Join(dir, name+"-"+file)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) (string, string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+			KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(cn+".crt", "CERTIFICATE", der), write(cn+".key", "PRIVATE KEY", keyDER)
+	}
+	p := pki{ca: write("ca.crt", "CERTIFICATE", caDER)}
+	p.serverCert, p.serverKey = issue(2, "server", x509.ExtKeyUsageServerAuth)
+	p.clientCert, p.clientKey = issue(3, "client", x509.ExtKeyUsageClientAuth)
+	return p
+}
+
+// refusedPromptly waits for WaitReady with a long context and checks that it
+// returned an error before the context ended.
+func refusedPromptly(t *testing.T, b *Broker) error {
+	t.Helper()
+	ctx := ctxFor(t)
+	err := b.WaitReady(ctx)
+	if err == nil {
+		t.Fatal("WaitReady succeeded")
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitReady waited for its context instead of reporting the refusal: %v", err)
+	}
+	t.Logf("WaitReady: %v", err)
+	return err
+}
+
+// A real server requiring client certificates (tls.ca): a client presenting
+// one signed by that CA is served (tickets, admin, snapshot); one without a
+// certificate, or with a certificate from another CA, is refused promptly
+// with ErrUnauthenticated and says why; a plain client is told the server
+// uses TLS.
+func TestMutualTLSRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server")
+	}
+	dir := t.TempDir()
+	p := newPKI(t, dir, "good")
+	rogue := newPKI(t, dir, "rogue")
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.TLS = server.TLSFiles{CertFile: p.serverCert, KeyFile: p.serverKey, CAFile: p.ca}
+	}))
+	addr := c.Addr(0)
+	mtls := WithTLS(TLSCAFile(p.ca).WithClientCert(p.clientCert, p.clientKey))
+
+	t.Run("client certificate", func(t *testing.T) {
+		b := connect(t, addr, mtls)
+		ctx := ctxFor(t)
+		tk, err := b.Acquire(ctx, "mtls", 0, 10*time.Second, 0)
+		if err != nil {
+			t.Fatalf("acquire over mutual TLS: %v", err)
+		}
+		if err := b.ReleaseToken(ctx, "mtls", tk.Token()); err != nil {
+			t.Fatalf("ReleaseToken: %v", err)
+		}
+		if err := b.ReleaseToken(ctx, "mtls", tk.Token()); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("second ReleaseToken: %v, want ErrNotHeld", err)
+		}
+
+		a, err := DialAdmin(ctx, addr, quiet, mtls)
+		if err != nil {
+			t.Fatalf("DialAdmin over mutual TLS: %v", err)
+		}
+		defer a.Close()
+		var buf bytes.Buffer
+		info, err := a.SaveSnapshot(ctx, &buf)
+		if err != nil {
+			t.Fatalf("SaveSnapshot: %v", err)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		if info.Size != int64(buf.Len()) || info.Size == 0 || info.SHA256 != hex.EncodeToString(sum[:]) || info.Index == 0 || info.Term == 0 {
+			t.Errorf("snapshot info %+v for %d bytes", info, buf.Len())
+		}
+		if st, err := a.Status(ctx); err != nil || st.Role != "leader" {
+			t.Errorf("status after the snapshot: %+v, %v", st, err)
+		}
+	})
+
+	refusals := []struct {
+		name string
+		mode TLSMode
+		want string
+	}{
+		{"no client certificate", TLSCAFile(p.ca), "requires a client certificate"},
+		{"certificate from another CA", TLSCAFile(p.ca).WithClientCert(rogue.clientCert, rogue.clientKey), "did not accept the client certificate"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			b := connect(t, addr, WithTLS(tc.mode))
+			err := refusedPromptly(t, b)
+			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), addr) {
+				t.Errorf("WaitReady: %v, want ErrUnauthenticated saying %q", err, tc.want)
+			}
+			_, err = b.Acquire(ctxFor(t), "k", 0, 5*time.Second, 0)
+			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "not sent") {
+				t.Errorf("Acquire: %v", err)
+			}
+			_, err = DialAdmin(ctxFor(t), addr, quiet, WithTLS(tc.mode))
+			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DialAdmin: %v", err)
+			}
+		})
+	}
+
+	t.Run("plain client", func(t *testing.T) {
+		b := connect(t, addr)
+		err := refusedPromptly(t, b)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "uses TLS") || !strings.Contains(err.Error(), "WithTLS") {
+			t.Errorf("WaitReady: %v, want an error saying the server uses TLS", err)
+		}
+		_, err = DialAdmin(ctxFor(t), addr, quiet)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "uses TLS") {
+			t.Errorf("DialAdmin: %v", err)
+		}
+	})
+}
+
+// A TLS client against a real plain server is told the server does not use
+// TLS, promptly.
+func TestTLSClientAgainstPlainRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server")
+	}
+	c := testcluster.Start(t, 1)
+	b := connect(t, c.Addr(0), WithTLS(TLSInsecureSkipVerify()))
+	err := refusedPromptly(t, b)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "does not use TLS") {
+		t.Errorf("WaitReady: %v, want an error saying the server does not use TLS", err)
+	}
+	_, err = DialAdmin(ctxFor(t), c.Addr(0), quiet, WithTLS(TLSInsecureSkipVerify()))
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "does not use TLS") {
+		t.Errorf("DialAdmin: %v", err)
+	}
+}
+
+// Client certificate problems are configuration errors of Connect and
+// DialAdmin.
+func TestClientCertificateConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := newPKI(t, dir, "cfg")
+	other := newPKI(t, dir, "other")
+	missing := filepath.Join(dir, "missing.pem")
+	for name, mode := range map[string]TLSMode{
+		"TLS off":                TLSOff().WithClientCert(p.clientCert, p.clientKey),
+		"missing certificate":    TLSCAFile(p.ca).WithClientCert(missing, p.clientKey),
+		"missing key":            TLSSystemRoots().WithClientCert(p.clientCert, missing),
+		"key of another cert":    TLSInsecureSkipVerify().WithClientCert(p.clientCert, other.clientKey),
+		"certificate only":       TLSCAFile(p.ca).WithClientCert(p.clientCert, ""),
+		"CA file as certificate": TLSCAFile(p.ca).WithClientCert(p.ca, p.clientKey),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if b, err := Connect("127.0.0.1:1", quiet, WithTLS(mode)); err == nil {
+				b.Close()
+				t.Fatalf("Connect accepted %v", mode)
+			} else if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "certificate") {
+				t.Errorf("Connect: %v", err)
+			}
+			if _, err := DialAdmin(context.Background(), "127.0.0.1:1", WithTLS(mode)); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("DialAdmin: %v", err)
+			}
+		})
+	}
+	b, err := Connect("127.0.0.1:1", quiet, WithTLS(TLSCAFile(p.ca).WithClientCert(p.clientCert, p.clientKey)))
+	if err != nil {
+		t.Fatalf("a valid client certificate: %v", err)
+	}
+	b.Close()
+	if s := TLSCAFile(p.ca).WithClientCert(p.clientCert, p.clientKey).String(); !strings.Contains(s, p.clientCert) {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+// What a plain client is told by servers that do not answer its hello with
+// a Ticketing frame (fake servers for the cases a real one does not show).
+func TestPlainHelloMismatches(t *testing.T) {
+	t.Run("TLS alert", func(t *testing.T) {
+		// Some TLS servers answer a plain hello with an alert record.
+		srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+			c.Read()
+			c.SendRaw([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46})
+			<-c.Done()
+		})
+		err := refusedPromptly(t, connect(t, srv.Addr()))
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "uses TLS") {
+			t.Errorf("WaitReady: %v", err)
+		}
+	})
+	t.Run("HTTP", func(t *testing.T) {
+		srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+			c.Read()
+			c.SendRaw([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			<-c.Done()
+		})
+		err := refusedPromptly(t, connect(t, srv.Addr()))
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not a Ticketing frame") || !strings.Contains(err.Error(), "HTTP") {
+			t.Errorf("WaitReady: %v", err)
+		}
+	})
+	t.Run("closed without a word, not TLS", func(t *testing.T) {
+		// Not a refusal that persists (a proxy without a backend does this):
+		// WaitReady waits for its context and then says what happened.
+		srv := faketicketd.Start(t, func(c *faketicketd.Conn) { c.Read() })
+		b := connect(t, srv.Addr())
+		waitUntil(t, "the broker tried a few times", func() bool { return srv.Accepted() >= 4 })
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err := b.WaitReady(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrUnavailable) ||
+			!strings.Contains(err.Error(), "closed the connection without answering the hello") {
+			t.Errorf("WaitReady: %v", err)
+		}
+	})
+}
+
+// A TLS client whose server answers in plain frames is told so.
+func TestTLSHelloMismatches(t *testing.T) {
+	t.Run("plain frame", func(t *testing.T) {
+		srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+			c.SendRaw(wire.Append(nil, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeFrameTooLarge), Text: []byte("too large")}))
+			<-c.Done()
+		})
+		err := refusedPromptly(t, connect(t, srv.Addr(), WithTLS(TLSInsecureSkipVerify())))
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "does not use TLS") {
+			t.Errorf("WaitReady: %v", err)
+		}
+	})
+	t.Run("other bytes", func(t *testing.T) {
+		srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+			c.SendRaw([]byte("SSH-2.0-OpenSSH_9.6\r\n"))
+			<-c.Done()
+		})
+		err := refusedPromptly(t, connect(t, srv.Addr(), WithTLS(TLSInsecureSkipVerify())))
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "does not speak TLS") || !strings.Contains(err.Error(), "SSH") {
+			t.Errorf("WaitReady: %v", err)
+		}
+	})
+}
