@@ -41,6 +41,9 @@ const (
 	acquireWait = 5 * time.Second
 	lease       = 10 * time.Second
 	budget      = 2 * time.Second
+	// acquireTimeout bounds Acquire as a whole: while no leader is reachable
+	// it would wait for one as long as its context allows.
+	acquireTimeout = acquireWait + 2*time.Second
 )
 
 func main() {
@@ -129,14 +132,15 @@ func envOr(name, def string) string {
 
 // app is the HTTP side of one instance.
 type app struct {
-	broker   *ticketing.Broker
-	store    *store
-	instance string
-	log      *slog.Logger
+	broker         *ticketing.Broker
+	store          *store
+	instance       string
+	log            *slog.Logger
+	acquireTimeout time.Duration
 }
 
 func newApp(b *ticketing.Broker, s *store, instance string, log *slog.Logger) *app {
-	return &app{broker: b, store: s, instance: instance, log: log}
+	return &app{broker: b, store: s, instance: instance, log: log, acquireTimeout: acquireTimeout}
 }
 
 func (a *app) routes() http.Handler {
@@ -207,7 +211,9 @@ func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := lockKey(id)
-	t, err := a.broker.Acquire(r.Context(), key, acquireWait, lease, budget)
+	actx, cancel := context.WithTimeout(r.Context(), a.acquireTimeout)
+	t, err := a.broker.Acquire(actx, key, acquireWait, lease, budget)
+	cancel()
 	if err != nil {
 		// Not granted (busy, server limit, outcome unknown, no leader...):
 		// the payment was not attempted, the client may try again.

@@ -196,6 +196,34 @@ func TestOrders(t *testing.T) {
 		}
 	})
 
+	t.Run("no reachable leader: 503 and nothing recorded", func(t *testing.T) {
+		t.Parallel()
+		createOrder(t, a, "unreachable", 300)
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		nowhere, err := ticketing.Connect(testcluster.FreePort(t), ticketing.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nowhere.Close()
+		cut := newApp(nowhere, a.store, "cut-off", log)
+		cut.acquireTimeout = 100 * time.Millisecond
+		srv := httptest.NewServer(cut.routes())
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders/unreachable/pay", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("pay without a leader: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if got := getOrder(t, a, "unreachable"); got.Status != "new" {
+			t.Errorf("order = %+v, want status new", got)
+		}
+		wantPayments(t, a.store, "unreachable", 0)
+	})
+
 	// The store's own rules, with real tickets.
 	t.Run("a rerun of a committed payment is answered, not repeated", func(t *testing.T) {
 		t.Parallel()
