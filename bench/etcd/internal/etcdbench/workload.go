@@ -584,6 +584,9 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 	if cpuNotes != "" {
 		notes = append(notes, cpuNotes)
 	}
+	if n := Niceness(); n != 0 {
+		notes = append(notes, fmt.Sprintf("nice=%d", n))
+	}
 	if len(samples) > 0 {
 		sort.Strings(samples)
 		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
