@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
@@ -152,33 +153,46 @@ func TestReleaseFake(t *testing.T) {
 		name  string
 		reply func(c *faketicketd.Conn, f wire.Frame)
 		code  int
+		retry bool // the answer is lost on every connection: retried for 5 s
 	}{
 		{"released", func(c *faketicketd.Conn, f wire.Frame) {
 			// A ping before the answer must be answered and skipped.
 			c.Send(wire.Frame{Type: wire.TypePing, Nonce: 9})
 			c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
-		}, exitOK},
-		{"not held", func(c *faketicketd.Conn, f wire.Frame) { c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID}) }, exitNotAcquired},
+		}, exitOK, false},
+		{"not held", func(c *faketicketd.Conn, f wire.Frame) { c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID}) }, exitNotAcquired, false},
 		{"capacity", func(c *faketicketd.Conn, f wire.Frame) {
 			c.Send(wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
-		}, exitCapacity},
-		{"dropped", func(c *faketicketd.Conn, f wire.Frame) { c.Close() }, exitIndeterminate},
-		{"lost leadership", func(c *faketicketd.Conn, f wire.Frame) { c.NotLeader("") }, exitIndeterminate},
+		}, exitCapacity, false},
+		{"dropped", func(c *faketicketd.Conn, f wire.Frame) { c.Close() }, exitIndeterminate, true},
+		{"lost leadership", func(c *faketicketd.Conn, f wire.Frame) { c.NotLeader("") }, exitIndeterminate, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			frames := make(chan wire.Frame, 1)
+			if tc.retry {
+				t.Parallel() // each takes the whole release bound
+			}
+			var mu sync.Mutex
+			var frames []wire.Frame
 			srv := faketicketd.Start(t, answerFirst(wire.TypeRelease, func(c *faketicketd.Conn, f wire.Frame) {
-				frames <- f
+				mu.Lock()
+				frames = append(frames, f)
+				mu.Unlock()
 				tc.reply(c, f)
 			}))
 			code, stdout, stderr := ctl(t, "release", "orders/7", "12345", "--addr", srv.Addr(), "-o", "json")
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, stderr)
 			}
-			f := <-frames
-			if string(f.Key) != "orders/7" || f.Token != 12345 {
-				t.Errorf("release frame key %q token %d", f.Key, f.Token)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(frames) == 0 || (tc.retry && len(frames) < 2) || (!tc.retry && len(frames) != 1) {
+				t.Errorf("%d releases sent", len(frames))
+			}
+			for _, f := range frames {
+				if string(f.Key) != "orders/7" || f.Token != 12345 {
+					t.Errorf("release frame key %q token %d", f.Key, f.Token)
+				}
 			}
 			if code == exitOK {
 				var got releaseResult
@@ -186,6 +200,9 @@ func TestReleaseFake(t *testing.T) {
 				if got != (releaseResult{Key: "orders/7", Token: 12345, Released: true}) {
 					t.Errorf("result %+v", got)
 				}
+			}
+			if tc.retry && !strings.Contains(stderr, "outcome unknown") {
+				t.Errorf("stderr %q", stderr)
 			}
 		})
 	}

@@ -40,6 +40,8 @@ type globals struct {
 	tlsCA       string
 	tlsInsecure bool
 	tls         bool
+	tlsCert     string
+	tlsKey      string
 	output      string
 	timeout     time.Duration
 }
@@ -55,6 +57,8 @@ func defineGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.tlsCA, "tls-ca", "", "use TLS, verifying the servers against the CA certificates in this PEM file")
 	fs.BoolVar(&g.tlsInsecure, "tls-insecure", false, "use TLS without verifying the servers' certificates (testing only)")
 	fs.BoolVar(&g.tls, "tls", false, "use TLS, verifying the servers against the system's trusted roots")
+	fs.StringVar(&g.tlsCert, "tls-cert", "", "present this client certificate (PEM) to servers that require one (mutual TLS); with --tls-key")
+	fs.StringVar(&g.tlsKey, "tls-key", "", "the private key (PEM) of --tls-cert")
 	fs.StringVar(&g.output, "o", "text", "output format: text or json")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (acquire adds its --wait)")
 }
@@ -210,6 +214,12 @@ func parseArgs(args []string) (inv *invocation, err error) {
 	if n > 1 {
 		return inv, usageErrorf("--tls, --tls-ca and --tls-insecure are exclusive")
 	}
+	if (inv.g.tlsCert == "") != (inv.g.tlsKey == "") {
+		return inv, usageErrorf("--tls-cert and --tls-key go together: the client certificate and its private key")
+	}
+	if inv.g.tlsCert != "" && n == 0 {
+		return inv, usageErrorf("--tls-cert needs TLS: add --tls-ca, --tls or --tls-insecure")
+	}
 	return inv, nil
 }
 
@@ -266,15 +276,19 @@ func (e *env) options() []ticketing.Option {
 	if e.g.token != "" {
 		opts = append(opts, ticketing.WithToken(e.g.token))
 	}
+	mode := ticketing.TLSOff()
 	switch {
 	case e.g.tlsCA != "":
-		opts = append(opts, ticketing.WithTLS(ticketing.TLSCAFile(e.g.tlsCA)))
+		mode = ticketing.TLSCAFile(e.g.tlsCA)
 	case e.g.tlsInsecure:
-		opts = append(opts, ticketing.WithTLS(ticketing.TLSInsecureSkipVerify()))
+		mode = ticketing.TLSInsecureSkipVerify()
 	case e.g.tls:
-		opts = append(opts, ticketing.WithTLS(ticketing.TLSSystemRoots()))
+		mode = ticketing.TLSSystemRoots()
 	}
-	return opts
+	if e.g.tlsCert != "" || e.g.tlsKey != "" {
+		mode = mode.WithClientCert(e.g.tlsCert, e.g.tlsKey)
+	}
+	return append(opts, ticketing.WithTLS(mode))
 }
 
 // emit prints a command's result: the JSON object with -o json, otherwise
@@ -376,9 +390,20 @@ func errorMessage(err error) string {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, ticketing.ErrUnauthenticated):
+		// A refused token is an E frame (code 5); a refused client
+		// certificate is a TLS alert, explained by the client.
+		var se *ticketing.ServerError
+		if !errors.As(err, &se) && strings.Contains(msg, "certificate") {
+			return "authentication failed: the server refused the client certificate (check --tls-cert, --tls-key): " + msg
+		}
 		return "authentication failed: the server refused the client token (check --token): " + msg
 	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
 		return msg + " (raise --timeout?)"
+	// TLS on one side only: the client says which side; name the flags.
+	case strings.Contains(msg, "this client connects without TLS"):
+		return msg + " (ticketctl: add --tls-ca FILE, --tls or --tls-insecure)"
+	case strings.Contains(msg, "does not use TLS"):
+		return msg + " (ticketctl: leave out --tls, --tls-ca and --tls-insecure)"
 	}
 	return msg
 }
@@ -407,7 +432,8 @@ Output: text by default; -o json prints exactly one JSON object, for errors
 
 Exit codes:
   0  success
-  1  any other error: usage, connection, authentication failure (code "error")
+  1  any other error: usage, connection, authentication failure (token or
+     client certificate) (code "error")
   2  acquire: not acquired within --wait (code "not_acquired");
      release: the token does not hold the key (code "not_held")
   3  rejected by a server capacity limit (code "capacity")
@@ -472,7 +498,7 @@ func valueName(f *flag.Flag) string {
 		return "FORMAT"
 	case "addr":
 		return "ADDRS"
-	case "tls-ca":
+	case "tls-ca", "tls-cert", "tls-key":
 		return "FILE"
 	}
 	return strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

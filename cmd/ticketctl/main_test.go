@@ -54,6 +54,11 @@ func TestParseArgs(t *testing.T) {
 			want: want{"release", []string{"k", "42"}, map[string]string{"addr": "B:2,C:3", "token": "s3cret"}},
 		},
 		{
+			name: "client certificate",
+			args: []string{"status", "--tls-ca", "ca.pem", "--tls-cert", "c.pem", "--tls-key=c.key"},
+			want: want{"status", nil, map[string]string{"tls-ca": "ca.pem", "tls-cert": "c.pem", "tls-key": "c.key"}},
+		},
+		{
 			name: "boolean flag takes no separate value",
 			args: []string{"--tls-insecure", "describe", "k"},
 			want: want{"describe", []string{"k"}, map[string]string{"tls-insecure": "true"}},
@@ -133,6 +138,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"status", "--tls-ca", "ca.pem", "--tls-insecure"}, "exclusive"},
 		{[]string{"status", "--tls-insecure=maybe"}, "invalid boolean value"},
+		{[]string{"status", "--tls-ca", "ca.pem", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"status", "--tls", "--tls-key", "c.key"}, "--tls-cert and --tls-key go together"},
+		{[]string{"status", "--tls-cert", "c.pem", "--tls-key", "c.key"}, "--tls-cert needs TLS"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -159,6 +167,8 @@ func TestCommandArgumentErrors(t *testing.T) {
 		{[]string{"release", "k", "x1"}, `TOKEN "x1" is not a ticket token`},
 		{[]string{"release", "k", "0"}, `TOKEN "0" is not a ticket token`},
 		{[]string{"release", "k", "-1"}, "unknown flag -1"},
+		{[]string{"release", strings.Repeat("k", 1025), "1"}, "KEY must be 1..1024 bytes, got 1025"},
+		{[]string{"release", "", "1"}, "KEY must be 1..1024 bytes, got 0"},
 		{[]string{"describe"}, "describe takes one KEY"},
 		{[]string{"status", "extra"}, "status takes no arguments"},
 		{[]string{"members"}, "members needs a subcommand"},
@@ -251,8 +261,8 @@ func TestClassify(t *testing.T) {
 		{"admin failure", wrap(&ticketing.AdminError{Addr: "a:1", Op: "members.add", Message: "x"}), exitError, "error"},
 		{"deadline", wrap(context.DeadlineExceeded), exitError, "error"},
 		{"usage", usageErrorf("bad"), exitError, "error"},
-		{"release not held", releaseError(ticketing.ErrNotHeld, "n"), exitNotAcquired, "not_held"},
-		{"release lost", releaseError(ticketing.ErrIndeterminate, "n"), exitIndeterminate, "indeterminate"},
+		{"wrapped twice", fmt.Errorf("snapshot save: %w", wrap(ticketing.ErrNotHeld)), exitNotAcquired, "not_held"},
+		{"joined", errors.Join(errors.New("x"), wrap(ticketing.ErrIndeterminate)), exitIndeterminate, "indeterminate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

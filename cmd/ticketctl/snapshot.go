@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 var snapshotCmd = &command{
@@ -100,22 +96,16 @@ func (e *env) leaderAddr(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("no leader found through %s: %w", e.g.addrs, lastErr)
 }
 
-// saveSnapshot runs the admin op snapshot.save on addr: the server streams
-// the snapshot in V frames with status 3, then a V with status 0 carrying
-// its metadata.
+// saveSnapshot saves a snapshot of the node at addr (admin op
+// snapshot.save) into a temporary file beside file, and renames it to file
+// once it is complete and its size and SHA-256 match what the node sent.
 func saveSnapshot(ctx context.Context, e *env, addr, file string) (snapshotResult, error) {
 	res := snapshotResult{File: file, Node: addr}
-	tc, err := e.clientTLS()
+	a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
 	if err != nil {
 		return res, err
 	}
-	nc, r, _, err := helloSession(ctx, addr, tc, e.g.token, wire.HelloAdmin)
-	if err != nil {
-		return res, err
-	}
-	defer nc.Close()
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(aLongTimeAgo) })
-	defer stop()
+	defer a.Close()
 
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
 	if err != nil {
@@ -127,80 +117,23 @@ func saveSnapshot(ctx context.Context, e *env, addr, file string) (snapshotResul
 			os.Remove(tmp.Name())
 		}
 	}()
-
-	failed := func(format string, args ...any) (snapshotResult, error) {
-		return res, fmt.Errorf("snapshot save from %s: %s; %s was not written", addr, fmt.Sprintf(format, args...), file)
+	failed := func(err error) (snapshotResult, error) {
+		return res, fmt.Errorf("snapshot save from %s: %w; %s was not written", addr, err, file)
 	}
-	const id = 1
-	if _, err := nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypeAdmin, ID: id, Text: []byte(`{"op":"snapshot.save"}`)})); err != nil {
-		return failed("sending the request: %v", err)
+	info, err := a.SaveSnapshot(ctx, tmp)
+	if err != nil {
+		return failed(err)
 	}
-	h := sha256.New()
-	out := io.MultiWriter(tmp, h)
-	var size int64
-	for {
-		var f wire.Frame
-		if err := r.Next(&f); err != nil {
-			return failed("the connection failed after %d bytes: %v", size, err)
-		}
-		switch f.Type {
-		case wire.TypePing:
-			if _, err := nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})); err != nil {
-				return failed("the connection failed: %v", err)
-			}
-			continue
-		case wire.TypeError:
-			return failed("the server ended the session: %s (code %d): %s", wire.Code(f.Code), f.Code, f.Text)
-		case wire.TypeNotLeader:
-			return failed("the server ended the session (not the leader)")
-		case wire.TypeAdminReply:
-		default:
-			continue
-		}
-		if f.ID != id {
-			continue
-		}
-		switch f.Code {
-		case 3: // a chunk
-			if _, err := out.Write(f.Text); err != nil {
-				return failed("writing: %v", err)
-			}
-			size += int64(len(f.Text))
-			continue
-		case 0: // done
-		default:
-			var fe struct {
-				Error string `json:"error"`
-			}
-			if json.Unmarshal(f.Text, &fe) != nil || fe.Error == "" {
-				fe.Error = string(f.Text)
-			}
-			return failed("the server failed: %s", fe.Error)
-		}
-		var meta struct {
-			Index  uint64 `json:"index"`
-			Term   uint64 `json:"term"`
-			Size   int64  `json:"size"`
-			SHA256 string `json:"sha256"`
-		}
-		if err := json.Unmarshal(f.Text, &meta); err != nil {
-			return failed("the final answer does not decode: %v", err)
-		}
-		sum := hex.EncodeToString(h.Sum(nil))
-		if meta.Size != size || (meta.SHA256 != "" && meta.SHA256 != sum) {
-			return failed("received %d bytes with sha256 %s, the server sent %d bytes with sha256 %s", size, sum, meta.Size, meta.SHA256)
-		}
-		if err := tmp.Sync(); err != nil {
-			return failed("%v", err)
-		}
-		if err := tmp.Close(); err != nil {
-			return failed("%v", err)
-		}
-		if err := os.Rename(tmp.Name(), file); err != nil {
-			return failed("%v", err)
-		}
-		tmp = nil
-		res.Index, res.Term, res.Size, res.SHA256 = meta.Index, meta.Term, size, sum
-		return res, nil
+	if err := tmp.Sync(); err != nil {
+		return failed(err)
 	}
+	if err := tmp.Close(); err != nil {
+		return failed(err)
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return failed(err)
+	}
+	tmp = nil
+	res.Index, res.Term, res.Size, res.SHA256 = info.Index, info.Term, info.Size, info.SHA256
+	return res, nil
 }
