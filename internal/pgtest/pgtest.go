@@ -251,8 +251,10 @@ func launch(dir, data, postgres string, cred *syscall.Credential) (*Server, erro
 		"-c", "max_connections=200",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// If the test binary dies without cleaning up, take the server down too
-	// (SIGQUIT is postgres's immediate shutdown).
+	// If the test binary dies without cleaning up (a panic, a -timeout),
+	// take the server down too; SIGQUIT is postgres's immediate shutdown.
+	// Best effort: the kernel sends it when the forking OS thread exits, and
+	// the temporary directory is left behind.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
