@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Class is the retry class of an error, named after the YDB status codes the
@@ -165,9 +163,8 @@ func Classify(err error) Class {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return Timeout
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
+	if number, ok := mysqlNumber(err); ok {
+		switch number {
 		case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 			return Aborted
 		case 1040, 1203: // ER_CON_COUNT_ERROR, ER_TOO_MANY_USER_CONNECTIONS
@@ -191,7 +188,7 @@ func Classify(err error) Class {
 		return Timeout
 	}
 	switch {
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+	case errors.Is(err, driver.ErrBadConn), isMySQLInvalidConn(err),
 		errors.Is(err, syscall.ECONNREFUSED):
 		return TransportUnavailable
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
@@ -239,6 +236,43 @@ func sqliteCode(err error) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// mysqlNumber finds a go-sql-driver/mysql *MySQLError in the chain and
+// returns its error number. Like sqliteCode, it recognises the type by its
+// package path instead of importing the driver, which would register the
+// "mysql" driver in every program that imports retry (the Ticketing client
+// among them).
+func mysqlNumber(err error) (uint16, bool) {
+	for _, e := range chain(err) {
+		v := reflect.ValueOf(e)
+		if v.Kind() != reflect.Pointer || v.IsNil() {
+			continue
+		}
+		v = v.Elem()
+		t := v.Type()
+		if t.PkgPath() != mysqlPkg || t.Name() != "MySQLError" || t.Kind() != reflect.Struct {
+			continue
+		}
+		if f := v.FieldByName("Number"); f.IsValid() && f.Kind() == reflect.Uint16 {
+			return uint16(f.Uint()), true
+		}
+	}
+	return 0, false
+}
+
+const mysqlPkg = "github.com/go-sql-driver/mysql"
+
+// isMySQLInvalidConn reports the driver's ErrInvalidConn ("invalid
+// connection"), a plain errors.New value that can only be recognised by its
+// text: the connection broke during the call.
+func isMySQLInvalidConn(err error) bool {
+	for _, e := range chain(err) {
+		if e.Error() == "invalid connection" && reflect.TypeOf(e).String() == "*errors.errorString" {
+			return true
+		}
+	}
+	return false
 }
 
 // chain lists err and everything it wraps, depth first, like errors.As walks it.
