@@ -124,9 +124,17 @@ func TestReleaseTokenRetriesExactTokenAcrossReconnect(t *testing.T) {
 // connection; every attempt carried the exact token.
 func TestReleaseTokenWithoutAnswerIsAnError(t *testing.T) {
 	bound := withCfg(func(c *config) { c.releaseBound = 300 * time.Millisecond })
+	// Connected first: the bound is for the release, not for connecting.
+	ready := func(t *testing.T, srv *faketicketd.Server) *Broker {
+		b := connect(t, srv.Addr(), bound)
+		if err := b.WaitReady(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	t.Run("silent", func(t *testing.T) {
 		srv := faketicketd.Start(t, script(nil, faketicketd.Ready{}, func(*faketicketd.Conn, wire.Frame) bool { return true }))
-		err := connect(t, srv.Addr(), bound).ReleaseToken(ctxFor(t), "k", 5)
+		err := ready(t, srv).ReleaseToken(ctxFor(t), "k", 5)
 		if !errors.Is(err, ErrIndeterminate) || errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "outcome unknown") || !strings.Contains(err.Error(), "token 5") {
 			t.Fatalf("got %v, want ErrIndeterminate", err)
 		}
@@ -134,7 +142,7 @@ func TestReleaseTokenWithoutAnswerIsAnError(t *testing.T) {
 	t.Run("dropping", func(t *testing.T) {
 		r := newRec()
 		srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(*faketicketd.Conn, wire.Frame) bool { return false }))
-		err := connect(t, srv.Addr(), bound).ReleaseToken(ctxFor(t), "k", 6)
+		err := ready(t, srv).ReleaseToken(ctxFor(t), "k", 6)
 		if !errors.Is(err, ErrIndeterminate) || !strings.Contains(err.Error(), "outcome unknown") {
 			t.Fatalf("got %v, want ErrIndeterminate", err)
 		}

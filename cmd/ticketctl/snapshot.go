@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ticketing-io/ticketing"
 )
@@ -51,11 +52,21 @@ type snapshotResult struct {
 func runSnapshotSave(e *env, file string) error {
 	ctx, cancel := e.context(0)
 	defer cancel()
+	// The temporary file first: a directory that cannot take the snapshot
+	// fails before the cluster is asked for one.
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
+	if err != nil {
+		return fmt.Errorf("snapshot save: %w", err)
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name()) // fails harmlessly once renamed to file
+	}()
 	addr, err := e.leaderAddr(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := saveSnapshot(ctx, e, addr, file)
+	res, err := saveSnapshot(ctx, e, addr, tmp, file)
 	if err != nil {
 		return err
 	}
@@ -66,57 +77,62 @@ func runSnapshotSave(e *env, file string) error {
 }
 
 // leaderAddr finds the leader's client address through the --addr list: the
-// node that reports itself leader, or the leader a follower names.
+// node that reports itself leader, or the leader a follower names. While
+// the nodes that answer know no leader (an election), it asks again within
+// ctx.
 func (e *env) leaderAddr(ctx context.Context) (string, error) {
-	var lastErr error
-	for _, addr := range e.addrList() {
-		a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
-		if err == nil {
-			var s ticketing.Status
-			s, err = a.Status(ctx)
-			a.Close()
-			if err == nil {
-				if s.Role == "leader" {
-					return addr, nil
-				}
-				if s.LeaderAddr != "" {
-					return s.LeaderAddr, nil
-				}
-				err = fmt.Errorf("%s (%s) knows no leader", addr, s.Role)
-			}
-		}
-		lastErr = err
-		if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) {
-			return "", err
-		}
-	}
-	if lastErr == nil {
+	addrs := e.addrList()
+	if len(addrs) == 0 {
 		return "", usageErrorf("--addr is empty")
 	}
-	return "", fmt.Errorf("no leader found through %s: %w", e.g.addrs, lastErr)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var lastErr error
+		electing := false
+		for _, addr := range addrs {
+			a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
+			if err == nil {
+				var s ticketing.Status
+				s, err = a.Status(ctx)
+				a.Close()
+				if err == nil {
+					if s.Role == "leader" {
+						return addr, nil
+					}
+					if s.LeaderAddr != "" {
+						return s.LeaderAddr, nil
+					}
+					err = fmt.Errorf("%s (%s) knows no leader", addr, s.Role)
+					electing = true
+				}
+			}
+			lastErr = err
+			if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) {
+				return "", err
+			}
+		}
+		if !electing {
+			return "", fmt.Errorf("no leader found through %s: %w", e.g.addrs, lastErr)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("no leader found through %s before %w: %w", e.g.addrs, ctx.Err(), lastErr)
+		}
+	}
 }
 
 // saveSnapshot saves a snapshot of the node at addr (admin op
-// snapshot.save) into a temporary file beside file, and renames it to file
-// once it is complete and its size and SHA-256 match what the node sent.
-func saveSnapshot(ctx context.Context, e *env, addr, file string) (snapshotResult, error) {
+// snapshot.save) into tmp, and renames tmp to file once the snapshot is
+// complete and its size and SHA-256 match what the node sent.
+func saveSnapshot(ctx context.Context, e *env, addr string, tmp *os.File, file string) (snapshotResult, error) {
 	res := snapshotResult{File: file, Node: addr}
 	a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
 	if err != nil {
 		return res, err
 	}
 	defer a.Close()
-
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
-	if err != nil {
-		return res, fmt.Errorf("snapshot save: %w", err)
-	}
-	defer func() {
-		if tmp != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
 	failed := func(err error) (snapshotResult, error) {
 		return res, fmt.Errorf("snapshot save from %s: %w; %s was not written", addr, err, file)
 	}
@@ -133,7 +149,6 @@ func saveSnapshot(ctx context.Context, e *env, addr, file string) (snapshotResul
 	if err := os.Rename(tmp.Name(), file); err != nil {
 		return failed(err)
 	}
-	tmp = nil
 	res.Index, res.Term, res.Size, res.SHA256 = info.Index, info.Term, info.Size, info.SHA256
 	return res, nil
 }
