@@ -232,10 +232,9 @@ const snapshotBuffer = 16
 // *AdminError.
 //
 // The node sends the snapshot as fast as SaveSnapshot consumes it. While w
-// blocks, the session reads nothing, not even the server's pings: a w that
-// blocks for longer than the server's ping timeout (two ping intervals,
-// 10 s by default) loses the session. Other calls may share the Admin
-// meanwhile.
+// blocks, the session reads nothing: other calls on the Admin wait too, and
+// a w that blocks for longer than the server's ping timeout (two ping
+// intervals, 10 s by default) loses the session.
 func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
 	const op = "snapshot.save"
 	name := "admin " + op

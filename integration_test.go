@@ -1,6 +1,7 @@
 package ticketing
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -230,6 +231,11 @@ func checkAdmin(t *testing.T, ctx context.Context, c *testcluster.Cluster) {
 	})
 	if st.Role != "follower" || st.LeaderAddr != c.Addr(leader) || len(st.Members) != c.Len() {
 		t.Errorf("follower status: %+v", st)
+	}
+	// A follower serves a snapshot of its own applied state.
+	var snap bytes.Buffer
+	if info, err := a.SaveSnapshot(ctx, &snap); err != nil || info.Size == 0 || info.Size != int64(snap.Len()) || info.Index == 0 {
+		t.Errorf("snapshot from a follower: %+v, %v", info, err)
 	}
 	err = a.RemoveMember(ctx, "n-none")
 	var nl *NotLeaderError
