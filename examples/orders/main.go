@@ -32,6 +32,7 @@ import (
 
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/fence"
+	"github.com/ticketing-io/ticketing/retry"
 )
 
 // The ticket of an order: wait up to acquireWait in the key's queue behind
@@ -211,8 +212,17 @@ func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := lockKey(id)
+	// Acquire is retried (retry.Do) when the cluster changes leader under it
+	// (ErrIndeterminate, ErrUnavailable): marked idempotent because a grant
+	// made for a lost request is never used, so asking again can at worst
+	// wait behind it until its lease ends. Capacity rejects are retried with
+	// the slow backoff; everything else, such as ErrNotAcquired, is final.
 	actx, cancel := context.WithTimeout(r.Context(), a.acquireTimeout)
-	t, err := a.broker.Acquire(actx, key, acquireWait, lease, budget)
+	var t *ticketing.Ticket
+	err := retry.Do(actx, func(ctx context.Context) (err error) {
+		t, err = a.broker.Acquire(ctx, key, acquireWait, lease, budget)
+		return err
+	}, retry.Idempotent(true))
 	cancel()
 	if err != nil {
 		// Not granted (busy, server limit, outcome unknown, no leader...):

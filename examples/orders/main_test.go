@@ -20,6 +20,7 @@ import (
 	"github.com/ticketing-io/ticketing/fence"
 	"github.com/ticketing-io/ticketing/internal/pgtest"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
+	"github.com/ticketing-io/ticketing/retry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -39,8 +40,32 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// logBuffer collects an instance's log; the test prints it if it fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 func startInstance(ctx context.Context, t *testing.T, name, addrs, dsn string) (*instance, error) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logs logBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of instance %s:\n%s", name, logs.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
 	b, err := ticketing.Connect(addrs, ticketing.WithLogger(log))
 	if err != nil {
 		return nil, err
@@ -102,7 +127,7 @@ func TestOrders(t *testing.T) {
 			for _, in := range []*instance{a, b, a, b}[:2*perInstance] {
 				wg.Go(func() {
 					<-start
-					status, raw := do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+					status, raw := pay(t, in, id)
 					r := result{inst: in, status: status}
 					if status == http.StatusOK {
 						decode(t, raw, &r.order)
@@ -157,7 +182,7 @@ func TestOrders(t *testing.T) {
 			in := []*instance{a, b}[n%2]
 			id := fmt.Sprintf("par-%d", n)
 			wg.Go(func() {
-				status, raw := do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+				status, raw := pay(t, in, id)
 				if status != http.StatusOK {
 					t.Errorf("pay %s via %s: %d %s", id, in.name, status, raw)
 				}
@@ -175,7 +200,7 @@ func TestOrders(t *testing.T) {
 
 	t.Run("unknown and invalid orders", func(t *testing.T) {
 		t.Parallel()
-		if status, raw := do(t, http.MethodPost, a.url+"/orders/nope/pay", nil); status != http.StatusNotFound {
+		if status, raw := pay(t, a, "nope"); status != http.StatusNotFound {
 			t.Errorf("pay unknown order: %d %s", status, raw)
 		}
 		if status, raw := do(t, http.MethodGet, b.url+"/orders/nope", nil); status != http.StatusNotFound {
@@ -229,7 +254,7 @@ func TestOrders(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		createOrder(t, a, "rerun", 700)
-		tk, err := a.broker.Acquire(ctx, lockKey("rerun"), acquireWait, lease, budget)
+		tk, err := acquireTicket(ctx, a.broker, lockKey("rerun"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +275,7 @@ func TestOrders(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)
 		createOrder(t, a, "stale", 900)
-		old, err := a.broker.Acquire(ctx, lockKey("stale"), acquireWait, lease, budget)
+		old, err := acquireTicket(ctx, a.broker, lockKey("stale"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +284,7 @@ func TestOrders(t *testing.T) {
 		}
 		// A newer holder of the key (through instance b) raises the order's
 		// fence mark without paying: its transaction fails after the check.
-		newer, err := b.broker.Acquire(ctx, lockKey("stale"), acquireWait, lease, budget)
+		newer, err := acquireTicket(ctx, b.broker, lockKey("stale"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,6 +308,32 @@ func TestOrders(t *testing.T) {
 		}
 		wantPayments(t, a.store, "stale", 0)
 	})
+}
+
+// pay is POST /orders/{id}/pay as a well-behaved client sends it: a 503
+// means "not attempted, try again" (on this loaded test machine, usually a
+// leader election in the test cluster, whose Raft timeouts are short), so it
+// tries again, a bounded number of times.
+func pay(t *testing.T, in *instance, id string) (int, []byte) {
+	t.Helper()
+	for range 5 {
+		status, raw := do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+		if status != http.StatusServiceUnavailable {
+			return status, raw
+		}
+		t.Logf("pay %s via %s: 503 %s; trying again", id, in.name, raw)
+	}
+	return do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+}
+
+// acquireTicket takes an order's ticket as the service does, retried the
+// same way.
+func acquireTicket(ctx context.Context, b *ticketing.Broker, key string) (tk *ticketing.Ticket, err error) {
+	err = retry.Do(ctx, func(ctx context.Context) error {
+		tk, err = b.Acquire(ctx, key, acquireWait, lease, budget)
+		return err
+	}, retry.Idempotent(true))
+	return tk, err
 }
 
 func do(t *testing.T, method, url string, body []byte) (int, []byte) {

@@ -111,7 +111,7 @@ func pausedHolder(t *testing.T, b1, b2 *ticketing.Broker, s store, key string, f
 
 	// Worker 1: a 1 s lease, a read, the pause, the write.
 	go func() {
-		t1, err := acquire(ctx, b1, key, 0, time.Second, 0)
+		t1, err := acquire(ctx, b1, key, 30*time.Second, time.Second, 0)
 		if err != nil {
 			read <- worker1Read{err: fmt.Errorf("worker 1: acquire %s: %w", key, err)}
 			return

@@ -46,7 +46,7 @@ func TestFenceOrdersWritesNotEarlierReads(t *testing.T) {
 			w2Holds := make(chan struct{}) // closed once worker 2 holds the key (and, before-check, has read)
 			w1Wrote := make(chan error, 1)
 			go func() { // worker 1
-				t1, err := acquire(ctx, b1, key, 0, time.Second, 0)
+				t1, err := acquire(ctx, b1, key, 30*time.Second, time.Second, 0)
 				if err != nil {
 					held <- fmt.Errorf("worker 1: acquire: %w", err)
 					return
