@@ -67,8 +67,10 @@ func Config(t testing.TB, id, dir string) server.Config {
 	cfg.RaftAddr = FreePort(t)
 	cfg.HTTPAddr = FreePort(t)
 	cfg.DataDir = dir
-	cfg.HeartbeatTimeout = 300 * time.Millisecond
-	cfg.ElectionTimeout = 300 * time.Millisecond
+	// Faster failure detection than production (1 s), but not so fast that
+	// a race-detector build on a busy 2-core machine loses its leader.
+	cfg.HeartbeatTimeout = 500 * time.Millisecond
+	cfg.ElectionTimeout = 500 * time.Millisecond
 	cfg.Logger = Logger()
 	return cfg
 }
