@@ -6,8 +6,8 @@
 # Before each run it waits (bounded, QUIET_WAIT seconds) until the shared
 # machine is nearly idle, since other work on the 2 cores skews results;
 # each run's notes carry machine_busy_cores / other_cpu_cores anyway.
-# NICE=-10 runs the benchmark and its servers at that niceness (as root), so
-# that other work on a shared machine disturbs it less; say so when quoting.
+# (nice does not help on a shared machine: with sched_autogroup each session
+# is its own scheduling group and nice only acts inside it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/etcd-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
@@ -15,30 +15,28 @@ REPS=${REPS:-2}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 QUIET_WAIT=${QUIET_WAIT:-300}
-NICE=${NICE:-0}
 mkdir -p "$(dirname "$OUT")"
 BIN=$(mktemp -d)/etcdbench
 go build -o "$BIN" ./cmd/etcdbench
 trap 'rm -rf "$(dirname "$BIN")"' EXIT
 
-busy_cores() { # machine busy cores over 2 s, from /proc/stat
+busy_cores() { # machine busy cores over 1 s, from /proc/stat
 	local a b
-	a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
+	a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
 	local busy=0 i
 	for i in 1 2 3 6 7 8; do busy=$((busy + b[i] - a[i])); done
-	echo "scale=2; $busy / 200" | bc
+	echo "scale=2; $busy / 100" | bc
 }
 wait_quiet() {
 	local deadline=$((SECONDS + QUIET_WAIT)) b
 	while :; do
 		b=$(busy_cores)
-		if (( $(echo "$b < 0.25" | bc) )); then return 0; fi
+		if (( $(echo "$b < 0.3" | bc) )); then return 0; fi
 		if (( SECONDS >= deadline )); then
 			echo "run-matrix: machine still busy ($b cores) after ${QUIET_WAIT}s; running anyway" >&2
 			return 0
 		fi
-		echo "run-matrix: waiting for a quiet machine (busy $b cores)" >&2
-		sleep 5
+		if (( SECONDS % 60 < 2 )); then echo "run-matrix: waiting for a quiet machine (busy $b cores)" >&2; fi
 	done
 }
 
@@ -48,7 +46,7 @@ for nodes in 1 3; do
 			set -- $spec
 			wait_quiet
 			echo "run-matrix: nodes=$nodes $1 clients=$2 rep=$rep" >&2
-			nice -n "$NICE" "$BIN" -workload "$1" -nodes "$nodes" -clients "$2" -duration "$DURATION" -warmup "$WARMUP" -json -q >>"$OUT"
+			"$BIN" -workload "$1" -nodes "$nodes" -clients "$2" -duration "$DURATION" -warmup "$WARMUP" -json -q >>"$OUT"
 		done
 	done
 done
