@@ -165,16 +165,18 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	if err != nil {
 		return nil, &helloError{addr: addr, err: fmt.Errorf("cannot connect to %s: %w", addr, err)}
 	}
+	var ts *tlsState // nil without TLS
 	if cfg.tlsConf != nil {
 		tc := cfg.tlsConf.Clone()
 		if tc.ServerName == "" && !tc.InsecureSkipVerify {
 			host, _, _ := net.SplitHostPort(addr)
 			tc.ServerName = host
 		}
+		ts = watchCertRequest(tc)
 		tn := tls.Client(nc, tc)
 		if err := tn.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, tlsHandshakeError(addr, err, tc.GetClientCertificate != nil)
+			return nil, tlsHandshakeError(addr, err, ts)
 		}
 		nc = tn
 	}
@@ -182,7 +184,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(ctx, nc, addr, cfg, flags)
+	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags)
 	stop()
 	if herr != nil {
 		nc.Close()
@@ -207,8 +209,8 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 
 // handshake sends H and reads the server's first frame. ctx bounds the
 // diagnosis of a failure (see helloReadError); nc's deadline bounds the rest.
-func handshake(ctx context.Context, nc net.Conn, addr string, cfg *config, flags uint8) (hello, *wire.Reader, error) {
-	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(cfg.token)})
+func handshake(ctx context.Context, nc net.Conn, addr, token string, ts *tlsState, flags uint8) (hello, *wire.Reader, error) {
+	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
 	first := &firstBytes{r: nc}
 	r := wire.NewReader(first)
 	var f wire.Frame
@@ -216,7 +218,7 @@ func handshake(ctx context.Context, nc net.Conn, addr string, cfg *config, flags
 		// A server that refused the connection may have said why (a TLS
 		// alert, an E frame) before closing it.
 		if rerr := r.Next(&f); rerr != nil {
-			if he := helloReadError(ctx, addr, cfg, rerr, first.bytes()); he.rejected {
+			if he := helloReadError(ctx, addr, ts, rerr, first.bytes()); he.rejected {
 				return hello{}, nil, he
 			}
 		} else if f.Type == wire.TypeError || f.Type == wire.TypeCapacity {
@@ -225,7 +227,7 @@ func handshake(ctx context.Context, nc net.Conn, addr string, cfg *config, flags
 		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
 	}
 	if err := r.Next(&f); err != nil {
-		return hello{}, nil, helloReadError(ctx, addr, cfg, err, first.bytes())
+		return hello{}, nil, helloReadError(ctx, addr, ts, err, first.bytes())
 	}
 	return helloAnswer(addr, &f, r)
 }

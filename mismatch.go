@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -80,8 +81,9 @@ func remoteAlert(err error) (tls.AlertError, bool) {
 	return a, ok
 }
 
-// TLS alert numbers (RFC 8446, 5246) that refuse a client certificate.
+// TLS alert numbers (RFC 8446, 5246) that may refuse a client certificate.
 const (
+	alertHandshakeFailure       = 40
 	alertBadCertificate         = 42
 	alertUnsupportedCertificate = 43
 	alertCertificateRevoked     = 44
@@ -92,32 +94,60 @@ const (
 	alertCertificateRequired    = 116
 )
 
+// tlsState is what one connection's TLS handshake showed about client
+// certificates.
+type tlsState struct {
+	haveCert bool        // a client certificate is configured
+	asked    atomic.Bool // the server asked for one
+}
+
+// watchCertRequest makes tc record in the returned state whether the server
+// asks for a client certificate. Without one configured, none is sent (as
+// without the hook).
+func watchCertRequest(tc *tls.Config) *tlsState {
+	ts := &tlsState{haveCert: tc.GetClientCertificate != nil}
+	get := tc.GetClientCertificate
+	tc.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		ts.asked.Store(true)
+		if get == nil {
+			return &tls.Certificate{}, nil
+		}
+		return get(cri)
+	}
+	return ts
+}
+
 // alertRefusal explains a TLS alert sent by the server during the handshake
 // or in answer to the hello (with TLS 1.3 the server checks the client's
 // certificate after the client's side of the handshake is done, so its
 // refusal arrives on the first read).
-func alertRefusal(addr string, a tls.AlertError, err error, haveCert bool) *helloError {
+func alertRefusal(addr string, a tls.AlertError, err error, ts *tlsState) *helloError {
+	certAlert := false
 	switch a {
-	case alertCertificateRequired:
-		return refused(addr, true, err, "the server %s requires a client certificate (mutual TLS) and refused the connection (%v); configure one with TLSMode.WithClientCert", addr, err)
 	case alertBadCertificate, alertUnsupportedCertificate, alertCertificateRevoked, alertCertificateExpired,
 		alertCertificateUnknown, alertUnknownCA, alertAccessDenied:
-		if !haveCert {
-			return refused(addr, true, err, "the server %s refused the TLS connection (%v): it requires a client certificate (mutual TLS); configure one with TLSMode.WithClientCert", addr, err)
-		}
+		certAlert = true
+	}
+	switch {
+	case a == alertCertificateRequired,
+		!ts.haveCert && (certAlert || (a == alertHandshakeFailure && ts.asked.Load())):
+		// TLS 1.3 says certificate_required; TLS 1.2 only handshake_failure,
+		// after asking for a certificate.
+		return refused(addr, true, err, "the server %s requires a client certificate (mutual TLS) and refused the connection without one (%v); configure one with TLSMode.WithClientCert", addr, err)
+	case certAlert:
 		return refused(addr, true, err, "the server %s did not accept the client certificate (%v): check that it is signed by a CA the server trusts (its tls.ca), not expired, and usable for client authentication", addr, err)
 	}
 	return refused(addr, false, err, "the server %s refused the TLS connection (%v)", addr, err)
 }
 
 // tlsHandshakeError explains a failed TLS handshake.
-func tlsHandshakeError(addr string, err error, haveCert bool) *helloError {
+func tlsHandshakeError(addr string, err error, ts *tlsState) *helloError {
 	var cv *tls.CertificateVerificationError
 	if errors.As(err, &cv) {
 		return &helloError{addr: addr, err: fmt.Errorf("TLS handshake with %s failed: %w", addr, err), rejected: true}
 	}
 	if a, ok := remoteAlert(err); ok {
-		return alertRefusal(addr, a, err, haveCert)
+		return alertRefusal(addr, a, err, ts)
 	}
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) {
@@ -133,11 +163,11 @@ func tlsHandshakeError(addr string, err error, haveCert bool) *helloError {
 }
 
 // helloReadError explains why no answer to the hello could be read. first
-// holds the bytes received before the failure.
-func helloReadError(ctx context.Context, addr string, cfg *config, err error, first []byte) *helloError {
-	tlsOn := cfg.tlsConf != nil
-	if a, ok := remoteAlert(err); ok {
-		return alertRefusal(addr, a, err, tlsOn && cfg.tlsConf.GetClientCertificate != nil)
+// holds the bytes received before the failure; ts is nil without TLS.
+func helloReadError(ctx context.Context, addr string, ts *tlsState, err error, first []byte) *helloError {
+	tlsOn := ts != nil
+	if a, ok := remoteAlert(err); ok && tlsOn {
+		return alertRefusal(addr, a, err, ts)
 	}
 	var we *wire.Error
 	if errors.As(err, &we) {

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -287,6 +288,39 @@ func TestPlainHelloMismatches(t *testing.T) {
 			t.Errorf("WaitReady: %v", err)
 		}
 	})
+}
+
+// With TLS 1.2 the server refuses a missing client certificate during the
+// handshake itself (with TLS 1.3, on the first read): the same error.
+func TestMutualTLSRefusedDuringHandshake(t *testing.T) {
+	p := newPKI(t, t.TempDir(), "tls12")
+	cert, err := tls.LoadX509KeyPair(p.serverCert, p.serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(p.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	srv := faketicketd.Start(t, faketicketd.Serve(newLocks(t), faketicketd.Ready{}), faketicketd.WithTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, MaxVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
+	}))
+	err = refusedPromptly(t, connect(t, srv.Addr(), WithTLS(TLSCAFile(p.ca))))
+	if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "requires a client certificate") {
+		t.Errorf("WaitReady: %v", err)
+	}
+	rogue := newPKI(t, t.TempDir(), "rogue")
+	err = refusedPromptly(t, connect(t, srv.Addr(), WithTLS(TLSCAFile(p.ca).WithClientCert(rogue.clientCert, rogue.clientKey))))
+	if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "did not accept the client certificate") {
+		t.Errorf("WaitReady with a certificate from another CA: %v", err)
+	}
+	b := connect(t, srv.Addr(), WithTLS(TLSCAFile(p.ca).WithClientCert(p.clientCert, p.clientKey)))
+	if err := b.WaitReady(ctxFor(t)); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
 }
 
 // A TLS client whose server answers in plain frames is told so.
