@@ -79,6 +79,22 @@ func Config(t testing.TB, id, dir string) server.Config {
 // them leads and serves clients. They are stopped when the test ends.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
+	// Free ports are found by listening and closing, so another process may
+	// take one before the server binds it: start again on fresh ports then.
+	for attempt := 1; ; attempt++ {
+		c, err := start(t, n, opts)
+		if err == nil {
+			t.Cleanup(c.stopAll)
+			c.LeaderIndex(t)
+			return c
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+func start(t testing.TB, n int, opts []Option) (*Cluster, error) {
 	c := &Cluster{t: t}
 	base := t.TempDir()
 	var peers []server.Peer
@@ -101,13 +117,11 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		s, err := server.New(c.cfgs[i])
 		if err != nil {
 			c.stopAll()
-			t.Fatalf("start server %s: %v", c.cfgs[i].NodeID, err)
+			return nil, fmt.Errorf("start server %s: %w", c.cfgs[i].NodeID, err)
 		}
 		c.servers[i] = s
 	}
-	t.Cleanup(c.stopAll)
-	c.LeaderIndex(t)
-	return c
+	return c, nil
 }
 
 func (c *Cluster) stopAll() {
