@@ -6,5 +6,5 @@
 // The tests prove the property the design rests on: a holder whose lease ran
 // out while it was paused cannot overwrite the work of the next holder when
 // its write is fenced with its token, and does overwrite it when it is not.
-// The package has no non-test code.
+// Everything but this comment is in _test.go files.
 package e2e
