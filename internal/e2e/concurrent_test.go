@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -100,12 +101,23 @@ func (p *progress) pause(ctx context.Context, token uint64) (overtaken bool, err
 // largest committed token, that every failed write failed with ErrStaleToken
 // after exactly one attempt under retry.Do, and that every paused worker that
 // was overtaken was rejected.
+//
+// It runs through both drivers on a 1-node cluster, and through native pgx on
+// a 3-node cluster.
 func TestConcurrentWorkers(t *testing.T) {
-	c := testcluster.Start(t, 1)
-	for _, d := range drivers {
-		t.Run(d.name, func(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
 			t.Parallel()
-			concurrentWorkers(t, c.AddrList(), newStore(t, d.open, counterSchema), "counters/"+t.Name())
+			c := testcluster.Start(t, nodes)
+			for _, d := range drivers {
+				if nodes == 3 && d.name != "pgx" {
+					continue
+				}
+				t.Run(d.name, func(t *testing.T) {
+					t.Parallel()
+					concurrentWorkers(t, c.AddrList(), newStore(t, d.open, counterSchema), "counters/"+t.Name())
+				})
+			}
 		})
 	}
 }
