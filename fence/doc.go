@@ -29,13 +29,22 @@
 //	if err := f.Check(ctx, tx, "account/42", t.Token()); err != nil {
 //		return err // errors.Is(err, fence.ErrStaleToken): we lost the ticket
 //	}
-//	if _, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = $1 WHERE id = 42", balance); err != nil {
+//	// Read what the write depends on here, after Check, in the same
+//	// transaction: the fence orders writes, not reads made before it.
+//	if _, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance + $1 WHERE id = 42", amount); err != nil {
 //		return err
 //	}
 //	if err := tx.Commit(); err != nil {
 //		return err
 //	}
 //	// t.Release runs here, after the commit.
+//
+// The fence orders writes by token; it cannot vouch for data read before
+// Check. A holder that read a balance, then checked and wrote it back, may
+// overwrite an older holder's write that committed in between (with a
+// smaller token, accepted because no larger one was stored yet). So read
+// every value the write depends on inside the fenced transaction, after
+// Check (internal/e2e TestFenceOrdersWritesNotEarlierReads shows both cases).
 //
 // With native pgx use f.CheckPgx(ctx, pgxTx, key, token). To retry
 // transactions that fail for transient reasons, wrap the transaction in
