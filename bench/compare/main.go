@@ -186,6 +186,16 @@ func fixed(f func(*result) float64) func(*result) (float64, bool) {
 	return func(r *result) (float64, bool) { return f(r), true }
 }
 
+// cpuPerOp is the servers' CPU time per op (pair or handoff) in µs: how
+// much work one op costs, which the machine's noise hardly changes.
+var cpuPerOp = metric{"server CPU per op", "µs", func(r *result) (float64, bool) {
+	v, ok := r.noteFloat("server_cpu_s")
+	if !ok || r.Ops == 0 {
+		return 0, false
+	}
+	return v / float64(r.Ops) * 1e6, true
+}, nil}
+
 func metricsFor(k rowKey) (string, []metric) {
 	ratioTarget := func(min float64) func(t, e *result) (string, bool, bool) {
 		return func(t, e *result) (string, bool, bool) {
@@ -215,12 +225,14 @@ func metricsFor(k rowKey) (string, []metric) {
 					return fmt.Sprintf("< etcd p50 (%.1f ms)", e.Latency.P50), t.Latency.P99 < e.Latency.P50, true
 				}},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
+			cpuPerOp,
 		}
 	case k.workload == "contended":
 		ms := []metric{
 			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
 			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
+			cpuPerOp,
 		}
 		if k.nodes == 1 {
 			ms[0].target = ratioTarget(10)
@@ -311,10 +323,74 @@ func noise(r *result) string {
 	return "–"
 }
 
+// cell is one metric of one pair, formatted.
+type cell struct{ t, e, ratio, target, met, noise string }
+
+func evaluate(m metric, p pair) cell {
+	var tv, ev float64
+	var tok, eok bool
+	if p.t != nil {
+		tv, tok = m.get(p.t)
+	}
+	if p.e != nil {
+		ev, eok = m.get(p.e)
+	}
+	c := cell{t: num(tv, tok), e: num(ev, eok), ratio: ratio(tv, ev, tok, eok), noise: noise(p.t) + "/" + noise(p.e)}
+	if m.target != nil && p.t != nil {
+		txt, ok, applicable := m.target(p.t, p.e)
+		c.target = txt
+		switch {
+		case !applicable:
+			c.met = "n/a"
+		case ok:
+			c.met = "yes"
+		default:
+			c.met = "**no**"
+		}
+	}
+	return c
+}
+
+func unitOf(m metric) string {
+	if m.unit == "" {
+		return ""
+	}
+	return " (" + m.unit + ")"
+}
+
+// summary is one line per row and metric, the runs side by side
+// ("run 1 / run 2"), each ratio from its own run.
+func summary(ps map[rowKey][]pair, keys []rowKey) string {
+	var sb strings.Builder
+	sb.WriteString("| nodes | row | metric | Ticketing | etcd | Ticketing/etcd | target | met |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, k := range keys {
+		name, ms := metricsFor(k)
+		for _, m := range ms {
+			var t, e, r, met []string
+			target := ""
+			for _, p := range ps[k] {
+				c := evaluate(m, p)
+				t, e, r = append(t, c.t), append(e, c.e), append(r, c.ratio)
+				if c.target != "" {
+					target, _, _ = strings.Cut(c.target, " (") // the per-run detail is below
+					met = append(met, c.met)
+				}
+			}
+			fmt.Fprintf(&sb, "| %d | %s | %s%s | %s | %s | %s | %s | %s |\n", k.nodes, name, m.name, unitOf(m),
+				strings.Join(t, " / "), strings.Join(e, " / "), strings.Join(r, " / "), target, strings.Join(met, " / "))
+		}
+	}
+	return sb.String()
+}
+
 func render(title string, results []*result) string {
 	ps, keys := pairs(results)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "### %s\n\n", title)
+	sb.WriteString("Each cell lists the runs in order (run 1 / run 2 / ...); each ratio is Ticketing/etcd of the same run.\n\n")
+	sb.WriteString(summary(ps, keys))
+	sb.WriteString("\n#### Per run, with machine noise\n\n")
 	sb.WriteString("| nodes | row | metric | run | Ticketing | etcd | Ticketing/etcd | target | met | noise T/E |\n")
 	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
@@ -342,34 +418,9 @@ func render(title string, results []*result) string {
 				}
 			}
 			for _, m := range ms {
-				var tv, ev float64
-				var tok, eok bool
-				if p.t != nil {
-					tv, tok = m.get(p.t)
-				}
-				if p.e != nil {
-					ev, eok = m.get(p.e)
-				}
-				target, met := "", ""
-				if m.target != nil && p.t != nil {
-					txt, ok, applicable := m.target(p.t, p.e)
-					target = txt
-					switch {
-					case !applicable:
-						met = "n/a"
-					case ok:
-						met = "yes"
-					default:
-						met = "**no**"
-					}
-				}
-				unit := ""
-				if m.unit != "" {
-					unit = " (" + m.unit + ")"
-				}
-				fmt.Fprintf(&sb, "| %d | %s | %s%s | %d | %s | %s | %s | %s | %s | %s/%s |\n",
-					k.nodes, name, m.name, unit, p.rep, num(tv, tok), num(ev, eok), ratio(tv, ev, tok, eok),
-					target, met, noise(p.t), noise(p.e))
+				c := evaluate(m, p)
+				fmt.Fprintf(&sb, "| %d | %s | %s%s | %d | %s | %s | %s | %s | %s | %s |\n",
+					k.nodes, name, m.name, unitOf(m), p.rep, c.t, c.e, c.ratio, c.target, c.met, c.noise)
 			}
 		}
 	}
