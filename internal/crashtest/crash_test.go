@@ -181,8 +181,9 @@ func (l *load) step(id int, c *wclient, rng *rand.Rand, seq *uint64) {
 
 // verify describes every key through the serving leader at addr while the
 // load is paused, and checks the book against it and against the server's
-// own status (held count, last token).
-func verify(t *testing.T, b *book, addr, where string) {
+// own status (held count, last token). regain, when not nil, is called when
+// addr stops serving (an election on a starved machine) to make it lead again.
+func verify(t *testing.T, b *book, addr, where string, regain func()) {
 	t.Helper()
 	c := newClient([]string{addr})
 	defer c.close()
@@ -194,6 +195,9 @@ func verify(t *testing.T, b *book, addr, where string) {
 				if err := c.connect(); err != nil {
 					if time.Now().After(deadline) {
 						t.Fatalf("%s: verifier cannot reach the leader at %s: %v", where, addr, err)
+					}
+					if regain != nil {
+						regain()
 					}
 					time.Sleep(20 * time.Millisecond) // polling a condition, with a deadline
 					continue
@@ -243,14 +247,14 @@ func TestCrashSingleNode(t *testing.T) {
 		p.start()
 		p.mustReady()
 		l.pause()
-		verify(t, b, p.client, fmt.Sprintf("after kill %d of %d", cycle, n))
+		verify(t, b, p.client, fmt.Sprintf("after kill %d of %d", cycle, n), nil)
 		l.resume()
 	}
 	if !t.Failed() {
 		l.waitAnswered(20)
 	}
 	l.pause()
-	verify(t, b, p.client, "at the end")
+	verify(t, b, p.client, "at the end", nil)
 	l.resume()
 	l.halt()
 	checkLinearizable(t, b)
@@ -287,14 +291,15 @@ func TestCrashThreeNodes(t *testing.T) {
 		waitConverged(t, c, where)
 		// Check the restarted server's own state: make it the leader and ask it.
 		moveLeader(t, c, victim)
-		verify(t, b, p.client, where)
+		verify(t, b, p.client, where, func() { moveLeader(t, c, victim) })
 		l.resume()
 	}
 	if !t.Failed() {
 		l.waitAnswered(20)
 	}
 	l.pause()
-	verify(t, b, c.procs[c.leader()].client, "at the end")
+	last := c.leader()
+	verify(t, b, c.procs[last].client, "at the end", func() { moveLeader(t, c, last) })
 	l.resume()
 	l.halt()
 	checkLinearizable(t, b)
