@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -259,6 +260,7 @@ func TestCrashSingleNode(t *testing.T) {
 	l.halt()
 	checkLinearizable(t, b)
 	t.Logf("%d kills: %s", n, b.summary())
+	logTempSnapshots(t, c)
 }
 
 func TestCrashThreeNodes(t *testing.T) {
@@ -304,6 +306,7 @@ func TestCrashThreeNodes(t *testing.T) {
 	l.halt()
 	checkLinearizable(t, b)
 	t.Logf("%d kills (%d leader, %d follower): %s", n, kills["leader"], kills["follower"], b.summary())
+	logTempSnapshots(t, c)
 }
 
 // waitConverged waits until every server reports the same held count and
@@ -360,5 +363,25 @@ func moveLeader(t *testing.T, c *cluster, i int) {
 			t.Fatalf("leadership transfer to %s: code %d %s %v", c.procs[i].id, code, body, err)
 		}
 		time.Sleep(50 * time.Millisecond) // retry a refused transfer (e.g. while it catches up)
+	}
+}
+
+// logTempSnapshots reports the snapshots that kills left half-written: Raft
+// skips them (with a warning at every start) and never removes them.
+func logTempSnapshots(t *testing.T, c *cluster) {
+	for _, p := range c.procs {
+		tmp, _ := filepath.Glob(filepath.Join(p.dataDir, "raft", "snapshots", "*.tmp"))
+		var size int64
+		for _, d := range tmp {
+			filepath.Walk(d, func(_ string, info os.FileInfo, err error) error {
+				if err == nil && !info.IsDir() {
+					size += info.Size()
+				}
+				return nil
+			})
+		}
+		if len(tmp) > 0 {
+			t.Logf("%s: %d half-written snapshots left in raft/snapshots (%d bytes)", p.id, len(tmp), size)
+		}
 	}
 }
