@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 )
 
@@ -12,11 +13,36 @@ import (
 // change without misreading old entries.
 const batchFormat = 1
 
+// Every encoded batch and snapshot ends with a CRC-32C of the bytes before
+// it. A damaged entry or backup is then refused instead of applied as some
+// other valid-looking operation (a changed byte in a key would otherwise
+// grant a different key).
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+const crcLen = 4
+
+func appendCRC(b []byte, from int) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[from:], crcTable))
+}
+
+// checkCRC verifies the trailing checksum and returns the bytes before it.
+func checkCRC(data []byte, what string) ([]byte, error) {
+	if len(data) < crcLen {
+		return nil, fmt.Errorf("%w: %s of %d bytes is too short for its checksum", ErrCorrupt, what, len(data))
+	}
+	body := data[:len(data)-crcLen]
+	if want, got := binary.BigEndian.Uint32(data[len(body):]), crc32.Checksum(body, crcTable); want != got {
+		return nil, fmt.Errorf("%w: %s checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, what, want, got)
+	}
+	return body, nil
+}
+
 // ErrCorrupt reports an entry or snapshot that does not decode.
 var ErrCorrupt = errors.New("fsm: corrupt data")
 
 // AppendBatch encodes b and appends it to dst.
 func AppendBatch(dst []byte, b *Batch) []byte {
+	start := len(dst)
 	dst = append(dst, batchFormat)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.Time))
 	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
@@ -36,7 +62,7 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = appendStr(dst, op.Addr)
 		}
 	}
-	return dst
+	return appendCRC(dst, start)
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -127,7 +153,11 @@ func (d *dec) owner(o *Owner) {
 
 // DecodeBatch decodes an entry written by AppendBatch.
 func DecodeBatch(data []byte) (Batch, error) {
-	d := dec{b: data}
+	body, err := checkCRC(data, "log entry")
+	if err != nil {
+		return Batch{}, err
+	}
+	d := dec{b: body}
 	if f := d.u8("format"); d.err == nil && f != batchFormat {
 		return Batch{}, fmt.Errorf("%w: unknown batch format %d", ErrCorrupt, f)
 	}
@@ -174,6 +204,7 @@ var snapshotMagic = [5]byte{'T', 'K', 'S', 'N', 1}
 // WriteSnapshot writes the whole state to w in a compact binary form.
 func (s *State) WriteSnapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
+	var crc uint32
 	var buf []byte
 	buf = append(buf, snapshotMagic[:]...)
 	buf = binary.BigEndian.AppendUint64(buf, s.lastToken)
@@ -192,12 +223,15 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.GrantedAt))
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.ExpiresAt))
 		if len(buf) > 64<<10 {
+			crc = crc32.Update(crc, crcTable, buf)
 			if _, err := bw.Write(buf); err != nil {
 				return err
 			}
 			buf = buf[:0]
 		}
 	}
+	crc = crc32.Update(crc, crcTable, buf)
+	buf = binary.BigEndian.AppendUint32(buf, crc)
 	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
@@ -208,6 +242,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 func ReadSnapshot(r io.Reader) (*State, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
+		return nil, err
+	}
+	if data, err = checkCRC(data, "snapshot"); err != nil {
 		return nil, err
 	}
 	d := dec{b: data}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"reflect"
 	"strings"
@@ -79,6 +80,7 @@ func TestBatchLayout(t *testing.T) {
 		3, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 10,
 		4, 1, 'n', 1, 'a',
 	}
+	want = withCRC(want) // CRC-32C (Castagnoli) of everything before it, big-endian
 	if got := AppendBatch(nil, &b); !bytes.Equal(got, want) {
 		t.Fatalf("AppendBatch =\n%x\nwant\n%x", got, want)
 	}
@@ -107,8 +109,8 @@ func TestDecodeBatchCorrupt(t *testing.T) {
 		name string
 		data []byte
 	}{
-		{"unknown format", append([]byte{2}, ok[1:]...)},
-		{"format 0", append([]byte{0}, ok[1:]...)},
+		{"unknown format", append([]byte{2}, ok[1:len(ok)-crcLen]...)},
+		{"format 0", append([]byte{0}, ok[1:len(ok)-crcLen]...)},
 		{"unknown op kind 0", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0}},
 		{"unknown op kind 5", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 5}},
 		{"op count beyond the data", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 2}},
@@ -119,9 +121,22 @@ func TestDecodeBatchCorrupt(t *testing.T) {
 		{"overlong key length", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0x81, 0x00, 'k', 0, 0, 0, 0, 0, 0, 0, 1}},
 		{"overlong zero", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0x00}},
 	} {
-		_, err := DecodeBatch(c.data)
+		// With a valid checksum, so that the decoder itself must refuse them.
+		_, err := DecodeBatch(withCRC(c.data))
 		wantCorrupt(t, err, c.name)
 	}
+	// Any changed byte is caught by the checksum.
+	for i := range ok {
+		b := append([]byte(nil), ok...)
+		b[i] ^= 0x20
+		_, err := DecodeBatch(b)
+		wantCorrupt(t, err, fmt.Sprintf("byte %d changed", i))
+	}
+}
+
+// withCRC appends the CRC-32C trailer that every batch and snapshot carries.
+func withCRC(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(append([]byte(nil), b...), crc32.Checksum(b, crcTable))
 }
 
 // bigState has n holds with varied fields, a few members, and a last token
@@ -203,8 +218,8 @@ func TestSnapshotCorrupt(t *testing.T) {
 		data []byte
 	}{
 		{"empty", nil},
-		{"bad magic", append([]byte("TKSNX"), snap[5:]...)},
-		{"unknown version", append([]byte{'T', 'K', 'S', 'N', 2}, snap[5:]...)},
+		{"bad magic", append([]byte("TKSNX"), snap[5:len(snap)-crcLen]...)},
+		{"unknown version", append([]byte{'T', 'K', 'S', 'N', 2}, snap[5:len(snap)-crcLen]...)},
 		{"hold count beyond the data", binary.AppendUvarint(append([]byte("TKSN\x01"), make([]byte, 17)...), 1<<40)},
 		{"member count beyond the data", binary.AppendUvarint(append([]byte("TKSN\x01"), make([]byte, 16)...), 1<<40)},
 		{"overlong hold count", append(append([]byte("TKSN\x01"), make([]byte, 17)...), 0x80, 0x00)},
@@ -213,15 +228,18 @@ func TestSnapshotCorrupt(t *testing.T) {
 		{"truncated header then huge hold count", []byte("TKSN\x01\x01\x8b\xcf\xe5\xb2zz")},
 	} {
 		_, err := ReadSnapshot(bytes.NewReader(c.data))
-		wantCorrupt(t, err, c.name)
+		wantCorrupt(t, err, c.name+" (checksum)")
+		if len(c.data) > 0 { // with a valid checksum the decoder itself must refuse it
+			_, err = ReadSnapshot(bytes.NewReader(withCRC(c.data)))
+			wantCorrupt(t, err, c.name)
+		}
 	}
-	// Flipped bytes either fail with ErrCorrupt or decode to some state; they never panic.
+	// Every flipped byte is refused (the checksum), never decoded to some other state.
 	for i := range snap {
 		b := append([]byte(nil), snap...)
 		b[i] ^= 0xff
-		if _, err := ReadSnapshot(bytes.NewReader(b)); err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("flip at %d: %v", i, err)
-		}
+		_, err := ReadSnapshot(bytes.NewReader(b))
+		wantCorrupt(t, err, fmt.Sprintf("flip at %d", i))
 	}
 }
 

@@ -23,7 +23,17 @@ func FuzzDecodeBatch(f *testing.F) {
 	for _, s := range batchSeeds() {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		// As given (mostly stopped by the checksum), and with a valid
+		// checksum so that the decoder itself is exercised.
+		for _, data := range [][]byte{raw, withCRC(raw)} {
+			fuzzBatch(t, data)
+		}
+	})
+}
+
+func fuzzBatch(t *testing.T, data []byte) {
+	{
 		b, err := DecodeBatch(data)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -41,7 +51,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		if s.LastTime() < b.Time {
 			t.Fatalf("last time %d after a batch at %d", s.LastTime(), b.Time)
 		}
-	})
+	}
 }
 
 // FuzzReadSnapshot: ReadSnapshot never panics and fails only with ErrCorrupt;
@@ -51,7 +61,15 @@ func FuzzReadSnapshot(f *testing.F) {
 	for _, s := range snapshotSeeds() {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		for _, data := range [][]byte{raw, withCRC(raw)} {
+			fuzzSnapshot(t, data)
+		}
+	})
+}
+
+func fuzzSnapshot(t *testing.T, data []byte) {
+	{
 		s, err := ReadSnapshot(bytes.NewReader(data))
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -71,7 +89,7 @@ func FuzzReadSnapshot(f *testing.F) {
 			t.Fatal("state differs after a second round trip")
 		}
 		s.Apply(Batch{Time: s.LastTime() + 1, Ops: []Op{takeover("n", "a"), acq("k", ownerA, 1)}})
-	})
+	}
 }
 
 func batchSeeds() [][]byte {
