@@ -15,6 +15,9 @@ REPS=${REPS:-2}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 QUIET_WAIT=${QUIET_WAIT:-300}
+MAX_OTHER=${MAX_OTHER:-0.25} # accept a run only if other processes took < this many cores
+TRIES=${TRIES:-4}            # ... else retry; keep the least disturbed try
+ALL=${OUT%.jsonl}.all.jsonl  # every try, for transparency
 mkdir -p "$(dirname "$OUT")"
 BIN=$(mktemp -d)/etcdbench
 go build -o "$BIN" ./cmd/etcdbench
@@ -44,9 +47,17 @@ for nodes in 1 3; do
 	for rep in $(seq 1 "$REPS"); do
 		for spec in "uncontended 128" "contended 16"; do
 			set -- $spec
-			wait_quiet
-			echo "run-matrix: nodes=$nodes $1 clients=$2 rep=$rep" >&2
-			"$BIN" -workload "$1" -nodes "$nodes" -clients "$2" -duration "$DURATION" -warmup "$WARMUP" -json -q >>"$OUT"
+			best="" best_other=99
+			for try in $(seq 1 "$TRIES"); do
+				wait_quiet
+				line=$("$BIN" -workload "$1" -nodes "$nodes" -clients "$2" -duration "$DURATION" -warmup "$WARMUP" -json -q)
+				echo "$line" >>"$ALL"
+				other=$(grep -o 'other_cpu_cores=[0-9.]*' <<<"$line" | cut -d= -f2)
+				echo "run-matrix: nodes=$nodes $1 clients=$2 rep=$rep try=$try other_cpu_cores=$other" >&2
+				if (( $(echo "${other:-99} < $best_other" | bc) )); then best=$line best_other=${other:-99}; fi
+				if (( $(echo "$best_other < $MAX_OTHER" | bc) )); then break; fi
+			done
+			echo "$best" >>"$OUT"
 		done
 	done
 done
