@@ -75,12 +75,33 @@ func runCorruptCases(t *testing.T, cases []corruptCase) {
 	}
 }
 
-// TestCorruptRaftLog: damaged Raft logs that ticketd handles today. The
-// cases it does not (yet) are in corrupt_pending_test.go.
+// TestCorruptRaftLog: a damaged Raft log is refused with a clear error or
+// recovered exactly; never served silently.
 func TestCorruptRaftLog(t *testing.T) {
 	runCorruptCases(t, []corruptCase{
 		{"truncated to one page", truncateTo(func(int64) int64 { return 4096 })},
 		{"last page cut off", truncateTo(func(size int64) int64 { return size - 4096 })},
+		// Once served an empty state and granted token 1 again: refused (MEMBER marker).
+		{"truncated to zero bytes", truncateTo(func(int64) int64 { return 0 })},
+		// Once SIGBUS in bbolt's freelist read: refused (file shorter than its pages).
+		{"truncated to half", truncateTo(func(size int64) int64 { return size / 2 })},
+		// Once a bbolt assertion panic.
+		{"256 random bytes in the middle", func(t *testing.T, file string, size int64) {
+			overwrite(t, file, size/2, noise(256))
+		}},
+		// Once a panic in raft.NewRaft: refused (every entry is read before Raft starts).
+		{"64 random bytes over a log entry", func(t *testing.T, file string, size int64) {
+			offs := find(t, file, "corrupt/key-20")
+			overwrite(t, file, offs[len(offs)-1]-32, noise(64))
+		}},
+		// Once decoded to a grant of "corrupt/Key-04" and served silently:
+		// refused (every entry carries a CRC-32C).
+		{"one byte of a held key changed in the log", func(t *testing.T, file string, size int64) {
+			// Every copy of the key in the file, so that the live one is hit.
+			for _, off := range find(t, file, "corrupt/key-04") {
+				overwrite(t, file, off+int64(len("corrupt/")), []byte("K"))
+			}
+		}},
 	})
 }
 

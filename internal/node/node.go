@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/ticketing-io/ticketing/internal/fsm"
 )
@@ -54,7 +53,6 @@ type Applied struct {
 	Index   uint64
 	Time    int64 // the batch time the state machine used
 	Results []fsm.Result
-	Err     error // the entry did not decode; state unchanged
 }
 
 // Node is a running Raft member with its state machine.
@@ -88,19 +86,25 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}()
 
-	var err error
 	dbPath := filepath.Join(cfg.Dir, "raft.db")
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: 2 * time.Second}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("open Raft log %s: it is locked by another process (is another ticketd using this data directory?)", dbPath)
+	info, err := os.Stat(dbPath)
+	dbExisted := err == nil && info.Size() > 0
+	if !dbExisted && hasMarker(cfg.Dir) {
+		return nil, damaged(dbPath, fmt.Errorf("the Raft log is missing or empty, but %s says this directory held a member's state", markerPath(cfg.Dir)))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("open Raft log %s: %w (the file is damaged: restore this server from a backup, or remove its data directory and add it back to the cluster as a new member)", dbPath, err)
+	if err := checkBoltFile(dbPath); err != nil {
+		return nil, err
+	}
+	if n.store, err = openStore(dbPath); err != nil {
+		return nil, err
 	}
 	hlog := newHCLog(cfg.Logger)
 	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	if err := verifyLog(dbPath, n.store, n.snaps); err != nil {
+		return nil, err
 	}
 	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
 	if err != nil {
@@ -146,6 +150,12 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("read Raft state: %w", err)
 	}
 	n.fresh = !existing
+	if existing {
+		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
+			return nil, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err)
+		}
+	}
+	n.fsm.mark = func() { writeMarker(cfg.Dir, cfg.ID) }
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.transport)
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
@@ -162,6 +172,10 @@ func Open(cfg Config) (*Node, error) {
 		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			n.raft.Shutdown()
 			return nil, fmt.Errorf("bootstrap cluster: %w", err)
+		}
+		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
+			n.raft.Shutdown()
+			return nil, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err)
 		}
 	}
 	ok = true
@@ -267,18 +281,23 @@ func (n *Node) closeStores() {
 
 // stateMachine adapts fsm.State to raft.FSM.
 type stateMachine struct {
-	mu    sync.RWMutex
-	state *fsm.State
-	held  atomic.Int64
+	mu     sync.RWMutex
+	state  *fsm.State
+	held   atomic.Int64
+	mark   func()    // records the data directory as a member's (see memberMarker)
+	marked sync.Once // a joining server's first entry or snapshot
 }
 
 func (m *stateMachine) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	m.marked.Do(m.mark)
 	b, err := fsm.DecodeBatch(l.Data)
 	if err != nil {
-		return &Applied{Index: l.Index, Err: err}
+		// A committed entry that does not decode: this replica can no longer
+		// follow the log faithfully, so it stops rather than diverge.
+		panic(fmt.Sprintf("ticketd: Raft log entry %d is damaged (%v); this server stops to avoid serving a wrong state", l.Index, err))
 	}
 	m.mu.Lock()
 	res := m.state.Apply(b)
@@ -297,6 +316,7 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	m.marked.Do(m.mark)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)

@@ -289,8 +289,6 @@ func (c *core) awaiter() {
 			res, _ = p.f.Response().(*node.Applied)
 			if res == nil {
 				err = fmt.Errorf("no result from the state machine")
-			} else if res.Err != nil {
-				err = res.Err
 			}
 		}
 		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
