@@ -34,6 +34,7 @@ type conn struct {
 	wake     chan struct{}
 	done     chan struct{} // closed when the writer has closed the socket
 
+	ready   atomic.Bool   // hello answered with Y: pings start then
 	rx      atomic.Uint64 // frames received; the pinger watches it move
 	pingRx  uint64        // pinger only
 	missed  int           // pinger only
@@ -244,6 +245,7 @@ func (c *conn) hello(f *wire.Frame) bool {
 	c.send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
 		Interval: uint32(s.cfg.PingInterval / time.Millisecond), Count: uint32(s.cfg.Limits.MaxInFlightPerConn),
 		Text: []byte(s.cfg.NodeID)})
+	c.ready.Store(true)
 	return true
 }
 

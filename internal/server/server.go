@@ -308,6 +308,9 @@ func (s *Server) pinger() {
 		}
 		s.mu.Unlock()
 		for _, c := range conns {
+			if !c.ready.Load() {
+				continue // before the hello only its own deadline applies
+			}
 			rx := c.rx.Load()
 			if rx == c.pingRx {
 				c.missed++
