@@ -60,6 +60,7 @@ func run(args []string) int {
 	serverPids := fs.String("server-pids", "", "with -addr: comma-separated server pids for RSS/CPU from /proc")
 	ticketd := fs.String("ticketd", "", "ticketd binary (default: next to this binary, else go build it into a temp dir)")
 	cpuprofile := fs.String("server-cpuprofile", "", "run the servers as this binary's in-process server and write their CPU profile to `file` (.nX appended with 3 nodes)")
+	memprofile := fs.String("server-memprofile", "", "like -server-cpuprofile, for a heap profile written when the servers stop")
 	token := fs.String("token", "", "client token (given to the started servers too)")
 	tlsCA := fs.String("tls-ca", "", "with -addr: TLS verified against this CA `file` (PEM)")
 	jsonOut := fs.Bool("json", false, "print exactly one JSON object on stdout (the human line goes to stderr)")
@@ -154,7 +155,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "ticketbench: -nodes must be 1 or 3")
 			return 2
 		}
-		bin, prefix, cleanup, err := serverBinary(ctx, *ticketd, *cpuprofile, logf)
+		bin, prefix, cleanup, err := serverBinary(ctx, *ticketd, *cpuprofile, *memprofile, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "ticketbench:", err)
 			return 1
@@ -200,18 +201,25 @@ func run(args []string) int {
 // subcommand when a server CPU profile is wanted, else -ticketd, else a
 // ticketd next to this binary, else one built with go build into a temp
 // dir from the module this binary was run in.
-func serverBinary(ctx context.Context, flagPath, cpuprofile string, logf func(string, ...any)) (bin string, prefix []string, cleanup func(), err error) {
+func serverBinary(ctx context.Context, flagPath, cpuprofile, memprofile string, logf func(string, ...any)) (bin string, prefix []string, cleanup func(), err error) {
 	cleanup = func() {}
-	if cpuprofile != "" {
+	if cpuprofile != "" || memprofile != "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return "", nil, cleanup, err
 		}
-		abs, err := filepath.Abs(cpuprofile)
-		if err != nil {
-			return "", nil, cleanup, err
+		prefix = []string{serveCommand}
+		for _, p := range []struct{ flag, path string }{{"-cpuprofile", cpuprofile}, {"-memprofile", memprofile}} {
+			if p.path == "" {
+				continue
+			}
+			abs, err := filepath.Abs(p.path)
+			if err != nil {
+				return "", nil, cleanup, err
+			}
+			prefix = append(prefix, p.flag, abs)
 		}
-		return exe, []string{serveCommand, "-cpuprofile", abs}, cleanup, nil
+		return exe, prefix, cleanup, nil
 	}
 	if flagPath != "" {
 		return flagPath, nil, cleanup, nil

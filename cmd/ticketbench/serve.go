@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -38,6 +39,7 @@ func serveMain(args []string) int {
 	var tokens stringList
 	fs.Var(&tokens, "client-token", "client token (repeatable)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this server to `file` (until SIGTERM)")
+	memprofile := fs.String("memprofile", "", "write a heap profile of this server to `file` at SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,6 +76,13 @@ func serveMain(args []string) int {
 	if pf != nil {
 		pprof.StopCPUProfile()
 		pf.Close()
+	}
+	if *memprofile != "" {
+		runtime.GC()
+		if f, err := os.Create(*memprofile); err == nil {
+			pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
 	}
 	srv.Close() // like a crash to peers: the benchmark discards the data
 	return 0
