@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +61,7 @@ func run(args []string) int {
 	serverPids := fs.String("server-pids", "", "with -addr: comma-separated server pids for RSS/CPU from /proc")
 	ticketd := fs.String("ticketd", "", "ticketd binary (default: next to this binary, else go build it into a temp dir)")
 	cpuprofile := fs.String("server-cpuprofile", "", "run the servers as this binary's in-process server and write their CPU profile to `file` (.nX appended with 3 nodes)")
+	selfprofile := fs.String("cpuprofile", "", "write a CPU profile of ticketbench itself (the client side) to `file`")
 	memprofile := fs.String("server-memprofile", "", "like -server-cpuprofile, for a heap profile written when the servers stop")
 	token := fs.String("token", "", "client token (given to the started servers too)")
 	tlsCA := fs.String("tls-ca", "", "with -addr: TLS verified against this CA `file` (PEM)")
@@ -179,6 +181,18 @@ func run(args []string) int {
 		logf("ticketbench: serving: %s (pids %v, dir %s)", env.Addrs, cl.pids(), cl.root)
 	}
 
+	if *selfprofile != "" {
+		f, err := os.Create(*selfprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ticketbench:", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "ticketbench:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	logf("ticketbench: running %s: nodes=%d clients=%d warmup=%v duration=%v", cfg.Workload, cfg.Nodes, cfg.Clients, cfg.Warmup, cfg.Duration)
 	res, err := Run(ctx, cfg, env)
 	if err != nil {
