@@ -35,6 +35,7 @@ type conn struct {
 	done     chan struct{} // closed when the writer has closed the socket
 
 	ready   atomic.Bool   // hello answered with Y: pings start then
+	cutOff  atomic.Bool   // a slow consumer: read nothing more from it
 	rx      atomic.Uint64 // frames received; the pinger watches it move
 	pingRx  uint64        // pinger only
 	missed  int           // pinger only
@@ -55,10 +56,14 @@ func (c *conn) send(f *wire.Frame) bool {
 	}
 	c.out = wire.Append(c.out, f)
 	if len(c.out) > c.srv.cfg.WriteBufferLimit {
+		// Cut the client off now: stop reading its requests and end the
+		// write that is blocked on it (the E is best effort).
 		c.srv.metrics.slowConsumers.Inc()
 		c.out = wire.Append(c.out, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeSlowConsumer),
 			Text: []byte("the client does not read its answers; connection closed")})
 		c.closing = true
+		c.cutOff.Store(true)
+		c.nc.SetDeadline(time.Now())
 	}
 	c.mu.Unlock()
 	c.notify()
@@ -143,6 +148,8 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		if cap(buf) <= 256<<10 {
 			c.spare = buf[:0]
+		} else {
+			c.spare = nil // c.out may already use the old spare: never share an array
 		}
 		more := len(c.out) > 0
 		c.mu.Unlock()
@@ -191,7 +198,7 @@ func (c *conn) serve() {
 			return
 		}
 		c.rx.Add(1)
-		if !c.handle(&f) {
+		if c.cutOff.Load() || !c.handle(&f) {
 			return
 		}
 	}
