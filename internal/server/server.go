@@ -36,13 +36,12 @@ type Server struct {
 	httpLn net.Listener
 	http   *http.Server
 
-	mu          sync.Mutex
-	conns       map[*conn]struct{}
-	serving     bool
-	servingCh   chan struct{} // closed while serving; replaced when serving stops
-	closed      bool
-	nconns      atomic.Int64
-	waiterCount atomic.Int64
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	serving   bool
+	servingCh chan struct{} // closed while serving; replaced when serving stops
+	closed    bool
+	nconns    atomic.Int64
 
 	wg   sync.WaitGroup
 	stop chan struct{}
@@ -323,7 +322,6 @@ func (s *Server) pinger() {
 			}
 			c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
 		}
-		s.waiterCount.Store(int64(s.core.waiterGauge.Load()))
 	}
 }
 
