@@ -51,7 +51,6 @@ type Config struct {
 // Applied is the response of one committed batch.
 type Applied struct {
 	Index   uint64
-	Time    int64 // the batch time the state machine used
 	Results []fsm.Result
 }
 
@@ -301,10 +300,9 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	}
 	m.mu.Lock()
 	res := m.state.Apply(b)
-	t := m.state.LastTime()
 	m.held.Store(int64(m.state.Len()))
 	m.mu.Unlock()
-	return &Applied{Index: l.Index, Time: t, Results: res}
+	return &Applied{Index: l.Index, Results: res}
 }
 
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {

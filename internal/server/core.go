@@ -622,7 +622,7 @@ func (c *core) applied(a applied) {
 		case causeTakeover:
 			c.takeoverDone(now)
 		case causeAttempt:
-			c.attemptDone(cs.w, op, res, now)
+			c.attemptDone(cs.w, res, now)
 		case causeRelease:
 			if res.Status == fsm.Released {
 				c.s.metrics.releases.Inc()
@@ -653,7 +653,7 @@ func (c *core) freed(key string, res fsm.Result) {
 	}
 }
 
-func (c *core) attemptDone(w *waiter, op *fsm.Op, res fsm.Result, now time.Time) {
+func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	q := c.queues[w.key]
 	w.attempt = false
 	c.attempts--
