@@ -229,8 +229,8 @@ func (n *Node) RestoreFrom(r io.Reader) error {
 }
 
 // RestoreTokenRate bounds how many tokens per millisecond a cluster can
-// grant (far above what one Raft group commits: about 100 per ms measured).
-// A restore skips RestoreTokenRate tokens for every millisecond between the
+// grant: far above what one cluster does (at most about 30 per ms in the
+// measurements of docs/benchmarks.md). A restore skips RestoreTokenRate tokens for every millisecond between the
 // backup's last entry and the restore, plus one day's worth as a margin for
 // clock differences, so no token granted after the backup is granted again.
 const RestoreTokenRate = 1000
