@@ -56,6 +56,7 @@ type waiter struct {
 	deadline time.Time // zero for wait = 0
 	replies  []reply
 	elem     *list.Element // position in its key's queue, nil when not queued
+	timer    *timer        // its wait deadline, nil for wait = 0
 	attempt  bool          // an OpAcquire for it is in a proposed batch
 	done     bool
 }
@@ -160,9 +161,11 @@ type core struct {
 	attempts int // OpAcquire in flight
 
 	timers timerHeap
+	leases map[string]*timer // key -> the lease timer of its hold
 	timer  *time.Timer
 
 	waiterGauge atomic.Int64 // c.waiters, for metrics
+	timerGauge  atomic.Int64 // len(c.timers), for tests
 }
 
 func newCore(s *Server) *core {
@@ -182,11 +185,23 @@ func newCore(s *Server) *core {
 }
 
 func (c *core) reset() {
+	// Waiters of the previous term are gone with their connections; mark
+	// them so that a late connection close does not touch the new state.
+	for _, w := range c.owners {
+		w.done = true
+	}
+	for _, t := range c.timers {
+		t.idx = -1
+		if t.w != nil {
+			t.w.timer = nil
+		}
+	}
 	c.pending = &batch{}
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
-	c.timers = c.timers[:0]
+	c.timers = nil
+	c.leases = make(map[string]*timer)
 }
 
 func (c *core) submit(r request)    { c.send(c.reqs, r) }
@@ -249,6 +264,7 @@ func (c *core) run() {
 		}
 		c.flush()
 		c.waiterGauge.Store(int64(c.waiters))
+		c.timerGauge.Store(int64(len(c.timers)))
 	}
 }
 
@@ -443,7 +459,8 @@ func (c *core) newWaiter(r request) *waiter {
 		arrived: r.at, replies: []reply{{c: r.c, id: r.id}}}
 	if r.wait > 0 {
 		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
-		c.addTimer(timerEntry{at: w.deadline, w: w})
+		w.timer = &timer{at: w.deadline, w: w}
+		c.addTimer(w.timer)
 	}
 	c.owners[w.owner] = w
 	c.track(r.c, w)
@@ -538,6 +555,8 @@ func (c *core) retire(w *waiter) {
 		return
 	}
 	w.done = true
+	c.removeTimer(w.timer)
+	w.timer = nil
 	delete(c.owners, w.owner)
 	q := c.queues[w.key]
 	if w.wait > 0 {
@@ -649,6 +668,7 @@ func (c *core) applied(a applied) {
 
 func (c *core) freed(key string, res fsm.Result) {
 	if res.Status == fsm.Released {
+		c.leaseEnded(key, res.Hold.Token)
 		c.handoff(key)
 	}
 }
@@ -664,7 +684,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
-			c.addTimer(timerEntry{at: now.Add(time.Duration(res.Hold.LeaseMs) * time.Millisecond), key: w.key, token: res.Hold.Token})
+			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
 		}
 		queued := uint32(0)
 		if w.wait > 0 {
@@ -727,7 +747,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 	if h, ok := c.holdOf(key); ok && h.Token == token {
-		c.addTimer(timerEntry{at: now.Add(50 * time.Millisecond), key: key, token: token})
+		c.setLease(key, token, now.Add(50*time.Millisecond))
 	}
 }
 
@@ -736,7 +756,9 @@ func (c *core) takeoverDone(now time.Time) {
 	// leases, never shortens them (the state machine did the same to ExpiresAt).
 	c.s.node.Read(func(st *fsm.State) {
 		st.Range(func(k string, h fsm.Hold) bool {
-			c.timers = append(c.timers, timerEntry{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token})
+			t := &timer{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token, idx: len(c.timers)}
+			c.timers = append(c.timers, t)
+			c.leases[k] = t
 			return true
 		})
 	})
@@ -767,32 +789,65 @@ func (c *core) answerReads(reads []readReq) {
 	})
 }
 
-// Timers: wait deadlines of waiters and lease deadlines of holds, in one heap.
-type timerEntry struct {
+// Timers: wait deadlines of waiters and lease deadlines of holds, in one
+// heap. Each timer knows its place in the heap, so a release or a retired
+// waiter removes its timer at once: the heap holds live deadlines only.
+type timer struct {
 	at    time.Time
-	w     *waiter // wait deadline
-	key   string  // lease deadline
+	w     *waiter // a wait deadline, or
+	key   string  // the lease deadline of key's hold under token
 	token uint64
+	idx   int // position in the heap; -1 when not in it
 }
 
-type timerHeap []timerEntry
+type timerHeap []*timer
 
 func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*timer)
+	t.idx = len(*h)
+	*h = append(*h, t)
+}
 func (h *timerHeap) Pop() any {
 	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = timerEntry{}
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	return e
+	t.idx = -1
+	return t
 }
 
-func (c *core) addTimer(e timerEntry) {
-	heap.Push(&c.timers, e)
-	if c.timers[0].at.Equal(e.at) {
+func (c *core) addTimer(t *timer) {
+	heap.Push(&c.timers, t)
+	if t.idx == 0 {
 		c.resetTimer()
+	}
+}
+
+func (c *core) removeTimer(t *timer) {
+	if t != nil && t.idx >= 0 {
+		heap.Remove(&c.timers, t.idx)
+	}
+}
+
+// setLease (re)starts the lease timer of key's hold under token.
+func (c *core) setLease(key string, token uint64, at time.Time) {
+	c.removeTimer(c.leases[key])
+	t := &timer{at: at, key: key, token: token}
+	c.leases[key] = t
+	c.addTimer(t)
+}
+
+// leaseEnded forgets the lease timer of a hold that was released or expired.
+func (c *core) leaseEnded(key string, token uint64) {
+	if t := c.leases[key]; t != nil && t.token == token {
+		c.removeTimer(t)
+		delete(c.leases, key)
 	}
 }
 
@@ -806,29 +861,35 @@ func (c *core) resetTimer() {
 
 func (c *core) fireTimers() {
 	now := time.Now()
-	var expire []timerEntry
+	var expire []*timer
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
-		e := heap.Pop(&c.timers).(timerEntry)
-		if e.w != nil {
-			c.waitExpired(e.w)
-		} else if c.serving {
-			expire = append(expire, e)
+		t := heap.Pop(&c.timers).(*timer)
+		if t.w != nil {
+			t.w.timer = nil
+			c.waitExpired(t.w)
+			continue
+		}
+		if c.leases[t.key] == t {
+			delete(c.leases, t.key)
+		}
+		if c.serving {
+			expire = append(expire, t)
 		}
 	}
 	if len(expire) > 0 {
 		c.s.node.Read(func(st *fsm.State) {
 			kept := expire[:0]
-			for _, e := range expire {
-				if h, ok := st.Get(e.key); ok && h.Token == e.token {
-					kept = append(kept, e)
+			for _, t := range expire {
+				if h, ok := st.Get(t.key); ok && h.Token == t.token {
+					kept = append(kept, t)
 				}
 			}
 			expire = kept
 		})
-		for _, e := range expire {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpExpire, Key: e.key, Token: e.token})
+		for _, t := range expire {
+			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpExpire, Key: t.key, Token: t.token})
 			c.pending.causes = append(c.pending.causes, cause{kind: causeExpire})
-			c.handoff(e.key)
+			c.handoff(t.key)
 		}
 	}
 	c.resetTimer()

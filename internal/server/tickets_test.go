@@ -306,3 +306,34 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	expect(t, a.Final(a.Acquire("k", testcluster.Owner(1), 0, 30)), wire.TypeGranted)
 }
+
+// Released tickets and answered waiters leave no timers behind: the heap
+// holds live deadlines only, whatever the churn.
+func TestTimersFollowLiveHoldsOnly(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	for i := 0; i < 300; i++ {
+		g := expect(t, r.Final(r.Acquire("churn", testcluster.Owner(i), 0, 250)), wire.TypeGranted)
+		expect(t, r.Final(r.Release("churn", g.Token)), wire.TypeReleased)
+	}
+	held := expect(t, r.Final(r.Acquire("held", testcluster.Owner(1000), 0, 250)), wire.TypeGranted)
+	w := r.Acquire("held", testcluster.Owner(1001), 200, 30)
+	expect(t, r.Recv(), wire.TypeQueued)
+	r.Send(&wire.Frame{Type: wire.TypeCancel, ID: w, Owner: testcluster.Owner(1001)})
+	expect(t, r.Final(w), wire.TypeCancelled)
+	// One hold, no waiter: one timer. (The core publishes its count after
+	// each round, so wait for it to settle.)
+	waitTimers := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n := server.Timers(c.Server(0)); n != want; n = server.Timers(c.Server(0)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d timers, want %d", n, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitTimers(1)
+	expect(t, r.Final(r.Release("held", held.Token)), wire.TypeReleased)
+	waitTimers(0)
+}
