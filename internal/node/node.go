@@ -155,6 +155,13 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.fsm.mark = func() { writeMarker(cfg.Dir, cfg.ID) }
+	n.fsm.snapshotEvery = cfg.SnapshotThreshold
+	n.fsm.snapshotNow = func() {
+		defer n.fsm.snapshotting.Store(false)
+		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
+			cfg.Logger.Warn("snapshot failed", "err", err)
+		}
+	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.transport)
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
@@ -285,6 +292,14 @@ type stateMachine struct {
 	held   atomic.Int64
 	mark   func()    // records the data directory as a member's (see memberMarker)
 	marked sync.Once // a joining server's first entry or snapshot
+
+	// Raft counts entries towards a snapshot, but one entry carries up to
+	// thousands of operations; these count operations, so that the log a
+	// restart replays stays short however the operations were batched.
+	snapshotEvery uint64
+	opsSince      atomic.Uint64
+	snapshotting  atomic.Bool
+	snapshotNow   func()
 }
 
 func (m *stateMachine) Apply(l *raft.Log) any {
@@ -302,10 +317,14 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	res := m.state.Apply(b)
 	m.held.Store(int64(m.state.Len()))
 	m.mu.Unlock()
+	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= m.snapshotEvery && m.snapshotting.CompareAndSwap(false, true) {
+		go m.snapshotNow() // not here: Raft takes the snapshot through this goroutine
+	}
 	return &Applied{Index: l.Index, Results: res}
 }
 
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	m.opsSince.Store(0)
 	m.mu.RLock()
 	c := m.state.Clone()
 	m.mu.RUnlock()

@@ -98,8 +98,10 @@ type Config struct {
 	// client that does not read them is disconnected.
 	WriteBufferLimit int `toml:"write_buffer_limit"`
 
-	// SnapshotThreshold is the number of log entries after which a snapshot
-	// is taken and the log compacted; SnapshotInterval is how often that is checked.
+	// SnapshotThreshold is the number of operations (acquires, releases,
+	// expiries) after which a snapshot is taken and the log compacted, so a
+	// restart replays at most about that many; SnapshotInterval is how often
+	// Raft also checks its own entry count against it.
 	SnapshotThreshold uint64        `toml:"snapshot_threshold"`
 	SnapshotInterval  time.Duration `toml:"snapshot_interval"`
 	// SnapshotRetain is how many snapshots are kept on disk.

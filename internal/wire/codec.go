@@ -277,7 +277,7 @@ type Reader struct {
 
 // NewReader returns a Reader that accepts frames up to MaxFrame.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 16<<10), max: MaxFrame}
+	return &Reader{r: bufio.NewReaderSize(r, 4<<10), max: MaxFrame}
 }
 
 // Next reads and decodes the next frame into f. Byte slices in f stay valid
