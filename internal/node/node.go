@@ -317,7 +317,10 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	res := m.state.Apply(b)
 	m.held.Store(int64(m.state.Len()))
 	m.mu.Unlock()
-	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= m.snapshotEvery && m.snapshotting.CompareAndSwap(false, true) {
+	// At least as many operations as tickets held: a snapshot copies the
+	// whole state, so this keeps its cost per operation constant.
+	limit := max(m.snapshotEvery, uint64(m.held.Load()))
+	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= limit && m.snapshotting.CompareAndSwap(false, true) {
 		go m.snapshotNow() // not here: Raft takes the snapshot through this goroutine
 	}
 	return &Applied{Index: l.Index, Results: res}

@@ -99,9 +99,9 @@ type Config struct {
 	WriteBufferLimit int `toml:"write_buffer_limit"`
 
 	// SnapshotThreshold is the number of operations (acquires, releases,
-	// expiries) after which a snapshot is taken and the log compacted, so a
-	// restart replays at most about that many; SnapshotInterval is how often
-	// Raft also checks its own entry count against it.
+	// expiries) after which a snapshot is taken and the log compacted, or the
+	// number of tickets held if that is larger (a snapshot copies them all);
+	// SnapshotInterval is how often Raft also checks its own entry count.
 	SnapshotThreshold uint64        `toml:"snapshot_threshold"`
 	SnapshotInterval  time.Duration `toml:"snapshot_interval"`
 	// SnapshotRetain is how many snapshots are kept on disk.
