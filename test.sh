@@ -8,7 +8,22 @@ echo "== go vet"
 go vet ./...
 
 echo "== tests (race detector on)"
-go test -race -count=1 -timeout 20m ./...
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Verbose into a file, so that every test and subtest is counted; the
+# package lines go to the terminal.
+status=0
+go test -race -count=1 -timeout 20m -v ./... >"$log" 2>&1 || status=$?
+grep -E '^(ok|FAIL|panic:)' "$log" || true
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+echo "tests: $passed passed, $failed failed"
+if [ "$status" -ne 0 ]; then
+  echo "== go test failed (exit $status); the failing packages again, without -v:"
+  pkgs=$(grep -E '^FAIL\s+\S+' "$log" | awk '{print $2}' | sort -u)
+  [ -n "$pkgs" ] && go test -race -count=1 -timeout 20m $pkgs || true
+  exit "$status"
+fi
 
 echo "== fuzzers, briefly (corpus in each package's testdata/fuzz)"
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-5s}" "$1"; }
@@ -21,3 +36,4 @@ echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
 
 echo "== all passed"
+echo "tests: $passed passed, 0 failed"
