@@ -166,9 +166,12 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if n > uint64(len(d.b)) { // every op takes at least one byte
 		return Batch{}, fmt.Errorf("%w: %d ops in %d bytes", ErrCorrupt, n, len(d.b))
 	}
-	b.Ops = make([]Op, n)
-	for i := range b.Ops {
-		op := &b.Ops[i]
+	// Grown as ops decode rather than sized from the count, so that a bogus
+	// count costs nothing before the data runs out.
+	b.Ops = make([]Op, 0, min(n, 256))
+	for i := uint64(0); i < n; i++ {
+		b.Ops = append(b.Ops, Op{})
+		op := &b.Ops[len(b.Ops)-1]
 		op.Kind = OpKind(d.u8("op kind"))
 		switch op.Kind {
 		case OpAcquire:
