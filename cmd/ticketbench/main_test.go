@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/benchkit"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
 )
 
@@ -24,7 +25,7 @@ func short(w string) Config {
 	return Config{Workload: w, Nodes: 1, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, Wait: -1, OpTimeout: 10 * time.Second}
 }
 
-func check(t *testing.T, r *Result, err error, w string) {
+func check(t *testing.T, r *benchkit.Result, err error, w string) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", w, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
 // Workload names (the same as etcdbench's).
@@ -113,7 +114,7 @@ type Env struct {
 
 func (e *Env) rss() int64 {
 	if p := e.Pids(); len(p) > 0 {
-		return sumRSS(p)
+		return benchkit.SumRSS(p)
 	}
 	if e.HTTPAddr != "" {
 		if v, err := metricsRSS(e.HTTPAddr); err == nil {
@@ -171,7 +172,7 @@ func (b *bench) newBroker(ctx context.Context) (*ticketing.Broker, error) {
 // newBrokers opens n Brokers (n connections) with bounded parallelism.
 func (b *bench) newBrokers(ctx context.Context, n int) ([]*ticketing.Broker, error) {
 	out := make([]*ticketing.Broker, n)
-	err := parallel(ctx, n, 32, func(i int) error {
+	err := benchkit.Parallel(ctx, n, 32, func(i int) error {
 		br, err := b.newBroker(ctx)
 		out[i] = br
 		return err
@@ -184,37 +185,7 @@ func (b *bench) close() {
 	brs := b.brokers
 	b.brokers = nil
 	b.mu.Unlock()
-	parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() })
-}
-
-// parallel runs f(0..n-1) on at most par goroutines and returns the first
-// error (after running every item, unless ctx ends).
-func parallel(ctx context.Context, n, par int, f func(i int) error) error {
-	par = min(par, n)
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { firstErr = err })
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return firstErr
+	benchkit.Parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() })
 }
 
 type loopMode int
@@ -314,7 +285,7 @@ func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, 
 }
 
 // Run executes the configured workload and returns its result.
-func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
+func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	cfg.ApplyDefaults()
 	if env.Logf == nil {
 		env.Logf = func(string, ...any) {}
@@ -346,7 +317,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 // runLoops runs cfg.Clients workers over ceil(Clients/PerConn) Brokers for
 // warmup+duration and summarizes; decorate lets hold and connections add to
 // the result.
-func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, error) {
+func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
 	C := cfg.Clients
 	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
@@ -388,7 +359,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 		return nil, ctx.Err()
 	}
 
-	r := &Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
+	r := &benchkit.Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
 	var pair, acq []time.Duration
 	var violations int64
 	var samples []string
@@ -405,13 +376,13 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 		}
 	}
 	dur := win.end.Sub(win.start).Seconds()
-	r.DurationS = round(dur, 3)
-	r.OpsPerSec = round(float64(r.Ops)/dur, 1)
-	r.AcquireLatencyMs = Summarize(acq)
+	r.DurationS = benchkit.Round(dur, 3)
+	r.OpsPerSec = benchkit.Round(float64(r.Ops)/dur, 1)
+	r.AcquireLatencyMs = benchkit.Summarize(acq)
 	if mode == countAcquires {
 		r.LatencyMs = r.AcquireLatencyMs
 	} else {
-		r.LatencyMs = Summarize(pair)
+		r.LatencyMs = benchkit.Summarize(pair)
 	}
 	r.ServerRSSBytes = met.rssEnd
 	if r.ServerRSSBytes == 0 {
@@ -445,7 +416,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 // runs a sample of uncontended workers on other keys at that size, and
 // then, when it owns the servers, SIGKILLs and restarts them on the same
 // data and times how long until an acquire is granted again.
-func (b *bench) runHold(ctx context.Context) (*Result, error) {
+func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := b.env.rss()
 	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
@@ -463,7 +434,7 @@ func (b *bench) runHold(ctx context.Context) (*Result, error) {
 	var fillSample string
 	t0 := time.Now()
 	lastLog := time.Now()
-	parallel(fctx, cfg.N, cfg.FillPar, func(j int) error {
+	benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error {
 		actx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
 		t, err := brs[j%nConn].Acquire(actx, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j), 0, holdLease, 0)
 		c2()
@@ -524,7 +495,7 @@ func (b *bench) runHold(ctx context.Context) (*Result, error) {
 		n += " " + rn
 	} else if cl == nil {
 		// Not our servers: give the tickets back.
-		parallel(ctx, len(tickets), cfg.FillPar, func(j int) error {
+		benchkit.Parallel(ctx, len(tickets), cfg.FillPar, func(j int) error {
 			if tickets[j] != nil {
 				rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
 				tickets[j].Release(rctx)
@@ -586,7 +557,7 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 
 // runConnections opens N idle Brokers (N connections, each with its hello
 // done), then runs cfg.Clients acquire/release workers alongside them.
-func (b *bench) runConnections(ctx context.Context) (*Result, error) {
+func (b *bench) runConnections(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := b.env.rss()
 	t0 := time.Now()
@@ -598,7 +569,7 @@ func (b *bench) runConnections(ctx context.Context) (*Result, error) {
 	sleepTo(ctx.Done(), time.Now().Add(time.Second))
 	rssIdle := b.env.rss()
 	b.env.Logf("ticketbench: connections: %d idle Brokers ready in %.1fs", len(idle), setup.Seconds())
-	return b.runLoops(ctx, func(r *Result) {
+	return b.runLoops(ctx, func(r *benchkit.Result) {
 		n := fmt.Sprintf("n=%d idle Brokers (1 connection each, WaitReady) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d",
 			cfg.N, setup.Seconds(), rss0, rssIdle)
 		r.Notes = n + "; " + r.Notes

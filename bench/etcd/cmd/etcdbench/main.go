@@ -147,13 +147,13 @@ func run() int {
 		return 1
 	}
 	if *jsonOut {
-		fmt.Fprintln(os.Stderr, res.Human())
+		fmt.Fprintln(os.Stderr, res.HumanDigits(2))
 		if err := res.WriteJSON(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "etcdbench:", err)
 			return 1
 		}
 	} else {
-		fmt.Println(res.Human())
+		fmt.Println(res.HumanDigits(2))
 	}
 	return 0
 }

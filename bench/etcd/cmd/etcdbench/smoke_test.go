@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/bench/etcd/internal/etcdbench"
+	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
 // buildBinary compiles etcdbench into a temp dir (the benchmark re-executes
@@ -81,11 +82,11 @@ func TestSmoke(t *testing.T) {
 			if len(raw) != 12 {
 				t.Errorf("got %d keys, want 12: %v", len(raw), raw)
 			}
-			var r etcdbench.Result
+			var r benchkit.Result
 			dstrict := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
 			dstrict.DisallowUnknownFields()
 			if err := dstrict.Decode(&r); err != nil {
-				t.Fatalf("decode Result: %v", err)
+				t.Fatalf("decode benchkit.Result: %v", err)
 			}
 			if r.System != "etcd" || r.Workload != tc.workload || r.Nodes != 1 {
 				t.Errorf("header = %q %q %d", r.System, r.Workload, r.Nodes)

@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
 // Workload names.
@@ -177,7 +179,7 @@ func (b *bench) newClient(ctx context.Context) (*clientv3.Client, error) {
 // newClients opens n clients with bounded parallelism.
 func (b *bench) newClients(ctx context.Context, n int) ([]*clientv3.Client, error) {
 	out := make([]*clientv3.Client, n)
-	err := parallel(ctx, n, 32, func(i int) error {
+	err := benchkit.Parallel(ctx, n, 32, func(i int) error {
 		c, err := b.newClient(ctx)
 		out[i] = c
 		return err
@@ -206,7 +208,7 @@ func (b *bench) close() {
 	b.mu.Unlock()
 	if !b.env.OwnCluster || len(sessions) <= 1000 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		parallel(ctx, len(sessions), 64, func(i int) error {
+		benchkit.Parallel(ctx, len(sessions), 64, func(i int) error {
 			rctx, c2 := context.WithTimeout(ctx, 5*time.Second)
 			defer c2()
 			sessions[i].Orphan()
@@ -219,38 +221,6 @@ func (b *bench) close() {
 	for _, c := range clients {
 		c.Close()
 	}
-}
-
-// parallel runs f(0..n-1) on at most par goroutines; returns the first error
-// but runs all items (unless ctx is done).
-func parallel(ctx context.Context, n, par int, f func(i int) error) error {
-	if par > n {
-		par = n
-	}
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { firstErr = err })
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return firstErr
 }
 
 // loopMode says what one iteration of lockLoop counts.
@@ -419,10 +389,10 @@ func startMeter(ctx context.Context, pids []int, win window) *meter {
 	go func() {
 		defer close(m.done)
 		sleepUntil(ctx, win.start, win.start.Add(time.Hour))
-		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), SumCPU(pids), SelfCPU(), MachineCPU()
+		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
 		sleepUntil(ctx, win.end, win.end.Add(time.Hour))
-		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), SumCPU(pids), SelfCPU(), MachineCPU()
-		m.rssEnd = SumRSS(pids)
+		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
+		m.rssEnd = benchkit.SumRSS(pids)
 	}()
 	return m
 }
@@ -456,7 +426,7 @@ func (m *meter) notes() string {
 }
 
 // Run executes the configured workload against env and returns its result.
-func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
+func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	cfg.ApplyDefaults()
 	if env.Logf == nil {
 		env.Logf = func(string, ...any) {}
@@ -480,7 +450,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*Result, error) {
 // runLoops sets up cfg.Clients workers (sessions, shared clients), runs them
 // over warmup+duration and summarizes. extraNotes/extraRSS let hold and
 // connections decorate the result.
-func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, error) {
+func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
 	C := cfg.Clients
 	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
@@ -489,7 +459,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 		return nil, fmt.Errorf("clients: %w", err)
 	}
 	sessions := make([]*concurrency.Session, C)
-	if err := parallel(ctx, C, 32, func(i int) error {
+	if err := benchkit.Parallel(ctx, C, 32, func(i int) error {
 		s, err := b.newSession(clients[i%nConn])
 		sessions[i] = s
 		return err
@@ -541,7 +511,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 		return nil, ctx.Err()
 	}
 
-	r := &Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
+	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
 	var pair, acq []time.Duration
 	var violations int64
 	var samples []string
@@ -558,13 +528,13 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 		}
 	}
 	dur := win.end.Sub(win.start).Seconds()
-	r.DurationS = round(dur, 3)
-	r.OpsPerSec = round(float64(r.Ops)/dur, 1)
-	r.AcquireLatencyMs = Summarize(acq)
+	r.DurationS = benchkit.Round(dur, 3)
+	r.OpsPerSec = benchkit.Round(float64(r.Ops)/dur, 1)
+	r.AcquireLatencyMs = benchkit.Summarize(acq)
 	if mode == countAcquires {
 		r.LatencyMs = r.AcquireLatencyMs
 	} else {
-		r.LatencyMs = Summarize(pair)
+		r.LatencyMs = benchkit.Summarize(pair)
 	}
 	r.ServerRSSBytes = met.rssEnd
 
@@ -605,9 +575,9 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*Result)) (*Result, 
 // each); by default LocksPerSession=1, i.e. N independent holders, each with
 // its own lease and keepalive, which is what N separate lock holders look
 // like to etcd. Fill sessions are spread over ceil(FillPar/PerConn) clients.
-func (b *bench) runHold(ctx context.Context) (*Result, error) {
+func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
-	rss0 := SumRSS(b.env.ServerPids)
+	rss0 := benchkit.SumRSS(b.env.ServerPids)
 	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
@@ -620,7 +590,7 @@ func (b *bench) runHold(ctx context.Context) (*Result, error) {
 	var errMu sync.Mutex
 	var fillSample string
 	t0 := time.Now()
-	parallel(fctx, nSess, cfg.FillPar, func(si int) error {
+	benchkit.Parallel(fctx, nSess, cfg.FillPar, func(si int) error {
 		s, err := b.newSession(clients[si%nConn])
 		if err != nil {
 			fillErrs.Add(1)
@@ -659,9 +629,9 @@ func (b *bench) runHold(ctx context.Context) (*Result, error) {
 	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held.Load(), cfg.N, nSess, fill.Seconds())
 	// Let the apply loop and GC settle before reading RSS.
 	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
-	rssFilled := SumRSS(b.env.ServerPids)
+	rssFilled := benchkit.SumRSS(b.env.ServerPids)
 
-	return b.runLoops(ctx, func(r *Result) {
+	return b.runLoops(ctx, func(r *benchkit.Result) {
 		r.Errors += fillErrs.Load()
 		rssEnd := r.ServerRSSBytes
 		r.ServerRSSBytes = rssFilled
@@ -681,16 +651,16 @@ func (b *bench) runHold(ctx context.Context) (*Result, error) {
 // runConnections opens N idle clientv3 clients (each its own gRPC
 // connection to every endpoint), then runs cfg.Clients lock/unlock workers
 // alongside them.
-func (b *bench) runConnections(ctx context.Context) (*Result, error) {
+func (b *bench) runConnections(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
-	rss0 := SumRSS(b.env.ServerPids)
+	rss0 := benchkit.SumRSS(b.env.ServerPids)
 	t0 := time.Now()
 	idle, err := b.newClients(ctx, cfg.N)
 	if err != nil {
 		return nil, fmt.Errorf("idle clients: %w", err)
 	}
 	if cfg.IdleSessions {
-		if err := parallel(ctx, len(idle), 32, func(i int) error {
+		if err := benchkit.Parallel(ctx, len(idle), 32, func(i int) error {
 			_, err := b.newSession(idle[i])
 			return err
 		}); err != nil {
@@ -699,9 +669,9 @@ func (b *bench) runConnections(ctx context.Context) (*Result, error) {
 	}
 	setup := time.Since(t0)
 	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
-	rssIdle := SumRSS(b.env.ServerPids)
+	rssIdle := benchkit.SumRSS(b.env.ServerPids)
 	b.env.Logf("etcdbench: connections: %d idle clients up in %.1fs", len(idle), setup.Seconds())
-	return b.runLoops(ctx, func(r *Result) {
+	return b.runLoops(ctx, func(r *benchkit.Result) {
 		n := fmt.Sprintf("n=%d idle clientv3 clients (1 gRPC conn per endpoint each, idle_sessions=%v) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d",
 			cfg.N, cfg.IdleSessions, setup.Seconds(), rss0, rssIdle)
 		r.Notes = n + "; " + r.Notes

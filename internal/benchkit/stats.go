@@ -1,4 +1,4 @@
-package etcdbench
+package benchkit
 
 import (
 	"math"
@@ -14,34 +14,28 @@ type Percentiles struct {
 	Max float64 `json:"max"`
 }
 
-// Summarize sorts d in place and returns nearest-rank percentiles in ms.
-// An empty slice gives all zeros.
+// Summarize sorts d in place and returns nearest-rank percentiles in ms
+// (every sample kept, no histogram). An empty slice gives all zeros.
 func Summarize(d []time.Duration) Percentiles {
 	if len(d) == 0 {
 		return Percentiles{}
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return Percentiles{
-		P50: ms(rank(d, 0.50)),
-		P90: ms(rank(d, 0.90)),
-		P99: ms(rank(d, 0.99)),
+		P50: ms(Rank(d, 0.50)),
+		P90: ms(Rank(d, 0.90)),
+		P99: ms(Rank(d, 0.99)),
 		Max: ms(d[len(d)-1]),
 	}
 }
 
-// rank returns the nearest-rank percentile of a sorted slice.
-func rank(sorted []time.Duration, p float64) time.Duration {
+// Rank returns the nearest-rank p-th percentile (0 < p <= 1) of a sorted,
+// non-empty slice.
+func Rank(sorted []time.Duration, p float64) time.Duration {
 	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	if i < 0 {
-		i = 0
-	}
-	if i >= len(sorted) {
-		i = len(sorted) - 1
-	}
+	i = max(0, min(i, len(sorted)-1))
 	return sorted[i]
 }
 
 // ms converts to milliseconds rounded to microsecond precision.
-func ms(d time.Duration) float64 {
-	return math.Round(float64(d)/1e3) / 1e3
-}
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -1,0 +1,110 @@
+package benchkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSummarize(t *testing.T) {
+	if got := Summarize(nil); got != (Percentiles{}) {
+		t.Fatalf("empty: %+v", got)
+	}
+	var d []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	got := Summarize(d)
+	want := Percentiles{P50: 50, P90: 90, P99: 99, Max: 100}
+	if got != want {
+		t.Fatalf("got %+v want %+v", got, want)
+	}
+	for i := 1; i < len(d); i++ {
+		if d[i-1] > d[i] {
+			t.Fatal("Summarize did not sort in place")
+		}
+	}
+	if got := Summarize([]time.Duration{1500 * time.Microsecond}); got != (Percentiles{1.5, 1.5, 1.5, 1.5}) {
+		t.Fatalf("single: %+v", got)
+	}
+	// Rounded to microseconds.
+	if got := Summarize([]time.Duration{1234567 * time.Nanosecond}); got.P50 != 1.235 {
+		t.Fatalf("rounding: %+v", got)
+	}
+}
+
+func TestRank(t *testing.T) {
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{
+		{0, 1}, {0.01, 1}, {0.10, 1}, {0.11, 2}, {0.50, 5}, {0.51, 6},
+		{0.90, 9}, {0.99, 10}, {1, 10}, {1.5, 10},
+	} {
+		if got := Rank(d, c.p); got != c.want {
+			t.Errorf("Rank(1..10, %v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := Rank([]time.Duration{7}, 0.5); got != 7 {
+		t.Errorf("Rank single = %v", got)
+	}
+}
+
+func TestResultJSON(t *testing.T) {
+	r := &Result{System: "etcd", Workload: "hold", Nodes: 3, Clients: 2, DurationS: 1.5, Ops: 7,
+		OpsPerSec: 4.7, Errors: 1, LatencyMs: Percentiles{1, 2, 3, 4}, ServerRSSBytes: 10, Notes: "a=b"}
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"system":"etcd","workload":"hold","nodes":3,"clients":2,"duration_s":1.5,"ops":7,"ops_per_sec":4.7,"errors":1,` +
+		`"latency_ms":{"p50":1,"p90":2,"p99":3,"max":4},"acquire_latency_ms":{"p50":0,"p90":0,"p99":0,"max":0},` +
+		`"server_rss_bytes":10,"notes":"a=b"}` + "\n"
+	if buf.String() != want {
+		t.Fatalf("got  %s\nwant %s", buf.String(), want)
+	}
+	if got, want := r.HumanDigits(2), "etcd hold nodes=3 clients=2 dur=1.5s ops=7 (4.7/s) errors=1 "+
+		"lat_ms p50=1.00 p90=2.00 p99=3.00 max=4.00 | acq_ms p50=0.00 p90=0.00 p99=0.00 max=0.00 | "+
+		"server_rss=0.0MiB | a=b"; got != want {
+		t.Fatalf("HumanDigits:\n got %s\nwant %s", got, want)
+	}
+	if Round(1.23456, 3) != 1.235 {
+		t.Fatal("Round")
+	}
+}
+
+func TestParallel(t *testing.T) {
+	var n atomic.Int64
+	boom := errors.New("boom")
+	err := Parallel(context.Background(), 100, 8, func(i int) error {
+		n.Add(1)
+		if i == 42 {
+			return boom
+		}
+		return nil
+	})
+	if err != boom || n.Load() != 100 {
+		t.Fatalf("err=%v ran=%d", err, n.Load())
+	}
+	if err := Parallel(context.Background(), 0, 8, func(int) error { return boom }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProcSelf(t *testing.T) {
+	rss, err := ReadRSS(os.Getpid())
+	if err != nil || rss <= 0 {
+		t.Fatalf("ReadRSS(self) = %d, %v", rss, err)
+	}
+	if _, err := ReadCPU(os.Getpid()); err != nil {
+		t.Fatalf("ReadCPU(self): %v", err)
+	}
+	if SumRSS([]int{os.Getpid(), -1}) <= 0 { // unreadable pids are skipped
+		t.Fatal("SumRSS")
+	}
+}
