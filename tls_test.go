@@ -3,18 +3,11 @@ package ticketing
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,67 +16,23 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
 	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
-// pki is a test CA with a server certificate for 127.0.0.1 and a client
-// certificate, all written as PEM files.
+// pki is a test CA with a server and a client certificate for 127.0.0.1,
+// all as PEM files.
 type pki struct {
 	ca, serverCert, serverKey, clientCert, clientKey string
 }
 
-// newPKI writes a CA named name and certificates signed by it into dir.
-func newPKI(t *testing.T, dir, name string) pki {
+func newPKI(t *testing.T) pki {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(file string, typ string, der []byte) string {
-		path := filepath.Join(dir, name+"-"+file)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) (string, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-			KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(cn+".crt", "CERTIFICATE", der), write(cn+".key", "PRIVATE KEY", keyDER)
-	}
-	p := pki{ca: write("ca.crt", "CERTIFICATE", caDER)}
-	p.serverCert, p.serverKey = issue(2, "server", x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = issue(3, "client", x509.ExtKeyUsageClientAuth)
+	ca := testcerts.New(t)
+	p := pki{ca: ca.CAFile}
+	p.serverCert, p.serverKey = ca.Issue(t, "server")
+	p.clientCert, p.clientKey = ca.Issue(t, "client")
 	return p
 }
 
@@ -112,9 +61,8 @@ func TestMutualTLSRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real server")
 	}
-	dir := t.TempDir()
-	p := newPKI(t, dir, "good")
-	rogue := newPKI(t, dir, "rogue")
+	p := newPKI(t)
+	rogue := newPKI(t)
 	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.TLS = server.TLSFiles{CertFile: p.serverCert, KeyFile: p.serverKey, CAFile: p.ca}
 	}))
@@ -215,8 +163,8 @@ func TestTLSClientAgainstPlainRealServer(t *testing.T) {
 // DialAdmin.
 func TestClientCertificateConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	p := newPKI(t, dir, "cfg")
-	other := newPKI(t, dir, "other")
+	p := newPKI(t)
+	other := newPKI(t)
 	missing := filepath.Join(dir, "missing.pem")
 	for name, mode := range map[string]TLSMode{
 		"TLS off":                TLSOff().WithClientCert(p.clientCert, p.clientKey),
@@ -293,7 +241,7 @@ func TestPlainHelloMismatches(t *testing.T) {
 // With TLS 1.2 the server refuses a missing client certificate during the
 // handshake itself (with TLS 1.3, on the first read): the same error.
 func TestMutualTLSRefusedDuringHandshake(t *testing.T) {
-	p := newPKI(t, t.TempDir(), "tls12")
+	p := newPKI(t)
 	cert, err := tls.LoadX509KeyPair(p.serverCert, p.serverKey)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +260,7 @@ func TestMutualTLSRefusedDuringHandshake(t *testing.T) {
 	if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "requires a client certificate") {
 		t.Errorf("WaitReady: %v", err)
 	}
-	rogue := newPKI(t, t.TempDir(), "rogue")
+	rogue := newPKI(t)
 	err = refusedPromptly(t, connect(t, srv.Addr(), WithTLS(TLSCAFile(p.ca).WithClientCert(rogue.clientCert, rogue.clientKey))))
 	if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "did not accept the client certificate") {
 		t.Errorf("WaitReady with a certificate from another CA: %v", err)

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -223,11 +223,9 @@ func TestHostileConnectionFlood(t *testing.T) {
 }
 
 func TestHostileTLSGarbage(t *testing.T) {
-	dir := t.TempDir()
-	ca, caKey, _, _ := writeCert(t, dir, "ca", nil, nil, true)
-	_, _, certFile, keyFile := writeCert(t, dir, "server", ca, caKey, false)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	ca := testcerts.New(t)
+	certFile, keyFile := ca.Issue(t, "server")
+	pool := ca.Pool()
 	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.TLS = server.TLSFiles{CertFile: certFile, KeyFile: keyFile}
 		cfg.HelloTimeout = time.Second // also bounds a TLS handshake that stalls

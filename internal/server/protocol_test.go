@@ -1,23 +1,16 @@
 package server_test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -167,47 +160,10 @@ func TestAuthentication(t *testing.T) {
 	}
 }
 
-// writeCert creates a key pair signed by ca (self-signed when ca is nil)
-// and writes cert and key PEM files into dir.
-func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *rsa.PrivateKey, isCA bool) (*x509.Certificate, *rsa.PrivateKey, string, string) {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IsCA:         isCA, BasicConstraintsValid: true,
-	}
-	parent, signer := tmpl, key
-	if ca != nil {
-		parent, signer = ca, caKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	certFile, keyFile := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
-	return cert, key, certFile, keyFile
-}
-
 func TestTLSAndMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca, caKey, caFile, _ := writeCert(t, dir, "ca", nil, nil, true)
-	_, _, srvCert, srvKey := writeCert(t, dir, "server", ca, caKey, false)
-	clientCert, clientKey, _, _ := writeCert(t, dir, "client", ca, caKey, false)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	ca := testcerts.New(t)
+	caFile, pool := ca.CAFile, ca.Pool()
+	srvCert, srvKey := ca.Issue(t, "server")
 
 	// Three servers: client TLS with mTLS, and TLS for Raft between them.
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
@@ -215,7 +171,7 @@ func TestTLSAndMutualTLS(t *testing.T) {
 		cfg.RaftTLS = server.TLSFiles{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}
 	}))
 	addr := c.Addr(c.LeaderIndex(t))
-	good := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{{Certificate: [][]byte{clientCert.Raw}, PrivateKey: clientKey}}}
+	good := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{ca.TLSCert(t, "client")}}
 	r := testcluster.DialRawTLS(t, addr, good)
 	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version})
 	expect(t, r.Recv(), wire.TypeReady)
