@@ -23,17 +23,17 @@ type meter struct {
 	done                     chan struct{}
 }
 
-func startMeter(pids func() []int, httpAddrs []string, win window, stop <-chan struct{}) *meter {
+func startMeter(pids func() []int, httpAddrs []string, win benchkit.Window, stop <-chan struct{}) *meter {
 	m := &meter{pids: pids, httpAddrs: httpAddrs, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		if !sleepTo(stop, win.start) {
+		if !sleepTo(stop, win.Start) {
 			return
 		}
 		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), benchkit.SumCPU(pids()), benchkit.SelfCPU(), benchkit.MachineCPU()
 		var ok0, ok1 bool
 		m.c0, m.cs0, m.o0, ok0 = scrapeCommits(httpAddrs)
-		if !sleepTo(stop, win.end) {
+		if !sleepTo(stop, win.End) {
 			return
 		}
 		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), benchkit.SumCPU(pids()), benchkit.SelfCPU(), benchkit.MachineCPU()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,26 +123,6 @@ func (e *Env) rss() int64 {
 	return 0
 }
 
-type recorder struct {
-	ops        int64
-	errs       int64
-	violations int64
-	pair       []time.Duration
-	acquire    []time.Duration
-	errSamples []string
-}
-
-func (r *recorder) fail(what string, err error) {
-	r.errs++
-	if len(r.errSamples) < 3 {
-		r.errSamples = append(r.errSamples, what+": "+err.Error())
-	}
-}
-
-type window struct{ start, end time.Time }
-
-func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
-
 type bench struct {
 	cfg Config
 	env Env
@@ -230,10 +209,10 @@ func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
 
 // lockLoop acquires and releases key until the window ends (or ctx, or
 // MaxOps iterations). Every call has OpTimeout.
-func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, win window, mode loopMode, check heldCheck, rec *recorder) {
+func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, win benchkit.Window, mode loopMode, check heldCheck, rec *benchkit.Recorder) {
 	cfg := b.cfg
 	for it := int64(0); it < cfg.MaxOps; it++ {
-		if ctx.Err() != nil || !time.Now().Before(win.end) {
+		if ctx.Err() != nil || !time.Now().Before(win.End) {
 			return
 		}
 		actx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
@@ -245,22 +224,22 @@ func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, 
 			if ctx.Err() != nil {
 				return
 			}
-			if !t1.Before(win.start) && t0.Before(win.end) {
-				rec.fail("acquire", err)
+			if !t1.Before(win.Start) && t0.Before(win.End) {
+				rec.Fail("acquire", err)
 			}
 			pause := time.Now().Add(20 * time.Millisecond)
-			if pause.After(win.end) {
-				pause = win.end
+			if pause.After(win.End) {
+				pause = win.End
 			}
 			sleepTo(ctx.Done(), pause)
 			continue
 		}
-		if !check.enter(t.Token()) && !t1.Before(win.start) {
-			rec.violations++
+		if !check.enter(t.Token()) && !t1.Before(win.Start) {
+			rec.Violations++
 		}
-		if mode == countAcquires && win.in(t1) {
-			rec.ops++
-			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		if mode == countAcquires && win.In(t1) {
+			rec.Ops++
+			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 		check.leave()
 		rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
@@ -271,15 +250,15 @@ func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, 
 			if ctx.Err() != nil {
 				return
 			}
-			if !t2.Before(win.start) && t0.Before(win.end) {
-				rec.fail("release", err)
+			if !t2.Before(win.Start) && t0.Before(win.End) {
+				rec.Fail("release", err)
 			}
 			continue
 		}
-		if mode == countPairs && win.in(t2) {
-			rec.ops++
-			rec.pair = append(rec.pair, t2.Sub(t0))
-			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		if mode == countPairs && win.In(t2) {
+			rec.Ops++
+			rec.Pair = append(rec.Pair, t2.Sub(t0))
+			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 	}
 }
@@ -331,12 +310,12 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 		mode, shared = countAcquires, &sharedKeyCheck{}
 	}
 	start := time.Now().Add(cfg.Warmup)
-	win := window{start: start, end: start.Add(cfg.Duration)}
+	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
 	met := startMeter(b.env.Pids, b.env.HTTP(), win, ctx.Done())
-	recs := make([]*recorder, C)
+	recs := make([]*benchkit.Recorder, C)
 	var wg sync.WaitGroup
 	for i := 0; i < C; i++ {
-		recs[i] = &recorder{}
+		recs[i] = &benchkit.Recorder{}
 		var key string
 		var check heldCheck
 		switch cfg.Workload {
@@ -360,30 +339,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	}
 
 	r := &benchkit.Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	var pair, acq []time.Duration
-	var violations int64
-	var samples []string
-	for _, rec := range recs {
-		r.Ops += rec.ops
-		r.Errors += rec.errs + rec.violations
-		violations += rec.violations
-		pair = append(pair, rec.pair...)
-		acq = append(acq, rec.acquire...)
-		for _, s := range rec.errSamples {
-			if len(samples) < 3 {
-				samples = append(samples, s)
-			}
-		}
-	}
-	dur := win.end.Sub(win.start).Seconds()
-	r.DurationS = benchkit.Round(dur, 3)
-	r.OpsPerSec = benchkit.Round(float64(r.Ops)/dur, 1)
-	r.AcquireLatencyMs = benchkit.Summarize(acq)
-	if mode == countAcquires {
-		r.LatencyMs = r.AcquireLatencyMs
-	} else {
-		r.LatencyMs = benchkit.Summarize(pair)
-	}
+	violations, samples := r.AddRecorders(recs, win, mode == countAcquires)
 	r.ServerRSSBytes = met.rssEnd
 	if r.ServerRSSBytes == 0 {
 		r.ServerRSSBytes = b.env.rss()
@@ -401,7 +357,6 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 		notes = append(notes, cpuNotes)
 	}
 	if len(samples) > 0 {
-		sort.Strings(samples)
 		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
 	}
 	r.Notes = strings.Join(notes, "; ")

@@ -108,3 +108,33 @@ func TestProcSelf(t *testing.T) {
 		t.Fatal("SumRSS")
 	}
 }
+
+func TestAddRecorders(t *testing.T) {
+	start := time.Now()
+	win := Window{Start: start, End: start.Add(2 * time.Second)}
+	if !win.In(start) || win.In(win.End) || win.In(start.Add(-1)) {
+		t.Fatal("Window.In")
+	}
+	a, b := &Recorder{}, &Recorder{}
+	a.Ops, a.Pair, a.Acquire = 2, []time.Duration{4 * time.Millisecond, 2 * time.Millisecond}, []time.Duration{time.Millisecond, time.Millisecond}
+	b.Ops, b.Violations, b.Pair, b.Acquire = 1, 1, []time.Duration{6 * time.Millisecond}, []time.Duration{3 * time.Millisecond}
+	for _, s := range []string{"d", "c", "b", "a"} {
+		b.Fail(s, errors.New("x"))
+	}
+	var r Result
+	v, samples := r.AddRecorders([]*Recorder{a, b}, win, false)
+	if v != 1 || r.Ops != 3 || r.Errors != 5 || r.DurationS != 2 || r.OpsPerSec != 1.5 {
+		t.Fatalf("v=%d %+v", v, r)
+	}
+	if len(samples) != 3 || samples[0] != "b: x" || samples[2] != "d: x" {
+		t.Fatalf("samples %q", samples)
+	}
+	if r.LatencyMs != (Percentiles{4, 6, 6, 6}) || r.AcquireLatencyMs != (Percentiles{1, 3, 3, 3}) {
+		t.Fatalf("latencies %+v %+v", r.LatencyMs, r.AcquireLatencyMs)
+	}
+	var c Result
+	c.AddRecorders([]*Recorder{a, b}, win, true)
+	if c.LatencyMs != c.AcquireLatencyMs {
+		t.Fatalf("acquiresOnly: %+v", c)
+	}
+}

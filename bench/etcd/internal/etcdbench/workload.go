@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,28 +104,6 @@ func (c *Config) ApplyDefaults() {
 		c.Prefix = "/lock"
 	}
 }
-
-// recorder collects one worker's measurements. Only its worker writes it.
-type recorder struct {
-	ops        int64
-	errs       int64
-	violations int64
-	pair       []time.Duration
-	acquire    []time.Duration
-	errSamples []string
-}
-
-func (r *recorder) fail(what string, err error) {
-	r.errs++
-	if len(r.errSamples) < 3 {
-		r.errSamples = append(r.errSamples, what+": "+err.Error())
-	}
-}
-
-// window is the measured interval.
-type window struct{ start, end time.Time }
-
-func (w window) in(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
 
 // createRev returns the create revision of the mutex's own key, which is
 // the etcd lock recipe's fencing token. Mutex keeps it as myRev and exposes
@@ -274,17 +251,17 @@ func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
 // lockLoop repeatedly acquires and releases key with its own session until
 // the window ends (or ctx is done, or MaxOpsPerWorker iterations).
 func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session,
-	key string, win window, mode loopMode, check heldCheck, interval time.Duration, rec *recorder) {
+	key string, win benchkit.Window, mode loopMode, check heldCheck, interval time.Duration, rec *benchkit.Recorder) {
 	cfg := b.cfg
 	m := concurrency.NewMutex(sess, key)
 	next := time.Now()
 	for it := int64(0); it < cfg.MaxOpsPerWorker; it++ {
-		if ctx.Err() != nil || !time.Now().Before(win.end) {
+		if ctx.Err() != nil || !time.Now().Before(win.End) {
 			return
 		}
 		if interval > 0 {
 			if d := time.Until(next); d > 0 {
-				if !sleepUntil(ctx, next, win.end) {
+				if !sleepUntil(ctx, next, win.End) {
 					return
 				}
 			}
@@ -294,13 +271,13 @@ func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concur
 		case <-sess.Done():
 			// Lease lost (e.g. keepalives starved): that is an error; carry on
 			// with a fresh session.
-			if time.Now().After(win.start) {
-				rec.fail("session", errors.New("session lease lost"))
+			if time.Now().After(win.Start) {
+				rec.Fail("session", errors.New("session lease lost"))
 			}
 			ns, err := b.newSession(cli)
 			if err != nil {
-				rec.fail("new session", err)
-				sleepUntil(ctx, time.Now().Add(100*time.Millisecond), win.end)
+				rec.Fail("new session", err)
+				sleepUntil(ctx, time.Now().Add(100*time.Millisecond), win.End)
 				continue
 			}
 			sess = ns
@@ -317,20 +294,20 @@ func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concur
 			if ctx.Err() != nil {
 				return
 			}
-			if !t1.Before(win.start) && t0.Before(win.end) {
-				rec.fail("lock", err)
+			if !t1.Before(win.Start) && t0.Before(win.End) {
+				rec.Fail("lock", err)
 			}
 			m = concurrency.NewMutex(sess, key)
-			sleepUntil(ctx, time.Now().Add(20*time.Millisecond), win.end)
+			sleepUntil(ctx, time.Now().Add(20*time.Millisecond), win.End)
 			continue
 		}
 		tok := createRev(m)
-		if !check.enter(tok) && !t1.Before(win.start) {
-			rec.violations++
+		if !check.enter(tok) && !t1.Before(win.Start) {
+			rec.Violations++
 		}
-		if mode == countAcquires && win.in(t1) {
-			rec.ops++
-			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		if mode == countAcquires && win.In(t1) {
+			rec.Ops++
+			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 		check.leave()
 		uctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
@@ -341,16 +318,16 @@ func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concur
 			if ctx.Err() != nil {
 				return
 			}
-			if !t2.Before(win.start) && t0.Before(win.end) {
-				rec.fail("unlock", err)
+			if !t2.Before(win.Start) && t0.Before(win.End) {
+				rec.Fail("unlock", err)
 			}
 			m = concurrency.NewMutex(sess, key)
 			continue
 		}
-		if mode == countPairs && win.in(t2) {
-			rec.ops++
-			rec.pair = append(rec.pair, t2.Sub(t0))
-			rec.acquire = append(rec.acquire, t1.Sub(t0))
+		if mode == countPairs && win.In(t2) {
+			rec.Ops++
+			rec.Pair = append(rec.Pair, t2.Sub(t0))
+			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 	}
 }
@@ -384,13 +361,13 @@ type meter struct {
 	done                     chan struct{}
 }
 
-func startMeter(ctx context.Context, pids []int, win window) *meter {
+func startMeter(ctx context.Context, pids []int, win benchkit.Window) *meter {
 	m := &meter{pids: pids, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		sleepUntil(ctx, win.start, win.start.Add(time.Hour))
+		sleepUntil(ctx, win.Start, win.Start.Add(time.Hour))
 		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
-		sleepUntil(ctx, win.end, win.end.Add(time.Hour))
+		sleepUntil(ctx, win.End, win.End.Add(time.Hour))
 		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
 		m.rssEnd = benchkit.SumRSS(pids)
 	}()
@@ -479,12 +456,12 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	}
 
 	start := time.Now().Add(cfg.Warmup)
-	win := window{start: start, end: start.Add(cfg.Duration)}
+	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
 	met := startMeter(ctx, b.env.ServerPids, win)
-	recs := make([]*recorder, C)
+	recs := make([]*benchkit.Recorder, C)
 	var wg sync.WaitGroup
 	for i := 0; i < C; i++ {
-		recs[i] = &recorder{}
+		recs[i] = &benchkit.Recorder{}
 		var key string
 		var check heldCheck
 		switch cfg.Workload {
@@ -500,7 +477,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 			defer wg.Done()
 			// Spread the first requests of a paced loop over one interval.
 			if interval > 0 {
-				sleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.end)
+				sleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.End)
 			}
 			b.lockLoop(ctx, clients[i%nConn], sessions[i], key, win, mode, check, interval, recs[i])
 		}(i)
@@ -512,30 +489,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	}
 
 	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	var pair, acq []time.Duration
-	var violations int64
-	var samples []string
-	for _, rec := range recs {
-		r.Ops += rec.ops
-		r.Errors += rec.errs + rec.violations
-		violations += rec.violations
-		pair = append(pair, rec.pair...)
-		acq = append(acq, rec.acquire...)
-		for _, s := range rec.errSamples {
-			if len(samples) < 3 {
-				samples = append(samples, s)
-			}
-		}
-	}
-	dur := win.end.Sub(win.start).Seconds()
-	r.DurationS = benchkit.Round(dur, 3)
-	r.OpsPerSec = benchkit.Round(float64(r.Ops)/dur, 1)
-	r.AcquireLatencyMs = benchkit.Summarize(acq)
-	if mode == countAcquires {
-		r.LatencyMs = r.AcquireLatencyMs
-	} else {
-		r.LatencyMs = benchkit.Summarize(pair)
-	}
+	violations, samples := r.AddRecorders(recs, win, mode == countAcquires)
 	r.ServerRSSBytes = met.rssEnd
 
 	notes := []string{
@@ -558,7 +512,6 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 		notes = append(notes, fmt.Sprintf("nice=%d", n))
 	}
 	if len(samples) > 0 {
-		sort.Strings(samples)
 		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
 	}
 	r.Notes = strings.Join(notes, "; ")
