@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"time"
 
@@ -16,9 +15,7 @@ type meter struct {
 	httpAddrs                []string
 	c0, cs0, o0, c1, cs1, o1 float64 // commits, commit seconds, grants+releases
 	okC                      bool
-	wall0, wall1             time.Time
-	srv0, srv1, self0, self1 time.Duration
-	mach0, mach1             time.Duration
+	cpu0, cpu1               benchkit.CPUSample
 	rssEnd                   int64
 	done                     chan struct{}
 }
@@ -30,13 +27,13 @@ func startMeter(pids func() []int, httpAddrs []string, win benchkit.Window, stop
 		if !sleepTo(stop, win.Start) {
 			return
 		}
-		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), benchkit.SumCPU(pids()), benchkit.SelfCPU(), benchkit.MachineCPU()
+		m.cpu0 = benchkit.SampleCPU(pids())
 		var ok0, ok1 bool
 		m.c0, m.cs0, m.o0, ok0 = scrapeCommits(httpAddrs)
 		if !sleepTo(stop, win.End) {
 			return
 		}
-		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), benchkit.SumCPU(pids()), benchkit.SelfCPU(), benchkit.MachineCPU()
+		m.cpu1 = benchkit.SampleCPU(pids())
 		m.c1, m.cs1, m.o1, ok1 = scrapeCommits(httpAddrs)
 		m.okC = ok0 && ok1
 		m.rssEnd = benchkit.SumRSS(pids())
@@ -46,25 +43,11 @@ func startMeter(pids func() []int, httpAddrs []string, win benchkit.Window, stop
 
 func (m *meter) notes() string {
 	<-m.done
-	wall := m.wall1.Sub(m.wall0).Seconds()
+	wall := m.cpu1.Wall.Sub(m.cpu0.Wall).Seconds()
 	if wall <= 0 {
 		return ""
 	}
-	var s []string
-	srv := (m.srv1 - m.srv0).Seconds()
-	havePids := len(m.pids()) > 0
-	if havePids {
-		s = append(s, fmt.Sprintf("server_cpu_s=%.2f server_cpu_cores=%.2f", srv, srv/wall))
-	}
-	self := (m.self1 - m.self0).Seconds()
-	s = append(s, fmt.Sprintf("bench_cpu_s=%.2f bench_cpu_cores=%.2f", self, self/wall))
-	if mach := (m.mach1 - m.mach0).Seconds(); mach > 0 {
-		other := mach - self
-		if havePids {
-			other -= srv
-		}
-		s = append(s, fmt.Sprintf("machine_busy_cores=%.2f of %d other_cpu_cores=%.2f", mach/wall, runtime.NumCPU(), max(other, 0)/wall))
-	}
+	s := benchkit.CPUNotes(m.cpu0, m.cpu1, len(m.pids()) > 0)
 	if n := m.c1 - m.c0; m.okC && n > 0 {
 		// Group commit: batches committed, their mean propose->applied time,
 		// and grants+releases per batch (server-side view of the window).

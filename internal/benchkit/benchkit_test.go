@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +137,22 @@ func TestAddRecorders(t *testing.T) {
 	c.AddRecorders([]*Recorder{a, b}, win, true)
 	if c.LatencyMs != c.AcquireLatencyMs {
 		t.Fatalf("acquiresOnly: %+v", c)
+	}
+}
+
+func TestCPUNotes(t *testing.T) {
+	t0 := time.Now()
+	s0 := CPUSample{Wall: t0, Server: time.Second, Self: time.Second, Machine: 10 * time.Second}
+	s1 := CPUSample{Wall: t0.Add(2 * time.Second), Server: 3 * time.Second, Self: 2 * time.Second, Machine: 14 * time.Second}
+	got := CPUNotes(s0, s1, true)
+	if len(got) != 3 || got[0] != "server_cpu_s=2.00 server_cpu_cores=1.00" || got[1] != "bench_cpu_s=1.00 bench_cpu_cores=0.50" ||
+		!strings.HasPrefix(got[2], "machine_busy_cores=2.00 of ") || !strings.HasSuffix(got[2], " other_cpu_cores=0.50") {
+		t.Fatalf("%q", got)
+	}
+	if got := CPUNotes(s0, s1, false); len(got) != 2 || !strings.HasSuffix(got[1], " other_cpu_cores=1.50") {
+		t.Fatalf("no pids: %q", got)
+	}
+	if got := CPUNotes(s0, s0, true); got != nil {
+		t.Fatalf("no time: %q", got)
 	}
 }

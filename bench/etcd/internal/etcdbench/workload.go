@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,12 +352,10 @@ func sleepUntil(ctx context.Context, t, limit time.Time) bool {
 
 // meter samples server and client CPU over the window and RSS at its end.
 type meter struct {
-	pids                     []int
-	wall0, wall1             time.Time
-	srv0, srv1, self0, self1 time.Duration
-	mach0, mach1             time.Duration
-	rssEnd                   int64
-	done                     chan struct{}
+	pids       []int
+	cpu0, cpu1 benchkit.CPUSample
+	rssEnd     int64
+	done       chan struct{}
 }
 
 func startMeter(ctx context.Context, pids []int, win benchkit.Window) *meter {
@@ -366,9 +363,9 @@ func startMeter(ctx context.Context, pids []int, win benchkit.Window) *meter {
 	go func() {
 		defer close(m.done)
 		sleepUntil(ctx, win.Start, win.Start.Add(time.Hour))
-		m.wall0, m.srv0, m.self0, m.mach0 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
+		m.cpu0 = benchkit.SampleCPU(pids)
 		sleepUntil(ctx, win.End, win.End.Add(time.Hour))
-		m.wall1, m.srv1, m.self1, m.mach1 = time.Now(), benchkit.SumCPU(pids), benchkit.SelfCPU(), benchkit.MachineCPU()
+		m.cpu1 = benchkit.SampleCPU(pids)
 		m.rssEnd = benchkit.SumRSS(pids)
 	}()
 	return m
@@ -376,30 +373,7 @@ func startMeter(ctx context.Context, pids []int, win benchkit.Window) *meter {
 
 func (m *meter) notes() string {
 	<-m.done
-	wall := m.wall1.Sub(m.wall0).Seconds()
-	if wall <= 0 {
-		return ""
-	}
-	var s []string
-	srv := (m.srv1 - m.srv0).Seconds()
-	if len(m.pids) > 0 {
-		s = append(s, fmt.Sprintf("server_cpu_s=%.2f server_cpu_cores=%.2f", srv, srv/wall))
-	}
-	self := (m.self1 - m.self0).Seconds()
-	s = append(s, fmt.Sprintf("bench_cpu_s=%.2f bench_cpu_cores=%.2f", self, self/wall))
-	if mach := (m.mach1 - m.mach0).Seconds(); mach > 0 {
-		other := mach - self
-		if len(m.pids) > 0 {
-			other -= srv
-		}
-		if other < 0 {
-			other = 0
-		}
-		// Other processes on the machine: a noise indicator (the machine
-		// is shared; /proc/stat counts in 10 ms ticks, so ~0.05 is noise).
-		s = append(s, fmt.Sprintf("machine_busy_cores=%.2f of %d other_cpu_cores=%.2f", mach/wall, runtime.NumCPU(), other/wall))
-	}
-	return strings.Join(s, " ")
+	return strings.Join(benchkit.CPUNotes(m.cpu0, m.cpu1, len(m.pids) > 0), " ")
 }
 
 // Run executes the configured workload against env and returns its result.
