@@ -95,13 +95,9 @@ func TestRestartKeepsTicketsAndTokensIncrease(t *testing.T) {
 				}
 			}
 			if snap { // wait for a snapshot that compacts the log
-				deadline := time.Now().Add(20 * time.Second)
-				for c.Server(0).Raft().Stats()["last_snapshot_index"] == "0" {
-					if time.Now().After(deadline) {
-						t.Fatal("no snapshot within 20 s")
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+				testcluster.WaitFor(t, 20*time.Second, "a snapshot", func() bool {
+					return c.Server(0).Raft().Stats()["last_snapshot_index"] != "0"
+				})
 			}
 			c.Kill(0)
 			c.Restart(0)
@@ -173,13 +169,9 @@ func TestLeaderKilledWhileHeldAndQueued(t *testing.T) {
 	}
 	// The old leader rejoins with its data and catches up.
 	c.Restart(l)
-	deadline := time.Now().Add(20 * time.Second)
-	for c.Server(l).Status().LastToken < g.Token {
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted server's last token %d never reached %d", c.Server(l).Status().LastToken, g.Token)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 20*time.Second, fmt.Sprintf("the restarted server catching up to token %d", g.Token), func() bool {
+		return c.Server(l).Status().LastToken >= g.Token
+	})
 }
 
 func TestAdminStatusAndMembership(t *testing.T) {
@@ -231,13 +223,9 @@ func TestAdminStatusAndMembership(t *testing.T) {
 	if code, st = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, s4.RaftAddr())); code != 0 {
 		t.Fatalf("members.add: %d %v", code, st)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for s4.Status().LastToken < g.Token {
-		if time.Now().After(deadline) {
-			t.Fatal("the added server never caught up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 20*time.Second, "the added server catching up", func() bool {
+		return s4.Status().LastToken >= g.Token
+	})
 	_, st = admin(t, c.Addr(l), `{"op":"status"}`)
 	ids := map[string]bool{}
 	for _, m := range st["members"].([]any) {
@@ -250,13 +238,7 @@ func TestAdminStatusAndMembership(t *testing.T) {
 	if code, st = admin(t, c.Addr(l), `{"op":"leader.transfer","id":"n4"}`); code != 0 {
 		t.Fatalf("leader.transfer: %d %v", code, st)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for !s4.IsServing() {
-		if time.Now().After(deadline) {
-			t.Fatal("n4 never served after the transfer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 20*time.Second, "n4 serving after the transfer", s4.IsServing)
 	n := testcluster.Hello(t, s4.ClientAddr().String(), "")
 	expect(t, n.Final(n.Release("k", g.Token)), wire.TypeReleased)
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -207,18 +208,9 @@ func TestConnectionCloseDropsItsWaiters(t *testing.T) {
 	expect(t, stay.Recv(), wire.TypeQueued)
 	gone.Conn.Close()
 	// Wait until the server has dropped the closed connection's waiter.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		did := r.ID()
-		r.Send(&wire.Frame{Type: wire.TypeDescribe, ID: did, Key: []byte("k")})
-		if expect(t, r.Final(did), wire.TypeInfo).Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the closed connection's waiter is still queued")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testcluster.WaitFor(t, 10*time.Second, "the closed connection's waiter dropped", func() bool {
+		return describe(t, r, "k").Count == 1
+	})
 	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
 	expect(t, stay.Final(id), wire.TypeGranted)
 }
@@ -325,13 +317,9 @@ func TestTimersFollowLiveHoldsOnly(t *testing.T) {
 	// each round, so wait for it to settle.)
 	waitTimers := func(want int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for n := server.Timers(c.Server(0)); n != want; n = server.Timers(c.Server(0)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d timers, want %d", n, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testcluster.WaitFor(t, 10*time.Second, fmt.Sprintf("%d timers", want), func() bool {
+			return server.Timers(c.Server(0)) == want
+		})
 	}
 	waitTimers(1)
 	expect(t, r.Final(r.Release("held", held.Token)), wire.TypeReleased)

@@ -167,20 +167,19 @@ func (c *Cluster) AddrList() string { return strings.Join(c.ClientAddrs(), ",") 
 // returns its index.
 func (c *Cluster) LeaderIndex(t testing.TB) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	WaitFor(t, 30*time.Second, "no server became a serving leader", func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		for i, s := range c.servers {
 			if s != nil && s.IsServing() {
-				c.mu.Unlock()
-				return i
+				leader = i
+				return true
 			}
 		}
-		c.mu.Unlock()
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-	}
-	t.Fatalf("no server became a serving leader within 30 s")
-	return -1
+		return false
+	})
+	return leader
 }
 
 // Kill stops server i at once, as a crash looks to its peers and clients.
@@ -210,4 +209,17 @@ func (c *Cluster) Restart(i int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.t.Fatalf("restart %s: %v", c.cfgs[i].NodeID, err)
+}
+
+// WaitFor polls cond every few milliseconds until it holds, and fails the
+// test with what (and cond's last state, if it gives one) after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
 }
