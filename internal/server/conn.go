@@ -50,8 +50,17 @@ func newConn(s *Server, nc net.Conn) *conn {
 // A client whose unread answers exceed the buffer limit is cut off.
 func (c *conn) send(f *wire.Frame) bool {
 	c.mu.Lock()
+	ok := c.queueLocked(f)
+	c.mu.Unlock()
+	if ok {
+		c.notify()
+	}
+	return ok
+}
+
+// queueLocked appends f to the answers waiting for the writer; c.mu is held.
+func (c *conn) queueLocked(f *wire.Frame) bool {
 	if c.closing {
-		c.mu.Unlock()
 		return false
 	}
 	c.out = wire.Append(c.out, f)
@@ -65,17 +74,18 @@ func (c *conn) send(f *wire.Frame) bool {
 		c.cutOff.Store(true)
 		c.nc.SetDeadline(time.Now())
 	}
-	c.mu.Unlock()
-	c.notify()
 	return true
 }
 
-// finish sends a request's final answer and frees its id.
+// finish sends a request's final answer and frees its id, under one lock.
 func (c *conn) finish(id uint32, f *wire.Frame) {
 	c.mu.Lock()
 	delete(c.inflight, id)
+	ok := c.queueLocked(f)
 	c.mu.Unlock()
-	c.send(f)
+	if ok {
+		c.notify()
+	}
 }
 
 // begin registers a request id. It fails on a duplicate id (fatal) or when
