@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -64,6 +65,13 @@ type acquireArgs struct {
 	budget      time.Duration
 }
 
+// maxBudget is the longest work budget a lease of l whole seconds can ever
+// satisfy: the conservative deadline of a grant made at once, with no time
+// queued (see conservativeDeadline), measured from the send.
+func maxBudget(l int64) time.Duration {
+	return conservativeDeadline(time.Time{}, uint32(l*1000), 0).Sub(time.Time{})
+}
+
 func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, error) {
 	bad := func(format string, args ...any) (acquireArgs, error) {
 		return acquireArgs{}, invalidArg("acquire", key, true, format, args...)
@@ -72,28 +80,40 @@ func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, e
 		return bad("the key is %d bytes, it must be 1..%d bytes", len(key), MaxKey)
 	}
 	if wait < 0 {
-		return bad("wait %v is negative; it must be 0..%v (0 is one immediate attempt)", wait, MaxWait)
+		return bad("wait %s is negative; it must be 0..%d s (0 is one immediate attempt)", secs(wait), wire.MaxWait)
 	}
 	if w := ceilSeconds(wait); w > wire.MaxWait {
-		return bad("wait %v (%d s rounded up) is longer than the maximum %v", wait, w, MaxWait)
+		return bad("wait %s is %d s rounded up, longer than the maximum %d s", secs(wait), w, wire.MaxWait)
 	}
 	if lease <= 0 {
-		return bad("lease %v must be %v..%v", lease, MinLease, MaxLease)
+		return bad("lease %s must be %d..%d s", secs(lease), wire.MinLease, wire.MaxLease)
 	}
 	l := ceilSeconds(lease)
 	if l > wire.MaxLease {
-		return bad("lease %v (%d s rounded up) is longer than the maximum %v", lease, l, MaxLease)
+		return bad("lease %s is %d s rounded up, longer than the maximum %d s", secs(lease), l, wire.MaxLease)
 	}
 	if budget < 0 {
-		return bad("work budget %v is negative; it must be 0..lease", budget)
+		return bad("work budget %s is negative; it must be 0 or more", secs(budget))
 	}
-	if budget > MaxLease {
-		return bad("work budget %v is longer than %v: work longer than that is not supported", budget, MaxLease)
+	// The budget is rounded up like wait and lease: a fraction of a second
+	// of work is planned as the whole second.
+	bs := ceilSeconds(budget)
+	if bs > wire.MaxLease {
+		return bad("work budget %s is %d s rounded up, longer than %d s: work longer than the longest lease is not supported", secs(budget), bs, wire.MaxLease)
 	}
-	if budget > time.Duration(l)*time.Second {
-		return bad("work budget %v is longer than the lease %v (%d s rounded up): the work could not finish before the lease ends", budget, lease, l)
+	// A budget that not even an immediate grant could leave is refused here
+	// rather than after a token was spent on a ticket that must be given
+	// back (ErrBudgetExceeded).
+	if mb := maxBudget(l); time.Duration(bs)*time.Second > mb {
+		return bad("work budget %s (%d s rounded up) cannot fit in a %d s lease: even a ticket granted at once has at most %s of conservative time left (1%% clock allowance, %s margin); use a budget of at most %d s or a longer lease",
+			secs(budget), bs, l, secs(mb), secs(ClockDriftMargin), int64(mb/time.Second))
 	}
-	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: budget}, nil
+	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: time.Duration(bs) * time.Second}, nil
+}
+
+// secs writes a duration in seconds, the unit of the protocol and the docs.
+func secs(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // Acquire asks for the ticket of key and waits for the answer.

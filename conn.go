@@ -226,10 +226,46 @@ func handshake(ctx context.Context, nc net.Conn, addr, token string, ts *tlsStat
 		}
 		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
 	}
-	if err := r.Next(&f); err != nil {
-		return hello{}, nil, helloReadError(ctx, addr, ts, err, first.bytes())
+	if err := readHelloAnswer(ctx, nc, r, &f, addr, ts, first); err != nil {
+		return hello{}, nil, err
 	}
 	return helloAnswer(addr, &f, r)
+}
+
+// helloSilence is how long a silent answer to the hello is waited for before
+// the client checks, on a second connection, whether the address speaks
+// another protocol (HTTP, PostgreSQL) instead of failing only at the dial
+// timeout.
+const helloSilence = time.Second
+
+// readHelloAnswer reads the server's first frame. A peer that stays silent
+// for helloSilence, or that closes the connection without a byte, is probed
+// for a foreign protocol so that a wrong port is named at once.
+func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.Frame, addr string, ts *tlsState, first *firstBytes) error {
+	dl, hasDL := ctx.Deadline()
+	if !hasDL || time.Until(dl) > helloSilence {
+		nc.SetReadDeadline(time.Now().Add(helloSilence))
+		err := r.Next(f)
+		if err == nil {
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || first.n > 0 || ctx.Err() != nil {
+			return helloReadError(ctx, addr, ts, err, first.bytes())
+		}
+		if he := foreignProtocol(ctx, addr, ts != nil); he != nil {
+			return he
+		}
+		if hasDL {
+			nc.SetReadDeadline(dl)
+		} else {
+			nc.SetReadDeadline(time.Time{})
+		}
+	}
+	if err := r.Next(f); err != nil {
+		return helloReadError(ctx, addr, ts, err, first.bytes())
+	}
+	return nil
 }
 
 // helloAnswer interprets the server's answer to the hello.

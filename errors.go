@@ -206,7 +206,8 @@ func (e *opError) Error() string {
 	sb.WriteString("ticketing: ")
 	sb.WriteString(e.op)
 	if e.hasKey {
-		fmt.Fprintf(&sb, " %q", e.key)
+		sb.WriteString(" ")
+		sb.WriteString(quoteKey(e.key))
 	}
 	sb.WriteString(": ")
 	sb.WriteString(e.msg)
@@ -219,6 +220,18 @@ func (e *opError) Error() string {
 		}
 	}
 	return sb.String()
+}
+
+// keyShown is how many bytes of a key an error message quotes: enough to
+// recognise it, without a 1 KiB key filling the log line.
+const keyShown = 64
+
+// quoteKey quotes key for an error message, cut to keyShown bytes.
+func quoteKey(key string) string {
+	if len(key) <= keyShown {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:keyShown], len(key))
 }
 
 func (e *opError) Unwrap() []error {

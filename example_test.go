@@ -99,12 +99,12 @@ func ExampleBroker_Acquire_invalidArgument() {
 		return
 	}
 	defer b.Close()
-	// The budget (45 s) is longer than the lease (30 s).
+	// The budget (45 s) cannot fit in the lease (30 s).
 	_, err = b.Acquire(context.Background(), "orders/42", 5*time.Second, 30*time.Second, 45*time.Second)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, ticketing.ErrInvalidArgument))
 	// Output:
-	// ticketing: acquire "orders/42": work budget 45s is longer than the lease 30s (30 s rounded up): the work could not finish before the lease ends; nothing was sent
+	// ticketing: acquire "orders/42": work budget 45 s (45 s rounded up) cannot fit in a 30 s lease: even a ticket granted at once has at most 29.6 s of conservative time left (1% clock allowance, 0.1 s margin); use a budget of at most 29 s or a longer lease; nothing was sent
 	// true
 }
 

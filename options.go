@@ -74,7 +74,10 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	cfg.tlsConf = tc
 	if cfg.logger == nil {
-		cfg.logger = slog.Default()
+		// A library does not write into the application's logs uninvited:
+		// without WithLogger, background events go nowhere (the release
+		// observer still sees every outcome).
+		cfg.logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg, nil
 }
@@ -101,7 +104,8 @@ func WithReleaseObserver(f func(key string, token uint64, err error)) Option {
 }
 
 // WithLogger sets the logger for background events (failed background
-// releases at Warn, reconnects at Debug/Info). The default is slog.Default().
+// releases at Warn, reconnects at Debug/Info). Without it the broker logs
+// nothing: it never writes to slog.Default() on its own.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake

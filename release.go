@@ -193,7 +193,11 @@ func (r *releaser) report(j relJob, err error) {
 	if j.ticket != nil {
 		j.ticket.finish(err)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		// Expected when the lease ran out before a deferred Close.
+		r.b.cfg.logger.Debug("ticketing: background release: the ticket was no longer held", "key", j.key, "token", j.token)
+	case err != nil:
 		r.b.cfg.logger.Warn("ticketing: background release failed", "key", j.key, "token", j.token, "err", err)
 	}
 	if obs := r.b.cfg.observer; obs != nil {
@@ -227,10 +231,11 @@ type Ticket struct {
 	lease    time.Duration
 	queued   time.Duration
 
-	mu      sync.Mutex
-	started bool          // Release or Close was called
-	done    chan struct{} // closed when the release has an outcome
-	err     error
+	mu       sync.Mutex
+	started  bool          // Release or Close was called
+	done     chan struct{} // closed when the release has an outcome
+	err      error
+	watchers map[*context.CancelCauseFunc]struct{} // contexts from Context, ended at Release/Close
 }
 
 // Key is the ticket's key.
@@ -287,6 +292,7 @@ func (t *Ticket) Release(ctx context.Context) error {
 	}
 	t.started = true
 	t.done = make(chan struct{})
+	t.endContextsLocked()
 	t.mu.Unlock()
 	err := t.b.release(ctx, t.key, t.token, time.Now(), false)
 	t.finish(err)
@@ -309,6 +315,7 @@ func (t *Ticket) Close() error {
 	}
 	t.started = true
 	t.done = make(chan struct{})
+	t.endContextsLocked()
 	t.mu.Unlock()
 	return t.b.rel.enqueue(relJob{key: t.key, token: t.token, at: time.Now(), ticket: t})
 }

@@ -37,6 +37,12 @@ func TestRule1_InvalidArgumentsRejectedBeforeSending(t *testing.T) {
 		{"negative budget", "k", 0, s, -1},
 		{"budget over the rounded lease", "k", 0, s / 2, 1500 * time.Millisecond},
 		{"work over 250 s", "k", 0, 250 * s, 251 * s},
+		// Issue 19 item 5: a budget no grant of that lease could ever
+		// leave is refused before a token is spent on it.
+		{"budget equal to the rounded lease", "k", 0, 2500 * time.Millisecond, 3 * s},
+		{"budget above what the lease can leave", "k", 0, 30 * s, 29700 * time.Millisecond},
+		// Issue 9 item 11: the budget rounds up like wait and lease.
+		{"budget that rounds up past what the lease leaves", "k", 0, 10 * s, 9500 * time.Millisecond},
 	}
 	for _, c := range cases {
 		tk, err := b.Acquire(ctx, c.key, c.wait, c.lease, c.budget)
@@ -56,12 +62,11 @@ func TestRule1_InvalidArgumentsRejectedBeforeSending(t *testing.T) {
 	}
 
 	// Fractions round up; the boundaries are accepted; zero wait stays zero.
-	tk, err := b.Acquire(ctx, "round", 1200*time.Millisecond, 2500*time.Millisecond, 3*s)
-	if err == nil || !errors.Is(err, ErrBudgetExceeded) {
-		// budget 3 s == rounded lease 3 s is valid but can never be met
-		// conservatively: the grant is released and ErrBudgetExceeded returned.
-		t.Fatalf("budget equal to the rounded lease: got %v, %v; want ErrBudgetExceeded", tk, err)
+	tk, err := b.Acquire(ctx, "round", 1200*time.Millisecond, 2500*time.Millisecond, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("wait 1.2 s, lease 2.5 s, budget 1.5 s (2 s of a 3 s lease): %v", err)
 	}
+	tk.Release(ctx)
 	first := r.wait(t, 1, isType(wire.TypeAcquire))
 	if got := string(first.f.Key); got != "round" {
 		t.Fatalf("an invalid acquire was sent: first acquire on the wire is for %q", got)
