@@ -121,14 +121,19 @@ func secs(d time.Duration) string {
 //   - wait (0..255 s) is how long the server keeps the request in the key's
 //     FIFO queue; 0 is one immediate attempt, never queued.
 //   - lease (1..250 s) is how long the ticket is held unless released.
-//   - budget (0..lease) is the minimum time the caller needs for its work:
-//     a ticket is handed over only if its conservative remaining time
-//     (Ticket.Deadline) is positive and at least budget; otherwise it is
-//     released and ErrBudgetExceeded returned.
+//   - budget is the minimum time the caller needs for its work: a ticket is
+//     handed over only if its conservative remaining time (Ticket.Deadline)
+//     is positive and at least budget; otherwise it is released and
+//     ErrBudgetExceeded returned. A budget that even an immediate grant of
+//     that lease could not leave (more than lease × 0.99 − 0.1 s) is
+//     rejected before sending.
 //
-// Fractions of a second are rounded up to whole seconds; values out of range
-// are rejected with ErrInvalidArgument before anything is sent (never
-// clamped). Keys are 1..1024 bytes.
+// Fractions of a second are rounded up to whole seconds (the budget's too);
+// values out of range are rejected with ErrInvalidArgument before anything
+// is sent (never clamped). Keys are 1..1024 bytes.
+//
+// Acquire waits for a connection to the leader as long as ctx allows (wait
+// bounds the queue, not the connection): give ctx a deadline.
 //
 // Outcomes: a *Ticket; ErrNotAcquired (not granted within wait);
 // ErrCapacity (a server limit, returned at once, not retried);

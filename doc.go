@@ -13,8 +13,10 @@
 //		return err // bad configuration only; connecting happens in the background
 //	}
 //	defer b.Close()
-//	if err := b.WaitReady(ctx); err != nil {
-//		return err
+//	ready, cancel := context.WithTimeout(ctx, 10*time.Second)
+//	defer cancel()
+//	if err := b.WaitReady(ready); err != nil {
+//		return err // wrong address, token or TLS setting, or no leader within 10 s
 //	}
 //
 //	// wait up to 5 s in the key's queue, lease 30 s, need at least 2 s of work time
@@ -23,8 +25,24 @@
 //		return err // do not enter the critical section
 //	}
 //	defer t.Close() // best-effort background release if Release is not reached
-//	// ... the protected work, fenced with t.Token(), finished before t.Deadline() ...
+//	work, stop := t.Context(ctx) // done at the ticket's conservative deadline or release
+//	defer stop()
+//	// ... the protected work under work, fenced with t.Token() ...
 //	return t.Release(ctx)
+//
+// Acquire (like every call) waits for a connection to the leader as long as
+// its ctx allows: wait bounds the time in the key's queue, not the time
+// without a connection. Give ctx a deadline, and call WaitReady with a
+// timeout at start-up so that a wrong address fails the start instead of
+// the first request.
+//
+// A ticket is not "run once": it excludes concurrent holders of a key, and a
+// holder that was paused past its lease can still finish its work after the
+// next holder started (the fence then orders the two writes, see below). Work
+// that must happen at most once per period needs its own record, such as a
+// unique row per job run written in the fenced transaction. Work longer than
+// the longest lease (250 s) is not supported by one ticket: split it into
+// fenced steps that each fit in a lease and record progress between them.
 //
 // # Fencing: the token must guard the protected write
 //
@@ -53,10 +71,13 @@
 // # Arguments
 //
 // wait is 0..255 s (0 is one immediate attempt that never queues), lease is
-// 1..250 s, and the work budget (required, may be zero) is 0..lease.
-// Fractions of a second are rounded up to whole seconds. Out-of-range
-// values, a budget larger than the rounded lease and keys outside 1..1024
-// bytes are rejected with ErrInvalidArgument before anything is sent, never
+// 1..250 s, and the work budget (required, may be zero) is at most what the
+// lease can leave: the conservative deadline of an immediate grant, lease ×
+// 0.99 − 0.1 s (29.6 s of a 30 s lease, so a whole-second budget of at most
+// 29 s). Fractions of a second are rounded up to whole seconds, the budget's
+// too. Out-of-range values, a budget no grant of that lease could leave and
+// keys outside 1..1024 bytes are rejected with ErrInvalidArgument before
+// anything is sent (the message gives the largest budget that fits), never
 // clamped. Work longer than 250 s is not supported.
 //
 // # Outcomes
@@ -150,6 +171,21 @@
 // client then checks, with a TLS handshake on a second connection, that the
 // server answers TLS), or a plain server that answers a TLS handshake with
 // a Ticketing frame.
+//
+// A peer that does not speak the protocol is named at once too: one that
+// closes the connection without answering the hello (ticketd's Raft port
+// 5226, or a proxy without a backend), and one that stays silent for a
+// second and then turns out, on a second connection, to speak HTTP
+// (ticketd's metrics port 5227) or PostgreSQL.
+//
+// # Logging
+//
+// The broker logs only through a logger given with WithLogger; without one
+// it logs nothing (it never writes to slog.Default). A background release
+// that finds the ticket already ended (ErrNotHeld, the usual end of a
+// deferred Close after the lease ran out) is logged at Debug, other failed
+// background releases at Warn; every outcome also goes to
+// WithReleaseObserver.
 //
 // Admin (DialAdmin) is a separate session with one node for operators'
 // tools: status, membership changes, leader transfer and snapshots for
