@@ -101,7 +101,7 @@ var layouts = []layout{
 		{"version", kU16, "protocol version the server speaks: 1"},
 		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
-		{"count", kU32, "most requests this connection may have in flight"},
+		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`) and, separately, this many other requests (`L`, `U`, `D`, `J`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
