@@ -107,8 +107,8 @@ var layouts = []layout{
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
 		fID(echoID),
 		{"token", kU64, "fencing token, larger than every token granted before"},
-		{"lease_ms", kU32, "granted lease in ms"},
-		{"queued_ms", kU32, "time the acquire spent queued in ms, 0 when granted at once"},
+		{"lease_ms", kU32, "lease in ms as the leader will enforce it, counted from the end of `queued_ms` (see [What `G` reports](#what-g-reports))"},
+		{"queued_ms", kU32, "ms from the server's receipt of this request to the start of the leader's lease clock (or earlier); 0 when granted at once"},
 	}, "final: ticket granted"},
 	{TypeNotAcquired, "NotAcquired", "server->client", []fieldSpec{
 		fID(echoID),
