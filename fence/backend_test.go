@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,14 +19,16 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/ticketing-io/ticketing/fence"
+	"github.com/ticketing-io/ticketing/internal/mysqltest"
 	"github.com/ticketing-io/ticketing/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// mysqlEnv names the DSN of an opt-in MySQL or MariaDB server for the MySQL
-// dialect's tests, e.g. "root@tcp(127.0.0.1:3306)/test".
-const mysqlEnv = "TICKETING_TEST_MYSQL_DSN"
+// Both servers are started on first use and stopped at the end; the MySQL
+// dialect runs against a throwaway MariaDB (or TICKETING_TEST_MYSQL_DSN's
+// server), never skipped.
+func TestMain(m *testing.M) {
+	os.Exit(mysqltest.Run(func() int { return pgtest.Main(m) }))
+}
 
 // backend is one way of reaching a database: a dialect plus a driver.
 type backend struct {
@@ -57,7 +58,7 @@ type tx interface {
 }
 
 // forEach runs test against a fresh, empty database of every backend, or of
-// the named ones. MySQL is opt-in and skips without its DSN.
+// the named ones.
 func forEach(t *testing.T, test func(t *testing.T, b *backend), only ...string) {
 	for _, bk := range []struct {
 		name string
@@ -125,14 +126,8 @@ func newPostgres(t *testing.T, native bool) *backend {
 	return b
 }
 
-var mysqlTables atomic.Int64
-
 func newMySQL(t *testing.T) *backend {
-	dsn := os.Getenv(mysqlEnv)
-	if dsn == "" {
-		t.Skipf("MySQL/MariaDB tests are opt-in: set %s to a DSN such as root@tcp(127.0.0.1:3306)/test", mysqlEnv)
-	}
-	db, err := sql.Open("mysql", dsn)
+	db, err := sql.Open("mysql", mysqltest.Shared(t).NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,16 +136,7 @@ func newMySQL(t *testing.T) *backend {
 		sessionID: "SELECT CONNECTION_ID()",
 		blocked:   "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"}
 	b.begin = sqlBegin(b)
-	// The server is shared with whatever else uses the DSN: unique tables.
-	suffix := fmt.Sprintf("_%d_%d", os.Getpid(), mysqlTables.Add(1))
-	setup(t, b, "id BIGINT AUTO_INCREMENT PRIMARY KEY, fence_key VARBINARY(767) NOT NULL, token BIGINT NOT NULL", suffix, nil)
-	t.Cleanup(func() {
-		for _, tbl := range []string{b.f.Table(), b.biz} {
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + tbl); err != nil {
-				t.Errorf("drop %s: %v", tbl, err)
-			}
-		}
-	})
+	setup(t, b, "id BIGINT AUTO_INCREMENT PRIMARY KEY, fence_key VARBINARY(767) NOT NULL, token BIGINT NOT NULL", "", nil)
 	return b
 }
 

@@ -75,8 +75,8 @@
 //
 // # Tests
 //
-// The PostgreSQL and SQLite tests always run; PostgreSQL is started by
-// internal/pgtest. The MySQL tests are opt-in: they run against the server
-// named by TICKETING_TEST_MYSQL_DSN (for example
-// root@tcp(127.0.0.1:3306)/test) and skip, saying so, without it.
+// Every dialect's tests always run, none skips: PostgreSQL is started by
+// internal/pgtest, MariaDB by internal/mysqltest (or the tests use the
+// server named by TICKETING_TEST_MYSQL_DSN, for example
+// root@tcp(127.0.0.1:3306)/test), SQLite is in-process.
 package fence

@@ -12,26 +12,54 @@ import (
 )
 
 var (
-	// ErrStaleToken is wrapped by the error Check returns when the token is
-	// not above the key's high-water mark. The caller must roll back.
+	// ErrStaleToken is wrapped by the error Check returns when a newer token
+	// has been stored for the key: a later holder of the key has committed a
+	// fenced transaction, so this holder's lease is over. The caller must
+	// roll back. It is never returned for the token already stored (see
+	// ErrTokenCommitted).
 	ErrStaleToken = errors.New("fence: stale token")
+	// ErrTokenCommitted is wrapped by the error Check returns when the key's
+	// stored mark is this very token: a transaction fenced with this ticket
+	// has already committed on this key. Usually that is an earlier attempt
+	// of the same work whose COMMIT reply was lost (a connection cut during
+	// COMMIT, then an idempotent retry). The caller must roll back and must
+	// not redo the work under a new ticket: it is done; read what was
+	// committed and answer from it.
+	ErrTokenCommitted = errors.New("fence: token already committed")
 	// ErrInvalid is wrapped by errors about bad arguments: a table name
 	// that is not an identifier, an empty key, a token of 2^63 or more.
 	ErrInvalid = errors.New("fence: invalid argument")
 )
 
-// StaleError reports a rejected token. It wraps ErrStaleToken.
+// StaleError reports a token below the key's stored mark. It wraps
+// ErrStaleToken.
 type StaleError struct {
 	Key   string
 	Token uint64 // the rejected token
-	Mark  uint64 // the key's stored high-water mark, at least Token
+	Mark  uint64 // the key's stored high-water mark, above Token
 }
 
 func (e *StaleError) Error() string {
-	return fmt.Sprintf("fence: stale token %d for key %q: stored mark is %d", e.Token, e.Key, e.Mark)
+	return fmt.Sprintf("fence: stale token %d for key %q: stored mark is %d (a newer holder has committed; roll back)", e.Token, e.Key, e.Mark)
 }
 
 func (e *StaleError) Unwrap() error { return ErrStaleToken }
+
+// TokenCommittedError reports a token equal to the key's stored mark: a
+// transaction fenced with it already committed. It wraps ErrTokenCommitted,
+// not ErrStaleToken, so that a caller who redoes stale work under a new
+// ticket does not redo work that is already done.
+type TokenCommittedError struct {
+	Key   string
+	Token uint64 // the token, also the key's stored mark
+}
+
+func (e *TokenCommittedError) Error() string {
+	return fmt.Sprintf("fence: token %d for key %q already committed a transaction here (the stored mark is this token): "+
+		"an earlier attempt committed; roll back and read its result instead of redoing the work", e.Token, e.Key)
+}
+
+func (e *TokenCommittedError) Unwrap() error { return ErrTokenCommitted }
 
 // Dialect selects the SQL a Fence speaks.
 type Dialect int
@@ -231,6 +259,9 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 	if err := q.queryRow(ctx, f.mark, key).Scan(&mark); err != nil {
 		return fmt.Errorf("%w: token %d for key %q was rejected, reading the stored mark failed: %w",
 			ErrStaleToken, token, key, err)
+	}
+	if uint64(mark) == token {
+		return &TokenCommittedError{Key: key, Token: token}
 	}
 	return &StaleError{Key: key, Token: token, Mark: uint64(mark)}
 }

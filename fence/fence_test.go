@@ -30,20 +30,39 @@ func checkTx(ctx context.Context, b *backend, key string, token uint64) error {
 	return x.Commit(ctx)
 }
 
+// wantStale checks the refusal of token for key whose stored mark is mark:
+// a *StaleError (ErrStaleToken) when mark is above token, and a
+// *TokenCommittedError (ErrTokenCommitted, never ErrStaleToken) when mark is
+// the token itself.
 func wantStale(t *testing.T, err error, key string, token, mark uint64) {
 	t.Helper()
-	if !errors.Is(err, fence.ErrStaleToken) {
-		t.Fatalf("err = %v, want ErrStaleToken", err)
-	}
-	var se *fence.StaleError
-	if !errors.As(err, &se) || *se != (fence.StaleError{Key: key, Token: token, Mark: mark}) {
-		t.Fatalf("err = %#v, want StaleError{%q, %d, %d}", err, key, token, mark)
+	if mark == token {
+		if !errors.Is(err, fence.ErrTokenCommitted) || errors.Is(err, fence.ErrStaleToken) {
+			t.Fatalf("err = %v, want ErrTokenCommitted and not ErrStaleToken (the stored mark is this token)", err)
+		}
+		var ce *fence.TokenCommittedError
+		if !errors.As(err, &ce) || *ce != (fence.TokenCommittedError{Key: key, Token: token}) {
+			t.Fatalf("err = %#v, want TokenCommittedError{%q, %d}", err, key, token)
+		}
+	} else {
+		if !errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted) {
+			t.Fatalf("err = %v, want ErrStaleToken", err)
+		}
+		var se *fence.StaleError
+		if !errors.As(err, &se) || *se != (fence.StaleError{Key: key, Token: token, Mark: mark}) {
+			t.Fatalf("err = %#v, want StaleError{%q, %d, %d}", err, key, token, mark)
+		}
 	}
 	for _, part := range []string{fmt.Sprintf("%q", key), fmt.Sprint(token), fmt.Sprint(mark)} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("message %q does not name %s", err, part)
 		}
 	}
+}
+
+// refused reports a Check refusal of either kind.
+func refused(err error) bool {
+	return errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted)
 }
 
 func TestCheck(t *testing.T) {
@@ -56,7 +75,7 @@ func TestCheck(t *testing.T) {
 			mark  uint64 // when stale
 		}{
 			{"a", 5, false, 0},
-			{"a", 5, true, 5}, // the same token again
+			{"a", 5, true, 5}, // the same token again: already committed, not stale
 			{"a", 4, true, 5}, // an older one
 			{"a", 6, false, 0},
 			{"b", 1, false, 0}, // keys are independent
@@ -250,10 +269,10 @@ func TestConcurrentSameToken(t *testing.T) {
 				switch {
 				case err == nil:
 					won++
-				case errors.Is(err, fence.ErrStaleToken):
-					var se *fence.StaleError
-					if !errors.As(err, &se) || se.Mark != 7 {
-						t.Errorf("stale error %v, want mark 7", err)
+				case errors.Is(err, fence.ErrTokenCommitted) && !errors.Is(err, fence.ErrStaleToken):
+					var ce *fence.TokenCommittedError
+					if !errors.As(err, &ce) || ce.Token != 7 {
+						t.Errorf("error %v, want token 7 already committed", err)
 					}
 				default:
 					t.Errorf("unexpected error: %v", err)
@@ -291,7 +310,7 @@ func TestConcurrentDistinctTokens(t *testing.T) {
 				winners = append(winners, int64(tokens[i]))
 			case errors.Is(err, fence.ErrStaleToken):
 				var se *fence.StaleError
-				if !errors.As(err, &se) || se.Mark < se.Token || se.Token != tokens[i] {
+				if !errors.As(err, &se) || se.Mark <= se.Token || se.Token != tokens[i] {
 					t.Errorf("token %d: stale error %v", tokens[i], err)
 				}
 				if tokens[i] == maxToken {
@@ -461,7 +480,7 @@ func blockedCase(t *testing.T, b *backend, existing, commit bool) {
 
 // TestPostgresRepeatableRead: under REPEATABLE READ the waiting transaction
 // cannot re-read the row, so PostgreSQL fails it with 40001; retry classifies
-// that ABORTED, and the re-run transaction finds the token stale.
+// that ABORTED, and the re-run transaction finds the token already committed.
 func TestPostgresRepeatableRead(t *testing.T) {
 	for _, native := range []bool{false, true} {
 		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
@@ -515,8 +534,8 @@ func TestPostgresRepeatableRead(t *testing.T) {
 			if retry.Classify(first) != retry.Aborted || !strings.Contains(first.Error(), "40001") {
 				t.Errorf("first attempt: %v, want a 40001 serialization failure", first)
 			}
-			if attempts != 2 || !errors.Is(err, fence.ErrStaleToken) {
-				t.Fatalf("attempts=%d err=%v, want the retry to find the token stale", attempts, err)
+			if attempts != 2 || !errors.Is(err, fence.ErrTokenCommitted) {
+				t.Fatalf("attempts=%d err=%v, want the retry to find the token already committed", attempts, err)
 			}
 		})
 	}
@@ -576,7 +595,7 @@ func TestSQLiteStaleSnapshotRetried(t *testing.T) {
 		switch {
 		case errs[i] == nil:
 			won++
-		case !errors.Is(errs[i], fence.ErrStaleToken):
+		case !errors.Is(errs[i], fence.ErrTokenCommitted):
 			t.Errorf("unexpected error: %v", errs[i])
 		}
 		if firsts[i] != nil && retry.Classify(firsts[i]) == retry.Aborted {
