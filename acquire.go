@@ -93,7 +93,9 @@ func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, e
 	if budget > time.Duration(l)*time.Second {
 		return bad("work budget %v is longer than the lease %v (%d s rounded up): the work could not finish before the lease ends", budget, lease, l)
 	}
-	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: budget}, nil
+	// The budget is rounded up like wait and lease ("fractions of a second
+	// are rounded up"): a 9.5 s budget needs 10 s of conservative time.
+	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: time.Duration(ceilSeconds(budget)) * time.Second}, nil
 }
 
 // Acquire asks for the ticket of key and waits for the answer.
@@ -133,6 +135,8 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 	var owner wire.Owner
 	rand.Read(owner[:])
+	b.acquireStarted()
+	defer b.acquireDone()
 	for {
 		c, err := b.getConn(ctx, false)
 		if err != nil {
@@ -145,6 +149,9 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 			if err == errConnGone {
 				continue // nothing was sent: try the next connection
 			}
+			if err == errClosing {
+				return nil, newOpError("acquire", key, true, nil, "the broker was closed while the acquire waited for an in-flight slot; nothing was sent", ErrClosed)
+			}
 			return nil, newOpError("acquire", key, true, nil,
 				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
 		}
@@ -152,9 +159,10 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 }
 
-// answerGrace is how long past the wait an acquire waits for its final
-// answer before giving up on it as indeterminate.
-func answerGrace(c *conn) time.Duration { return max(c.silence(), 10*time.Second) }
+// answerGrace is how long a request waits for its final answer on a live
+// connection (an acquire: past its wait) before giving up on it: 3 ping
+// intervals, at least DefaultAnswerGrace.
+func answerGrace(c *conn) time.Duration { return max(c.silence(), c.grace) }
 
 func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
 	timer := time.NewTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
@@ -173,6 +181,16 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
 			ctx.Err())
+	case <-b.closing:
+		// Close cancels what it can still reach; a grant that arrives
+		// anyway is released while Close drains.
+		a := c.abandon(cl)
+		if a != nil {
+			return b.finishAcquire(c, cl, a, args)
+		}
+		return nil, newOpError("acquire", cl.key, true, nil,
+			"outcome unknown: the broker was closed after the request was sent; a cancel was sent and a grant that arrives before the connection closes is released; do not enter the critical section",
+			ErrClosed, ErrIndeterminate)
 	case <-timer.C:
 		a := c.abandon(cl)
 		if a != nil {
@@ -200,6 +218,13 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 	f := &a.f
 	switch f.Type {
 	case wire.TypeGranted:
+		if b.isClosed() {
+			// The caller could not release it once Close tears down.
+			b.lateGrant(key, f.Token)
+			return nil, newOpError("acquire", key, true, nil,
+				fmt.Sprintf("granted token %d while the broker was closing; the ticket is being released; do not enter the critical section", f.Token),
+				ErrClosed)
+		}
 		deadline := conservativeDeadline(cl.sent, f.LeaseMs, f.QueuedMs)
 		rem := time.Until(deadline)
 		if rem <= 0 || rem < args.budget {
