@@ -266,8 +266,8 @@ type countingHandler struct{ n *atomic.Int32 }
 
 func (h countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 func (h countingHandler) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
-func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler          { return h }
-func (h countingHandler) WithGroup(string) slog.Handler               { return h }
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h countingHandler) WithGroup(string) slog.Handler                { return h }
 
 // Two servers that each accept the hello and then end the session with M
 // naming the other: the broker follows at most maxFollows hints in a row,
@@ -342,8 +342,11 @@ func TestReconnectStormBounded(t *testing.T) {
 // refusal.
 func TestOneRefusingNodeDoesNotPoisonCalls(t *testing.T) {
 	for name, refuse := range map[string]func(c *faketicketd.Conn){
-		"token":            func(c *faketicketd.Conn) { c.Error(wire.CodeUnauthenticated, "the client token is not accepted") },
-		"connection limit": func(c *faketicketd.Conn) { c.Send(wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}); c.Close() },
+		"token": func(c *faketicketd.Conn) { c.Error(wire.CodeUnauthenticated, "the client token is not accepted") },
+		"connection limit": func(c *faketicketd.Conn) {
+			c.Send(wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections})
+			c.Close()
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			refused := make(chan struct{}, 100)
