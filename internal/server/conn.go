@@ -299,7 +299,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		id, body := f.ID, append([]byte(nil), f.Text...)
 		go s.admin(c, id, body)
 		return true
-	case wire.TypeAcquire, wire.TypeRelease, wire.TypeDescribe, wire.TypeCancel:
+	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
 	default:
 		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")
 		return false

@@ -58,7 +58,11 @@ type waiter struct {
 	elem     *list.Element // position in its key's queue, nil when not queued
 	timer    *timer        // its wait deadline, nil for wait = 0
 	attempt  bool          // an OpAcquire for it is in a proposed batch
-	done     bool
+	// withdrawn: a release by its owner (U) came while its attempt was
+	// being committed. The OpReleaseOwner follows the attempt in the log and
+	// ends the grant if it is made, so its requests are answered X, never G.
+	withdrawn bool
+	done      bool
 }
 
 func (w *waiter) live() int {
@@ -361,6 +365,8 @@ func (c *core) handle(r request) {
 		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
+	case wire.TypeReleaseOwner:
+		c.releaseOwner(r)
 	case wire.TypeCancel:
 		c.cancel(r)
 	case wire.TypeDescribe:
@@ -548,6 +554,26 @@ func (c *core) cancel(r request) {
 	}
 }
 
+// releaseOwner ends whatever r.owner has of r.key: a waiter of that owner
+// still queued here is withdrawn (its acquires are answered X), and the hold,
+// if that owner has it, is released through Raft like a release by token. A
+// client uses it after an indeterminate acquire: it knows the owner it sent,
+// not the token.
+func (c *core) releaseOwner(r request) {
+	owner := fsm.Owner(r.owner)
+	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done {
+		if w.attempt {
+			w.withdrawn = true // answered when the attempt is applied
+		} else {
+			c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+			c.retire(w)
+		}
+	}
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+	c.handoff(r.key)
+}
+
 // retire removes a waiter that will get no grant: from its queue, the owner
 // index and the counts.
 func (c *core) retire(w *waiter) {
@@ -679,6 +705,20 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	c.attempts--
 	if q != nil && q.attempting == w {
 		q.attempting = nil
+	}
+	if w.withdrawn {
+		// Its owner released it while the attempt was committing: the
+		// OpReleaseOwner after it in the log ends a grant made here.
+		if res.Status == fsm.Granted {
+			c.s.metrics.grants.Inc()
+			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+		}
+		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+		c.retire(w)
+		if q != nil {
+			c.maybeDropQueue(w.key, q)
+		}
+		return
 	}
 	switch res.Status {
 	case fsm.Granted, fsm.Existing:

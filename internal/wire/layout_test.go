@@ -88,6 +88,11 @@ var layouts = []layout{
 		fID(reqID),
 		{"key", kStr, "the key, 1..1024 bytes"},
 	}, "read the state of one key"},
+	{TypeReleaseOwner, "ReleaseOwner", "client->server", []fieldSpec{
+		fID(reqID),
+		{"owner", kOwner, "the owner whose hold (or queued acquire) of the key is to end"},
+		{"key", kStr, "the key, 1..1024 bytes"},
+	}, "let go of a ticket by its owner (after an indeterminate acquire)"},
 	{TypeAdmin, "Admin", "client->server", []fieldSpec{
 		fID(reqID),
 		{"text", kRest, "UTF-8 JSON object with an `op` field; runs to the end of the frame (no length field)"},
@@ -122,10 +127,10 @@ var layouts = []layout{
 	}, "final: capacity reject"},
 	{TypeReleased, "Released", "server->client", []fieldSpec{
 		fID(echoID + " (the release)"),
-	}, "final: released"},
+	}, "final: released (answer to `L` or `U`)"},
 	{TypeNotHeld, "NotHeld", "server->client", []fieldSpec{
 		fID(echoID + " (the release)"),
-	}, "final: the token is not the key's current holder"},
+	}, "final: the token (`L`) or owner (`U`) is not the key's current holder"},
 	{TypeNotLeader, "NotLeader", "server->client", []fieldSpec{
 		{"text", kStr, "client address (`host:port`) of the leader, empty when unknown"},
 	}, "connection-fatal: this server is not the leader"},
