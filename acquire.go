@@ -144,6 +144,10 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 		}
 		cl := newCall(wire.TypeAcquire, key)
 		cl.owner = owner
+		// How long a grant of it can matter: a U after a lost answer is
+		// pointless once the lease would have run out (leader changes
+		// restart leases, hence the second lease).
+		cl.span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
 		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: args.wait, Lease: args.lease, Key: []byte(key)}
 		if err := c.start(ctx, cl, &f); err != nil {
 			if err == errConnGone {
@@ -190,7 +194,7 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		}
 		return nil, newOpError("acquire", cl.key, true, nil,
 			"outcome unknown: the broker was closed after the request was sent; a cancel was sent and a grant that arrives before the connection closes is released; do not enter the critical section",
-			ErrClosed, ErrIndeterminate)
+			ErrClosed, &IndeterminateError{Key: cl.key, Owner: cl.owner})
 	case <-timer.C:
 		a := c.abandon(cl)
 		if a != nil {
@@ -199,19 +203,21 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("outcome unknown, the server %s sent no final answer within the wait plus %v although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section",
 				c.addr, answerGrace(c)),
-			ErrIndeterminate)
+			&IndeterminateError{Key: cl.key, Owner: cl.owner})
 	}
 }
 
 func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
 	key := cl.key
 	if a.fail != nil {
-		kinds := []error{ErrIndeterminate}
+		kinds := []error{&IndeterminateError{Key: key, Owner: cl.owner}}
+		msg := "outcome unknown, " + a.fail.what() + " after the request was sent; do not enter the critical section"
 		if a.fail.closed() {
 			kinds = append(kinds, ErrClosed)
+		} else {
+			msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)"
 		}
-		e := newOpError("acquire", key, true, a.fail.cause,
-			"outcome unknown, "+a.fail.what()+" after the request was sent; do not enter the critical section", kinds...)
+		e := newOpError("acquire", key, true, a.fail.cause, msg, kinds...)
 		e.hide = a.fail.explained()
 		return nil, e
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // Broker is the client: one per process, safe for concurrent use by any
@@ -365,6 +367,13 @@ func (b *Broker) acquireDone() {
 }
 
 func (b *Broker) closingCh() <-chan struct{} { return b.closing }
+
+// orphaned implements connHooks: an acquire's connection ended before its
+// final answer. Ask the leader, on the next connection, to end whatever that
+// owner holds or waits for on the key (U).
+func (b *Broker) orphaned(key string, owner wire.Owner, until time.Time) {
+	b.rel.enqueueOwner(key, owner, until)
+}
 
 func (b *Broker) isClosed() bool {
 	b.mu.Lock()

@@ -82,7 +82,8 @@ type call struct {
 	id        uint32
 	owner     wire.Owner
 	key       string
-	sent      time.Time // just before its bytes were handed to the writer
+	sent      time.Time     // just before its bytes were handed to the writer
+	span      time.Duration // acquire: wait + lease, the longest a grant of it can matter
 	res       chan answer
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
@@ -109,6 +110,10 @@ type connHooks interface {
 	// closingCh is closed when the owner starts closing: acquires waiting
 	// for an in-flight slot give up (nothing sent).
 	closingCh() <-chan struct{}
+	// orphaned is called (once, when the connection ends) for every acquire
+	// that was sent on it and got no final answer: a grant it may have
+	// received can only be ended by its owner (U) from now on.
+	orphaned(key string, owner wire.Owner, until time.Time)
 }
 
 // errClosing is start's answer to an acquire that was waiting for an
@@ -423,6 +428,8 @@ func answers(r, a wire.Type) bool {
 		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
 	case wire.TypeDescribe:
 		return a == wire.TypeInfo || a == wire.TypeCapacity
+	case wire.TypeReleaseOwner:
+		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
 	case wire.TypeAdmin:
 		return a == wire.TypeAdminReply || a == wire.TypeCapacity
 	}
@@ -523,6 +530,11 @@ func (c *conn) fail(f *connFailure) {
 	close(c.done)
 	c.nc.Close()
 	for _, cl := range pend {
+		// Before the caller hears of it: an ErrIndeterminate returned to
+		// the caller then always has its release-by-owner under way.
+		if cl.typ == wire.TypeAcquire && !f.closed() && c.hooks != nil {
+			c.hooks.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span))
+		}
 		if !cl.abandoned {
 			cl.res <- answer{fail: f}
 		}
@@ -547,7 +559,7 @@ func (c *conn) slots(t wire.Type) chan struct{} {
 	switch t {
 	case wire.TypeAcquire:
 		return c.semAcq
-	case wire.TypeRelease, wire.TypeDescribe, wire.TypeAdmin:
+	case wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeAdmin:
 		return c.semOther
 	}
 	return nil

@@ -140,10 +140,42 @@ type releaser struct {
 	shut    bool          // the broker is torn down: nothing more is sent
 	idle    chan struct{} // closed and replaced whenever running drops
 	wg      sync.WaitGroup
+
+	// Releases by owner wait for a reconnect, possibly for long; Close
+	// does not wait for them but cancels them (ownerCtx).
+	ownerCtx    context.Context
+	ownerCancel context.CancelFunc
+	owners      sync.WaitGroup
 }
 
 func newReleaser(b *Broker) *releaser {
-	return &releaser{b: b, limit: b.cfg.releaseQueue, idle: make(chan struct{})}
+	r := &releaser{b: b, limit: b.cfg.releaseQueue, idle: make(chan struct{})}
+	r.ownerCtx, r.ownerCancel = context.WithCancel(context.Background())
+	return r
+}
+
+// enqueueOwner starts a release by owner (U) of key for an acquire whose
+// answer was lost; it retries across reconnects until until.
+func (r *releaser) enqueueOwner(key string, owner wire.Owner, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return
+	}
+	r.owners.Add(1)
+	go func() {
+		defer r.owners.Done()
+		err := r.b.releaseOwner(r.ownerCtx, key, owner, until)
+		lg := r.b.cfg.logger
+		switch {
+		case err == nil:
+			lg.Info("ticketing: ended the hold of an acquire whose answer was lost (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case errors.Is(err, ErrNotHeld):
+			lg.Debug("ticketing: the acquire whose answer was lost holds nothing (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case r.ownerCtx.Err() == nil:
+			lg.Warn("ticketing: release by owner after a lost acquire answer failed; the key stays held until the lease expires", "key", key, "owner", fmt.Sprintf("%x", owner[:]), "err", err)
+		}
+	}()
 }
 
 // enqueue starts j without blocking; over the limit it is dropped (reported).
@@ -210,6 +242,68 @@ func (r *releaser) shutdown() {
 	r.shut = true
 	r.mu.Unlock()
 	r.wg.Wait()
+	r.ownerCancel()
+	r.owners.Wait()
+}
+
+// releaseOwner ends whatever owner holds or waits for on key (U), retrying
+// across reconnects until until (or ctx). nil is R, ErrNotHeld is N.
+func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner, until time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	op := fmt.Sprintf("release by owner %x of", owner[:])
+	for {
+		c, err := b.getConn(ctx, true)
+		if err != nil {
+			var we *waitError
+			if err == ErrClosed || errors.As(err, &we) {
+				return connectError(op, key, true, err)
+			}
+			// Every listed server refuses for now: wait for a change.
+			b.mu.Lock()
+			ch := b.changed
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return connectError(op, key, true, err)
+			}
+		}
+		cl := newCall(wire.TypeReleaseOwner, key)
+		f := wire.Frame{Type: wire.TypeReleaseOwner, Owner: owner, Key: []byte(key)}
+		if err := c.start(ctx, cl, &f); err != nil {
+			if err == errConnGone {
+				continue
+			}
+			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+		}
+		var a answer
+		select {
+		case a = <-cl.res:
+		case <-ctx.Done():
+			if got := c.abandon(cl); got == nil {
+				return newOpError(op, key, true, nil, "no answer before "+ctx.Err().Error(), ctx.Err(), ErrIndeterminate)
+			} else {
+				a = *got
+			}
+		}
+		if a.fail != nil {
+			if a.fail.closed() {
+				return newOpError(op, key, true, a.fail.cause, "outcome unknown: "+a.fail.what(), ErrClosed, ErrIndeterminate)
+			}
+			continue // U is idempotent: again on the next connection
+		}
+		switch a.f.Type {
+		case wire.TypeReleased:
+			return nil
+		case wire.TypeNotHeld:
+			return newOpError(op, key, true, nil, "that owner holds nothing on the key", ErrNotHeld)
+		default: // B
+			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+			return newOpError(op, key, true, ce, "rejected by a server capacity limit", ErrCapacity)
+		}
+	}
 }
 
 // Ticket is a granted ticket. Its token fences every write made under it
