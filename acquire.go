@@ -116,7 +116,11 @@ func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, e
 // ErrCapacity (a server limit, returned at once, not retried);
 // ErrIndeterminate (the request may have been sent but its final answer was
 // lost: do not enter the critical section; it is never re-sent
-// automatically); ErrBudgetExceeded; ErrUnauthenticated; ErrClosed.
+// automatically; *IndeterminateError has the key and owner, and when the
+// connection ended the broker releases by owner whatever the acquire may
+// have obtained once it reconnects); ErrBudgetExceeded; ErrUnauthenticated;
+// ErrClosed (also when the grant arrived while the broker was closing: it is
+// released).
 //
 // If ctx ends before the request was sent, nothing is sent and the error
 // wraps ctx.Err() (and ErrUnavailable if there was no connection). If it

@@ -603,8 +603,9 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 	}
 	c.mu.Lock()
 	if c.failure != nil || c.werr != nil {
+		failed := c.failure != nil
 		c.mu.Unlock()
-		if sem != nil && c.failure == nil {
+		if sem != nil && !failed {
 			<-sem
 		}
 		return errConnGone

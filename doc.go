@@ -107,7 +107,7 @@
 // always with the exact token. Ticket.Close is a best-effort release in the
 // background for defer: it is sent at once on its own goroutine, pipelined
 // with every other request on the connection, and retried for ReleaseBound
-// from the call; only when WithReleaseQueue releases (65,536 by default)
+// from the call; only when WithReleaseQueue releases (16,384 by default)
 // are already outstanding is it dropped and ErrReleaseDropped returned. Its
 // outcome goes to WithReleaseObserver and to the logger; callers who need
 // the outcome call Release. Compensating releases (a grant that arrived

@@ -43,7 +43,7 @@ const (
 	// the client's compensating releases) that may be outstanding at once.
 	// Each is sent at once, pipelined over the connection within its
 	// in-flight limit; the bound only keeps memory finite.
-	DefaultReleaseQueue = 1 << 16
+	DefaultReleaseQueue = 1 << 14
 	// DefaultPort is the port of an address given without one.
 	DefaultPort = "5225"
 	// DefaultDialTimeout bounds one connection attempt: TCP, TLS and hello.
