@@ -91,8 +91,9 @@ func (b *Broker) run() {
 	follows := 0  // leader hints followed since the last backoff
 	hint := ""    // the leader named by the M that ended the last session
 	ended := logLimiter{every: time.Second}
+	failed := logLimiter{every: time.Second}
 	for b.ctx.Err() == nil {
-		c, addr := b.dialRound(b.dialOrder(hint), &follows)
+		c, addr := b.dialRound(b.dialOrder(hint), &follows, &failed)
 		hint = ""
 		if c == nil {
 			if b.ctx.Err() != nil {
@@ -174,7 +175,7 @@ func (b *Broker) dialOrder(hint string) []string {
 // stagger, not a dial timeout), and an address named by a hello's M right
 // after the attempt that named it. It returns the first session established
 // (later ones are closed) and its address, or nil when every attempt failed.
-func (b *Broker) dialRound(order []string, follows *int) (*conn, string) {
+func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*conn, string) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -207,7 +208,6 @@ func (b *Broker) dialRound(order []string, follows *int) (*conn, string) {
 	stagger := time.NewTimer(b.cfg.dialStagger)
 	defer stagger.Stop()
 	launch()
-	failed := logLimiter{every: time.Second}
 	for {
 		select {
 		case r := <-results:
