@@ -34,7 +34,7 @@ type Broker struct {
 	closed   bool             // Close was called: no new calls
 	closing  chan struct{}    // closed when Close is called
 	torn     bool             // teardown started: no connections at all
-	refusals map[string]error // listed address -> its latest persistent hello refusal
+	refusals map[string]*helloError // listed address -> its latest persistent hello refusal
 	lastErr  error            // why the last connection attempt or connection failed
 	lastGood string           // the last server that accepted a session: dialed first
 	acquires int              // Acquire calls running: Close's drain waits for them
@@ -60,7 +60,7 @@ func Connect(addrs string, opts ...Option) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, addrs: list, changed: make(chan struct{}), closing: make(chan struct{}),
-		refusals: make(map[string]error)}
+		refusals: make(map[string]*helloError)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.rel = newReleaser(b)
 	b.wg.Add(1)
@@ -252,7 +252,7 @@ func (b *Broker) attemptFailed(addr string, err error) {
 	defer b.mu.Unlock()
 	b.lastErr = err
 	if he != nil && he.rejected {
-		b.refusals[addr] = he.err
+		b.refusals[addr] = he
 	} else {
 		delete(b.refusals, addr)
 	}
@@ -269,17 +269,21 @@ func (b *Broker) refusedByAll() error {
 	}
 	why := refusalReason(first)
 	for _, a := range b.addrs[1:] {
-		e := b.refusals[a]
-		if e == nil || refusalReason(e) != why {
+		he := b.refusals[a]
+		if he == nil || refusalReason(he) != why {
 			return nil
 		}
 	}
-	return first
+	return first.err
 }
 
 // refusalReason names the kind of a hello refusal, to tell whether several
 // servers refused for the same reason.
-func refusalReason(err error) string {
+func refusalReason(he *helloError) string {
+	if he.reason != "" {
+		return he.reason
+	}
+	err := he.err
 	var se *ServerError
 	var ce *CapacityError
 	var cv *tls.CertificateVerificationError

@@ -172,6 +172,7 @@ type helloError struct {
 	err      error // what callers see
 	hint     string
 	rejected bool
+	reason   string // the kind of refusal, the same from every server; "" = from err
 }
 
 func (e *helloError) Error() string { return e.err.Error() }

@@ -2,6 +2,7 @@ package ticketing
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -414,6 +415,17 @@ func TestRefusalReturnedOnlyWhenAllRefuseAlike(t *testing.T) {
 	b := connect(t, s1.Addr()+","+s2.Addr())
 	if err := b.WaitReady(ctxFor(t)); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("both nodes refuse the token: %v, want ErrUnauthenticated", err)
+	}
+
+	// The same TLS mismatch from two servers is the same reason, although
+	// the messages name different addresses.
+	_, cert := makeCA(t)
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	t1 := faketicketd.Start(t, func(c *faketicketd.Conn) { c.Read() }, faketicketd.WithTLS(tlsCfg))
+	t2 := faketicketd.Start(t, func(c *faketicketd.Conn) { c.Read() }, faketicketd.WithTLS(tlsCfg))
+	b = connect(t, t1.Addr()+","+t2.Addr())
+	if err := b.WaitReady(ctxFor(t)); err == nil || !strings.Contains(err.Error(), "uses TLS") {
+		t.Fatalf("both nodes use TLS, the client does not: %v, want that refusal", err)
 	}
 
 	b = connect(t, s1.Addr()+","+s3.Addr())
