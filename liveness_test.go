@@ -270,15 +270,29 @@ func (h countingHandler) Handle(context.Context, slog.Record) error    { h.n.Add
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h countingHandler) WithGroup(string) slog.Handler                { return h }
 
-// Two servers that each accept the hello and then end the session with M
-// naming the other: the broker follows at most maxFollows hints in a row,
-// then backs off (so sessions per second are bounded by the backoff), and
-// logs at most one line per second.
+// Two servers that each end the session with M naming the other (after
+// the hello's Y, or instead of it): the broker follows at most maxFollows
+// hints in a row, then backs off (so sessions per second are bounded by the
+// backoff), and logs at most one line per second.
 func TestReconnectStormBounded(t *testing.T) {
+	for _, afterReady := range []bool{true, false} {
+		name := "M after Y"
+		if !afterReady {
+			name = "M answering the hello"
+		}
+		t.Run(name, func(t *testing.T) { testReconnectStorm(t, afterReady) })
+	}
+}
+
+func testReconnectStorm(t *testing.T, afterReady bool) {
 	var addrA, addrB atomic.Value
 	pingPong := func(other *atomic.Value) faketicketd.Handler {
 		return func(c *faketicketd.Conn) {
-			if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			if afterReady {
+				if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+					return
+				}
+			} else if _, err := c.Read(); err != nil {
 				return
 			}
 			c.NotLeader(other.Load().(string))
@@ -323,12 +337,17 @@ func TestReconnectStormBounded(t *testing.T) {
 	elapsed := time.Since(start)
 	mu.Lock()
 	defer mu.Unlock()
+	// Per backoff period: maxFollows hints plus the connection that named
+	// the first one (after Y), or plus a round's own addresses (the listed
+	// one and the last server that accepted a session).
+	bound := b.maxFollows() + 1
+	if !afterReady {
+		bound = b.maxFollows() + len(b.addrs) + 1
+	}
 	prev := 0
 	for i, n := range atBackoff[:5] {
-		// A session is established before it ends with M; each backoff
-		// period allows maxFollows hints plus the session that ended it.
-		if n-prev > b.maxFollows()+1 {
-			t.Errorf("backoff %d: %d sessions since the previous one, want at most %d", i+1, n-prev, b.maxFollows()+1)
+		if n-prev > bound {
+			t.Errorf("backoff %d: %d connections since the previous one, want at most %d", i+1, n-prev, bound)
 		}
 		prev = n
 	}
