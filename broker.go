@@ -30,14 +30,14 @@ type Broker struct {
 
 	mu       sync.Mutex
 	cur      *conn
-	changed  chan struct{}    // closed and replaced on every state change
-	closed   bool             // Close was called: no new calls
-	closing  chan struct{}    // closed when Close is called
-	torn     bool             // teardown started: no connections at all
+	changed  chan struct{}          // closed and replaced on every state change
+	closed   bool                   // Close was called: no new calls
+	closing  chan struct{}          // closed when Close is called
+	torn     bool                   // teardown started: no connections at all
 	refusals map[string]*helloError // listed address -> its latest persistent hello refusal
-	lastErr  error            // why the last connection attempt or connection failed
-	lastGood string           // the last server that accepted a session: dialed first
-	acquires int              // Acquire calls running: Close's drain waits for them
+	lastErr  error                  // why the last connection attempt or connection failed
+	lastGood string                 // the last server that accepted a session: dialed first
+	acquires int                    // Acquire calls running: Close's drain waits for them
 
 	connWaiters atomic.Int32 // tests: calls waiting for a connection
 
