@@ -92,6 +92,7 @@ func (b *Broker) run() {
 	hint := ""    // the leader named by the M that ended the last session
 	ended := logLimiter{every: time.Second}
 	failed := logLimiter{every: time.Second}
+	connected := logLimiter{every: time.Second}
 	for b.ctx.Err() == nil {
 		c, addr := b.dialRound(b.dialOrder(hint), &follows, &failed)
 		hint = ""
@@ -118,7 +119,7 @@ func (b *Broker) run() {
 		b.lastErr = nil
 		b.broadcastLocked()
 		b.mu.Unlock()
-		b.cfg.logger.Debug("ticketing: connected", "addr", addr, "node", c.nodeID)
+		connected.log(b.cfg.logger, slog.LevelDebug, "ticketing: connected", "addr", addr, "node", c.nodeID)
 
 		<-c.done
 		f := c.failureCause()
