@@ -119,7 +119,8 @@ func WithReleaseObserver(f func(key string, token uint64, err error)) Option {
 }
 
 // WithLogger sets the logger for background events (failed background
-// releases at Warn, reconnects at Debug/Info). The default is slog.Default().
+// releases at Warn, reconnects at Debug/Info, each kind of reconnect line at
+// most once a second). The default is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
