@@ -39,7 +39,8 @@ func (e *refusedError) Unwrap() error   { return e.cause }
 func (e *refusedError) Is(t error) bool { return e.auth && t == ErrUnauthenticated }
 
 func refused(addr string, auth bool, cause error, format string, args ...any) *helloError {
-	return &helloError{addr: addr, rejected: true,
+	// The format, without the address, names the kind of refusal.
+	return &helloError{addr: addr, rejected: true, reason: format,
 		err: &refusedError{msg: fmt.Sprintf(format, args...), cause: cause, auth: auth}}
 }
 
