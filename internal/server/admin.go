@@ -110,9 +110,11 @@ func (s *Server) adminDo(body []byte) (int, any) {
 			if addr == "" {
 				return fail(fmt.Errorf("no member with id %q", req.ID))
 			}
+			s.transferTo.Store(&req.ID)
 			f = r.LeadershipTransferToServer(raft.ServerID(req.ID), raft.ServerAddress(addr))
 		}
 		if err := f.Error(); err != nil {
+			s.transferTo.Store(nil)
 			return fail(fmt.Errorf("leadership transfer: %w", err))
 		}
 		// The transfer is done when the target has won its election; this

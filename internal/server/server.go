@@ -42,6 +42,10 @@ type Server struct {
 	servingCh chan struct{} // closed while serving; replaced when serving stops
 	closed    bool
 	nconns    atomic.Int64
+	// transferTo is the id of the voter that a leadership transfer started
+	// here was sent to, until Raft names the new leader: M names it meanwhile
+	// instead of nothing.
+	transferTo atomic.Pointer[string]
 
 	wg   sync.WaitGroup
 	stop chan struct{}
@@ -264,7 +268,13 @@ func (s *Server) notLeaderFrame() *wire.Frame {
 
 func (s *Server) leaderClientAddr() string {
 	_, id := s.node.Raft().LeaderWithID()
-	if id == "" {
+	if id != "" {
+		s.transferTo.Store(nil) // Raft knows the leader: the hint is no longer needed
+	} else if t := s.transferTo.Load(); t != nil && *t != s.cfg.NodeID {
+		// Stepped down for a transfer and no leader elected yet: the target
+		// is the one about to win, and clients can start dialling it now.
+		id = raft.ServerID(*t)
+	} else {
 		return ""
 	}
 	var addr string
