@@ -84,6 +84,7 @@ func genVectors() []genVector {
 		// Valid frames, client to server.
 		{name: "hello", frame: hello},
 		{name: "hello-admin-no-token", frame: &Frame{Type: TypeHello, Version: 1, Flags: HelloAdmin}},
+		{name: "hello-binary-token", frame: &Frame{Type: TypeHello, Version: 1, Text: []byte{0xc3, 0x28, 0x00, 0xff}}},
 		{name: "acquire", frame: acquire},
 		{name: "acquire-wait-0-lease-1", frame: &Frame{Type: TypeAcquire, ID: 8, Owner: owner2, Wait: 0, Lease: MinLease, Key: []byte("k")}},
 		{name: "acquire-wait-255-lease-250", frame: &Frame{Type: TypeAcquire, ID: math.MaxUint32, Owner: owner1, Wait: MaxWait, Lease: MaxLease, Key: []byte("jobs/nightly")}},
@@ -96,6 +97,7 @@ func genVectors() []genVector {
 		{name: "release-owner", frame: &Frame{Type: TypeReleaseOwner, ID: 18, Owner: owner1, Key: []byte("orders/42")}},
 		{name: "release-owner-max-id-binary-key", frame: &Frame{Type: TypeReleaseOwner, ID: math.MaxUint32, Owner: owner2, Key: []byte{0x00, 0xff}}},
 		{name: "describe", frame: &Frame{Type: TypeDescribe, ID: 14, Key: []byte("orders/42")}},
+		{name: "describe-id-0", frame: &Frame{Type: TypeDescribe, ID: 0, Key: []byte("orders/42")}},
 		{name: "admin-status", frame: &Frame{Type: TypeAdmin, ID: 15, Text: []byte(`{"op":"status"}`)}},
 		{name: "admin-members-add", frame: &Frame{Type: TypeAdmin, ID: 16, Text: []byte(`{"op":"members.add","id":"node-4","raft_addr":"10.0.0.4:5226"}`)}},
 
@@ -103,6 +105,7 @@ func genVectors() []genVector {
 		{name: "ready-leader", frame: &Frame{Type: TypeReady, Version: 1, Flags: ReadyLeader, Interval: 5000, Count: 1024, Text: []byte("node-1")}},
 		{name: "ready-follower", frame: &Frame{Type: TypeReady, Version: 1, Flags: 0, Interval: 5000, Count: 64, Text: []byte("node-2")}},
 		{name: "granted", frame: granted},
+		{name: "granted-existing-hold", frame: &Frame{Type: TypeGranted, ID: 19, Token: 1, LeaseMs: 12345, QueuedMs: 0}},
 		{name: "granted-max-token-after-queue", frame: &Frame{Type: TypeGranted, ID: 8, Token: math.MaxUint64, LeaseMs: 250000, QueuedMs: 1234}},
 		{name: "not-acquired", frame: &Frame{Type: TypeNotAcquired, ID: 8, QueuedMs: 0}},
 		{name: "not-acquired-after-wait-255", frame: &Frame{Type: TypeNotAcquired, ID: 9, QueuedMs: 255000}},
@@ -118,10 +121,12 @@ func genVectors() []genVector {
 		{name: "not-leader", frame: &Frame{Type: TypeNotLeader, Text: []byte("10.0.0.2:5225")}},
 		{name: "not-leader-unknown", frame: &Frame{Type: TypeNotLeader}},
 		{name: "error-invalid-argument", frame: &Frame{Type: TypeError, Code: uint16(CodeInvalidArgument), Text: []byte("lease 0 s is outside 1..250 s")}},
+		{name: "error-shutting-down", frame: &Frame{Type: TypeError, Code: uint16(CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}},
 		{name: "error-frame-too-large", frame: &Frame{Type: TypeError, Code: uint16(CodeFrameTooLarge), Text: []byte("frame of 65537 bytes exceeds the maximum of 65536")}},
 		{name: "info-held", frame: &Frame{Type: TypeInfo, ID: 14, Flags: 1, Token: 42, Owner: owner1, Remaining: 29000, LeaseMs: 30000, Count: 2}},
 		{name: "info-free", frame: &Frame{Type: TypeInfo, ID: 14}},
 		{name: "admin-reply-ok", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 0, Text: []byte(`{"node_id":"node-1","role":"leader"}`)}},
+		{name: "admin-reply-chunk", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 3, Text: []byte{'T', 'K', 'S', 'N', 0x00, 0x01, 0xff, 0xfe}}},
 		{name: "admin-reply-not-leader", frame: &Frame{Type: TypeAdminReply, ID: 16, Code: 1, Text: []byte(`{"leader_addr":"10.0.0.2:5225"}`)}},
 
 		// Valid frames, both directions.
@@ -176,6 +181,8 @@ func genVectors() []genVector {
 			stage: "validate", code: CodeInvalidArgument, why: "a key is 1..1024 bytes"},
 		{name: "release-owner-key-1025-bytes", frame: &Frame{Type: TypeReleaseOwner, ID: 27, Owner: owner2, Key: []byte(strings.Repeat("0123456789abcdef", MaxKey/16) + "!")},
 			stage: "validate", code: CodeInvalidArgument, why: "a key is 1..1024 bytes"},
+		{name: "hello-token-1025-bytes", frame: &Frame{Type: TypeHello, Version: 1, Text: []byte(strings.Repeat("0123456789abcdef", MaxToken/16) + "!")},
+			stage: "validate", code: CodeInvalidArgument, why: "a hello token is at most 1024 bytes (E 8 during the hello)"},
 		{name: "describe-empty-key", frame: &Frame{Type: TypeDescribe, ID: 25},
 			stage: "validate", code: CodeInvalidArgument, why: "a key is 1..1024 bytes"},
 	}
