@@ -216,6 +216,15 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// Reset ends the connection with a TCP reset (RST) instead of an orderly
+// close: the client's read fails with "connection reset by peer".
+func (c *Conn) Reset() error {
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	return c.Close()
+}
+
 // Done is closed when the connection is closed by Close.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 

@@ -1,0 +1,115 @@
+package ticketing
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/faketicketd"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// However a session ends — E 11, an M without a hint, a bare EOF or a TCP
+// reset — the client does the same (docs/protocol.md, "How a connection
+// ends"): a pending acquire is indeterminate and is ended by owner (U) on
+// the next connection; a pending release is sent again, with the exact
+// token, on the next connection.
+func TestConnectionEndsAreHandledAlike(t *testing.T) {
+	ends := map[string]func(c *faketicketd.Conn){
+		"E 11":      func(c *faketicketd.Conn) { c.Error(wire.CodeShuttingDown, "the server is shutting down") },
+		"empty M":   func(c *faketicketd.Conn) { c.NotLeader("") },
+		"EOF":       func(c *faketicketd.Conn) { c.Close() },
+		"TCP reset": func(c *faketicketd.Conn) { c.Reset() },
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			r := newRec()
+			srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+				pending := 0
+				script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+					switch {
+					case f.Type == wire.TypeAcquire && string(f.Key) == "held":
+						grant(c, f, 41)
+					case c.Index == 0 && (f.Type == wire.TypeAcquire || f.Type == wire.TypeRelease):
+						// No answer; once both are pending, end the session.
+						if pending++; pending == 2 {
+							end(c)
+							return false
+						}
+					case f.Type == wire.TypeRelease:
+						c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
+					case f.Type == wire.TypeReleaseOwner:
+						c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+					}
+					return true
+				})(c)
+			})
+			b := connect(t, srv.Addr())
+			ctx := ctxFor(t)
+			tk, err := b.Acquire(ctx, "held", 0, 10*time.Second, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acqErr := make(chan error, 1)
+			go func() {
+				_, err := b.Acquire(ctx, "a", 5*time.Second, 10*time.Second, 0)
+				acqErr <- err
+			}()
+			sentA := r.wait(t, 1, func(f wire.Frame) bool { return f.Type == wire.TypeAcquire && string(f.Key) == "a" })
+			relErr := make(chan error, 1)
+			go func() { relErr <- tk.Release(ctx) }()
+
+			err = <-acqErr
+			var ie *IndeterminateError
+			if !errors.Is(err, ErrIndeterminate) || !errors.As(err, &ie) || ie.Key != "a" || ie.Owner != [16]byte(sentA.f.Owner) {
+				t.Fatalf("pending acquire after %s: %v, want ErrIndeterminate with key a and the owner sent", name, err)
+			}
+			if err := <-relErr; err != nil {
+				t.Fatalf("pending release after %s: %v, want it retried and answered R", name, err)
+			}
+			u := r.wait(t, 1, isType(wire.TypeReleaseOwner))
+			if u.conn.Index == 0 || string(u.f.Key) != "a" || u.f.Owner != sentA.f.Owner {
+				t.Errorf("after %s: U %+v on connection %d, want key a, the acquire's owner, a new connection", name, u.f, u.conn.Index)
+			}
+			l2 := r.wait(t, 2, isType(wire.TypeRelease))
+			if l2.conn.Index == 0 || l2.f.Token != 41 || string(l2.f.Key) != "held" {
+				t.Errorf("after %s: release again %+v on connection %d, want token 41 on a new connection", name, l2.f, l2.conn.Index)
+			}
+		})
+	}
+}
+
+// The client never uses request id 0, which B reserves for "connection
+// refused": its id counter skips 0 when it wraps.
+func TestRequestIDZeroNeverUsed(t *testing.T) {
+	r := newRec()
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+		if f.Type == wire.TypeDescribe {
+			c.Send(wire.Frame{Type: wire.TypeInfo, ID: f.ID})
+		}
+		return true
+	}))
+	b := connect(t, srv.Addr())
+	ctx := ctxFor(t)
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.getConn(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nextID = math.MaxUint32 - 1
+	c.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		if _, err := b.Describe(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []uint32{math.MaxUint32, 1, 2} {
+		if got := r.wait(t, i+1, isType(wire.TypeDescribe)).f.ID; got != want {
+			t.Errorf("describe %d went out with id %d, want %d", i+1, got, want)
+		}
+	}
+}
