@@ -59,14 +59,14 @@ type layout struct {
 
 func fID(m string) fieldSpec { return fieldSpec{"id", kU32, m} }
 
-const reqID = "request id chosen by the client, unique among its requests still waiting for a final answer"
+const reqID = "request id chosen by the client, unique among its requests still waiting for a final answer; not 0 (see [Request ids](#request-ids))"
 const echoID = "the request id of the request answered"
 
 var layouts = []layout{
 	{TypeHello, "Hello", "client->server", []fieldSpec{
 		{"version", kU16, "protocol version the client speaks: 1"},
 		{"flags", kU8, "bit 0 (`1`, `HelloAdmin`): administrative session (a follower accepts it instead of answering `M`); other bits 0"},
-		{"text", kStr, "client token, 0..1024 bytes; empty when the server is not configured with tokens"},
+		{"text", kStr, "client token, 0..1024 bytes of any value; checked only by a server configured with tokens (one without ignores it)"},
 	}, "first frame of every connection"},
 	{TypeAcquire, "Acquire", "client->server", []fieldSpec{
 		fID(reqID),
@@ -108,7 +108,7 @@ var layouts = []layout{
 		fID(echoID),
 		{"token", kU64, "fencing token, larger than every token granted before"},
 		{"lease_ms", kU32, "lease in ms as the leader will enforce it, counted from the end of `queued_ms` (see [What `G` reports](#what-g-reports))"},
-		{"queued_ms", kU32, "ms from the server's receipt of this request to the start of the leader's lease clock (or earlier); 0 when granted at once"},
+		{"queued_ms", kU32, "ms from the server's receipt of this request to the start of the leader's lease clock (or earlier); 0 for `wait` 0 and for an owner that already holds the key"},
 	}, "final: ticket granted"},
 	{TypeNotAcquired, "NotAcquired", "server->client", []fieldSpec{
 		fID(echoID),
@@ -145,12 +145,12 @@ var layouts = []layout{
 		{"owner", kOwner, "the holder's owner"},
 		{"remaining_ms", kU32, "remaining lease in ms as the leader sees it"},
 		{"lease_ms", kU32, "the holder's lease in ms"},
-		{"count", kU32, "number of acquires waiting for the key (held or not)"},
+		{"count", kU32, "number of acquires waiting in the key's queue; the holder is not counted"},
 	}, "answer to a describe"},
 	{TypeAdminReply, "AdminReply", "server->client", []fieldSpec{
 		fID(echoID + " (the admin request)"),
-		{"code", kU16, "status: 0 ok, 1 not the leader, 2 failed"},
-		{"text", kRest, "UTF-8 JSON object; runs to the end of the frame (no length field)"},
+		{"code", kU16, "status: 0 ok, 1 not the leader, 2 failed (all final), 3 one chunk of a streamed answer (not final)"},
+		{"text", kRest, "status 0, 1, 2: UTF-8 JSON object; status 3: raw bytes of the stream; runs to the end of the frame (no length field)"},
 	}, "answer to an admin request"},
 	{TypePing, "Ping", "both", []fieldSpec{
 		{"nonce", kU64, "any value; the peer echoes it in `O`"},
