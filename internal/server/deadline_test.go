@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,5 +87,45 @@ func TestGrantToASecondWaitingRequestMeasuredFromItsReceipt(t *testing.T) {
 	}
 	if got[id1].Token != got[id2].Token {
 		t.Fatal("one owner, two tokens")
+	}
+}
+
+// A new grant, at once (wait 0) or after queueing: the deadline a client
+// computes as protocol.md says, t_sent + queued_ms + lease_ms, is never
+// after the leader's expiry, which the next waiter's grant follows.
+func TestNewGrantDeadlineNeverAfterTheLeadersExpiry(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	h := testcluster.Hello(t, c.Addr(0), "")
+	a := testcluster.Hello(t, c.Addr(0), "")
+	b := testcluster.Hello(t, c.Addr(0), "")
+	for i := 0; i < 4; i++ {
+		key := fmt.Sprintf("k%d", i)
+		var sent time.Time
+		var g wire.Frame
+		if i%2 == 0 { // granted at once
+			sent = time.Now()
+			g = expect(t, a.Final(a.Acquire(key, testcluster.Owner(10+i), 0, 1)), wire.TypeGranted)
+			if g.QueuedMs != 0 {
+				t.Fatalf("wait 0: queued_ms %d, want 0", g.QueuedMs)
+			}
+		} else { // queued behind a holder, granted at its release
+			held := expect(t, h.Final(h.Acquire(key, testcluster.Owner(20+i), 0, 60)), wire.TypeGranted)
+			sent = time.Now()
+			id := a.Acquire(key, testcluster.Owner(10+i), 30, 1)
+			expect(t, a.Recv(), wire.TypeQueued)
+			expect(t, h.Final(h.Release(key, held.Token)), wire.TypeReleased)
+			g = expect(t, a.Final(id), wire.TypeGranted)
+		}
+		if g.LeaseMs != 1000 {
+			t.Fatalf("lease_ms %d, want 1000", g.LeaseMs)
+		}
+		believed := deadline(sent, g)
+		// The next owner is granted when the leader's expiry commits.
+		gb := expect(t, b.Final(b.Acquire(key, testcluster.Owner(30+i), 30, 5)), wire.TypeGranted)
+		if at := time.Now(); at.Before(believed) {
+			t.Fatalf("sample %d: the next owner was granted %v before the first one's deadline (queued_ms %d, lease_ms %d)",
+				i, believed.Sub(at), g.QueuedMs, g.LeaseMs)
+		}
+		expect(t, b.Final(b.Release(key, gb.Token)), wire.TypeReleased)
 	}
 }
