@@ -17,9 +17,11 @@ const (
 	// between the client's and the server's clocks, in percent of the
 	// measured span (lease plus queued time).
 	ClockDriftPercent = 1
-	// ClockDriftMargin is a fixed margin subtracted on top: it covers
-	// millisecond truncation and the short time between the server starting
-	// the lease and measuring the queued time it reports.
+	// ClockDriftMargin is a fixed margin subtracted on top. The server's
+	// figures already err on the early side (truncated to whole ms, queued
+	// time measured to the start of the lease clock or earlier); the margin
+	// is for the client: a timer or check acting on the deadline can run
+	// late, and some platforms' clocks tick coarsely.
 	ClockDriftMargin = 100 * time.Millisecond
 )
 
@@ -37,13 +39,14 @@ const (
 //	deadline = sent + (lease + queued) × (1 − ClockDriftPercent/100) − ClockDriftMargin
 //
 // sent is taken just before the request's bytes were handed to the writer,
-// so it precedes the server's receipt. The server starts the lease when it
-// commits the grant, which is after it received the request and after the
-// request left the queue: its lease ends no earlier than
+// so it precedes the server's receipt. The leader starts its lease clock no
+// earlier than receipt + queued and enforces at least lease from then
+// (docs/protocol.md, "What G reports"): its lease ends no earlier than
 // receipt + queued + lease ≥ sent + queued + lease, measured on the server's
 // clock. The drift allowance converts the server's milliseconds into the
-// client's under a rate difference of up to 1 %, and the fixed margin covers
-// truncation. A leader change only ever extends leases, never shortens them.
+// client's under a rate difference of up to 1 %, and the fixed margin is the
+// client's own reaction time. A leader change only ever extends leases,
+// never shortens them.
 func conservativeDeadline(sent time.Time, leaseMs, queuedMs uint32) time.Time {
 	span := time.Duration(uint64(leaseMs)+uint64(queuedMs)) * time.Millisecond
 	span -= span * ClockDriftPercent / 100

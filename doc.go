@@ -156,13 +156,15 @@
 //	deadline = sent + (lease + queued) × (1 − 1%) − 100 ms
 //
 // where lease is the granted lease and queued the time the server reports
-// the request waited in the key's queue. The server starts the lease when it
-// commits the grant, which is after it received the request (itself after
-// sent) and after the request left the queue, so its lease ends no earlier
-// than sent + queued + lease. The 1 % (ClockDriftPercent) allows for the two
-// clocks running at different rates, and the 100 ms (ClockDriftMargin) for
-// millisecond truncation. A leader change only ever extends leases. The
-// deadline is therefore never later than the server's.
+// the request waited in the key's queue. The leader starts its lease clock
+// no earlier than its receipt of the request (itself after sent) plus
+// queued, and enforces at least lease from then, so its lease ends no
+// earlier than sent + queued + lease. The 1 % (ClockDriftPercent) allows for
+// the two clocks running at different rates, and the 100 ms
+// (ClockDriftMargin) for the client's own reaction: timers and checks that
+// act on the deadline can run late. A leader change only ever extends
+// leases. The deadline is therefore never later than the server's
+// (docs/protocol.md, "The client's deadline").
 //
 // # Connections
 //
