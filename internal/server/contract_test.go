@@ -6,12 +6,15 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/server"
+	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -213,5 +216,61 @@ func TestNotLeaderAfterTransferNamesTheTarget(t *testing.T) {
 			}
 		}
 		testcluster.WaitFor(t, 20*time.Second, "the target serving", c.Server(target).IsServing)
+	}
+}
+
+// TLS as protocol.md describes it: at least TLS 1.2; the server presents
+// its one certificate whatever name the client sends in SNI (or none, as
+// for an IP address); the client checks that certificate against the host
+// it dialled.
+func TestTLSVersionAndServerName(t *testing.T) {
+	ca := testcerts.New(t)
+	srvCert, srvKey := ca.Issue(t, "server")
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.TLS = server.TLSFiles{CertFile: srvCert, KeyFile: srvKey}
+	}))
+	addr := c.Addr(0)
+	handshake := func(cfg *tls.Config) (*tls.Conn, error) {
+		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cfg)
+		if err == nil {
+			t.Cleanup(func() { nc.Close() })
+		}
+		return nc, err
+	}
+	// An IP address: no SNI is sent, the certificate's IP SAN is checked.
+	ip, err := handshake(&tls.Config{RootCAs: ca.Pool()})
+	if err != nil {
+		t.Fatalf("TLS to %s verified against the IP SAN: %v", addr, err)
+	}
+	// A DNS name in SNI: the same certificate.
+	named, err := handshake(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+	if err != nil {
+		t.Fatalf("TLS with SNI localhost: %v", err)
+	}
+	// A name the certificate lacks: the server does not mind (one
+	// certificate), the client's check refuses it.
+	if _, err := handshake(&tls.Config{RootCAs: ca.Pool(), ServerName: "other.invalid"}); err == nil {
+		t.Fatal("a certificate without the dialled name was accepted")
+	}
+	other, err := handshake(&tls.Config{InsecureSkipVerify: true, ServerName: "other.invalid"})
+	if err != nil {
+		t.Fatalf("unverified TLS with SNI other.invalid: %v", err)
+	}
+	want := ip.ConnectionState().PeerCertificates[0].Raw
+	for name, nc := range map[string]*tls.Conn{"localhost": named, "other.invalid": other} {
+		if !bytes.Equal(nc.ConnectionState().PeerCertificates[0].Raw, want) {
+			t.Fatalf("SNI %s got another certificate", name)
+		}
+	}
+	// The protocol runs inside: H, Y.
+	ip.Write(wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version}))
+	var f wire.Frame
+	ip.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := wire.NewReader(ip).Next(&f); err != nil || f.Type != wire.TypeReady {
+		t.Fatalf("hello over TLS: %s %v", f.Type, err)
+	}
+	// TLS 1.1 and older are refused.
+	if _, err := handshake(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
 }
