@@ -113,3 +113,27 @@ func TestRequestIDZeroNeverUsed(t *testing.T) {
 		}
 	}
 }
+
+// The reconnect backoff protocol.md describes: the n-th delay is uniform in
+// [d/2, d], d = 25 ms doubled n-1 times, at most 1 s.
+func TestBackoffIsJitteredExponential(t *testing.T) {
+	cfg, err := newConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Broker{cfg: cfg}
+	for n := 1; n <= 10; n++ {
+		d := min(25*time.Millisecond<<(n-1), time.Second)
+		lo, hi := d, time.Duration(0)
+		for range 500 {
+			got := b.backoff(n)
+			lo, hi = min(lo, got), max(hi, got)
+		}
+		if lo < d/2 || hi > d {
+			t.Errorf("backoff(%d) ranged over [%v, %v], want within [%v, %v]", n, lo, hi, d/2, d)
+		}
+		if hi-lo < d/4 { // 500 uniform draws cover most of the range
+			t.Errorf("backoff(%d) ranged over [%v, %v] only: not jittered over [%v, %v]", n, lo, hi, d/2, d)
+		}
+	}
+}
