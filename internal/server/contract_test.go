@@ -59,6 +59,59 @@ func TestPipelinedDescribeSeesEarlierRequests(t *testing.T) {
 	}
 }
 
+// An acquire is decided against the state the leader has applied when it
+// arrives; it does not wait for a release sent before it to commit. So an
+// acquire with wait 0 pipelined right behind the release that frees the key
+// can be answered W, and one with wait > 0 queues and is granted once the
+// release is applied.
+func TestAcquirePipelinedBehindReleaseOfTheSameKey(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	r := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	notAcquired := 0
+	for i := 0; i < 10; i++ {
+		lid, aid := r.ID(), r.ID()
+		b := wire.Append(nil, &wire.Frame{Type: wire.TypeRelease, ID: lid, Token: g.Token, Key: []byte("k")})
+		b = wire.Append(b, &wire.Frame{Type: wire.TypeAcquire, ID: aid, Owner: testcluster.Owner(100 + i), Lease: 60, Key: []byte("k")})
+		r.SendBytes(b)
+		got := map[uint32]wire.Frame{}
+		for len(got) < 2 {
+			f := r.Recv()
+			got[f.ID] = f
+		}
+		expect(t, got[lid], wire.TypeReleased)
+		switch f := got[aid]; f.Type {
+		case wire.TypeNotAcquired:
+			notAcquired++
+			g = expect(t, r.Final(r.Acquire("k", testcluster.Owner(200+i), 0, 60)), wire.TypeGranted)
+		case wire.TypeGranted:
+			g = f
+		default:
+			t.Fatalf("acquire behind a release: %s", f.Type)
+		}
+	}
+	if notAcquired == 0 {
+		t.Fatal("every wait-0 acquire pipelined behind the release was granted: it waited for the release to commit")
+	}
+	// With wait > 0 it queues behind the release and gets the key.
+	lid, aid := r.ID(), r.ID()
+	b := wire.Append(nil, &wire.Frame{Type: wire.TypeRelease, ID: lid, Token: g.Token, Key: []byte("k")})
+	b = wire.Append(b, &wire.Frame{Type: wire.TypeAcquire, ID: aid, Owner: testcluster.Owner(999), Wait: 30, Lease: 60, Key: []byte("k")})
+	r.SendBytes(b)
+	var final wire.Frame
+	for released := false; !released || final.Type == 0; {
+		f := r.Recv()
+		switch {
+		case f.ID == lid:
+			expect(t, f, wire.TypeReleased)
+			released = true
+		case f.ID == aid && f.Type != wire.TypeQueued:
+			final = f
+		}
+	}
+	expect(t, final, wire.TypeGranted)
+}
+
 // The life of a request id: busy from the request to its final answer (Q is
 // not final), free again afterwards; C names an acquire's id and takes no id
 // of its own; id 0 is answered like any other id.
@@ -104,6 +157,10 @@ func TestHelloFailuresAndTokensWithoutAuth(t *testing.T) {
 	bad[3]-- // a consistent length prefix, but text_len overruns the frame
 	r.SendBytes(bad)
 	expectFatal(t, r, wire.CodeMalformedFrame)
+
+	r = testcluster.DialRaw(t, c.Addr(0))
+	r.SendBytes([]byte{0, 0, 0, 1, 'Z'}) // an unknown type where H belongs
+	expectFatal(t, r, wire.CodeUnknownFrame)
 
 	r = testcluster.DialRaw(t, c.Addr(0))
 	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Text: bytes.Repeat([]byte("t"), wire.MaxToken+1)})
