@@ -3,6 +3,7 @@ package ticketing
 import (
 	"errors"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,5 +136,52 @@ func TestBackoffIsJitteredExponential(t *testing.T) {
 		if hi-lo < d/4 { // 500 uniform draws cover most of the range
 			t.Errorf("backoff(%d) ranged over [%v, %v] only: not jittered over [%v, %v]", n, lo, hi, d/2, d)
 		}
+	}
+}
+
+// A session that lasted more than a second resets the backoff: after it
+// ends, the broker waits about the base delay again, not the grown one.
+func TestBackoffResetsAfterAStableSession(t *testing.T) {
+	var mu sync.Mutex
+	var delays []time.Duration
+	stableAt := -1 // index in delays of the first backoff after the stable session
+	srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			return
+		}
+		if c.Index == 5 { // one session that outlives stableSession
+			select {
+			case <-time.After(stableSession + 200*time.Millisecond):
+			case <-c.Done():
+			}
+			mu.Lock()
+			stableAt = len(delays)
+			mu.Unlock()
+		}
+		c.Close() // every other session ends at once
+	})
+	b, err := Connect(srv.Addr(), quiet, withCfg(func(c *config) {
+		c.onBackoff = func(d time.Duration) {
+			mu.Lock()
+			delays = append(delays, d)
+			mu.Unlock()
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitUntil(t, "a backoff after the stable session", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return stableAt >= 0 && len(delays) > stableAt
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if before := delays[stableAt-1]; before < 200*time.Millisecond {
+		t.Errorf("the 5th backoff in a row was %v, want at least 200 ms (25 ms doubled 4 times, jittered)", before)
+	}
+	if after := delays[stableAt]; after > 25*time.Millisecond {
+		t.Errorf("after a session of more than %v the backoff was %v, want at most 25 ms (reset)", stableSession, after)
 	}
 }
