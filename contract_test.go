@@ -3,6 +3,7 @@ package ticketing
 import (
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,28 @@ func TestBackoffResetsAfterAStableSession(t *testing.T) {
 	}
 	if after := delays[stableAt]; after > 25*time.Millisecond {
 		t.Errorf("after a session of more than %v the backoff was %v, want at most 25 ms (reset)", stableSession, after)
+	}
+}
+
+// The order of one round of connection attempts: the leader named by the
+// last M, the last server that accepted a session, then the configured
+// addresses in order, each once.
+func TestDialOrder(t *testing.T) {
+	b := &Broker{addrs: []string{"a:1", "b:1", "c:1"}}
+	cases := []struct {
+		hint, last string
+		want       []string
+	}{
+		{"", "", []string{"a:1", "b:1", "c:1"}},
+		{"", "c:1", []string{"c:1", "a:1", "b:1"}},
+		{"b:1", "c:1", []string{"b:1", "c:1", "a:1"}},
+		{"x:1", "b:1", []string{"x:1", "b:1", "a:1", "c:1"}},
+		{"a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
+	}
+	for _, c := range cases {
+		b.lastGood = c.last
+		if got := b.dialOrder(c.hint); !slices.Equal(got, c.want) {
+			t.Errorf("hint %q, last %q: order %v, want %v", c.hint, c.last, got, c.want)
+		}
 	}
 }
