@@ -59,7 +59,7 @@ type layout struct {
 
 func fID(m string) fieldSpec { return fieldSpec{"id", kU32, m} }
 
-const reqID = "request id chosen by the client, unique among its requests still waiting for a final answer; not 0 (see [Request ids](#request-ids))"
+const reqID = "request id chosen by the client, unique among its requests still waiting for a final answer; not 0 (see [Order, frames and request ids](#order-frames-and-request-ids))"
 const echoID = "the request id of the request answered"
 
 var layouts = []layout{
