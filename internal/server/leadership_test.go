@@ -229,3 +229,50 @@ func TestShutdownNeverAnswersOutcomeUnknown(t *testing.T) {
 		t.Errorf("shutdown logged at ERROR:\n%s", e)
 	}
 }
+
+// A new leader whose barrier Raft refuses (a leadership transfer started
+// right after the election, which then fails) tries again and serves, rather
+// than waiting for a leadership change that never comes (issue 9 item 3).
+func TestRefusedLeaderBarrierIsRetried(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.ElectionTimeout = 4 * time.Second // the length of a failing transfer
+	}))
+	l := c.LeaderIndex(t)
+	x, dead := (l+1)%3, (l+2)%3
+	deadID, deadAddr := c.Config(dead).NodeID, c.Server(dead).RaftAddr()
+	c.Kill(dead)
+	h := testcluster.Hello(t, c.Addr(l), "")
+	expect(t, h.Final(h.Acquire("k", testcluster.Owner(1), 0, 120)), wire.TypeGranted) // the dead member falls behind
+
+	// x's core is busy while x becomes leader and a transfer to the dead
+	// member starts, so that x's first barrier is refused.
+	sx := c.Server(x)
+	resume := server.PauseCore(sx)
+	resumed := false
+	defer func() {
+		if !resumed {
+			resume()
+		}
+	}()
+	if err := c.Server(l).Raft().LeadershipTransferToServer(raft.ServerID(sx.NodeID()), raft.ServerAddress(sx.RaftAddr())).Error(); err != nil {
+		t.Fatalf("transfer to %s: %v", sx.NodeID(), err)
+	}
+	testcluster.WaitFor(t, 20*time.Second, "x leads", func() bool { return sx.Raft().State() == raft.Leader })
+	transfer := make(chan error, 1)
+	go func() {
+		transfer <- sx.Raft().LeadershipTransferToServer(raft.ServerID(deadID), raft.ServerAddress(deadAddr)).Error()
+	}()
+	testcluster.WaitFor(t, 10*time.Second, "x refuses applies (transfer in progress)", func() bool {
+		return errors.Is(sx.Raft().Barrier(time.Second).Error(), raft.ErrLeadershipTransferInProgress)
+	})
+	resume()
+	resumed = true
+	if err := <-transfer; err == nil {
+		t.Fatal("the transfer to a dead member succeeded")
+	}
+	testcluster.WaitFor(t, 30*time.Second, "x serves after its refused barrier", func() bool { return sx.IsServing() })
+	r := testcluster.Hello(t, c.Addr(x), "")
+	if d := describe(t, r, "k"); d.Flags != 1 {
+		t.Fatalf("the new leader lost the hold: %+v", d)
+	}
+}
