@@ -868,14 +868,20 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		q.attempting = nil
 	}
 	if w.withdrawn {
-		// Its owner released it while the attempt was committing: the
-		// OpReleaseOwner after it in the log ends a grant made here.
+		// Its owner released it (U) while the attempt was committing: its
+		// requests are answered X. The OpReleaseOwner normally follows the
+		// attempt in the log and ends a grant made here; a release of this
+		// exact token ends it too when a retried attempt was applied after
+		// that U (then it finds nothing, or the hold already ended).
+		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+		c.retire(w)
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
 			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
+			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+			c.handoff(w.key)
 		}
-		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
-		c.retire(w)
 		if q != nil {
 			c.maybeDropQueue(w.key, q)
 		}
