@@ -357,15 +357,15 @@ func (n *Node) closeStores() {
 
 // stateMachine adapts fsm.State to raft.FSM.
 type stateMachine struct {
-	mu     sync.RWMutex
-	state  *fsm.State
-	held   atomic.Int64
-	mark   func()    // records the data directory as a member's (see memberMarker)
+	mu    sync.RWMutex
+	state *fsm.State
+	held  atomic.Int64
+	mark  func() // records the data directory as a member's (see memberMarker)
 	// onCluster is called (outside the lock) when the cluster ID in the
 	// state changes: first set, or replaced by a restore.
 	onCluster   func(fsm.ClusterID)
 	lastCluster fsm.ClusterID
-	marked sync.Once // a joining server's first entry or snapshot
+	marked      sync.Once // a joining server's first entry or snapshot
 
 	// Raft counts entries towards a snapshot, but one entry carries up to
 	// thousands of operations; these count operations, so that the log a
