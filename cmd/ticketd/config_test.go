@@ -123,8 +123,8 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "restore",
-			args: func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
+			name:  "restore",
+			args:  func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
 			want:  func(c *server.Config) { c.RestoreFile = "/backups/b.snap"; c.DataDir = "/tmp/new" },
 			state: "new",
 		},
@@ -139,8 +139,8 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: `unknown key "restore"`,
 		},
 		{
-			name: "single dash flags and join",
-			args: func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
+			name:  "single dash flags and join",
+			args:  func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
 			want:  func(c *server.Config) { c.NodeID = "n4"; c.Join = true },
 			state: "-",
 		},
