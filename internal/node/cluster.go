@@ -240,6 +240,7 @@ type identity struct {
 	settling  bool            // a new leader is committing the cluster ID
 	admitting map[string]bool // peers this leader admitted, accepted until they settle
 	seen      map[string]bool // peers met while provisional: participants of the new cluster
+	known     map[string]bool // participants in this directory's log at start (applied or not)
 	conns     map[*hsConn]fsm.ClusterID
 	logged    map[string]time.Time // refusal messages, at most one per peer and reason a minute
 }
@@ -279,6 +280,9 @@ func (m *identity) settle(id fsm.ClusterID) {
 	}
 	old := m.cluster
 	m.cluster, m.hasState, m.settling = id, true, false
+	if old != (fsm.ClusterID{}) {
+		clear(m.known) // a restore: the old cluster's participants are not this one's
+	}
 	var stale []*hsConn
 	for c, cid := range m.conns {
 		if cid != id {
@@ -370,8 +374,11 @@ func (m *identity) check(p peerInfo, dialed string) string {
 func (m *identity) isLeader() bool { r := m.r.Load(); return r != nil && r.State() == raft.Leader }
 
 func (m *identity) participant(id string) bool {
-	if m.fsm == nil {
-		return false
+	m.mu.Lock()
+	k := m.known[id]
+	m.mu.Unlock()
+	if k || m.fsm == nil {
+		return k
 	}
 	m.fsm.mu.RLock()
 	defer m.fsm.mu.RUnlock()

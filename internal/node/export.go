@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/ticketing-io/ticketing/internal/fsm"
 )
@@ -54,49 +55,62 @@ func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 	if err := verifyLog(dbPath, store, snaps); err != nil {
 		return info, err
 	}
-	defer guard(dbPath, &err)
-	st := fsm.New()
-	var from uint64 = 1
-	if list, _ := snaps.List(); len(list) > 0 {
-		_, rc, err := snaps.Open(list[0].ID)
-		if err != nil {
-			return info, err
-		}
-		st, err = fsm.ReadSnapshot(rc)
-		rc.Close()
-		if err != nil {
-			return info, err
-		}
-		from = list[0].Index + 1
-		info.LastIndex = list[0].Index
-	}
-	first, err := store.FirstIndex()
+	st, last, err := replayLocal(dbPath, store, snaps)
 	if err != nil {
 		return info, err
 	}
-	last, err := store.LastIndex()
-	if err != nil {
-		return info, err
-	}
-	from = max(from, first)
-	var l raft.Log
-	for i := from; i <= last && last > 0; i++ {
-		if err := store.GetLog(i, &l); err != nil {
-			return info, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
-		}
-		info.LastIndex = i
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		b, err := fsm.DecodeBatch(l.Data)
-		if err != nil {
-			return info, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
-		}
-		st.Apply(b)
-	}
+	info.LastIndex = last
 	if err := st.WriteSnapshot(w); err != nil {
 		return info, err
 	}
 	info.Cluster, info.LastToken, info.Held = st.Cluster(), st.LastToken(), st.Len()
 	return info, nil
+}
+
+// replayLocal rebuilds the state this data directory holds: the newest
+// snapshot, then every entry of the log after it, committed or not. It
+// returns the state and the last entry's index.
+func replayLocal(dbPath string, store *raftboltdb.BoltStore, snaps raft.SnapshotStore) (st *fsm.State, lastIndex uint64, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer guard(dbPath, &err)
+	st = fsm.New()
+	var from uint64 = 1
+	if list, _ := snaps.List(); len(list) > 0 {
+		_, rc, err := snaps.Open(list[0].ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		st, err = fsm.ReadSnapshot(rc)
+		rc.Close()
+		if err != nil {
+			return nil, 0, err
+		}
+		from = list[0].Index + 1
+		lastIndex = list[0].Index
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return nil, 0, err
+	}
+	from = max(from, first)
+	var l raft.Log
+	for i := from; i <= last && last > 0; i++ {
+		if err := store.GetLog(i, &l); err != nil {
+			return nil, 0, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
+		}
+		lastIndex = i
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		b, err := fsm.DecodeBatch(l.Data)
+		if err != nil {
+			return nil, 0, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
+		}
+		st.Apply(b)
+	}
+	return st, lastIndex, nil
 }

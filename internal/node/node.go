@@ -156,7 +156,22 @@ func Open(cfg Config) (*Node, error) {
 			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
 	}
 	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing,
-		admitting: map[string]bool{}, seen: map[string]bool{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{}}
+		admitting: map[string]bool{}, seen: map[string]bool{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
+		known: map[string]bool{}}
+	if existing {
+		// Raft applies the log after a restart only once it learns the
+		// commit index from a leader; the participants must be known
+		// before that, from everything this directory holds.
+		local, _, err := replayLocal(dbPath, n.store, n.snaps)
+		if err != nil {
+			return nil, err
+		}
+		if local.Cluster() == cluster {
+			for _, id := range local.Participants() {
+				n.id.known[id] = true
+			}
+		}
+	}
 	n.fsm.onCluster = n.id.settle
 	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
 	if err != nil {

@@ -42,16 +42,19 @@ type MemberStatus struct {
 
 // Status is the answer to the status op: this node's view of the cluster.
 type Status struct {
-	NodeID       string         `json:"node_id"`
-	Role         string         `json:"role"`
-	LeaderID     string         `json:"leader_id"`
-	LeaderAddr   string         `json:"leader_addr"`
-	Term         uint64         `json:"term"`
-	CommitIndex  uint64         `json:"commit_index"`
-	AppliedIndex uint64         `json:"applied_index"`
-	LastToken    uint64         `json:"last_token"`
-	Held         int            `json:"held"`
-	Cluster      string         `json:"cluster_id"`
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"`
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	Cluster      string `json:"cluster_id"`
+	// Participants are the servers recorded as holding this cluster's
+	// state: one of them that shows up empty is refused (it lost data).
+	Participants []string       `json:"participants"`
 	Members      []MemberStatus `json:"members"`
 }
 
@@ -225,6 +228,7 @@ func (s *Server) Status() Status {
 	addrs := map[string]string{}
 	s.node.Read(func(fs *fsm.State) {
 		st.LastToken = fs.LastToken()
+		st.Participants = fs.Participants()
 		for _, m := range fs.Members() {
 			addrs[m[0]] = m[1]
 		}
