@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +13,7 @@ import (
 var statusCmd = &command{
 	name:    "status",
 	args:    "",
-	summary: "show the first --addr node's view: node id, role, leader, term, commit index, members",
+	summary: "show the first reachable --addr node's view: node id, role, leader, term, commit index, members",
 	setup: func(fs *flag.FlagSet) runFunc {
 		return func(e *env, args []string) error {
 			if len(args) != 0 {
@@ -44,15 +45,23 @@ func runStatus(e *env) error {
 		return usageErrorf("--addr is empty")
 	}
 	// Any node answers status: ask the first one, whatever its role, so
-	// that each node's own view can be inspected.
-	a, err := ticketing.DialAdmin(ctx, addrs[0], e.options()...)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	s, err := a.Status(ctx)
-	if err != nil {
-		return err
+	// that each node's own view can be inspected; when it cannot be
+	// reached, the next one.
+	var s ticketing.Status
+	var errs []error
+	for _, addr := range addrs {
+		a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
+		if err == nil {
+			s, err = a.Status(ctx)
+			a.Close()
+		}
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+		if len(errs) == len(addrs) || ctx.Err() != nil {
+			return errors.Join(errs...)
+		}
 	}
 	res := statusResult{
 		NodeID: s.NodeID, Role: s.Role, Leader: s.LeaderID, LeaderAddr: s.LeaderAddr,

@@ -287,6 +287,10 @@ func TestDRRestoreRefusesOldMember(t *testing.T) {
 	r.start()
 	r.mustReady()
 	floor := statusOf(t, r).LastToken
+	// The log line names the backup's own last token, not the raised floor.
+	if !strings.Contains(r.log(), "backup_last_token=10 ") || !strings.Contains(r.log(), fmt.Sprintf("tokens_resume_above=%d ", floor)) {
+		t.Errorf("restore log line:\n%s", r.logTail(5))
+	}
 	// As the docs say: stop it, start it again without --restore.
 	r.stop()
 	r.extra = []string{"--initial-cluster-state", "existing"}
@@ -379,6 +383,14 @@ func TestDRMembersAddWrongAddress(t *testing.T) {
 	code, _, errs = ctl(t, "--addr", p.client, "members", "add", "n2", other.raftAddr)
 	if code == 0 || !strings.Contains(errs, `is "n9", not "n2"`) {
 		t.Fatalf("members add of the wrong server: exit %d %s", code, errs)
+	}
+	// A second server with the leader's node_id: refused as a member that exists.
+	dup := newProc(t, "n1", t.TempDir(), "--join")
+	dup.start()
+	waitFor(t, startTimeout, "the duplicate waits", func() bool { return strings.Contains(dup.log(), "waiting to be added") }, dup)
+	code, _, errs = ctl(t, "--addr", p.client, "members", "add", "n1", dup.raftAddr)
+	if code == 0 || !strings.Contains(errs, "n1 is already a member") {
+		t.Fatalf("members add of a duplicate node_id: exit %d %s", code, errs)
 	}
 	grantKey(t, []string{p.client}, "still-serving", 1)
 	if st := statusOf(t, p); len(st.ClusterID) != 32 || st.Role != "leader" {

@@ -217,10 +217,19 @@ func verifySnapshots(dir string, s *raftboltdb.BoltStore, snaps *raft.FileSnapsh
 	}
 	// Snapshot directories whose metadata does not read are left out of
 	// List; a newer one than the newest listed means the newest is damaged.
+	// Names are TERM-INDEX-MILLIS; Raft orders by term, then index.
 	var newest string
+	var nt, ni, nm uint64
 	for _, e := range entries {
-		if e.IsDir() && filepath.Ext(e.Name()) != ".tmp" && e.Name() > newest {
-			newest = e.Name()
+		var term, index, ms uint64
+		if !e.IsDir() || filepath.Ext(e.Name()) == ".tmp" {
+			continue
+		}
+		if n, _ := fmt.Sscanf(e.Name(), "%d-%d-%d", &term, &index, &ms); n != 3 {
+			continue
+		}
+		if newest == "" || term > nt || (term == nt && (index > ni || (index == ni && ms > nm))) {
+			newest, nt, ni, nm = e.Name(), term, index, ms
 		}
 	}
 	fix := "Restore this server's state: if its cluster still has a majority, stop this server, run ticketctl members remove on the cluster, " +
