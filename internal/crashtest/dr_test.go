@@ -496,13 +496,26 @@ func TestDRCorruptNewestSnapshot(t *testing.T) {
 				}
 			}
 			p.stop()
+			// Names are TERM-INDEX-MILLIS: the newest has the highest index.
 			ents, _ := os.ReadDir(snapDir)
-			newest := filepath.Join(snapDir, ents[len(ents)-1].Name(), part)
+			var name string
+			var best uint64
+			for _, e := range ents {
+				var term, index, ms uint64
+				if n, _ := fmt.Sscanf(e.Name(), "%d-%d-%d", &term, &index, &ms); n == 3 && index >= best {
+					name, best = e.Name(), index
+				}
+			}
+			newest := filepath.Join(snapDir, name, part)
 			b, err := os.ReadFile(newest)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b[len(b)/2] ^= 0xff
+			if part == "meta.json" {
+				b = b[:len(b)/2] // unreadable metadata
+			} else {
+				b[len(b)/2] ^= 0xff
+			}
 			os.WriteFile(newest, b, 0o600)
 			p.start()
 			waitExit(t, p)
