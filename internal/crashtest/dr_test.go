@@ -461,7 +461,10 @@ func TestDRPermissionIsNotDamage(t *testing.T) {
 		for _, d := range []string{filepath.Dir(ticketdBin), filepath.Dir(base), base, filepath.Dir(p.dataDir), p.logDir} {
 			os.Chmod(d, 0o755)
 		}
-		os.Chmod(p.dataDir, 0o700)
+		// Readable directories, files owned by root: as after a restore run
+		// as root, or a copy made with the wrong owner.
+		os.Chmod(p.dataDir, 0o755)
+		os.Chmod(filepath.Join(p.dataDir, "raft"), 0o755)
 		p.asUser = &syscall.Credential{Uid: 65534, Gid: 65534}
 	} else {
 		os.Chmod(filepath.Join(p.dataDir, "raft"), 0o500)
