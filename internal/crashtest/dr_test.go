@@ -236,7 +236,8 @@ func TestDRMemberStartedWithoutBootstrap(t *testing.T) {
 	}
 	n1 := newProc(t, "n1", base, "--config", cfgFile)
 	n2 := newProc(t, "n2", base, "--config", cfgFile)
-	n3 := newProc(t, "n3", base, "--config", cfgFile, "--initial-cluster-state", "existing") // as the config file gives it
+	n3 := newProc(t, "n3", base, "--config", cfgFile) // no bootstrap list, no initial_cluster_state: ticketd's default
+	n3.asIs = true
 	list := peers(n1, n2, n3)
 	n1.extra = append(n1.extra, "--bootstrap", list)
 	n2.extra = append(n2.extra, "--bootstrap", list)

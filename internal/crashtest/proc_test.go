@@ -41,6 +41,7 @@ type proc struct {
 	httpAddr string
 	extra    []string            // more flags (config file, bootstrap)
 	asUser   *syscall.Credential // run as this user (tests of file permissions)
+	asIs     bool                // no --initial-cluster-state: ticketd's default applies
 
 	starts  int
 	logFile string
@@ -69,7 +70,7 @@ func (p *proc) args() []string {
 		"--data-dir", p.dataDir, "--node-id", p.id, "--log-level", "info"}
 	// Servers of these tests bootstrap on their first start unless the test
 	// says otherwise (a server with cluster flags waits to be added by default).
-	decided := false
+	decided := p.asIs
 	for _, e := range p.extra {
 		if e == "--join" || e == "--initial-cluster-state" || strings.HasPrefix(e, "--initial-cluster-state=") || e == "--restore" {
 			decided = true
