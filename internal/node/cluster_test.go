@@ -2,7 +2,9 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -136,5 +138,48 @@ func TestRestoreStateNewIDAndFloor(t *testing.T) {
 	n.Read(func(s *fsm.State) { parts = s.Participants() })
 	if len(parts) != 1 || parts[0] != "r1" {
 		t.Fatalf("participants after restore: %v (the old cluster's must be forgotten)", parts)
+	}
+}
+
+// TestOpenChecksIdentity: the CLUSTER file is rebuilt from the log when a
+// crash lost it, a CLUSTER file without Raft state is a lost log, and join
+// refuses a directory that holds state.
+func TestOpenChecksIdentity(t *testing.T) {
+	var l syncBuf
+	dir := filepath.Join(t.TempDir(), "n")
+	cfg := Config{ID: "n", RaftAddr: "127.0.0.1:0", Dir: dir, InitialState: "new",
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&l, nil))}
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "cluster ID", func() bool { return n.Cluster() != (fsm.ClusterID{}) })
+	id := n.Cluster()
+	n.Close()
+
+	os.Remove(clusterPath(dir))
+	n, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Cluster() != id { // before any leader: from the local log
+		t.Fatalf("cluster %s after losing the CLUSTER file, want %s", FormatClusterID(n.Cluster()), FormatClusterID(id))
+	}
+	if got, _ := readClusterFile(dir); got != id {
+		t.Fatalf("CLUSTER file not rewritten: %s", FormatClusterID(got))
+	}
+	n.Close()
+
+	cfg.Join, cfg.InitialState = true, ""
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "already holds Raft state") {
+		t.Fatalf("join on a directory with state: %v", err)
+	}
+
+	empty := filepath.Join(t.TempDir(), "e")
+	os.MkdirAll(empty, 0o750)
+	writeClusterFile(empty, id)
+	cfg = Config{ID: "e", RaftAddr: "127.0.0.1:0", Dir: empty, InitialState: "new", Logger: cfg.Logger}
+	if _, err := Open(cfg); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "ticketctl members remove e") {
+		t.Fatalf("CLUSTER file without Raft state: %v", err)
 	}
 }

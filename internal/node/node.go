@@ -166,6 +166,15 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if cluster == (fsm.ClusterID{}) && local.Cluster() != (fsm.ClusterID{}) {
+			// The log holds the ID but the file was not written yet (a crash
+			// between the two): this server has the data, so it is settled.
+			cluster = local.Cluster()
+			if err := writeClusterFile(cfg.Dir, cluster); err != nil {
+				return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", clusterPath(cfg.Dir), err))
+			}
+			n.id.cluster = cluster
+		}
 		if local.Cluster() == cluster {
 			for _, id := range local.Participants() {
 				n.id.known[id] = true
