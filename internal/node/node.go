@@ -76,6 +76,7 @@ type Node struct {
 	obsCh     chan raft.Observation
 	obs       *raft.Observer
 	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // Open opens (or creates) the node's data directory, starts Raft, and
@@ -364,7 +365,7 @@ func (n *Node) Held() int { return int(n.fsm.held.Load()) }
 // Close shuts Raft down and closes the stores.
 func (n *Node) Close() error {
 	n.raft.DeregisterObserver(n.obs)
-	close(n.done)
+	n.closeOnce.Do(func() { close(n.done) })
 	err := n.raft.Shutdown().Error()
 	n.closeStores()
 	return err
