@@ -31,6 +31,7 @@ fuzz ./internal/wire FuzzDecode
 fuzz ./internal/fsm FuzzDecodeBatch
 fuzz ./internal/fsm FuzzReadSnapshot
 fuzz ./cmd/ticketd FuzzLoadConfigFile
+fuzz ./internal/node FuzzReadHandshake
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
