@@ -337,6 +337,11 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	if p.State == stateSettled {
+		if p.Cluster == me.Cluster {
+			m.mu.Lock()
+			delete(m.admitting, p.ID) // caught up: from now on it is an ordinary member
+			m.mu.Unlock()
+		}
 		if p.Cluster != me.Cluster {
 			return fmt.Sprintf("%s belongs to cluster %s, this server to cluster %s: they hold different histories and must not be mixed. "+
 				"If %s should be a member here, stop it, empty its data directory, start it with --join and run ticketctl members add %s RAFTADDR on this cluster (after ticketctl members remove %s if it is listed)",
