@@ -3,11 +3,13 @@ package node
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,5 +183,20 @@ func TestOpenChecksIdentity(t *testing.T) {
 	cfg = Config{ID: "e", RaftAddr: "127.0.0.1:0", Dir: empty, InitialState: "new", Logger: cfg.Logger}
 	if _, err := Open(cfg); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "ticketctl members remove e") {
 		t.Fatalf("CLUSTER file without Raft state: %v", err)
+	}
+}
+
+// TestAccessErrorsAreNotDamage: permission and read-only errors become
+// ErrAccess with the fix; other errors pass through unchanged.
+func TestAccessErrorsAreNotDamage(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS} {
+		err := accessOr("/d", &fs.PathError{Op: "open", Path: "/d/raft.db", Err: errno})
+		if !errors.Is(err, ErrAccess) || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "chown -R ticketd:ticketd /d") {
+			t.Errorf("%v: %v", errno, err)
+		}
+	}
+	other := &fs.PathError{Op: "open", Path: "/d/raft.db", Err: syscall.EIO}
+	if err := accessOr("/d", other); err != other {
+		t.Errorf("EIO changed: %v", err)
 	}
 }
