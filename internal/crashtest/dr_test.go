@@ -300,6 +300,14 @@ func TestDRRestoreRefusesOldMember(t *testing.T) {
 	r.start()
 	r.mustReady()
 
+	// --join on a directory that holds state is refused, not ignored.
+	old.extra = []string{"--join"}
+	old.start()
+	waitExit(t, old)
+	if old.exitCode() == 0 || !strings.Contains(old.log(), "already holds Raft state") {
+		t.Fatalf("--join on the old member's data: exit %d\n%s", old.exitCode(), old.logTail(5))
+	}
+	old.extra = nil
 	old.start() // the old member, data intact, restarted by its service
 	old.mustReady()
 	code, out, errs := ctl(t, "--addr", r.client, "members", "add", "n2", old.raftAddr)
