@@ -46,11 +46,14 @@ type backend struct {
 	// non-zero while that session waits for a lock (see waitBlocked). Empty
 	// where a waiting session cannot be observed.
 	sessionID, blocked string
+	// pool is the native pgx pool of the postgres/pgx backend, else nil.
+	pool *pgxpool.Pool
 }
 
 // tx is a transaction of the driver under test.
 type tx interface {
 	Check(ctx context.Context, key string, token uint64) error
+	CheckTicket(ctx context.Context, t fence.Ticket) error
 	Exec(ctx context.Context, q string, args ...any) error
 	Int(ctx context.Context, q string, args ...any) (int64, error)
 	Commit(ctx context.Context) error
@@ -120,6 +123,7 @@ func newPostgres(t *testing.T, native bool) *backend {
 		}
 		t.Cleanup(pool.Close)
 		b.begin = pgxBegin(b, pool)
+		b.pool = pool
 		create = func(f *fence.Fence) error { return f.CreateTablePgx(context.Background(), pool) }
 	}
 	setup(t, b, "id bigserial PRIMARY KEY, fence_key text NOT NULL, token bigint NOT NULL", "", create)
@@ -274,6 +278,10 @@ func (s *sqlTx) Check(ctx context.Context, key string, token uint64) error {
 	return s.f.Check(ctx, s.tx, key, token)
 }
 
+func (s *sqlTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return s.f.CheckTicket(ctx, s.tx, t)
+}
+
 func (s *sqlTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := s.tx.ExecContext(ctx, q, args...)
 	return err
@@ -315,6 +323,10 @@ func pgxBegin(b *backend, pool *pgxpool.Pool) func(context.Context, sql.Isolatio
 
 func (p *pgxTx) Check(ctx context.Context, key string, token uint64) error {
 	return p.f.CheckPgx(ctx, p.tx, key, token)
+}
+
+func (p *pgxTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return p.f.CheckTicketPgx(ctx, p.tx, t)
 }
 
 func (p *pgxTx) Exec(ctx context.Context, q string, args ...any) error {
