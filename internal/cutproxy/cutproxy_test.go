@@ -42,7 +42,7 @@ type driver struct {
 	direct  *sql.DB
 	open    func(t *testing.T, proxyAddr string) session
 	tryOpen func(addr string) (session, error) // a connection made now, errors returned
-	ph      func(n int) string // placeholder n (1-based)
+	ph      func(n int) string                 // placeholder n (1-based)
 }
 
 func drivers(t *testing.T) []driver {
@@ -294,7 +294,7 @@ func TestIdempotentRetryAfterLostCommitReply(t *testing.T) {
 			if err := f.CreateTable(ctx, d.direct); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.direct.Exec("CREATE TABLE "+payments+" (id INT PRIMARY KEY, token BIGINT NOT NULL)"); err != nil {
+			if _, err := d.direct.Exec("CREATE TABLE " + payments + " (id INT PRIMARY KEY, token BIGINT NOT NULL)"); err != nil {
 				t.Fatal(err)
 			}
 			p := cutproxy.Start(t, addrOf(t, d))
