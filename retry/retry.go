@@ -91,6 +91,18 @@ func (e *Error) RetryClass() Class { return NonRetryable }
 
 type activeKey struct{}
 
+// Independent returns ctx without the mark Do puts on the context it hands
+// its body, so that a Do called with it retries by itself instead of
+// running its body once for the outer Do to retry. Use it for an inner
+// transaction of its own (Spring's REQUIRES_NEW), never for work that joins
+// the outer transaction.
+func Independent(ctx context.Context) context.Context {
+	if ctx.Value(activeKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, activeKey{}, nil) // shadows the mark
+}
+
 // Do runs fn until it succeeds, fails with an error that is not retried
 // (see Classify and Class.Retryable), runs out of attempts, or ctx is done.
 // It returns nil on success and an *Error otherwise.

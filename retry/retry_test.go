@@ -564,3 +564,35 @@ func TestGlobalZeroMeansZero(t *testing.T) {
 		t.Fatalf("%s=0: runs=%d delays=%v, want 3 runs without delay", EnvFastBase, runs, rec.delays)
 	}
 }
+
+// TestNestingIsPerContext: nesting follows the context, whatever derives
+// from the body's context (WithoutCancel included) is nested, and
+// Independent lets an inner transaction of its own (REQUIRES_NEW) retry by
+// itself, its exhausted error then not retried again by the outer Do.
+func TestNestingIsPerContext(t *testing.T) {
+	p := Policy{Sleep: (&recorder{}).sleep}
+	cause := WithClass(errors.New("deadlock"), Aborted)
+	for _, tc := range []struct {
+		name        string
+		derive      func(context.Context) context.Context
+		outer, want int // outer runs; inner runs in total
+	}{
+		{"body context", func(c context.Context) context.Context { return c }, 3, 3},
+		{"WithoutCancel", context.WithoutCancel, 3, 3},
+		{"Independent", Independent, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outer, inner := 0, 0
+			_ = p.Do(context.Background(), func(ctx context.Context) error {
+				outer++
+				return p.Do(tc.derive(ctx), func(context.Context) error { inner++; return cause }, MaxAttempts(4))
+			}, MaxAttempts(3))
+			if outer != tc.outer || inner != tc.want {
+				t.Fatalf("outer=%d inner=%d, want %d and %d", outer, inner, tc.outer, tc.want)
+			}
+		})
+	}
+	if ctx := context.Background(); Independent(ctx) != ctx {
+		t.Error("Independent of an unmarked context made a new one")
+	}
+}
