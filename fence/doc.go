@@ -112,8 +112,9 @@
 //
 //   - PostgreSQL: idle_in_transaction_session_timeout ends a session that
 //     sits idle inside a transaction longer than that (the paused holder's
-//     transaction is rolled back and its COMMIT fails with a connection
-//     error), which frees the row for the next holder; statement_timeout
+//     transaction is rolled back and its COMMIT fails with SQLSTATE 25P03
+//     or a closed connection), which frees the row for the next holder;
+//     statement_timeout
 //     bounds a single statement. lock_timeout bounds how long the next
 //     holder's Check waits for the row: it then fails with SQLSTATE 55P03,
 //     which package retry re-runs. Set them per role or per session, for
@@ -121,7 +122,9 @@
 //     '10s', or SET lock_timeout = '5s' on the connection; keep the idle
 //     timeout shorter than the lease.
 //   - MariaDB: idle_transaction_timeout (seconds) plays the role of
-//     idle_in_transaction_session_timeout; MySQL has no per-transaction
+//     idle_in_transaction_session_timeout (the server closes the
+//     connection; the paused holder's COMMIT fails with the driver's "bad
+//     connection"); MySQL has no per-transaction
 //     idle timeout, and wait_timeout (seconds, any idle session) is the
 //     nearest. innodb_lock_wait_timeout (seconds) bounds the wait for the
 //     row: error 1205, which package retry re-runs; max_statement_time
