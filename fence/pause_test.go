@@ -160,7 +160,11 @@ func TestIdleTimeoutEndsPausedHolder(t *testing.T) {
 		if err == nil {
 			t.Fatal("the paused holder's COMMIT succeeded after the server ended its transaction")
 		}
-		t.Logf("paused holder's commit: %v (retry class %v)", err, retry.Classify(err))
+		class := retry.Classify(err)
+		t.Logf("paused holder's commit: %v (retry class %v)", err, class)
+		if !strings.Contains(err.Error(), "25P03") && class != retry.TransportUnavailable && class != retry.ClientTransportError {
+			t.Errorf("paused holder's commit: %v, want SQLSTATE 25P03 or a closed connection, as documented", err)
+		}
 		if got := b.written(t, "k"); fmt.Sprint(got) != "[2]" {
 			t.Errorf("business rows %v, want only B's [2]", got)
 		}
