@@ -246,13 +246,17 @@ func (f *Fence) CreateTablePgx(ctx context.Context, db PgxExecer) error {
 // Check fences key with token inside tx. If token is above the key's stored
 // mark, or the key has none, it stores token as the new mark and returns
 // nil: the caller's writes in tx are then safe to commit. Otherwise it
-// changes nothing and returns a *StaleError wrapping ErrStaleToken; the
-// caller must roll tx back. Other errors come from the database, and the
-// caller must roll back then too.
+// changes nothing and returns a *StaleError wrapping ErrStaleToken (a
+// larger token is stored) or a *TokenCommittedError wrapping
+// ErrTokenCommitted (this token is stored: its transaction already
+// committed); the caller must roll tx back. Other errors come from the
+// database, and the caller must roll back then too.
 //
 // The mark is raised in tx, so it commits or rolls back with the caller's
 // writes, and it holds the key's row lock until then: a concurrent Check of
 // the same key waits for tx to finish and then compares against its outcome.
+// Check a key once per transaction: a second Check of the same key and token
+// in tx finds the mark tx itself stored and returns ErrTokenCommitted.
 func (f *Fence) Check(ctx context.Context, tx *sql.Tx, key string, token uint64) error {
 	return f.check(ctx, sqlTx{tx}, key, token)
 }
