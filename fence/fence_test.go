@@ -796,3 +796,20 @@ func TestNoClientDependency(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondCheckInSameTx: as Check's documentation says, checking a key
+// twice in one transaction finds the transaction's own mark.
+func TestSecondCheckInSameTx(t *testing.T) {
+	forEach(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		x, err := b.begin(ctx, sql.LevelDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Rollback(ctx)
+		if err := x.Check(ctx, "k", 3); err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, x.Check(ctx, "k", 3), "k", 3, 3)
+	})
+}
