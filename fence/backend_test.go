@@ -55,6 +55,7 @@ type tx interface {
 	Check(ctx context.Context, key string, token uint64) error
 	CheckTicket(ctx context.Context, t fence.Ticket) error
 	Exec(ctx context.Context, q string, args ...any) error
+	ExecRows(ctx context.Context, q string, args ...any) (int64, error) // rows affected
 	Int(ctx context.Context, q string, args ...any) (int64, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
@@ -287,6 +288,14 @@ func (s *sqlTx) Exec(ctx context.Context, q string, args ...any) error {
 	return err
 }
 
+func (s *sqlTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := s.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
 func (s *sqlTx) Int(ctx context.Context, q string, args ...any) (int64, error) {
 	var v int64
 	err := s.tx.QueryRowContext(ctx, q, args...).Scan(&v)
@@ -332,6 +341,11 @@ func (p *pgxTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
 func (p *pgxTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := p.tx.Exec(ctx, q, args...)
 	return err
+}
+
+func (p *pgxTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
 }
 
 func (p *pgxTx) Int(ctx context.Context, q string, args ...any) (int64, error) {

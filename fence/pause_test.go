@@ -13,8 +13,8 @@ import (
 )
 
 // jobRun is the fenced transaction of the package documentation's example:
-// Check, then the job's own record (one row per night, unique), then the
-// work. It reports whether this run did the work.
+// Check, then the job's own record (one row per night, unique, inserted
+// only if absent), then the work. It reports whether this run did the work.
 func jobRun(ctx context.Context, b *backend, x tx, night string, token uint64) (did bool, err error) {
 	if err := x.Check(ctx, "invoices/"+night, token); err != nil {
 		return false, err
@@ -23,12 +23,9 @@ func jobRun(ctx context.Context, b *backend, x tx, night string, token uint64) (
 	if b.dialect == fence.MySQL {
 		ins = "INSERT IGNORE INTO job_runs (night, token) VALUES (?, ?)"
 	}
-	n, err := x.Int(ctx, b.q("SELECT COUNT(*) FROM job_runs WHERE night = ?"), night)
-	if err != nil || n > 0 {
-		return false, err
-	}
-	if err := x.Exec(ctx, b.q(ins), night, int64(token)); err != nil {
-		return false, err
+	n, err := x.ExecRows(ctx, b.q(ins), night, int64(token))
+	if err != nil || n == 0 {
+		return false, err // n == 0: this night's run is already recorded
 	}
 	return true, b.write(ctx, x, "invoices/"+night, token)
 }
