@@ -42,9 +42,10 @@
 //	if err != nil { ... } // not acquired: do not do the work
 //	defer t.Close()      // backstop; Release below is the normal path
 //
-//	// The transaction must end before the lease can: past the conservative
-//	// deadline another instance may hold the key.
-//	tctx, cancel := context.WithDeadline(ctx, t.Deadline())
+//	// The transaction must end before the lease can: the ticket's context
+//	// is done at its conservative deadline (or when the ticket is lost).
+//	// It cannot stop a paused process; the server-side timeouts below can.
+//	tctx, cancel := t.Context(ctx)
 //	defer cancel()
 //	tx, err := db.BeginTx(tctx, nil)
 //	if err != nil { ... }
