@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -64,6 +65,13 @@ type acquireArgs struct {
 	budget      time.Duration
 }
 
+// maxBudget is the longest work budget a lease of l whole seconds can ever
+// satisfy: the conservative deadline of a grant made at once, with no time
+// queued (see conservativeDeadline), measured from the send.
+func maxBudget(l int64) time.Duration {
+	return conservativeDeadline(time.Time{}, uint32(l*1000), 0).Sub(time.Time{})
+}
+
 func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, error) {
 	bad := func(format string, args ...any) (acquireArgs, error) {
 		return acquireArgs{}, invalidArg("acquire", key, true, format, args...)
@@ -72,28 +80,40 @@ func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, e
 		return bad("the key is %d bytes, it must be 1..%d bytes", len(key), MaxKey)
 	}
 	if wait < 0 {
-		return bad("wait %v is negative; it must be 0..%v (0 is one immediate attempt)", wait, MaxWait)
+		return bad("wait %s is negative; it must be 0..%d s (0 is one immediate attempt)", secs(wait), wire.MaxWait)
 	}
 	if w := ceilSeconds(wait); w > wire.MaxWait {
-		return bad("wait %v (%d s rounded up) is longer than the maximum %v", wait, w, MaxWait)
+		return bad("wait %s is %d s rounded up, longer than the maximum %d s", secs(wait), w, wire.MaxWait)
 	}
 	if lease <= 0 {
-		return bad("lease %v must be %v..%v", lease, MinLease, MaxLease)
+		return bad("lease %s must be %d..%d s", secs(lease), wire.MinLease, wire.MaxLease)
 	}
 	l := ceilSeconds(lease)
 	if l > wire.MaxLease {
-		return bad("lease %v (%d s rounded up) is longer than the maximum %v", lease, l, MaxLease)
+		return bad("lease %s is %d s rounded up, longer than the maximum %d s", secs(lease), l, wire.MaxLease)
 	}
 	if budget < 0 {
-		return bad("work budget %v is negative; it must be 0..lease", budget)
+		return bad("work budget %s is negative; it must be 0 or more", secs(budget))
 	}
-	if budget > MaxLease {
-		return bad("work budget %v is longer than %v: work longer than that is not supported", budget, MaxLease)
+	// The budget is rounded up like wait and lease: a fraction of a second
+	// of work is planned as the whole second.
+	bs := ceilSeconds(budget)
+	if bs > wire.MaxLease {
+		return bad("work budget %s is %d s rounded up, longer than %d s: work longer than the longest lease is not supported", secs(budget), bs, wire.MaxLease)
 	}
-	if budget > time.Duration(l)*time.Second {
-		return bad("work budget %v is longer than the lease %v (%d s rounded up): the work could not finish before the lease ends", budget, lease, l)
+	// A budget that not even an immediate grant could leave is refused here
+	// rather than after a token was spent on a ticket that must be given
+	// back (ErrBudgetExceeded).
+	if mb := maxBudget(l); time.Duration(bs)*time.Second > mb {
+		return bad("work budget %s (%d s rounded up) cannot fit in a %d s lease: even a ticket granted at once has at most %s of conservative time left (1%% clock allowance, %s margin); use a budget of at most %d s or a longer lease",
+			secs(budget), bs, l, secs(mb), secs(ClockDriftMargin), int64(mb/time.Second))
 	}
-	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: budget}, nil
+	return acquireArgs{wait: uint8(ceilSeconds(wait)), lease: uint8(l), budget: time.Duration(bs) * time.Second}, nil
+}
+
+// secs writes a duration in seconds, the unit of the protocol and the docs.
+func secs(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // Acquire asks for the ticket of key and waits for the answer.
@@ -101,20 +121,29 @@ func checkAcquire(key string, wait, lease, budget time.Duration) (acquireArgs, e
 //   - wait (0..255 s) is how long the server keeps the request in the key's
 //     FIFO queue; 0 is one immediate attempt, never queued.
 //   - lease (1..250 s) is how long the ticket is held unless released.
-//   - budget (0..lease) is the minimum time the caller needs for its work:
-//     a ticket is handed over only if its conservative remaining time
-//     (Ticket.Deadline) is positive and at least budget; otherwise it is
-//     released and ErrBudgetExceeded returned.
+//   - budget is the minimum time the caller needs for its work: a ticket is
+//     handed over only if its conservative remaining time (Ticket.Deadline)
+//     is positive and at least budget; otherwise it is released and
+//     ErrBudgetExceeded returned. A budget that even an immediate grant of
+//     that lease could not leave (more than lease × 0.99 − 0.1 s) is
+//     rejected before sending.
 //
-// Fractions of a second are rounded up to whole seconds; values out of range
-// are rejected with ErrInvalidArgument before anything is sent (never
-// clamped). Keys are 1..1024 bytes.
+// Fractions of a second are rounded up to whole seconds (the budget's too);
+// values out of range are rejected with ErrInvalidArgument before anything
+// is sent (never clamped). Keys are 1..1024 bytes.
+//
+// Acquire waits for a connection to the leader as long as ctx allows (wait
+// bounds the queue, not the connection): give ctx a deadline.
 //
 // Outcomes: a *Ticket; ErrNotAcquired (not granted within wait);
 // ErrCapacity (a server limit, returned at once, not retried);
 // ErrIndeterminate (the request may have been sent but its final answer was
 // lost: do not enter the critical section; it is never re-sent
-// automatically); ErrBudgetExceeded; ErrUnauthenticated; ErrClosed.
+// automatically; *IndeterminateError has the key and owner, and when the
+// connection ended the broker releases by owner whatever the acquire may
+// have obtained once it reconnects); ErrBudgetExceeded; ErrUnauthenticated;
+// ErrClosed (also when the grant arrived while the broker was closing: it is
+// released).
 //
 // If ctx ends before the request was sent, nothing is sent and the error
 // wraps ctx.Err() (and ErrUnavailable if there was no connection). If it
@@ -133,6 +162,8 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 	var owner wire.Owner
 	rand.Read(owner[:])
+	b.acquireStarted()
+	defer b.acquireDone()
 	for {
 		c, err := b.getConn(ctx, false)
 		if err != nil {
@@ -140,10 +171,17 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 		}
 		cl := newCall(wire.TypeAcquire, key)
 		cl.owner = owner
+		// How long a grant of it can matter: a U after a lost answer is
+		// pointless once the lease would have run out (leader changes
+		// restart leases, hence the second lease).
+		cl.span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
 		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: args.wait, Lease: args.lease, Key: []byte(key)}
 		if err := c.start(ctx, cl, &f); err != nil {
 			if err == errConnGone {
 				continue // nothing was sent: try the next connection
+			}
+			if err == errClosing {
+				return nil, newOpError("acquire", key, true, nil, "the broker was closed while the acquire waited for an in-flight slot; nothing was sent", ErrClosed)
 			}
 			return nil, newOpError("acquire", key, true, nil,
 				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
@@ -152,9 +190,10 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 }
 
-// answerGrace is how long past the wait an acquire waits for its final
-// answer before giving up on it as indeterminate.
-func answerGrace(c *conn) time.Duration { return max(c.silence(), 10*time.Second) }
+// answerGrace is how long a request waits for its final answer on a live
+// connection (an acquire: past its wait) before giving up on it: 3 ping
+// intervals, at least DefaultAnswerGrace.
+func answerGrace(c *conn) time.Duration { return max(c.silence(), c.grace) }
 
 func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
 	timer := time.NewTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
@@ -173,6 +212,16 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
 			ctx.Err())
+	case <-b.closing:
+		// Close cancels what it can still reach; a grant that arrives
+		// anyway is released while Close drains.
+		a := c.abandon(cl)
+		if a != nil {
+			return b.finishAcquire(c, cl, a, args)
+		}
+		return nil, newOpError("acquire", cl.key, true, nil,
+			"outcome unknown: the broker was closed after the request was sent; a cancel was sent and a grant that arrives before the connection closes is released; do not enter the critical section",
+			ErrClosed, &IndeterminateError{Key: cl.key, Owner: cl.owner})
 	case <-timer.C:
 		a := c.abandon(cl)
 		if a != nil {
@@ -181,25 +230,34 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("outcome unknown, the server %s sent no final answer within the wait plus %v although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section",
 				c.addr, answerGrace(c)),
-			ErrIndeterminate)
+			&IndeterminateError{Key: cl.key, Owner: cl.owner})
 	}
 }
 
 func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
 	key := cl.key
 	if a.fail != nil {
-		kinds := []error{ErrIndeterminate}
+		kinds := []error{&IndeterminateError{Key: key, Owner: cl.owner}}
+		msg := "outcome unknown, " + a.fail.what() + " after the request was sent; do not enter the critical section"
 		if a.fail.closed() {
 			kinds = append(kinds, ErrClosed)
+		} else {
+			msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)"
 		}
-		e := newOpError("acquire", key, true, a.fail.cause,
-			"outcome unknown, "+a.fail.what()+" after the request was sent; do not enter the critical section", kinds...)
+		e := newOpError("acquire", key, true, a.fail.cause, msg, kinds...)
 		e.hide = a.fail.explained()
 		return nil, e
 	}
 	f := &a.f
 	switch f.Type {
 	case wire.TypeGranted:
+		if b.isClosed() {
+			// The caller could not release it once Close tears down.
+			b.lateGrant(key, f.Token)
+			return nil, newOpError("acquire", key, true, nil,
+				fmt.Sprintf("granted token %d while the broker was closing; the ticket is being released; do not enter the critical section", f.Token),
+				ErrClosed)
+		}
 		deadline := conservativeDeadline(cl.sent, f.LeaseMs, f.QueuedMs)
 		rem := time.Until(deadline)
 		if rem <= 0 || rem < args.budget {

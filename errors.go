@@ -69,6 +69,26 @@ var (
 	ErrNotLeader = errors.New("ticketing: the node is not the leader")
 )
 
+// IndeterminateError is the ErrIndeterminate of an acquire: the key and the
+// owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find
+// it with errors.As. When the acquire's connection ended before its final
+// answer, the broker itself asks the leader, once it has a connection again,
+// to end whatever that owner holds or waits for on the key (U,
+// release-by-owner), so an orphaned grant is freed within a reconnect rather
+// than at the end of its lease; the caller still must not enter the critical
+// section. Owner also identifies the hold in Broker.Describe.
+type IndeterminateError struct {
+	Key   string
+	Owner [16]byte
+}
+
+func (e *IndeterminateError) Error() string {
+	return fmt.Sprintf("ticketing: outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
+}
+
+// Is makes it match ErrIndeterminate.
+func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeterminate }
+
 // ErrorCode is the stable numeric code of a server E frame.
 type ErrorCode uint16
 
@@ -206,7 +226,8 @@ func (e *opError) Error() string {
 	sb.WriteString("ticketing: ")
 	sb.WriteString(e.op)
 	if e.hasKey {
-		fmt.Fprintf(&sb, " %q", e.key)
+		sb.WriteString(" ")
+		sb.WriteString(quoteKey(e.key))
 	}
 	sb.WriteString(": ")
 	sb.WriteString(e.msg)
@@ -219,6 +240,18 @@ func (e *opError) Error() string {
 		}
 	}
 	return sb.String()
+}
+
+// keyShown is how many bytes of a key an error message quotes: enough to
+// recognise it, without a 1 KiB key filling the log line.
+const keyShown = 64
+
+// quoteKey quotes key for an error message, cut to keyShown bytes.
+func quoteKey(key string) string {
+	if len(key) <= keyShown {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:keyShown], len(key))
 }
 
 func (e *opError) Unwrap() []error {
@@ -242,7 +275,7 @@ func (e *opError) RetryClass() retry.Class {
 func classOf(kinds []error) retry.Class {
 	has := func(t error) bool {
 		for _, k := range kinds {
-			if k == t {
+			if errors.Is(k, t) {
 				return true
 			}
 		}

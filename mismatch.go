@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -38,7 +39,8 @@ func (e *refusedError) Unwrap() error   { return e.cause }
 func (e *refusedError) Is(t error) bool { return e.auth && t == ErrUnauthenticated }
 
 func refused(addr string, auth bool, cause error, format string, args ...any) *helloError {
-	return &helloError{addr: addr, rejected: true,
+	// The format, without the address, names the kind of refusal.
+	return &helloError{addr: addr, rejected: true, reason: format,
 		err: &refusedError{msg: fmt.Sprintf(format, args...), cause: cause, auth: auth}}
 }
 
@@ -180,7 +182,12 @@ func helloReadError(ctx context.Context, addr string, ts *tlsState, err error, f
 		if !tlsOn && speaksTLS(ctx, addr) {
 			return refused(addr, false, err, "the server %s uses TLS: it closed the connection on the plain hello (%v) and answers a TLS handshake; this client connects without TLS, configure it with WithTLS", addr, err)
 		}
-		return &helloError{addr: addr, err: fmt.Errorf("the server %s closed the connection without answering the hello: %w", addr, err)}
+		if he := foreignProtocol(ctx, addr, tlsOn); he != nil {
+			return he
+		}
+		// A Ticketing server answers every hello (Y, M, E or B) before it
+		// closes a connection; ticketd's Raft port closes it without a word.
+		return refused(addr, false, err, "the server %s closed the connection without answering the hello (%v): a Ticketing server answers every hello, so this is another service or a proxy without a backend; is it ticketd's client port (5225 by default)? Its Raft port (5226) and metrics port (5227) are not for clients", addr, err)
 	}
 	return &helloError{addr: addr, err: fmt.Errorf("no answer to the hello from %s: %w", addr, err)}
 }
@@ -224,4 +231,63 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	}
 	_, alert := remoteAlert(err)
 	return alert
+}
+
+// probeTimeout bounds each probe of foreignProtocol.
+const probeTimeout = time.Second
+
+// foreignProtocol checks, on fresh connections, whether addr speaks HTTP
+// (ticketd's metrics port, a web server) or PostgreSQL, and if so returns a
+// refusal that names it. It returns nil when neither answers. Only used
+// after the hello met silence or a closed connection, so a working server
+// is never probed.
+func foreignProtocol(ctx context.Context, addr string, tlsOn bool) *helloError {
+	if tlsOn {
+		return nil // the probes speak plain TCP
+	}
+	type result struct{ name, hint string }
+	out := make(chan result, 2)
+	probe := func(req []byte, match func([]byte) bool, name, hint string) {
+		if b := probeAnswer(ctx, addr, req); match(b) {
+			out <- result{name, hint}
+			return
+		}
+		out <- result{}
+	}
+	go probe([]byte("GET / HTTP/1.0\r\n\r\n"), func(b []byte) bool { return strings.HasPrefix(string(b), "HTTP/") },
+		"an HTTP server", "ticketd's metrics port (5227 by default) speaks HTTP; clients use the client port (5225 by default)")
+	// PostgreSQL answers an SSLRequest with one byte, S or N.
+	go probe([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}, func(b []byte) bool { return len(b) == 1 && (b[0] == 'S' || b[0] == 'N') },
+		"a PostgreSQL server", "clients use ticketd's client port (5225 by default)")
+	var found result
+	for range 2 {
+		if found = <-out; found.name != "" {
+			break // the other probe ends with its timeout; out is buffered
+		}
+	}
+	if found.name == "" {
+		return nil
+	}
+	return refused(addr, false, nil, "%s is %s, not a Ticketing server: it did not answer the hello but answers that protocol; %s", addr, found.name, found.hint)
+}
+
+// probeAnswer sends req on a new connection to addr and returns the first
+// bytes of the answer (nil on any failure or silence).
+func probeAnswer(ctx context.Context, addr string, req []byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	dl, _ := ctx.Deadline()
+	nc.SetDeadline(dl)
+	if _, err := nc.Write(req); err != nil {
+		return nil
+	}
+	buf := make([]byte, 16)
+	n, _ := io.ReadAtLeast(nc, buf, 1)
+	return buf[:n]
 }

@@ -127,44 +127,73 @@ type relJob struct {
 	ticket *Ticket   // nil for compensating releases
 }
 
-// releaser runs background releases: a bounded queue and a fixed number of
-// workers, so releases never pile up without bound and never block callers.
+// releaser runs background releases, each on its own goroutine from the
+// moment it is queued: they are small frames, pipelined over the connection
+// within its in-flight limit for non-acquire requests, never queued behind a
+// fixed pool of workers. limit (WithReleaseQueue) only bounds memory.
 type releaser struct {
-	b    *Broker
-	mu   sync.Mutex
-	q    chan relJob
-	shut bool
-	wg   sync.WaitGroup
+	b     *Broker
+	limit int
 
-	ctx    context.Context // cancelled when the drain grace period is over
-	cancel context.CancelFunc
+	mu      sync.Mutex
+	running int
+	shut    bool          // the broker is torn down: nothing more is sent
+	idle    chan struct{} // closed and replaced whenever running drops
+	wg      sync.WaitGroup
+
+	// Releases by owner wait for a reconnect, possibly for long; Close
+	// does not wait for them but cancels them (ownerCtx).
+	ownerCtx    context.Context
+	ownerCancel context.CancelFunc
+	owners      sync.WaitGroup
 }
 
 func newReleaser(b *Broker) *releaser {
-	r := &releaser{b: b, q: make(chan relJob, b.cfg.releaseQueue)}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	for range b.cfg.releaseWorkers {
-		r.wg.Add(1)
-		go r.work()
-	}
+	r := &releaser{b: b, limit: b.cfg.releaseQueue, idle: make(chan struct{})}
+	r.ownerCtx, r.ownerCancel = context.WithCancel(context.Background())
 	return r
 }
 
-// enqueue queues j without blocking; a full queue drops it (reported).
+// enqueueOwner starts a release by owner (U) of key for an acquire whose
+// answer was lost; it retries across reconnects until until.
+func (r *releaser) enqueueOwner(key string, owner wire.Owner, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return
+	}
+	r.owners.Add(1)
+	go func() {
+		defer r.owners.Done()
+		err := r.b.releaseOwner(r.ownerCtx, key, owner, until)
+		lg := r.b.cfg.logger
+		switch {
+		case err == nil:
+			lg.Info("ticketing: ended the hold of an acquire whose answer was lost (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case errors.Is(err, ErrNotHeld):
+			lg.Debug("ticketing: the acquire whose answer was lost holds nothing (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case r.ownerCtx.Err() == nil:
+			lg.Warn("ticketing: release by owner after a lost acquire answer failed; the key stays held until the lease expires", "key", key, "owner", fmt.Sprintf("%x", owner[:]), "err", err)
+		}
+	}()
+}
+
+// enqueue starts j without blocking; over the limit it is dropped (reported).
 func (r *releaser) enqueue(j relJob) error {
 	r.mu.Lock()
 	var err error
-	if r.shut {
+	switch {
+	case r.shut:
 		err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
 			"not released: the broker is closed; the ticket stays held until its lease expires", ErrClosed)
-	} else {
-		select {
-		case r.q <- j:
-		default:
-			err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
-				fmt.Sprintf("not released: the background release queue (%d) is full; the ticket stays held until its lease expires (use Ticket.Release to release synchronously)", cap(r.q)),
-				ErrReleaseDropped)
-		}
+	case r.running >= r.limit:
+		err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
+			fmt.Sprintf("not released: %d background releases are already outstanding (WithReleaseQueue); the ticket stays held until its lease expires (use Ticket.Release to release synchronously)", r.limit),
+			ErrReleaseDropped)
+	default:
+		r.running++
+		r.wg.Add(1)
+		go r.run(j)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -173,27 +202,36 @@ func (r *releaser) enqueue(j relJob) error {
 	return err
 }
 
-func (r *releaser) work() {
+func (r *releaser) run(j relJob) {
 	defer r.wg.Done()
-	for j := range r.q {
-		err := r.b.release(r.ctx, j.key, j.token, j.at, true)
-		if err != nil && r.ctx.Err() != nil && !errors.Is(err, ErrClosed) {
-			kinds := []error{ErrClosed}
-			if errors.Is(err, ErrIndeterminate) {
-				kinds = append(kinds, ErrIndeterminate)
-			}
-			err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, err,
-				"abandoned: the broker was closed before the background release finished; the ticket may stay held until its lease expires", kinds...)
-		}
-		r.report(j, err)
-	}
+	// Bounded by ReleaseBound from j.at, also while the broker closes:
+	// Close waits for it (see Broker.Close).
+	err := r.b.release(context.Background(), j.key, j.token, j.at, true)
+	r.report(j, err)
+	r.mu.Lock()
+	r.running--
+	close(r.idle)
+	r.idle = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// busy reports whether background releases are running, and a channel
+// closed when that number next drops.
+func (r *releaser) busy() (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running > 0, r.idle
 }
 
 func (r *releaser) report(j relJob, err error) {
 	if j.ticket != nil {
 		j.ticket.finish(err)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		// Expected when the lease ran out before a deferred Close.
+		r.b.cfg.logger.Debug("ticketing: background release: the ticket was no longer held", "key", j.key, "token", j.token)
+	case err != nil:
 		r.b.cfg.logger.Warn("ticketing: background release failed", "key", j.key, "token", j.token, "err", err)
 	}
 	if obs := r.b.cfg.observer; obs != nil {
@@ -201,19 +239,75 @@ func (r *releaser) report(j relJob, err error) {
 	}
 }
 
-// drain stops accepting jobs and lets the workers finish the queue for at
-// most grace; then it cancels what is left and waits for the workers.
-func (r *releaser) drain(grace time.Duration) {
+// shutdown refuses new jobs and waits for the running ones, each of which
+// ends within its own ReleaseBound.
+func (r *releaser) shutdown() {
 	r.mu.Lock()
-	if !r.shut {
-		r.shut = true
-		close(r.q)
-	}
+	r.shut = true
 	r.mu.Unlock()
-	t := time.AfterFunc(grace, r.cancel)
 	r.wg.Wait()
-	t.Stop()
-	r.cancel()
+	r.ownerCancel()
+	r.owners.Wait()
+}
+
+// releaseOwner ends whatever owner holds or waits for on key (U), retrying
+// across reconnects until until (or ctx). nil is R, ErrNotHeld is N.
+func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner, until time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	op := fmt.Sprintf("release by owner %x of", owner[:])
+	for {
+		c, err := b.getConn(ctx, true)
+		if err != nil {
+			var we *waitError
+			if err == ErrClosed || errors.As(err, &we) {
+				return connectError(op, key, true, err)
+			}
+			// Every listed server refuses for now: wait for a change.
+			b.mu.Lock()
+			ch := b.changed
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return connectError(op, key, true, err)
+			}
+		}
+		cl := newCall(wire.TypeReleaseOwner, key)
+		f := wire.Frame{Type: wire.TypeReleaseOwner, Owner: owner, Key: []byte(key)}
+		if err := c.start(ctx, cl, &f); err != nil {
+			if err == errConnGone {
+				continue
+			}
+			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+		}
+		var a answer
+		select {
+		case a = <-cl.res:
+		case <-ctx.Done():
+			if got := c.abandon(cl); got == nil {
+				return newOpError(op, key, true, nil, "no answer before "+ctx.Err().Error(), ctx.Err(), ErrIndeterminate)
+			} else {
+				a = *got
+			}
+		}
+		if a.fail != nil {
+			if a.fail.closed() {
+				return newOpError(op, key, true, a.fail.cause, "outcome unknown: "+a.fail.what(), ErrClosed, ErrIndeterminate)
+			}
+			continue // U is idempotent: again on the next connection
+		}
+		switch a.f.Type {
+		case wire.TypeReleased:
+			return nil
+		case wire.TypeNotHeld:
+			return newOpError(op, key, true, nil, "that owner holds nothing on the key", ErrNotHeld)
+		default: // B
+			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+			return newOpError(op, key, true, ce, "rejected by a server capacity limit", ErrCapacity)
+		}
+	}
 }
 
 // Ticket is a granted ticket. Its token fences every write made under it
@@ -227,10 +321,11 @@ type Ticket struct {
 	lease    time.Duration
 	queued   time.Duration
 
-	mu      sync.Mutex
-	started bool          // Release or Close was called
-	done    chan struct{} // closed when the release has an outcome
-	err     error
+	mu       sync.Mutex
+	started  bool          // Release or Close was called
+	done     chan struct{} // closed when the release has an outcome
+	err      error
+	watchers map[*context.CancelCauseFunc]struct{} // contexts from Context, ended at Release/Close
 }
 
 // Key is the ticket's key.
@@ -287,20 +382,24 @@ func (t *Ticket) Release(ctx context.Context) error {
 	}
 	t.started = true
 	t.done = make(chan struct{})
+	t.endContextsLocked()
 	t.mu.Unlock()
-	err := t.b.release(ctx, t.key, t.token, time.Now(), false)
+	// Allowed while Broker.Close drains (draining): a ticket handed out
+	// before Close can still be released until the connection is torn down.
+	err := t.b.release(ctx, t.key, t.token, time.Now(), true)
 	t.finish(err)
 	return err
 }
 
 // Close releases the ticket in the background, best effort, and returns at
-// once: it is meant for defer. The release is queued (bounded queue, fixed
-// number of workers) and retried with the exact token for ReleaseBound from
-// when it was queued. Its outcome goes to the release observer and the
-// logger (WithReleaseObserver, WithLogger); callers who need it use Release.
-// If the queue is full the release is dropped and Close returns
-// ErrReleaseDropped (the ticket expires with its lease). Close after Release
-// (or a second Close) does nothing and returns nil.
+// once: it is meant for defer. The release is sent at once on its own
+// goroutine (pipelined with every other request on the connection) and
+// retried with the exact token for ReleaseBound from this call. Its outcome
+// goes to the release observer and the logger (WithReleaseObserver,
+// WithLogger); callers who need it use Release. If WithReleaseQueue
+// background releases are already outstanding, the release is dropped and
+// Close returns ErrReleaseDropped (the ticket expires with its lease). Close
+// after Release (or a second Close) does nothing and returns nil.
 func (t *Ticket) Close() error {
 	t.mu.Lock()
 	if t.started {
@@ -309,6 +408,7 @@ func (t *Ticket) Close() error {
 	}
 	t.started = true
 	t.done = make(chan struct{})
+	t.endContextsLocked()
 	t.mu.Unlock()
 	return t.b.rel.enqueue(relJob{key: t.key, token: t.token, at: time.Now(), ticket: t})
 }

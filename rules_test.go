@@ -37,6 +37,12 @@ func TestRule1_InvalidArgumentsRejectedBeforeSending(t *testing.T) {
 		{"negative budget", "k", 0, s, -1},
 		{"budget over the rounded lease", "k", 0, s / 2, 1500 * time.Millisecond},
 		{"work over 250 s", "k", 0, 250 * s, 251 * s},
+		// Issue 19 item 5: a budget no grant of that lease could ever
+		// leave is refused before a token is spent on it.
+		{"budget equal to the rounded lease", "k", 0, 2500 * time.Millisecond, 3 * s},
+		{"budget above what the lease can leave", "k", 0, 30 * s, 29700 * time.Millisecond},
+		// Issue 9 item 11: the budget rounds up like wait and lease.
+		{"budget that rounds up past what the lease leaves", "k", 0, 10 * s, 9500 * time.Millisecond},
 	}
 	for _, c := range cases {
 		tk, err := b.Acquire(ctx, c.key, c.wait, c.lease, c.budget)
@@ -56,12 +62,11 @@ func TestRule1_InvalidArgumentsRejectedBeforeSending(t *testing.T) {
 	}
 
 	// Fractions round up; the boundaries are accepted; zero wait stays zero.
-	tk, err := b.Acquire(ctx, "round", 1200*time.Millisecond, 2500*time.Millisecond, 3*s)
-	if err == nil || !errors.Is(err, ErrBudgetExceeded) {
-		// budget 3 s == rounded lease 3 s is valid but can never be met
-		// conservatively: the grant is released and ErrBudgetExceeded returned.
-		t.Fatalf("budget equal to the rounded lease: got %v, %v; want ErrBudgetExceeded", tk, err)
+	tk, err := b.Acquire(ctx, "round", 1200*time.Millisecond, 2500*time.Millisecond, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("wait 1.2 s, lease 2.5 s, budget 1.5 s (2 s of a 3 s lease): %v", err)
 	}
+	tk.Release(ctx)
 	first := r.wait(t, 1, isType(wire.TypeAcquire))
 	if got := string(first.f.Key); got != "round" {
 		t.Fatalf("an invalid acquire was sent: first acquire on the wire is for %q", got)
@@ -738,8 +743,9 @@ func TestRule8_CloseReleasesInBackground(t *testing.T) {
 	}
 }
 
-// Rule 8: the background queue is bounded; when full, the release is dropped
-// and reported; Broker.Close abandons what is left (reported with ErrClosed).
+// Rule 8: background releases are bounded in number; beyond the bound the
+// release is dropped and reported; Broker.Close waits for the outstanding
+// ones, each within its own bound.
 func TestRule8_FullQueueDropsAndReports(t *testing.T) {
 	r := newRec()
 	var token atomic.Uint64
@@ -750,9 +756,8 @@ func TestRule8_FullQueueDropsAndReports(t *testing.T) {
 		return true // never answer a release
 	}))
 	o := newObserved()
-	b := connect(t, srv.Addr(), o.option(), WithReleaseQueue(1), withCfg(func(c *config) {
-		c.releaseWorkers = 2
-		c.drainTimeout = 50 * time.Millisecond
+	b := connect(t, srv.Addr(), o.option(), WithReleaseQueue(3), withCfg(func(c *config) {
+		c.releaseBound = 200 * time.Millisecond
 	}))
 	ctx := ctxFor(t)
 	var tks []*Ticket
@@ -763,12 +768,12 @@ func TestRule8_FullQueueDropsAndReports(t *testing.T) {
 		}
 		tks = append(tks, tk)
 	}
-	tks[0].Close()
-	tks[1].Close()
-	r.wait(t, 2, isType(wire.TypeRelease)) // both workers are busy
-	if err := tks[2].Close(); err != nil {
-		t.Fatalf("third Close (queued): %v", err)
+	for _, tk := range tks[:3] {
+		if err := tk.Close(); err != nil {
+			t.Fatalf("Close within the bound: %v", err)
+		}
 	}
+	r.wait(t, 3, isType(wire.TypeRelease)) // all three were sent at once
 	err := tks[3].Close()
 	if !errors.Is(err, ErrReleaseDropped) {
 		t.Fatalf("fourth Close: %v, want ErrReleaseDropped", err)
@@ -781,8 +786,8 @@ func TestRule8_FullQueueDropsAndReports(t *testing.T) {
 	}
 	b.Close()
 	for _, tk := range tks[:3] {
-		if got := o.wait(t, tk.Token()); !errors.Is(got.err, ErrClosed) {
-			t.Errorf("token %d: %v, want ErrClosed", tk.Token(), got.err)
+		if got := o.wait(t, tk.Token()); !errors.Is(got.err, ErrIndeterminate) {
+			t.Errorf("token %d: %v, want ErrIndeterminate (sent, never answered)", tk.Token(), got.err)
 		}
 	}
 }

@@ -64,6 +64,9 @@ type Server struct {
 // and the database "postgres", over TCP to 127.0.0.1.
 func (s *Server) DSN() string { return s.dsn("postgres") }
 
+// Addr is the server's host:port on the loopback interface.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
 func (s *Server) dsn(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
 }

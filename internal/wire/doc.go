@@ -20,3 +20,7 @@
 //	var f wire.Frame
 //	if err := r.Next(&f); err != nil { ... } // *wire.Error with a stable Code
 package wire
+
+// Regenerate testdata/vectors.json, the frame tables of docs/protocol.md and
+// the FuzzDecode seed corpus from the layout tables after a protocol change.
+//go:generate go test -run TestVectors -update .
