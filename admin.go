@@ -31,15 +31,20 @@ type Admin struct {
 
 // Status is a node's own view of the cluster (admin op "status").
 type Status struct {
-	NodeID       string   `json:"node_id"`
-	Role         string   `json:"role"` // leader, follower, candidate
-	LeaderID     string   `json:"leader_id"`
-	LeaderAddr   string   `json:"leader_addr"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	LastToken    uint64   `json:"last_token"`
-	Held         int      `json:"held"`
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"` // leader, follower, candidate
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	// ClusterID identifies the cluster's history (32 hex digits, "none"
+	// before its first leader set it); Participants are the servers recorded
+	// as holding its state (see docs/deployment.md, Cluster identity).
+	ClusterID    string   `json:"cluster_id"`
+	Participants []string `json:"participants"`
 	Members      []Member `json:"members"`
 }
 

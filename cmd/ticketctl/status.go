@@ -34,6 +34,8 @@ type statusResult struct {
 	AppliedIndex uint64             `json:"applied_index"`
 	LastToken    uint64             `json:"last_token"`
 	Held         int                `json:"held"`
+	ClusterID    string             `json:"cluster_id"`
+	Participants []string           `json:"participants"`
 	Members      []ticketing.Member `json:"members"`
 }
 
@@ -66,7 +68,10 @@ func runStatus(e *env) error {
 	res := statusResult{
 		NodeID: s.NodeID, Role: s.Role, Leader: s.LeaderID, LeaderAddr: s.LeaderAddr,
 		Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex,
-		LastToken: s.LastToken, Held: s.Held, Members: s.Members,
+		LastToken: s.LastToken, Held: s.Held, ClusterID: s.ClusterID, Participants: s.Participants, Members: s.Members,
+	}
+	if res.Participants == nil {
+		res.Participants = []string{}
 	}
 	if res.Members == nil {
 		res.Members = []ticketing.Member{}
@@ -78,8 +83,8 @@ func runStatus(e *env) error {
 		} else if s.LeaderAddr != "" {
 			leader += " (" + s.LeaderAddr + ")"
 		}
-		fmt.Fprintf(w, "node_id: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\nmembers:\n",
-			s.NodeID, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held)
+		fmt.Fprintf(w, "node_id: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\ncluster_id: %s\nmembers:\n",
+			s.NodeID, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held, s.ClusterID)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER\tLEADER")
 		for _, m := range s.Members {
