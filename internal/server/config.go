@@ -220,8 +220,13 @@ func (c *Config) Validate() error {
 	if l.MaxHeld < 1 || l.MaxWaitersPerKey < 0 || l.MaxWaiters < 0 || l.MaxInFlightPerConn < 1 || l.MaxConnections < 1 {
 		bad("limits must be positive (waiter limits may be 0 to disable queueing): %+v", l)
 	}
-	if c.HelloTimeout <= 0 || c.PingInterval <= 0 {
-		bad("hello_timeout and ping_interval must be positive")
+	if c.HelloTimeout <= 0 {
+		bad("hello_timeout must be positive")
+	}
+	if c.PingInterval < time.Millisecond {
+		// Y carries it in whole ms, and 0 there means "the server sends no
+		// pings": a smaller interval would silently turn them off.
+		bad("ping_interval %v is below 1ms: give at least 1ms (the default is 5s)", c.PingInterval)
 	}
 	if c.WriteBufferLimit < 64<<10 {
 		bad("write_buffer_limit %d is below 64 KiB", c.WriteBufferLimit)
