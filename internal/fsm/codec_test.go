@@ -206,6 +206,27 @@ func TestSnapshotOfAppliedState(t *testing.T) {
 	}
 }
 
+// Equal states write identical snapshot bytes, whatever order their maps
+// iterate in (issue 9 item 7): two backups of one state have one checksum.
+func TestSnapshotBytesAreDeterministic(t *testing.T) {
+	s := bigState(2000)
+	var first bytes.Buffer
+	if err := s.WriteSnapshot(&first); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		for _, st := range []*State{s, s.Clone(), snapshotRoundTrip(t, s)} {
+			var again bytes.Buffer
+			if err := st.WriteSnapshot(&again); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(first.Bytes(), again.Bytes()) {
+				t.Fatalf("write %d: the same state gave different snapshot bytes", i)
+			}
+		}
+	}
+}
+
 func TestSnapshotCorrupt(t *testing.T) {
 	var buf bytes.Buffer
 	if err := bigState(20).WriteSnapshot(&buf); err != nil {

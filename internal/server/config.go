@@ -47,13 +47,13 @@ func (t TLSFiles) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 // Limits bound what one server holds, so that overload is answered with a
 // capacity reject instead of unbounded memory.
 type Limits struct {
-	MaxHeld            int `toml:"max_held"`               // held tickets on the server
-	MaxWaitersPerKey   int `toml:"max_waiters_per_key"`    // queued acquires for one key
-	MaxWaiters         int `toml:"max_waiters"`            // queued acquires on the server
+	MaxHeld          int `toml:"max_held"`            // held tickets on the server
+	MaxWaitersPerKey int `toml:"max_waiters_per_key"` // queued acquires for one key
+	MaxWaiters       int `toml:"max_waiters"`         // queued acquires on the server
 	// MaxInFlightPerConn bounds, per connection, the acquires without a final
 	// answer and, separately, the other requests (L, U, D, J) without one.
 	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"`
-	MaxConnections     int `toml:"max_connections"`        // open client connections
+	MaxConnections     int `toml:"max_connections"` // open client connections
 }
 
 // Config is the whole configuration of one ticketd server. Start from
@@ -132,7 +132,9 @@ type Config struct {
 const (
 	MinHeartbeatTimeout = 10 * time.Millisecond
 	MinSnapshotInterval = 5 * time.Millisecond
-	MinPingInterval     = time.Millisecond
+	// Y carries the ping interval in whole ms, and 0 there means "the
+	// server sends no pings": a smaller interval would silently turn them off.
+	MinPingInterval = time.Millisecond
 )
 
 // DefaultConfig returns the configuration of a single-node server on loopback:

@@ -82,7 +82,9 @@ func (c *conn) queueLocked(f *wire.Frame) bool {
 }
 
 // finish sends a request's final answer and frees its id, under one lock.
-func (c *conn) finish(id uint32, f *wire.Frame) {
+// It reports false when the connection is closing and the answer cannot be
+// delivered.
+func (c *conn) finish(id uint32, f *wire.Frame) bool {
 	c.mu.Lock()
 	if acq, ok := c.inflight[id]; ok {
 		delete(c.inflight, id)
@@ -97,6 +99,7 @@ func (c *conn) finish(id uint32, f *wire.Frame) {
 	if ok {
 		c.notify()
 	}
+	return ok
 }
 
 // begin registers a request id. It fails on a duplicate id (fatal) or when
@@ -202,9 +205,8 @@ func (c *conn) serve() {
 		c.notify()
 		<-c.done
 		s.removeConn(c)
-		if !c.admin {
-			s.core.connClosed(c)
-		}
+		// Admin sessions too: on the leader they may have waiters.
+		s.core.connClosed(c)
 	}()
 	go c.writeLoop()
 
