@@ -269,9 +269,8 @@ func (m *identity) Cluster() fsm.ClusterID {
 	return m.cluster
 }
 
-// settle records a new cluster ID (applied from the log or a snapshot):
-// it writes the CLUSTER file and ends every connection made under another
-// ID, so that each is checked again under the new one.
+// settle records a new cluster ID (applied from the log or a snapshot) and
+// writes the CLUSTER file.
 func (m *identity) settle(id fsm.ClusterID) {
 	m.mu.Lock()
 	if id == m.cluster || id == (fsm.ClusterID{}) {
@@ -283,9 +282,13 @@ func (m *identity) settle(id fsm.ClusterID) {
 	if old != (fsm.ClusterID{}) {
 		clear(m.known) // a restore: the old cluster's participants are not this one's
 	}
+	// A new ID replacing another (a restore) ends every connection made
+	// under the old one. The first ID of a new cluster does not: those
+	// connections are with the servers that formed it, and ending them
+	// would cost the new cluster an election.
 	var stale []*hsConn
 	for c, cid := range m.conns {
-		if cid != id {
+		if old != (fsm.ClusterID{}) && cid != id {
 			stale = append(stale, c)
 		}
 	}
