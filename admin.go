@@ -238,12 +238,10 @@ const snapshotBuffer = 16
 // temporary file and keep it only when SaveSnapshot succeeds (ticketctl
 // snapshot save does). The file restores with "ticketd --restore FILE".
 //
-// Any node serves it, and the snapshot is that node's applied state: a
-// follower's may lag the leader's by the entries it has not applied yet.
-// For a backup of the latest state, ask the leader (ticketctl finds it
-// through Status). A node that answers "not the leader" is reported as for
-// the other admin calls (*NotLeaderError), and one that fails as
-// *AdminError.
+// Only the leader serves it (a follower's state may lag): a follower
+// answers "not the leader", reported as for the other admin calls
+// (*NotLeaderError, naming the leader's address; ticketctl finds the leader
+// through Status), and a node that fails as *AdminError.
 //
 // The node sends the snapshot as fast as SaveSnapshot consumes it. While w
 // blocks, the session reads nothing: other calls on the Admin wait too, and
