@@ -192,11 +192,17 @@ func appendReply(b []byte, refused bool, me peerInfo, reason string) []byte {
 // version is the kind or the verdict.
 func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason string, err error) {
 	var head [4 + 1 + 1 + 16 + 1 + 1]byte
-	if _, err = io.ReadFull(r, head[:]); err != nil {
+	// The magic first, on its own: something that is not a ticketd (a
+	// client dialling the Raft port by mistake) is cut off at once rather
+	// than left waiting for bytes it will never send.
+	if _, err = io.ReadFull(r, head[:4]); err != nil {
 		return p, 0, "", fmt.Errorf("read handshake: %w", err)
 	}
 	if [4]byte(head[:4]) != handshakeMagic {
 		return p, 0, "", fmt.Errorf("the peer did not start with a Ticketing Raft handshake (an older ticketd, or not ticketd at all)")
+	}
+	if _, err = io.ReadFull(r, head[4:]); err != nil {
+		return p, 0, "", fmt.Errorf("read handshake: %w", err)
 	}
 	if head[4] != handshakeVersion {
 		return p, 0, "", fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd version %d", head[4], handshakeVersion)
