@@ -56,7 +56,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.HTTPAddr, "http-listen", def.HTTPAddr, "HTTP `address` for /healthz, /readyz and /metrics; empty disables it")
 	fs.StringVar(&v.DataDir, "data-dir", def.DataDir, "`directory` holding the Raft log, stable store and snapshots")
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
-	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new for a server started without a config file and without cluster flags, else existing)")
+	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list or with no config file and no cluster flags, else existing)")
 	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (used only with --initial-cluster-state new and an empty data directory)")
 	fs.BoolVar(&v.Join, "join", false, "start with an empty data directory and wait to be added by the leader (ticketctl members add); refused when the data directory holds state")
 	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save or --export-backup) into a new single-node cluster with a new cluster ID; the data directory must be empty")
@@ -134,8 +134,8 @@ type cmdline struct {
 }
 
 // clusterFlags are the flags that make a server part of a cluster: with
-// any of them (or a config file), an empty data directory waits to be
-// added unless initial_cluster_state says "new".
+// any of them (or a config file) and no bootstrap list, an empty data
+// directory waits to be added unless initial_cluster_state says "new".
 var clusterFlags = []string{"node-id", "raft-listen", "raft-advertise", "bootstrap", "join"}
 
 // loadConfig builds the server configuration from command-line arguments:
@@ -183,17 +183,22 @@ func loadCmdline(args []string, usage io.Writer) (server.Config, *cmdline, error
 		}
 	}
 	if cfg.InitialClusterState == "" && !cfg.Join {
-		// Only ticketd with no cluster settings at all (the first command of
-		// the README) bootstraps on its own; any server configured as part
-		// of a cluster must be told to, so that one started with a lost data
-		// directory or a missing bootstrap list never forms a cluster alone.
+		// A server bootstraps on its own only when given a bootstrap list,
+		// or when it runs with no cluster settings at all (the first command
+		// of the README). A server configured as part of a cluster but
+		// without a bootstrap list waits to be added, so that one started
+		// without its list never forms a cluster alone. (One that lost its
+		// data and bootstraps again from its list is refused by its cluster:
+		// see internal/node, cluster identity.)
 		cfg.InitialClusterState = "new"
-		if cl.configFile != "" {
-			cfg.InitialClusterState = "existing"
-		}
-		for _, f := range clusterFlags {
-			if set[f] {
+		if len(cfg.Bootstrap) == 0 {
+			if cl.configFile != "" {
 				cfg.InitialClusterState = "existing"
+			}
+			for _, f := range clusterFlags {
+				if set[f] {
+					cfg.InitialClusterState = "existing"
+				}
 			}
 		}
 	}

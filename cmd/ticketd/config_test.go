@@ -88,7 +88,7 @@ func TestLoadConfig(t *testing.T) {
 		want    func(*server.Config) // edits applied to DefaultConfig
 		wantErr string               // substring; "" means success
 		errIs   error
-		state   string // initial_cluster_state chosen: "" means existing, "-" none (join)
+		state   string // initial_cluster_state chosen: "" means new with a bootstrap list, else existing; "-" none (join)
 	}{
 		{
 			name:  "no flags is the default single node",
@@ -334,10 +334,12 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("loadConfig: %v", err)
 			}
 			want := validated(t, tc.want)
-			switch tc.state {
-			case "":
+			switch {
+			case tc.state == "" && len(want.Bootstrap) > 0:
+				want.InitialClusterState = "new" // a bootstrap list says so
+			case tc.state == "":
 				want.InitialClusterState = "existing"
-			case "-":
+			case tc.state == "-":
 			default:
 				want.InitialClusterState = tc.state
 			}
@@ -465,9 +467,9 @@ max_held = 0
 	}
 }
 
-// TestInitialClusterStateDefault: only ticketd without cluster settings
-// bootstraps on its own; a server configured for a cluster waits to be added
-// unless told "new".
+// TestInitialClusterStateDefault: only ticketd with a bootstrap list or
+// without cluster settings bootstraps on its own; a server configured for a
+// cluster without a bootstrap list waits to be added unless told "new".
 func TestInitialClusterStateDefault(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -480,6 +482,9 @@ func TestInitialClusterStateDefault(t *testing.T) {
 		{[]string{"--config", writeFile(t, "node_id = \"n3\"\n")}, "existing"},
 		{[]string{"--config", writeFile(t, "initial_cluster_state = \"new\"\n")}, "new"},
 		{[]string{"--node-id", "n3", "--initial-cluster-state", "new"}, "new"},
+		{[]string{"--node-id", "n3", "--bootstrap", "n3=127.0.0.1:1"}, "new"},
+		{[]string{"--config", writeFile(t, "node_id = \"n1\"\nbootstrap = [{id = \"n1\", raft_addr = \"127.0.0.1:1\"}]\n")}, "new"},
+		{[]string{"--config", writeFile(t, "node_id = \"n1\"\nbootstrap = [{id = \"n1\", raft_addr = \"127.0.0.1:1\"}]\n"), "--initial-cluster-state", "existing"}, "existing"},
 		{[]string{"--restore", "b.snap", "--restore-min-token", "77"}, "new"},
 	} {
 		c, err := loadConfig(tc.args, io.Discard)
