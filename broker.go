@@ -40,6 +40,7 @@ type Broker struct {
 	acquires int                    // Acquire calls running: Close's drain waits for them
 
 	connWaiters atomic.Int32 // tests: calls waiting for a connection
+	drainWaits  atomic.Int32 // tests: Close's drain waiting for something to finish
 
 	rel *releaser
 }
@@ -554,12 +555,15 @@ func (b *Broker) drain() {
 		if !busy && !open && !acquiring {
 			return
 		}
+		b.drainWaits.Add(1)
 		select {
 		case <-idle:
 		case <-settled:
 		case <-changed:
 		case <-deadline.C:
+			b.drainWaits.Add(-1)
 			return
 		}
+		b.drainWaits.Add(-1)
 	}
 }
