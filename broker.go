@@ -420,6 +420,22 @@ func (b *Broker) getConn(ctx context.Context, draining bool) (*conn, error) {
 	}
 }
 
+// awaitChange waits for the broker's next state change (a connection
+// attempt's outcome, a new session); false when ctx ended first.
+func (b *Broker) awaitChange(ctx context.Context) bool {
+	b.mu.Lock()
+	ch := b.changed
+	b.mu.Unlock()
+	b.connWaiters.Add(1)
+	defer b.connWaiters.Add(-1)
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // waitError is a context that ended while no connection was available.
 type waitError struct {
 	ctx  error
