@@ -34,6 +34,11 @@ func TestTicketContextEndsAtTheConservativeDeadline(t *testing.T) {
 	}
 	work, cancel := tk.Context(ctx)
 	defer cancel()
+	// Not later than the conservative deadline: the lease may end at the
+	// server soon after it (waiting for Done alone would not tell).
+	if dl, ok := work.Deadline(); !ok || !dl.Equal(tk.Deadline()) {
+		t.Errorf("the ticket's context has deadline %v (set %v), want the ticket's deadline %v", dl, ok, tk.Deadline())
+	}
 	select {
 	case <-work.Done():
 	case <-time.After(patience):

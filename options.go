@@ -31,6 +31,7 @@ type config struct {
 	clientPing   time.Duration       // our ping interval when the server sends none
 	dialStagger  time.Duration       // before dialing the next address while one attempt is still running
 	onBackoff    func(time.Duration) // tests: called when the broker backs off
+	onLateAnswer func()              // tests: called when the reader has taken an abandoned call's answer off the table
 }
 
 // Defaults.

@@ -44,6 +44,13 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
+			var we *waitError
+			if err != ErrClosed && !errors.As(err, &we) && b.awaitChange(ctx) {
+				// Every listed server refuses the reconnect for now (a
+				// connection limit, a server stopping mid-hello): one more
+				// failed reconnect, within the release's own bound.
+				continue
+			}
 			if sent > 0 {
 				return unknown(err)
 			}
