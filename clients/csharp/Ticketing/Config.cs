@@ -23,6 +23,7 @@ namespace Ticketing
         internal TimeSpan BackoffMax = TimeSpan.FromSeconds(1);
         internal TimeSpan OwnPingInterval = TimeSpan.FromSeconds(5);
         internal TimeSpan MinAnswerGrace = TimeSpan.FromSeconds(10);
+        internal TimeSpan AnswerGraceOverride; // tests only; zero = none
     }
 
     /// <summary>
@@ -70,7 +71,7 @@ namespace Ticketing
         internal TicketBrokerBuilder DrainForTests(TimeSpan d) { cfg.DrainTimeout = d; return this; }
         internal TicketBrokerBuilder WorkersForTests(int n) { cfg.ReleaseWorkers = n; return this; }
         internal TicketBrokerBuilder OwnPingForTests(TimeSpan d) { cfg.OwnPingInterval = d; return this; }
-        internal TicketBrokerBuilder AnswerGraceForTests(TimeSpan d) { cfg.MinAnswerGrace = d; return this; }
+        internal TicketBrokerBuilder AnswerGraceForTests(TimeSpan d) { cfg.AnswerGraceOverride = d; return this; }
         internal TicketBrokerBuilder BackoffForTests(TimeSpan b, TimeSpan max) { cfg.BackoffBase = b; cfg.BackoffMax = max; return this; }
 
         /// <summary>

@@ -131,8 +131,10 @@ namespace Ticketing
             }
         }
 
+        /// <summary>How long past the wait an acquire waits for its final answer before giving up on it as indeterminate.</summary>
         TimeSpan AnswerGrace(Connection c)
         {
+            if (Cfg.AnswerGraceOverride > TimeSpan.Zero) return Cfg.AnswerGraceOverride;
             return c.Silence > Cfg.MinAnswerGrace ? c.Silence : Cfg.MinAnswerGrace;
         }
 

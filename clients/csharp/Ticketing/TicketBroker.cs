@@ -50,6 +50,7 @@ namespace Ticketing
         readonly TaskCompletionSource<bool> closedDone = NewSignal();
         readonly Random jitter = new Random();
         internal int Dials; // tests: connection attempts made
+        internal Connection CurrentForTests { get { lock (mu) return cur; } }
 
         internal TicketBroker(Config cfg)
         {
