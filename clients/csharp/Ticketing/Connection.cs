@@ -277,7 +277,7 @@ namespace Ticketing
                         s.Dispose();
                         var se = new ServerErrorException(addr, (ErrorCode)first.Code, Encoding.UTF8.GetString(first.Text));
                         if (se.Code == ErrorCode.Unauthenticated)
-                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se), null, true);
+                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se) { Addr = addr, ServerCode = se.Code }, null, true);
                         bool rej = se.Code == ErrorCode.UnsupportedVersion || se.Code == ErrorCode.InvalidArgument;
                         throw new HelloException(se, null, rej);
                     }

@@ -266,7 +266,7 @@ namespace Ticketing
                 return new OperationCanceledException(Op(op, key) + notSent + nc.Message + "; cancelled", nc.Last, ct);
             }
             string msg = Op(op, key) + notSent + "the server refused the connection (" + e.Message + "); the broker keeps retrying in the background";
-            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Addr = ((TicketingException)e).Addr };
+            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Addr = ((TicketingException)e).Addr, ServerCode = ((TicketingException)e).ServerCode };
             var ce = e as CapacityException;
             if (ce != null) return new CapacityException(msg, ce.Reason) { Addr = ce.Addr };
             var te = e as TicketingException;
