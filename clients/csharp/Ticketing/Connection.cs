@@ -185,7 +185,7 @@ namespace Ticketing
             {
                 try
                 {
-                    return await Task.Run(() => Handshake(addr, host, tcp, cfg, flags, hooks)).ConfigureAwait(false);
+                    return await Task.Run(() => Handshake(addr, host, port, tcp, cfg, flags, hooks)).ConfigureAwait(false);
                 }
                 catch (Exception)
                 {
@@ -198,7 +198,7 @@ namespace Ticketing
 
         static void Observe(Task t) { t.ContinueWith(x => { var _ = x.Exception; }, TaskContinuationOptions.OnlyOnFaulted); }
 
-        static Connection Handshake(string addr, string host, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks)
+        static Connection Handshake(string addr, string host, int port, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks)
         {
             int ms = (int)Math.Max(1, cfg.DialTimeout.TotalMilliseconds);
             tcp.ReceiveTimeout = ms;
@@ -259,7 +259,13 @@ namespace Ticketing
                     throw new HelloException(new UnauthenticatedException("the server " + addr + " closed the TLS session after asking for a client certificate: it refused " +
                         (cfg.Tls.Client != null ? "the client certificate" : "the connection without one (configure TlsMode.WithClientCert)"), e), null, true);
                 if (cfg.Tls == null && rec.Total == 0)
-                    throw new HelloException(new TicketingException("the server " + addr + " closed the connection without answering the hello (" + e.Message + "); if it requires TLS, configure TlsMode", e), null, false);
+                {
+                    // A TLS server closes a plain connection without a word:
+                    // check with a TLS handshake on a second connection.
+                    if (AnswersTls(host, port, cfg.DialTimeout))
+                        throw new HelloException(new TicketingException("the server " + addr + " requires TLS (it closed the plain connection and answers a TLS handshake); this broker is configured without TLS (TlsMode.Off)", e), null, true);
+                    throw new HelloException(new TicketingException("the server " + addr + " closed the connection without answering the hello (" + e.Message + ")", e), null, false);
+                }
                 throw new HelloException(new TicketingException("no answer to the hello from " + addr + ": " + e.Message, e), null, false);
             }
             switch (first.Type)
@@ -306,6 +312,34 @@ namespace Ticketing
             tcp.SendTimeout = (int)Math.Min(int.MaxValue, Math.Max(c.Silence.TotalMilliseconds, 10000));
             c.StartThreads();
             return c;
+        }
+
+        /// <summary>Whether host:port completes a TLS handshake (any certificate accepted: this only tells TLS from plain).</summary>
+        static bool AnswersTls(string host, int port, TimeSpan timeout)
+        {
+            try
+            {
+                using (var t = new TcpClient())
+                {
+                    var connect = t.ConnectAsync(host, port);
+                    if (!connect.Wait(timeout)) return false;
+                    t.ReceiveTimeout = (int)timeout.TotalMilliseconds;
+                    t.SendTimeout = (int)timeout.TotalMilliseconds;
+                    using (var ssl = new SslStream(t.GetStream(), false, (a, b, c, d) => true))
+                    {
+#if NET5_0_OR_GREATER
+                        ssl.AuthenticateAsClient(host, null, SslProtocols.None, false);
+#else
+                        ssl.AuthenticateAsClient(host, null, SslProtocols.Tls12, false);
+#endif
+                        return true;
+                    }
+                }
+            }
+            catch (Exception)
+            {
+                return false;
+            }
         }
 
         static HelloException TlsFailure(string addr, Exception e, string why, bool certRequested, TlsSettings tls, RecordingStream rec)
