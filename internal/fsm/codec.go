@@ -60,6 +60,9 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		case OpTakeover:
 			dst = appendStr(dst, op.NodeID)
 			dst = appendStr(dst, op.Addr)
+		case OpReleaseOwner:
+			dst = appendStr(dst, op.Key)
+			dst = append(dst, op.Owner[:]...)
 		}
 	}
 	return appendCRC(dst, start)
@@ -184,6 +187,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 		case OpTakeover:
 			op.NodeID = d.str("node id")
 			op.Addr = d.str("address")
+		case OpReleaseOwner:
+			op.Key = d.str("key")
+			d.owner(&op.Owner)
 		default:
 			if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)

@@ -50,7 +50,9 @@ type Limits struct {
 	MaxHeld            int `toml:"max_held"`               // held tickets on the server
 	MaxWaitersPerKey   int `toml:"max_waiters_per_key"`    // queued acquires for one key
 	MaxWaiters         int `toml:"max_waiters"`            // queued acquires on the server
-	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"` // requests without a final answer, per connection
+	// MaxInFlightPerConn bounds, per connection, the acquires without a final
+	// answer and, separately, the other requests (L, U, D, J) without one.
+	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"`
 	MaxConnections     int `toml:"max_connections"`        // open client connections
 }
 

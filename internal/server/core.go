@@ -41,6 +41,7 @@ type request struct {
 type reply struct {
 	c          *conn
 	id         uint32
+	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
 	queuedSent bool
 }
@@ -58,7 +59,11 @@ type waiter struct {
 	elem     *list.Element // position in its key's queue, nil when not queued
 	timer    *timer        // its wait deadline, nil for wait = 0
 	attempt  bool          // an OpAcquire for it is in a proposed batch
-	done     bool
+	// withdrawn: a release by its owner (U) came while its attempt was
+	// being committed. The OpReleaseOwner follows the attempt in the log and
+	// ends the grant if it is made, so its requests are answered X, never G.
+	withdrawn bool
+	done      bool
 }
 
 func (w *waiter) live() int {
@@ -361,6 +366,8 @@ func (c *core) handle(r request) {
 		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
+	case wire.TypeReleaseOwner:
+		c.releaseOwner(r)
 	case wire.TypeCancel:
 		c.cancel(r)
 	case wire.TypeDescribe:
@@ -371,7 +378,7 @@ func (c *core) handle(r request) {
 func (c *core) acquire(r request) {
 	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id})
+		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
 		c.track(r.c, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
@@ -382,8 +389,9 @@ func (c *core) acquire(r request) {
 	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
 	h, held := c.holdOf(r.key)
 	if held && h.Owner == fsm.Owner(r.owner) {
-		// This owner already holds the key: the same grant, no queue entry.
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
+		// This owner already holds the key: the same grant, no queue entry,
+		// and only the lease the leader will still enforce.
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
 		return
 	}
 	if busy || held {
@@ -456,7 +464,7 @@ func (c *core) reject(r request, reason uint8) {
 
 func (c *core) newWaiter(r request) *waiter {
 	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), leaseMs: uint32(r.lease) * 1000, wait: r.wait,
-		arrived: r.at, replies: []reply{{c: r.c, id: r.id}}}
+		arrived: r.at, replies: []reply{{c: r.c, id: r.id, at: r.at}}}
 	if r.wait > 0 {
 		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
 		w.timer = &timer{at: w.deadline, w: w}
@@ -548,6 +556,26 @@ func (c *core) cancel(r request) {
 	}
 }
 
+// releaseOwner ends whatever r.owner has of r.key: a waiter of that owner
+// still queued here is withdrawn (its acquires are answered X), and the hold,
+// if that owner has it, is released through Raft like a release by token. A
+// client uses it after an indeterminate acquire: it knows the owner it sent,
+// not the token.
+func (c *core) releaseOwner(r request) {
+	owner := fsm.Owner(r.owner)
+	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done {
+		if w.attempt {
+			w.withdrawn = true // answered when the attempt is applied
+		} else {
+			c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+			c.retire(w)
+		}
+	}
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+	c.handoff(r.key)
+}
+
 // retire removes a waiter that will get no grant: from its queue, the owner
 // index and the counts.
 func (c *core) retire(w *waiter) {
@@ -599,6 +627,44 @@ func (c *core) dropConn(cn *conn) {
 func (c *core) answer(w *waiter, f wire.Frame) {
 	for _, r := range w.replies {
 		f.ID = r.id
+		r.c.finish(r.id, &f)
+		if r.c.waiters != nil {
+			delete(r.c.waiters, w)
+		}
+	}
+	w.replies = nil
+}
+
+// leaseLeft is what remains, at, of the lease of key's hold h as this leader
+// will enforce it (its expiry timer), in whole ms and never more than the
+// hold's lease: a G for an existing hold must not promise more. It is 0 when
+// the expiry is already being committed.
+func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
+	t := c.leases[key]
+	if t == nil || t.token != h.Token {
+		return 0
+	}
+	left := t.at.Sub(at)
+	if left <= 0 {
+		return 0
+	}
+	return min(uint32(left/time.Millisecond), h.LeaseMs)
+}
+
+// answerGranted answers every request of w with G for hold h. Each G is
+// measured from its own request's receipt (protocol.md, "What G reports"):
+// for a new grant queued_ms runs to now, when the leader's expiry timer
+// started, and lease_ms is the full lease from then; for an existing hold
+// queued_ms is 0 and lease_ms is what remains of it at the receipt.
+func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, now time.Time) {
+	for _, r := range w.replies {
+		f := wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs}
+		switch {
+		case existing:
+			f.LeaseMs = c.leaseLeft(w.key, h, r.at)
+		case w.wait > 0:
+			f.QueuedMs = uint32(max(now.Sub(r.at), 0) / time.Millisecond)
+		}
 		r.c.finish(r.id, &f)
 		if r.c.waiters != nil {
 			delete(r.c.waiters, w)
@@ -680,22 +746,32 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	if q != nil && q.attempting == w {
 		q.attempting = nil
 	}
+	if w.withdrawn {
+		// Its owner released it while the attempt was committing: the
+		// OpReleaseOwner after it in the log ends a grant made here.
+		if res.Status == fsm.Granted {
+			c.s.metrics.grants.Inc()
+			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+		}
+		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+		c.retire(w)
+		if q != nil {
+			c.maybeDropQueue(w.key, q)
+		}
+		return
+	}
 	switch res.Status {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
 			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
 		}
-		queued := uint32(0)
 		if w.wait > 0 {
-			// Up to the moment the lease timer starts, so that a client
-			// adding this to its send time never passes the server's deadline.
-			queued = uint32(now.Sub(w.arrived) / time.Millisecond)
-			c.s.metrics.queueWait.Observe(float64(queued) / 1000)
+			c.s.metrics.queueWait.Observe(now.Sub(w.arrived).Seconds())
 		}
 		orphan := len(w.replies) == 0
 		c.s.metrics.acquireSeconds.Observe(time.Since(w.arrived).Seconds())
-		c.answer(w, wire.Frame{Type: wire.TypeGranted, Token: res.Hold.Token, LeaseMs: res.Hold.LeaseMs, QueuedMs: queued})
+		c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
 		c.retire(w)
 		if orphan && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone),
