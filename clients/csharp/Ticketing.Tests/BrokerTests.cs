@@ -115,7 +115,7 @@ namespace Ticketing.Tests
                 c.Send(new Frame { Type = FrameType.Ping, Nonce = 0x0123456789abcdefUL });
                 var f = c.Recv();
                 if (f.Type == FrameType.Pong && f.Nonce == 0x0123456789abcdefUL) pong.Set();
-                c.ClosedByClient(600000);
+                c.ClosedByClient(120000);
             }))
             using (var b = U.Ready(U.Connect(srv.Addr)))
             {
@@ -136,18 +136,53 @@ namespace Ticketing.Tests
                 foreach (var a in held) c.Send(table.Answer(a));
                 for (;;)
                 {
-                    var f = c.Next(600000);
+                    var f = c.Next(120000);
                     c.Send(table.Answer(f));
                 }
             }))
             using (var b = U.Ready(U.Connect(srv.Addr)))
             {
                 var tasks = Enumerable.Range(0, 5).Select(i => b.AcquireAsync("k" + i, S, S, TimeSpan.Zero)).ToArray();
-                U.WaitUntil("three callers wait for a slot", () => b.CurrentForTests.SlotWaiters == 3);
+                U.WaitUntil("three callers wait for a slot and two acquires reached the server",
+                    () => b.CurrentForTests.SlotWaiters == 3 && srv.Count(FrameType.Acquire) >= 2);
                 Assert.AreEqual(2, srv.Count(FrameType.Acquire), "more requests in flight than the server allows");
                 release.Set();
                 U.Wait(Task.WhenAll(tasks));
                 Assert.AreEqual(5, srv.Count(FrameType.Acquire));
+            }
+        }
+
+        [Test]
+        public void InFlightClassesAreSeparate()
+        {
+            // Y count 1: one acquire and, separately, one other request may be in flight.
+            var answer = new ManualResetEventSlim();
+            var table = new LockTable();
+            using (var srv = new FakeServer(c =>
+            {
+                c.Hello(); c.Ready(5000, 1);
+                var a = c.Expect(FrameType.Acquire);
+                for (;;)
+                {
+                    var f = c.Next(120000);
+                    if (f.Type == FrameType.Acquire) { c.Send(table.Answer(f)); continue; }
+                    c.Send(table.Answer(f));
+                    if (f.Type == FrameType.Release) { answer.Wait(U.Patience); c.Send(new Frame { Type = FrameType.NotAcquired, Id = a.Id }); }
+                }
+            }))
+            using (var b = U.Ready(U.Connect(srv.Addr)))
+            {
+                var first = b.AcquireAsync("held-back", S, S, TimeSpan.Zero);
+                U.WaitUntil("the server has the first acquire", () => srv.Count(FrameType.Acquire) == 1);
+                // The acquire pool is full; describe and release still go out.
+                var second = b.AcquireAsync("second", S, S, TimeSpan.Zero);
+                U.WaitUntil("the second acquire waits for an acquire slot", () => b.CurrentForTests.SlotWaiters == 1);
+                Assert.IsFalse(U.Get(b.DescribeAsync("x")).Held);
+                U.Throws<NotHeldException>(() => b.ReleaseTokenAsync("x", 5));
+                Assert.AreEqual(1, srv.Count(FrameType.Acquire));
+                answer.Set();
+                U.Ended<NotAcquiredException>(first);
+                U.Wait(U.Get(second).ReleaseAsync());
             }
         }
 
@@ -190,7 +225,7 @@ namespace Ticketing.Tests
                 c.Hello(); c.Ready();
                 c.Expect(FrameType.Acquire);
                 got.Set();
-                c.ClosedByClient(600000);
+                c.ClosedByClient(120000);
             }))
             {
                 var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).DrainForTests(U.Ms(200)).Connect());

@@ -110,6 +110,7 @@ namespace Ticketing.Tests
     internal sealed class LockTable
     {
         public readonly Dictionary<string, ulong> Held = new Dictionary<string, ulong>();
+        public readonly Dictionary<string, string> Owners = new Dictionary<string, string>(); // key -> owner hex
         public ulong Last;
         public uint LeaseMs = 30000;
 
@@ -123,12 +124,22 @@ namespace Ticketing.Tests
                     case FrameType.Acquire:
                         if (Held.ContainsKey(key)) return new Frame { Type = FrameType.NotAcquired, Id = f.Id };
                         Held[key] = ++Last;
+                        Owners[key] = VectorTests.ToHex(f.Owner);
                         return new Frame { Type = FrameType.Granted, Id = f.Id, Token = Last, LeaseMs = (uint)f.Lease * 1000 };
                     case FrameType.Release:
                         ulong t;
                         if (Held.TryGetValue(key, out t) && t == f.Token)
                         {
                             Held.Remove(key);
+                            return new Frame { Type = FrameType.Released, Id = f.Id };
+                        }
+                        return new Frame { Type = FrameType.NotHeld, Id = f.Id };
+                    case FrameType.ReleaseOwner:
+                        string o;
+                        if (Owners.TryGetValue(key, out o) && o == VectorTests.ToHex(f.Owner))
+                        {
+                            Held.Remove(key);
+                            Owners.Remove(key);
                             return new Frame { Type = FrameType.Released, Id = f.Id };
                         }
                         return new Frame { Type = FrameType.NotHeld, Id = f.Id };
@@ -230,7 +241,7 @@ namespace Ticketing.Tests
         {
             for (;;)
             {
-                var f = Next(600000);
+                var f = Next(120000);
                 var a = table.Answer(f);
                 if (a != null) Send(a);
             }
@@ -238,6 +249,7 @@ namespace Ticketing.Tests
 
         public void Close()
         {
+            try { tcp.Client.Shutdown(SocketShutdown.Both); } catch (Exception) { }
             try { tcp.Close(); } catch (Exception) { }
         }
     }

@@ -182,7 +182,15 @@ namespace Ticketing.Tests
                     int next = c.LeaderIndex();
                     Assert.AreNotEqual(leader, next, "the killed server still leads");
                     long atKill = Interlocked.Read(ref grants);
-                    U.WaitUntil("calls succeed against the new leader", () => Interlocked.Read(ref grants) >= atKill + 30);
+                    var sw = Stopwatch.StartNew();
+                    while (Interlocked.Read(ref grants) < atKill + 30)
+                    {
+                        if (sw.ElapsedMilliseconds > U.Patience)
+                            lock (outcomes)
+                                Assert.Fail("calls did not succeed against the new leader n" + (next + 1) + " (grants " + grants + ", at the kill " + atKill + "); outcomes " +
+                                    string.Join(", ", outcomes.Select(kv => kv.Key + "=" + kv.Value)) + "\n" + c.Logs());
+                        Thread.Sleep(5);
+                    }
                 }
                 finally
                 {

@@ -75,12 +75,22 @@ namespace Ticketing.Tests
         public void Rule2_IndeterminateOnDrop()
         {
             var table = new LockTable();
-            using (var srv = new FakeServer(c => { c.Hello(); c.Ready(); c.Expect(FrameType.Acquire); c.Close(); }, FakeServer.Normal(table)))
-            using (var b = U.Ready(U.Connect(srv.Addr)))
+            var owners = new U.Observed();
+            // The server grants (in its table) but the connection drops before the G goes out.
+            using (var srv = new FakeServer(c => { c.Hello(); c.Ready(); table.Answer(c.Expect(FrameType.Acquire)); c.Close(); }, FakeServer.Normal(table)))
+            using (var b = U.Ready(U.Builder(srv.Addr).OwnerObserverForTests((k, o, e) => owners.Report(k + "/" + VectorTests.ToHex(o), 0, e)).Connect()))
             {
                 var e = U.Throws<IndeterminateException>(() => b.AcquireAsync("k", S, S, TimeSpan.Zero));
                 StringAssert.Contains("do not enter the critical section", e.Message);
                 Assert.IsFalse(e.BrokerClosed);
+                Assert.AreEqual("k", e.Key);
+                var a = srv.Received.First(f => f.Type == FrameType.Acquire);
+                Assert.AreEqual(VectorTests.ToHex(a.Owner), VectorTests.ToHex(e.Owner));
+                // Once reconnected, the client ends the orphaned grant by its owner (U).
+                U.WaitUntil("the orphaned grant is released by owner", () => owners.Has("k/" + VectorTests.ToHex(a.Owner) + "/0/ok"));
+                var u = srv.Received.Single(f => f.Type == FrameType.ReleaseOwner);
+                Assert.AreEqual("k", Str(u.Key));
+                Assert.IsFalse(U.Get(b.DescribeAsync("k")).Held);
                 // The broker reconnects; the lost acquire is not re-sent: the next request is this describe.
                 U.Get(b.DescribeAsync("other"));
                 Assert.AreEqual(1, srv.Count(FrameType.Acquire), "the acquire was re-sent");
@@ -138,7 +148,7 @@ namespace Ticketing.Tests
                 c.Send(new Frame { Type = FrameType.Granted, Id = a.Id, Token = 5, LeaseMs = 1000 });
                 var l = c.Expect(FrameType.Release);
                 c.Send(new Frame { Type = l.Token == 5 ? FrameType.Released : FrameType.NotHeld, Id = l.Id });
-                c.ClosedByClient(600000);
+                c.ClosedByClient(120000);
             }))
             using (var b = U.Ready(U.Builder(srv.Addr).AnswerGraceForTests(U.Ms(200)).ReleaseObserver(obs.Report).Connect()))
             {
@@ -231,7 +241,7 @@ namespace Ticketing.Tests
                 c.Send(new Frame { Type = FrameType.NotAcquired, Id = a.Id });
                 for (;;)
                 {
-                    var f = c.Next(600000);
+                    var f = c.Next(120000);
                     lock (order) order.Add(Str(f.Key));
                     var ans = table.Answer(f);
                     if (ans != null) c.Send(ans);
@@ -412,7 +422,7 @@ namespace Ticketing.Tests
         [Test]
         public void Rule6_ReleaseWithoutAnswerIsAnError()
         {
-            using (var srv = new FakeServer(c => { c.Hello(); c.Ready(60000); c.Expect(FrameType.Release); c.ClosedByClient(600000); }))
+            using (var srv = new FakeServer(c => { c.Hello(); c.Ready(60000); c.Expect(FrameType.Release); c.ClosedByClient(120000); }))
             using (var b = U.Ready(U.Builder(srv.Addr).ReleaseBoundForTests(U.Ms(300)).Connect()))
             {
                 var e = U.Throws<IndeterminateException>(() => b.ReleaseTokenAsync("k", 7));
@@ -454,7 +464,7 @@ namespace Ticketing.Tests
                 got.Set();
                 grant.Wait(U.Patience);
                 c.Send(new Frame { Type = FrameType.Granted, Id = a.Id, Token = 3, LeaseMs = 10000 });
-                c.ClosedByClient(600000);
+                c.ClosedByClient(120000);
             }))
             using (var b = U.Ready(U.Connect(srv.Addr)))
             {
@@ -481,7 +491,7 @@ namespace Ticketing.Tests
                 c.Send(new Frame { Type = FrameType.Granted, Id = a.Id, Token = 9, LeaseMs = 1000 });
                 var l = c.Expect(FrameType.Release);
                 c.Send(new Frame { Type = l.Token == 9 ? FrameType.Released : FrameType.NotHeld, Id = l.Id });
-                c.ClosedByClient(600000);
+                c.ClosedByClient(120000);
             }))
             using (var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).Connect()))
             {
@@ -542,7 +552,7 @@ namespace Ticketing.Tests
                 c.Hello(); c.Ready();
                 for (;;)
                 {
-                    var f = c.Next(600000);
+                    var f = c.Next(120000);
                     if (f.Type == FrameType.Release) answer.Wait(U.Patience);
                     c.Send(table.Answer(f));
                 }

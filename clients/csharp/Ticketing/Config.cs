@@ -18,6 +18,7 @@ namespace Ticketing
         internal int ReleaseWorkers = TicketBroker.ReleaseWorkers;
         internal TimeSpan ReleaseBound = TicketBroker.ReleaseBound;
         internal Action<string, ulong, Exception> Observer;
+        internal Action<string, byte[], Exception> OwnerObserver; // tests: outcomes of releases by owner
         internal TimeSpan DrainTimeout = TimeSpan.FromSeconds(1);
         internal TimeSpan BackoffBase = TimeSpan.FromMilliseconds(25);
         internal TimeSpan BackoffMax = TimeSpan.FromSeconds(1);
@@ -72,6 +73,7 @@ namespace Ticketing
         internal TicketBrokerBuilder WorkersForTests(int n) { cfg.ReleaseWorkers = n; return this; }
         internal TicketBrokerBuilder OwnPingForTests(TimeSpan d) { cfg.OwnPingInterval = d; return this; }
         internal TicketBrokerBuilder AnswerGraceForTests(TimeSpan d) { cfg.AnswerGraceOverride = d; return this; }
+        internal TicketBrokerBuilder OwnerObserverForTests(Action<string, byte[], Exception> o) { cfg.OwnerObserver = o; return this; }
         internal TicketBrokerBuilder BackoffForTests(TimeSpan b, TimeSpan max) { cfg.BackoffBase = b; cfg.BackoffMax = max; return this; }
 
         /// <summary>

@@ -68,6 +68,7 @@ namespace Ticketing
         internal byte[] Owner;
         internal string Key;
         internal long Sent; // Stopwatch ticks just before its bytes were handed to the writer
+        internal long Span; // acquire: Stopwatch ticks of wait + 2 × lease, the longest a grant of it can matter
         internal bool Abandoned; // the caller left; a late G is released (acquire)
         internal bool Queued;    // a Q was seen
         internal readonly TaskCompletionSource<Answer> Res =
@@ -80,6 +81,13 @@ namespace Ticketing
     {
         /// <summary>A G answered an acquire whose caller left: release that exact token.</summary>
         void LateGrant(string key, ulong token);
+
+        /// <summary>
+        /// The connection of an acquire ended before its final answer: ask the
+        /// leader, on a later connection, to end whatever owner holds or waits
+        /// for on key (U), until the Stopwatch time until.
+        /// </summary>
+        void Orphaned(string key, byte[] owner, long until);
     }
 
     /// <summary>A failed handshake; Rejected marks refusals that will not go away by themselves.</summary>
@@ -114,7 +122,12 @@ namespace Ticketing
         readonly TcpClient tcp;
         readonly Stream stream;
         readonly IConnHooks hooks;
-        readonly SemaphoreSlim sem; // in-flight slots, null = no limit
+        // In-flight slots, null = no limit. Acquires and the other requests
+        // (L, U, D) count against separate pools of the Y count each, as the
+        // server counts them, so waiting acquires never take the slots a
+        // release needs.
+        readonly SemaphoreSlim semAcquire;
+        readonly SemaphoreSlim semOther;
         internal readonly CancellationTokenSource DeadCts = new CancellationTokenSource();
         internal readonly TaskCompletionSource<bool> Done = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
 
@@ -134,7 +147,11 @@ namespace Ticketing
         Connection(string addr, TcpClient tcp, Stream stream, IConnHooks hooks, uint maxIn)
         {
             Addr = addr; this.tcp = tcp; this.stream = stream; this.hooks = hooks; MaxIn = maxIn;
-            if (maxIn > 0) sem = new SemaphoreSlim((int)Math.Min(maxIn, 1u << 24));
+            if (maxIn > 0)
+            {
+                semAcquire = new SemaphoreSlim((int)Math.Min(maxIn, 1u << 24));
+                semOther = new SemaphoreSlim((int)Math.Min(maxIn, 1u << 24));
+            }
         }
 
         // ---------------- dialing ----------------
@@ -430,6 +447,7 @@ namespace Ticketing
                     return ans == FrameType.Granted || ans == FrameType.NotAcquired || ans == FrameType.Queued ||
                         ans == FrameType.Cancelled || ans == FrameType.Capacity;
                 case FrameType.Release:
+                case FrameType.ReleaseOwner:
                     return ans == FrameType.Released || ans == FrameType.NotHeld || ans == FrameType.Capacity;
                 case FrameType.Describe:
                     return ans == FrameType.Info || ans == FrameType.Capacity;
@@ -488,6 +506,7 @@ namespace Ticketing
                     return null;
                 }
                 pending.Remove(f.Id);
+                var sem = Slots(cl.Type);
                 if (sem != null) sem.Release();
                 if (cl.Abandoned)
                 {
@@ -553,8 +572,17 @@ namespace Ticketing
                 wbuf.Reset();
                 Monitor.PulseAll(mu);
                 foreach (var cl in pend)
+                {
+                    // Before the caller hears of it: an IndeterminateException
+                    // then always has its release by owner under way.
+                    if (cl.Type == FrameType.Acquire && !f.Closed && hooks != null)
+                        hooks.Orphaned(cl.Key, cl.Owner, cl.Sent + cl.Span);
                     if (!cl.Abandoned) cl.Res.TrySetResult(new Answer { Fail = f });
+                }
             }
+            // Shutdown first: it wakes a reader blocked in a read on every
+            // runtime (a bare Close does not on all of them).
+            try { tcp.Client.Shutdown(SocketShutdown.Both); } catch (Exception) { }
             try { DeadCts.Cancel(); } catch (Exception) { }
             try { if (watchdog != null) watchdog.Dispose(); } catch (Exception) { }
             try { stream.Dispose(); } catch (Exception) { }
@@ -572,8 +600,15 @@ namespace Ticketing
         /// OperationCanceledException if ct ended first (nothing was sent).
         /// Once it returns Started the request may have been sent.
         /// </summary>
+        /// <summary>The in-flight pool a request of this type counts against (null: no limit).</summary>
+        SemaphoreSlim Slots(byte type)
+        {
+            return type == FrameType.Acquire ? semAcquire : semOther;
+        }
+
         internal async Task<StartResult> StartAsync(Call cl, Frame f, CancellationToken ct)
         {
+            var sem = Slots(cl.Type);
             if (sem != null && !sem.Wait(0))
             {
                 Interlocked.Increment(ref SlotWaiters);

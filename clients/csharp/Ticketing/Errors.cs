@@ -87,6 +87,17 @@ namespace Ticketing
     {
         /// <summary>True when the cause was the broker being closed.</summary>
         public bool BrokerClosed { get; internal set; }
+        /// <summary>The key of the request (for an acquire: of the acquire).</summary>
+        public string Key { get; internal set; }
+        /// <summary>
+        /// For an acquire: the 16 random owner bytes it sent (KeyDescription.Owner
+        /// shows them if it holds the key). When the acquire's connection ended
+        /// before its final answer, the broker itself asks the leader, once
+        /// reconnected, to end whatever this owner holds or waits for on the key
+        /// (release by owner, U), so an orphaned grant is freed within a
+        /// reconnect rather than at the end of its lease. Null otherwise.
+        /// </summary>
+        public byte[] Owner { get; internal set; }
         public IndeterminateException(string message, Exception inner) : base(message, inner) { }
     }
 

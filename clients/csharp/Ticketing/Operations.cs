@@ -117,7 +117,14 @@ namespace Ticketing
                 Connection c;
                 try { c = await GetConnAsync(ct, false).ConfigureAwait(false); }
                 catch (Exception e) { throw ConnectError("acquire", key, e, ct, false); }
-                var cl = new Call(FrameType.Acquire, key) { Owner = owner };
+                // Span: how long a grant of it can matter; a release by owner after a
+                // lost answer is pointless once the lease would have run out (leader
+                // changes restart leases, hence the second lease).
+                var cl = new Call(FrameType.Acquire, key)
+                {
+                    Owner = owner,
+                    Span = (long)((args.Wait + 2.0 * args.Lease) * Stopwatch.Frequency),
+                };
                 var f = new Frame { Type = FrameType.Acquire, Owner = owner, Wait = args.Wait, Lease = args.Lease, Key = kb };
                 StartResult r;
                 try { r = await c.StartAsync(cl, f, ct).ConfigureAwait(false); }
@@ -160,7 +167,8 @@ namespace Ticketing
             }
             if (a != null) return FinishAcquire(c, cl, a, args);
             throw new IndeterminateException(Op("acquire", cl.Key) + "outcome unknown, the server " + c.Addr +
-                " sent no final answer within the wait plus " + AnswerGrace(c).TotalSeconds + " s although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section", null) { Addr = c.Addr };
+                " sent no final answer within the wait plus " + AnswerGrace(c).TotalSeconds + " s although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section", null)
+            { Addr = c.Addr, Key = cl.Key, Owner = cl.Owner };
         }
 
         Ticket FinishAcquire(Connection c, Call cl, Answer a, AcquireArgs args)
@@ -168,9 +176,11 @@ namespace Ticketing
             string key = cl.Key;
             if (a.Fail != null)
             {
-                throw new IndeterminateException(Op("acquire", key) + "outcome unknown, " + a.Fail.What() +
-                    " after the request was sent; do not enter the critical section", a.Fail.Cause)
-                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code };
+                string msg = Op("acquire", key) + "outcome unknown, " + a.Fail.What() + " after the request was sent; do not enter the critical section";
+                if (!a.Fail.Closed)
+                    msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)";
+                throw new IndeterminateException(msg, a.Fail.Cause)
+                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, Owner = cl.Owner };
             }
             var f = a.F;
             switch (f.Type)
@@ -374,6 +384,73 @@ namespace Ticketing
                 var f = a.F;
                 return new KeyDescription(key, (f.Flags & 1) != 0, f.Token, f.Owner,
                     TimeSpan.FromMilliseconds(f.RemainingMs), TimeSpan.FromMilliseconds(f.LeaseMs), (int)f.Count);
+            }
+        }
+
+        /// <summary>
+        /// Ends whatever owner holds or waits for on key (U), retrying across
+        /// reconnects until the Stopwatch time until (or ct). Completes for R;
+        /// NotHeldException for N; CapacityException for B.
+        /// </summary>
+        internal async Task ReleaseOwnerAsync(string key, byte[] owner, long until, CancellationToken ct)
+        {
+            string op = "release by owner " + BitConverter.ToString(owner).Replace("-", "").ToLowerInvariant() + " of";
+            var left = SinceTicks(Stopwatch.GetTimestamp(), until);
+            using (var bound = CancellationTokenSource.CreateLinkedTokenSource(ct))
+            {
+                bound.CancelAfter(left > TimeSpan.Zero ? left : TimeSpan.Zero);
+                var bt = bound.Token;
+                var kb = Encoding.UTF8.GetBytes(key);
+                for (;;)
+                {
+                    Connection c;
+                    try { c = await GetConnAsync(bt, true).ConfigureAwait(false); }
+                    catch (Exception e)
+                    {
+                        if (e is ClosedException || e is NoConnectionYet) throw ConnectError(op, key, e, ct, true);
+                        // Refused for now (a persistent refusal): wait for a change.
+                        if (!await WaitChangeAsync(bt).ConfigureAwait(false)) throw ConnectError(op, key, e, ct, true);
+                        continue;
+                    }
+                    var cl = new Call(FrameType.ReleaseOwner, key);
+                    StartResult r;
+                    try { r = await c.StartAsync(cl, new Frame { Type = FrameType.ReleaseOwner, Owner = owner, Key = kb }, bt).ConfigureAwait(false); }
+                    catch (OperationCanceledException e)
+                    {
+                        throw new UnavailableException(Op(op, key) + "not sent: no free request slot in time", e);
+                    }
+                    if (r == StartResult.Gone) continue;
+                    var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    using (bt.Register(() => never.TrySetResult(true)))
+                    {
+                        await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                    }
+                    Answer a;
+                    if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
+                    else
+                    {
+                        a = c.Abandon(cl);
+                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, Owner = owner };
+                    }
+                    if (a.Fail != null)
+                    {
+                        if (a.Fail.Closed || bt.IsCancellationRequested)
+                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, Owner = owner, BrokerClosed = a.Fail.Closed };
+                        continue; // U is idempotent: again on the next connection
+                    }
+                    switch (a.F.Type)
+                    {
+                        case FrameType.Released:
+                            return;
+                        case FrameType.NotHeld:
+                            throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Addr = c.Addr };
+                        default:
+                            {
+                                var reason = (CapacityReason)a.F.Reason;
+                                throw new CapacityException(Op(op, key) + "rejected by a server capacity limit (" + reason + ")", reason) { Addr = c.Addr };
+                            }
+                    }
+                }
             }
         }
 

@@ -153,6 +153,10 @@ namespace Ticketing
         readonly CancellationTokenSource cts = new CancellationTokenSource();
         readonly Task[] workers;
         bool shut;
+        // Releases by owner wait for a reconnect, possibly for long; the
+        // broker's close does not wait for them but cancels them.
+        readonly CancellationTokenSource ownerCts = new CancellationTokenSource();
+        readonly List<Task> owners = new List<Task>();
 
         internal Releaser(TicketBroker b)
         {
@@ -180,6 +184,27 @@ namespace Ticketing
                 }
             }
             if (err != null) Report(j, err);
+        }
+
+        /// <summary>Starts a release by owner (U) of key for an acquire whose answer was lost.</summary>
+        internal void EnqueueOwner(string key, byte[] owner, long until)
+        {
+            lock (mu)
+            {
+                if (shut) return;
+                owners.RemoveAll(t => t.IsCompleted);
+                owners.Add(Task.Run(async () =>
+                {
+                    Exception err = null;
+                    try { await b.ReleaseOwnerAsync(key, owner, until, ownerCts.Token).ConfigureAwait(false); }
+                    catch (Exception e) { err = e; }
+                    var obs = b.Cfg.OwnerObserver;
+                    if (obs != null)
+                    {
+                        try { obs(key, owner, err); } catch (Exception) { }
+                    }
+                }));
+            }
         }
 
         async Task WorkAsync()
@@ -237,6 +262,10 @@ namespace Ticketing
             cts.CancelAfter(grace);
             await Task.WhenAll(workers).ConfigureAwait(false);
             cts.Cancel();
+            ownerCts.Cancel();
+            Task[] rest;
+            lock (mu) rest = owners.ToArray();
+            await Task.WhenAll(rest).ConfigureAwait(false);
         }
     }
 }

@@ -192,6 +192,22 @@ namespace Ticketing
 
         void IConnHooks.LateGrant(string key, ulong token) { LateGrant(key, token); }
 
+        /// <summary>An acquire's connection ended before its final answer: release by owner (U) on a later connection.</summary>
+        void IConnHooks.Orphaned(string key, byte[] owner, long until) { rel.EnqueueOwner(key, owner, until); }
+
+        /// <summary>Waits for the next change of the connection state; false when ct ended first.</summary>
+        internal async Task<bool> WaitChangeAsync(CancellationToken ct)
+        {
+            Task wake;
+            lock (mu) wake = changed.Task;
+            var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+            using (ct.Register(() => tcs.TrySetResult(true)))
+            {
+                await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
+            }
+            return !ct.IsCancellationRequested;
+        }
+
         /// <summary>A G arrived for an acquire whose caller left (or too late for its budget): release that exact token in the background.</summary>
         internal void LateGrant(string key, ulong token)
         {

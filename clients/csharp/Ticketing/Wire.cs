@@ -14,6 +14,7 @@ namespace Ticketing.Wire
         public const byte Acquire = (byte)'A';
         public const byte Cancel = (byte)'C';
         public const byte Release = (byte)'L';
+        public const byte ReleaseOwner = (byte)'U';
         public const byte Describe = (byte)'D';
         public const byte Admin = (byte)'J';
         public const byte Ready = (byte)'Y';
@@ -97,6 +98,7 @@ namespace Ticketing.Wire
                 case FrameType.Acquire: return 25;
                 case FrameType.Cancel: return 21;
                 case FrameType.Release: return 15;
+                case FrameType.ReleaseOwner: return 23;
                 case FrameType.Describe: return 7;
                 case FrameType.Admin: return 5;
                 case FrameType.Ready: return 14;
@@ -138,6 +140,7 @@ namespace Ticketing.Wire
                 case FrameType.Acquire: w.U32(f.Id); w.Owner(f.Owner); w.U8(f.Wait); w.U8(f.Lease); w.Str(f.Key); break;
                 case FrameType.Cancel: w.U32(f.Id); w.Owner(f.Owner); break;
                 case FrameType.Release: w.U32(f.Id); w.U64(f.Token); w.Str(f.Key); break;
+                case FrameType.ReleaseOwner: w.U32(f.Id); w.Owner(f.Owner); w.Str(f.Key); break;
                 case FrameType.Describe: w.U32(f.Id); w.Str(f.Key); break;
                 case FrameType.Admin: w.U32(f.Id); w.Bytes(f.Text); break;
                 case FrameType.Ready: w.U16(f.Version); w.U8(f.Flags); w.U32(f.IntervalMs); w.U32(f.Count); w.Str(f.Text); break;
@@ -204,6 +207,7 @@ namespace Ticketing.Wire
                 case FrameType.Acquire: f.Id = r.U32(); f.Owner = r.Owner(); f.Wait = r.U8(); f.Lease = r.U8(); f.Key = r.Str(); break;
                 case FrameType.Cancel: f.Id = r.U32(); f.Owner = r.Owner(); break;
                 case FrameType.Release: f.Id = r.U32(); f.Token = r.U64(); f.Key = r.Str(); break;
+                case FrameType.ReleaseOwner: f.Id = r.U32(); f.Owner = r.Owner(); f.Key = r.Str(); break;
                 case FrameType.Describe: f.Id = r.U32(); f.Key = r.Str(); break;
                 case FrameType.Admin: f.Id = r.U32(); f.Text = r.Rest(); break;
                 case FrameType.Ready: f.Version = r.U16(); f.Flags = r.U8(); f.IntervalMs = r.U32(); f.Count = r.U32(); f.Text = r.Str(); break;
@@ -242,6 +246,7 @@ namespace Ticketing.Wire
                     if (f.Lease < 1 || f.Lease > 250) return "lease " + f.Lease + " s is outside 1..250 s";
                     return CheckKey(f.Key);
                 case FrameType.Release:
+                case FrameType.ReleaseOwner:
                 case FrameType.Describe:
                     return CheckKey(f.Key);
             }
