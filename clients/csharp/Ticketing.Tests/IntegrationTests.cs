@@ -135,6 +135,32 @@ namespace Ticketing.Tests
         }
 
         /// <summary>
+        /// A grant whose answer is lost (the proxy swallows the G and cuts the
+        /// connection) is an IndeterminateException, and the broker, once
+        /// reconnected, ends it by its owner (U): the key is free long before
+        /// its 250 s lease would end.
+        /// </summary>
+        [Test]
+        public void OneNode_OrphanedGrantIsFreedByReleaseOwner()
+        {
+            var owners = new U.Observed();
+            using (var c = new Cluster(1))
+            using (var proxy = new FaultProxy(c.Addrs[0]))
+            using (var b = U.Ready(U.Builder(proxy.Addr).OwnerObserverForTests((k, o, e) => owners.Report(k + "/" + VectorTests.ToHex(o), 0, e)).Connect()))
+            {
+                proxy.SwallowNextGrant();
+                var e = U.Throws<IndeterminateException>(() => b.AcquireAsync("orphan", TimeSpan.Zero, TimeSpan.FromSeconds(250), TimeSpan.Zero));
+                Assert.Greater(proxy.SwallowedToken, 0UL, "the server did not grant");
+                U.WaitUntil("the orphaned grant is released by owner", () => owners.Events.Count > 0);
+                Assert.IsTrue(owners.Has("orphan/" + VectorTests.ToHex(e.Owner) + "/0/ok"), "release by owner: " + owners);
+                Assert.IsFalse(U.Get(b.DescribeAsync("orphan")).Held);
+                var t = U.Get(b.AcquireAsync("orphan", TimeSpan.Zero, S, TimeSpan.Zero));
+                Assert.Greater(t.Token, proxy.SwallowedToken);
+                U.Wait(t.ReleaseAsync());
+            }
+        }
+
+        /// <summary>
         /// Three nodes, the leader killed under load: every call ends as a
         /// grant, Indeterminate or a definite error (none hangs), calls succeed
         /// against the new leader, and tokens strictly increase per key.
