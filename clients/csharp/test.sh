@@ -57,9 +57,9 @@ compile -out:"$tmp/Ticketing.Tests.dll" -r:System.dll -r:System.Core.dll -r:"$tm
 echo "== running the C# tests (NUnit 2.6 under Mono)"
 export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" TICKETING_REPO="$repo"
 status=0
-(cd "$tmp" && timeout 900 nunit-console -nologo -domain:None -xml="$tmp/result.xml" Ticketing.Tests.dll) >"$tmp/nunit.log" 2>&1 || status=$?
 # -domain:None: no AppDomain unload at the end, which on Mono waits for
 # threads blocked in socket reads (a failed test can leave some behind).
+(cd "$tmp" && timeout 900 nunit-console -nologo -domain:None -xml="$tmp/result.xml" Ticketing.Tests.dll) >"$tmp/nunit.log" 2>&1 || status=$?
 # The latency lines and the failover tally, then failures in full.
 grep -oE '(csharp|go) (latency|failover).*' "$tmp/nunit.log" || true
 if [ ! -s "$tmp/result.xml" ]; then

@@ -289,11 +289,13 @@ namespace Ticketing.Tests
             var table = new LockTable();
             using (var srv = new FakeServer(c =>
             {
-                c.Hello(); c.Ready();
+                c.Hello(); c.Ready(60000); // no silence detection within the test's patience
                 var a = c.Expect(FrameType.Acquire);
                 c.Expect(FrameType.Describe);
                 Fatal[name](c, a);
-                c.ClosedByClient();
+                // The fake does not close the connection itself (a real server
+                // does after M and E): the client must end the session on its own.
+                c.ClosedByClient(120000);
             }, FakeServer.Normal(table)))
             using (var b = U.Ready(U.Connect(srv.Addr)))
             {
@@ -302,6 +304,8 @@ namespace Ticketing.Tests
                 var desc = b.DescribeAsync("k");
                 var e = U.Ended<IndeterminateException>(acq);
                 StringAssert.Contains("outcome unknown", e.Message);
+                // Ended by the frame itself, not by anything else.
+                StringAssert.Contains(name == "M" ? "stopped being the leader" : name.StartsWith("E") ? "ended the session with error" : "sent an invalid frame", e.Message);
                 U.Ended<UnavailableException>(desc);
                 if (name.StartsWith("E")) Assert.IsNotNull(e.ServerCode);
                 // The broker reconnects, and the acquire is not re-sent.
@@ -424,6 +428,21 @@ namespace Ticketing.Tests
         {
             using (var srv = new FakeServer(c => { c.Hello(); c.Ready(60000); c.Expect(FrameType.Release); c.ClosedByClient(120000); }))
             using (var b = U.Ready(U.Builder(srv.Addr).ReleaseBoundForTests(U.Ms(300)).Connect()))
+            {
+                var e = U.Throws<IndeterminateException>(() => b.ReleaseTokenAsync("k", 7));
+                StringAssert.Contains("outcome unknown", e.Message);
+            }
+        }
+
+        [Test]
+        public void Rule6_ReleaseSentThenNoConnectionIsIndeterminate()
+        {
+            // The release reaches the server, the connection drops, and no new
+            // session comes up within the bound: the outcome is unknown, not "unavailable".
+            using (var srv = new FakeServer(
+                c => { c.Hello(); c.Ready(); c.Expect(FrameType.Release); c.Close(); },
+                c => { c.Hello(); c.ClosedByClient(120000); }))
+            using (var b = U.Ready(U.Builder(srv.Addr).ReleaseBoundForTests(U.Ms(500)).Connect()))
             {
                 var e = U.Throws<IndeterminateException>(() => b.ReleaseTokenAsync("k", 7));
                 StringAssert.Contains("outcome unknown", e.Message);
