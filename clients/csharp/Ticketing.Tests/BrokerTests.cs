@@ -33,6 +33,19 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void TriesTheListedAddressesInTurn()
+        {
+            var table = new LockTable();
+            using (var srv = new FakeServer(FakeServer.Normal(table)))
+            using (var b = U.Ready(U.Connect("127.0.0.1:1," + srv.Addr)))
+            {
+                var t = U.Get(b.AcquireAsync("k", S, S, TimeSpan.Zero));
+                U.Wait(t.ReleaseAsync());
+                Assert.AreEqual(1, srv.Accepted);
+            }
+        }
+
+        [Test]
         public void ManyThreadsShareOneConnection()
         {
             var table = new LockTable();
