@@ -255,6 +255,39 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void CloseCancelsWaitingAcquiresAndReleasesLateGrants()
+        {
+            var obs = new U.Observed();
+            var got = new ManualResetEventSlim();
+            string problem = null;
+            using (var srv = new FakeServer(c =>
+            {
+                c.Hello(); c.Ready();
+                var a = c.Expect(FrameType.Acquire);
+                got.Set();
+                var x = c.Expect(FrameType.Cancel);
+                if (x.Id != a.Id) problem = "the cancel names another request";
+                // The grant raced with the cancel: the closing broker must still release it.
+                c.Send(new Frame { Type = FrameType.Granted, Id = a.Id, Token = 31, LeaseMs = 30000 });
+                var l = c.Expect(FrameType.Release);
+                c.Send(new Frame { Type = l.Token == 31 ? FrameType.Released : FrameType.NotHeld, Id = l.Id });
+                c.ClosedByClient(120000);
+            }))
+            {
+                var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).Connect());
+                var pending = b.AcquireAsync("k", TimeSpan.FromSeconds(60), TimeSpan.FromSeconds(30), TimeSpan.Zero);
+                Assert.IsTrue(got.Wait(U.Patience));
+                var closing = b.CloseAsync();
+                var e = U.Ended<IndeterminateException>(pending);
+                Assert.IsTrue(e.BrokerClosed);
+                StringAssert.Contains("a cancel was sent", e.Message);
+                U.Wait(closing);
+                Assert.IsTrue(obs.Has("k/31/ok"), "the grant that raced with the close was not released: " + obs);
+                Assert.IsNull(problem, problem);
+            }
+        }
+
+        [Test]
         public void CloseWakesWaitReadyAndCallsWithoutConnection()
         {
             var b = U.Connect("127.0.0.1:1");

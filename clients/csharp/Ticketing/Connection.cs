@@ -143,6 +143,7 @@ namespace Ticketing
         long pingNonce;
 
         internal int SlotWaiters; // tests: callers waiting for an in-flight slot
+        TaskCompletionSource<bool> acquiresSettled; // set by CancelAcquiresForClose
 
         Connection(string addr, TcpClient tcp, Stream stream, IConnHooks hooks, uint maxIn)
         {
@@ -506,6 +507,8 @@ namespace Ticketing
                     return null;
                 }
                 pending.Remove(f.Id);
+                if (acquiresSettled != null && cl.Type == FrameType.Acquire && !AnyAcquirePendingLocked())
+                    acquiresSettled.TrySetResult(true);
                 var sem = Slots(cl.Type);
                 if (sem != null) sem.Release();
                 if (cl.Abandoned)
@@ -588,6 +591,7 @@ namespace Ticketing
             try { stream.Dispose(); } catch (Exception) { }
             try { tcp.Close(); } catch (Exception) { }
             Done.TrySetResult(true);
+            lock (mu) if (acquiresSettled != null) acquiresSettled.TrySetResult(true);
         }
 
         internal bool Dead { get { lock (mu) return failure != null; } }
@@ -659,11 +663,47 @@ namespace Ticketing
         /// acquire, a C frame is queued; it then returns null. If the answer
         /// already arrived (or the connection failed) it returns that.
         /// </summary>
+        bool AnyAcquirePendingLocked()
+        {
+            foreach (var p in pending.Values)
+                if (p.Type == FrameType.Acquire) return true;
+            return false;
+        }
+
+        /// <summary>
+        /// The broker is closing: every acquire still waiting for its final
+        /// answer is cancelled (C) and its caller gets closed (an indeterminate
+        /// outcome); a G that still arrives is released by the hooks. The task
+        /// completes when no acquire is pending any more (or the connection ended).
+        /// </summary>
+        internal Task CancelAcquiresForClose(ConnFailure closed)
+        {
+            lock (mu)
+            {
+                acquiresSettled = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                if (failure != null || !AnyAcquirePendingLocked())
+                {
+                    acquiresSettled.TrySetResult(true);
+                    return acquiresSettled.Task;
+                }
+                foreach (var cl in pending.Values)
+                {
+                    if (cl.Type != FrameType.Acquire || cl.Abandoned) continue;
+                    cl.Abandoned = true;
+                    Codec.Append(wbuf, new Frame { Type = FrameType.Cancel, Id = cl.Id, Owner = cl.Owner });
+                    cl.Res.TrySetResult(new Answer { Fail = closed });
+                }
+                Monitor.PulseAll(mu);
+                return acquiresSettled.Task;
+            }
+        }
+
         internal Answer Abandon(Call cl)
         {
             lock (mu)
             {
                 Call p;
+                if (cl.Abandoned) return cl.Res.Task.Result; // cancelled by the broker's close, answered then
                 if (failure == null && pending.TryGetValue(cl.Id, out p) && p == cl)
                 {
                     cl.Abandoned = true;

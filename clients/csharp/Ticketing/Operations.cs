@@ -177,7 +177,9 @@ namespace Ticketing
             if (a.Fail != null)
             {
                 string msg = Op("acquire", key) + "outcome unknown, " + a.Fail.What() + " after the request was sent; do not enter the critical section";
-                if (!a.Fail.Closed)
+                if (a.Fail.Closed)
+                    msg += "; a cancel was sent, and a grant that arrives before the connection closes is released";
+                else
                     msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)";
                 throw new IndeterminateException(msg, a.Fail.Cause)
                 { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, Owner = cl.Owner };
@@ -187,6 +189,13 @@ namespace Ticketing
             {
                 case FrameType.Granted:
                     {
+                        if (IsClosed)
+                        {
+                            // The caller could not release it once the broker is torn down.
+                            LateGrant(key, f.Token);
+                            throw new ClosedException(Op("acquire", key) + "granted token " + f.Token +
+                                " while the broker was closing; the ticket is being released; do not enter the critical section") { Addr = c.Addr };
+                        }
                         long deadline = ConservativeDeadline(cl.Sent, f.LeaseMs, f.QueuedMs);
                         var rem = SinceTicks(Stopwatch.GetTimestamp(), deadline);
                         if (rem <= TimeSpan.Zero || rem < args.Budget)

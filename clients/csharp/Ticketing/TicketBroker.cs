@@ -192,6 +192,8 @@ namespace Ticketing
 
         void IConnHooks.LateGrant(string key, ulong token) { LateGrant(key, token); }
 
+        internal bool IsClosed { get { lock (mu) return closed; } }
+
         /// <summary>An acquire's connection ended before its final answer: release by owner (U) on a later connection.</summary>
         void IConnHooks.Orphaned(string key, byte[] owner, long until) { rel.EnqueueOwner(key, owner, until); }
 
@@ -354,6 +356,16 @@ namespace Ticketing
             {
                 await closedDone.Task.ConfigureAwait(false);
                 return;
+            }
+            // Release what can still be reached: cancel the acquires still
+            // waiting, and give a grant that races with the cancel the grace
+            // period to arrive, so that it is released rather than left to its lease.
+            Connection live;
+            lock (mu) live = cur;
+            if (live != null && !live.Dead)
+            {
+                var settled = live.CancelAcquiresForClose(new ConnFailure { Kind = FailKind.Closed, Addr = live.Addr });
+                await Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout)).ConfigureAwait(false);
             }
             await rel.DrainAsync(Cfg.DrainTimeout).ConfigureAwait(false);
             Connection c;
