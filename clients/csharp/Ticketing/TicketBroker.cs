@@ -332,13 +332,15 @@ namespace Ticketing
         // ---------------- closing ----------------
 
         /// <summary>
-        /// Closes the broker. Calls still waiting end: those that had sent
-        /// nothing with ClosedException, an acquire that may have been sent with
-        /// IndeterminateException (BrokerClosed set). Background releases
-        /// already queued get a short grace period (about a second) to finish
-        /// while the connection is still open; whatever remains is abandoned
-        /// and reported to the release observer (those tickets expire with
-        /// their lease). Safe to call more than once.
+        /// Closes the broker, releasing what it can still reach first: acquires
+        /// still waiting for their answer are cancelled (C) and their callers
+        /// get IndeterminateException with BrokerClosed set; a grant that races
+        /// with the cancel and arrives within a short grace period (about a
+        /// second) is released with its exact token. Calls that had sent nothing
+        /// end with ClosedException. Background releases already queued get the
+        /// same grace period to finish while the connection is still open;
+        /// whatever remains is abandoned and reported to the release observer
+        /// (those tickets expire with their lease). Safe to call more than once.
         /// </summary>
         public async Task CloseAsync()
         {
