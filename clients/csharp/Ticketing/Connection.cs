@@ -492,10 +492,10 @@ namespace Ticketing
                 default:
                     return Protocol("unexpected " + FrameType.Name(f.Type) + " frame from the server");
             }
+            Call cl;
             lock (mu)
             {
                 if (failure != null) return null;
-                Call cl;
                 if (!pending.TryGetValue(f.Id, out cl))
                     return Protocol(FrameType.Name(f.Type) + " frame for request id " + f.Id + ", which is not in flight");
                 if (!Answers(cl.Type, f.Type))
@@ -511,14 +511,16 @@ namespace Ticketing
                     acquiresSettled.TrySetResult(true);
                 var sem = Slots(cl.Type);
                 if (sem != null) sem.Release();
-                if (cl.Abandoned)
+                if (!cl.Abandoned)
                 {
-                    if (f.Type == FrameType.Granted && cl.Type == FrameType.Acquire && hooks != null)
-                        hooks.LateGrant(cl.Key, f.Token);
+                    cl.Res.TrySetResult(new Answer { F = f });
                     return null;
                 }
-                cl.Res.TrySetResult(new Answer { F = f });
+                if (f.Type != FrameType.Granted || cl.Type != FrameType.Acquire || hooks == null) return null;
             }
+            // A grant for a caller that left: released outside the lock (the
+            // hook may report to the user's observer).
+            hooks.LateGrant(cl.Key, f.Token);
             return null;
         }
 
