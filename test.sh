@@ -41,6 +41,12 @@ fuzz ./internal/fsm FuzzDecodeBatch
 fuzz ./internal/fsm FuzzReadSnapshot
 fuzz ./cmd/ticketd FuzzLoadConfigFile
 
+# ---- C# client (clients/csharp): installs Mono and NUnit 2.6 when missing,
+# builds ticketd itself, prints "csharp: N passed, N failed" ----
+echo "== C# client"
+bash clients/csharp/test.sh
+# ---- end of C# client ----
+
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
 
