@@ -76,7 +76,7 @@ other() { # other NAME SCRIPT
   fi
 }
 for lang in java csharp; do
-  [ -f "clients/$lang/test.sh" ] && other "$lang" "clients/$lang/test.sh"
+  if [ -f "clients/$lang/test.sh" ]; then other "$lang" "clients/$lang/test.sh"; fi
 done
 
 if [ "$failed" -ne 0 ]; then
