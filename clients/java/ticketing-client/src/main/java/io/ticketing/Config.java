@@ -20,4 +20,5 @@ final class Config {
     long drainMs = 1000;
     long backoffBaseMs = 25;
     long backoffMaxMs = 1000;
+    long clientPingMs = Conn.CLIENT_PING_MS;
 }

@@ -46,6 +46,8 @@ final class Conn {
     /** Client ping interval when the server sends no pings ({@code Y} interval 0). */
     static final long CLIENT_PING_MS = 5000;
 
+    private final long clientPingMs;
+
     /** Why a connection ended; every request pending on it gets this. */
     enum Kind { DROP, SILENT, NOT_LEADER, SERVER_ERROR, PROTOCOL, CLOSED }
 
@@ -132,8 +134,9 @@ final class Conn {
     private Failure failure;
     final CompletableFuture<Failure> done = new CompletableFuture<>();
 
-    private Conn(String addr, Socket sock, InputStream in, Frame ready, Hooks hooks) throws IOException {
+    private Conn(String addr, Socket sock, InputStream in, Frame ready, Hooks hooks, long clientPingMs) throws IOException {
         this.addr = addr;
+        this.clientPingMs = clientPingMs;
         this.sock = sock;
         this.in = in;
         this.out = sock.getOutputStream();
@@ -152,7 +155,7 @@ final class Conn {
 
     /** How long the server may stay silent before the connection is considered dead: 3 ping intervals. */
     long silenceMs() {
-        return 3 * (intervalMs > 0 ? intervalMs : CLIENT_PING_MS);
+        return 3 * (intervalMs > 0 ? intervalMs : clientPingMs);
     }
 
     /**
@@ -199,7 +202,7 @@ final class Conn {
             }
             Conn c = null;
             switch (f.type) {
-                case Type.READY -> c = new Conn(addr, s, in, f, hooks);
+                case Type.READY -> c = new Conn(addr, s, in, f, hooks, cfg.clientPingMs);
                 case Type.NOT_LEADER -> {
                     String hint = new String(f.text, java.nio.charset.StandardCharsets.UTF_8);
                     throw new HelloException(new UnavailableException("the server " + addr + " is not the leader"
@@ -416,7 +419,7 @@ final class Conn {
         long nonce = 0;
         while (!done.isDone()) {
             try {
-                done.get(CLIENT_PING_MS, TimeUnit.MILLISECONDS);
+                done.get(clientPingMs, TimeUnit.MILLISECONDS);
                 return;
             } catch (java.util.concurrent.TimeoutException e) {
                 Frame p = new Frame(Type.PING);

@@ -200,6 +200,11 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
+        Builder clientPing(Duration d) {
+            c.clientPingMs = d.toMillis();
+            return this;
+        }
+
         Builder backoff(Duration base, Duration max) {
             c.backoffBaseMs = base.toMillis();
             c.backoffMaxMs = max.toMillis();
