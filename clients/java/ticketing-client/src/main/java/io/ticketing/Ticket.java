@@ -23,13 +23,15 @@ public final class Ticket implements AutoCloseable {
     private final long deadlineNanos;
     private final long leaseMs;
     private final long queuedMs;
+    final String nodeId; // the node that granted it (tests, diagnostics)
 
     private final ReentrantLock mu = new ReentrantLock();
     private boolean started; // release() or close() was called
     private final CompletableFuture<TicketingException> outcome = new CompletableFuture<>();
 
-    Ticket(TicketBroker broker, String key, long token, long deadlineNanos, long leaseMs, long queuedMs) {
+    Ticket(TicketBroker broker, String key, long token, long deadlineNanos, long leaseMs, long queuedMs, String nodeId) {
         this.broker = broker;
+        this.nodeId = nodeId;
         this.key = key;
         this.token = token;
         this.deadlineNanos = deadlineNanos;

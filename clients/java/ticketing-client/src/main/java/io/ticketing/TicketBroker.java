@@ -624,7 +624,7 @@ public final class TicketBroker implements AutoCloseable {
                             + " ms of it conservatively remain, less than the work budget " + Duration.ofNanos(args.budgetNanos())
                             + "; the ticket is being released; do not enter the critical section");
                 }
-                return new Ticket(this, cl.key, f.token, deadline, f.leaseMs, f.queuedMs);
+                return new Ticket(this, cl.key, f.token, deadline, f.leaseMs, f.queuedMs, c.nodeId);
             }
             case Type.NOT_ACQUIRED -> {
                 if (args.waitSec() == 0) {
