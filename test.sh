@@ -35,5 +35,11 @@ fuzz ./cmd/ticketd FuzzLoadConfigFile
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
 
+# ---- Java/Kotlin clients (clients/java): builds ticketd itself, runs mvn verify,
+# prints "java: N passed, N failed" ----
+echo "== Java/Kotlin clients"
+bash clients/java/test.sh
+# ---- end of Java/Kotlin clients ----
+
 echo "== all passed"
 echo "tests: $passed passed, 0 failed"
