@@ -219,8 +219,13 @@ class RulesTest {
                 if (n == 1) {
                     Frame a = s.readRequest();
                     s.sendRaw(bad.apply(a.id));
-                    s.poll(10_000); // the client must close the connection
-                    return;
+                    // The client must end the session at once: no further frame, no waiting.
+                    try {
+                        Frame more = s.poll(10_000);
+                        throw new AssertionError(more == null ? "the client kept the session open" : "the client sent " + more + " instead of closing");
+                    } catch (FakeServer.Done expected) {
+                        return;
+                    }
                 }
                 locks.serve(s);
             });
@@ -234,6 +239,7 @@ class RulesTest {
             assertNotNull(b.acquireBlocking("k2", ZERO, S, ZERO), name);
             assertTrue(srv.connections.get() >= 2, name + ": the session was not ended");
             assertEquals(2, srv.received(type(Type.ACQUIRE)).size(), name + ": an acquire was re-sent");
+            srv.checkScripts();
         }
     }
 
