@@ -12,9 +12,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * A granted ticket. Its token fences every write made under it: in the same
  * database transaction as the protected write, reject the write if the token
  * is not above the stored high-water mark, store the token, write, commit,
- * and only then release. Release it with {@link #release()} (to learn the
- * outcome) or {@link #close()} (best effort, in the background, for
- * try-with-resources and Kotlin's {@code use}).
+ * and only then release. Release it with {@link #releaseBlocking()} or
+ * {@link #releaseAsync()} (Kotlin: the suspend function {@code release()})
+ * to learn the outcome, or with {@link #close()}: best effort, in the
+ * background, for try-with-resources and Kotlin's {@code use}.
  */
 public final class Ticket implements AutoCloseable {
     private final TicketBroker broker;
@@ -96,7 +97,7 @@ public final class Ticket implements AutoCloseable {
      * successful. A second call (or a call after {@link #close()}) waits for
      * the first release's outcome and reports it.
      */
-    public void release() {
+    public void releaseBlocking() {
         if (!begin()) {
             TicketingException e;
             try {
@@ -124,12 +125,12 @@ public final class Ticket implements AutoCloseable {
         finish(null);
     }
 
-    /** {@link #release()} as a future. */
+    /** {@link #releaseBlocking()} as a future. */
     public CompletableFuture<Void> releaseAsync() {
         CompletableFuture<Void> f = new CompletableFuture<>();
         Thread.ofVirtual().name("ticketing-release").start(() -> {
             try {
-                release();
+                releaseBlocking();
                 f.complete(null);
             } catch (Throwable e) {
                 f.completeExceptionally(e);
@@ -144,7 +145,7 @@ public final class Ticket implements AutoCloseable {
      * broker's executor (virtual threads by default) and is retried with the
      * exact token for {@link TicketBroker#RELEASE_BOUND} from now; its outcome
      * goes to the release observer and the log. Callers who need the outcome use
-     * {@link #release()}. Close after release (or a second close) does nothing.
+     * {@link #releaseBlocking()}. Close after release (or a second close) does nothing.
      */
     @Override
     public void close() {

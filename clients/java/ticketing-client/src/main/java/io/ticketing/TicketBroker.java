@@ -806,7 +806,7 @@ public final class TicketBroker implements AutoCloseable {
         String op = "release of token " + Long.toUnsignedString(token) + " for " + quote(key);
         if (!bgPermits.tryAcquire()) {
             report(key, token, ticket, new ReleaseDroppedException(op + ": not released: " + cfg.releaseQueue
-                    + " background releases are already pending; the ticket stays held until its lease expires (use release() to release synchronously)"));
+                    + " background releases are already pending; the ticket stays held until its lease expires (use releaseBlocking() to release synchronously)"));
             return false;
         }
         boolean shut;

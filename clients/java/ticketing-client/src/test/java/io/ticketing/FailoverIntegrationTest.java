@@ -56,7 +56,7 @@ class FailoverIntegrationTest {
                                     grantsAfterKill++;
                                 }
                                 try {
-                                    t.release();
+                                    t.releaseBlocking();
                                 } catch (IndeterminateException | UnavailableException | NotHeldException e) {
                                     // an answer lost in the failover, or the lease ran out meanwhile: definite enough
                                 }

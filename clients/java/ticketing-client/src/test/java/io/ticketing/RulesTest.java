@@ -143,9 +143,9 @@ class RulesTest {
         assertEquals(3, first.leaseSec, "lease 2.5 s must go out as 3 s");
         // Boundaries are accepted, not clamped.
         Ticket t = b.acquireBlocking("x".repeat(1024), Duration.ofSeconds(255), Duration.ofSeconds(250), ZERO);
-        t.release();
+        t.releaseBlocking();
         t = b.acquireBlocking("zero", ZERO, Duration.ofNanos(1), ZERO);
-        t.release();
+        t.releaseBlocking();
         List<Frame> as = srv.await(3, type(Type.ACQUIRE));
         assertEquals(255, as.get(1).waitSec);
         assertEquals(250, as.get(1).leaseSec);
@@ -180,7 +180,7 @@ class RulesTest {
         srv.await(1, type(Type.DESCRIBE));
         assertEquals(1, srv.received(type(Type.ACQUIRE)).size(), "the acquire was re-sent");
         // A new acquire is a new attempt with a new owner.
-        b.acquireBlocking("k", ZERO, S, ZERO).release();
+        b.acquireBlocking("k", ZERO, S, ZERO).releaseBlocking();
         List<Frame> as = srv.await(2, type(Type.ACQUIRE));
         assertFalse(java.util.Arrays.equals(as.get(0).owner, as.get(1).owner), "a new acquire reused the owner");
     }
@@ -291,13 +291,13 @@ class RulesTest {
         TicketBroker b = broker(srv.addr());
         Ticket t = b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), ZERO);
         assertEquals(77, t.getToken());
-        t.release();
+        t.releaseBlocking();
         List<Frame> ls = srv.await(2, type(Type.RELEASE));
         for (Frame l : ls) {
             assertEquals(77, l.token, "a release was sent with another token");
             assertEquals("k", new String(l.key));
         }
-        t.release(); // a second call reports the first outcome without sending
+        t.releaseBlocking(); // a second call reports the first outcome without sending
         assertEquals(2, srv.received(type(Type.RELEASE)).size());
     }
 
@@ -318,14 +318,14 @@ class RulesTest {
         });
         TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).releaseBound(Duration.ofMillis(800)));
         Ticket t = b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), ZERO);
-        IndeterminateException e = assertThrows(IndeterminateException.class, t::release);
+        IndeterminateException e = assertThrows(IndeterminateException.class, t::releaseBlocking);
         assertTrue(e.getMessage().contains("outcome unknown"), e.getMessage());
         assertTrue(srv.received(type(Type.RELEASE)).size() >= 2, "the release was not retried after the connection was lost");
         for (Frame l : srv.received(type(Type.RELEASE))) {
             assertEquals(5, l.token);
         }
         // The same outcome is reported again, not presumed success.
-        assertThrows(IndeterminateException.class, t::release);
+        assertThrows(IndeterminateException.class, t::releaseBlocking);
     }
 
     @Test
@@ -335,7 +335,7 @@ class RulesTest {
         TicketBroker b = broker(srv.addr());
         Ticket t = b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), ZERO);
         b.releaseTokenBlocking("k", t.getToken());
-        assertThrows(NotHeldException.class, t::release);
+        assertThrows(NotHeldException.class, t::releaseBlocking);
         assertThrows(NotHeldException.class, () -> b.releaseTokenBlocking("k", 12345));
         ExecutionException e = assertThrows(ExecutionException.class, () -> b.releaseTokenAsync("k", 999).get());
         assertInstanceOf(NotHeldException.class, e.getCause());
@@ -377,7 +377,7 @@ class RulesTest {
         assertEquals(103, t.getToken());
         assertTrue(t.getRemaining().compareTo(Duration.ofSeconds(20)) >= 0);
         assertTrue(t.getRemaining().compareTo(Duration.ofMillis(31_000 * 99 / 100 - 100)) <= 0, "deadline later than the formula allows");
-        t.release();
+        t.releaseBlocking();
     }
 
     // ---- Rule 7: cancel before send sends nothing; after a possible send: C, and a late grant is released ----
@@ -490,6 +490,11 @@ class RulesTest {
         });
         TicketBroker b = broker(srv.addr());
         srv.await(1, type(Type.PONG));
+        // The acquire must go to the second, silent session.
+        eventually("the broker is on the second session", () -> {
+            Conn c = b.currentConn();
+            return c != null && c.nodeId.equals("fake-2");
+        });
         IndeterminateException e = assertThrows(IndeterminateException.class,
                 () -> b.acquireBlocking("k", Duration.ofSeconds(20), Duration.ofSeconds(30), ZERO));
         assertTrue(e.getMessage().contains("sent nothing"), e.getMessage());
@@ -545,7 +550,7 @@ class RulesTest {
             s.send(FakeServer.notLeader(leader.addr()));
         });
         TicketBroker b = broker(follower.addr());
-        b.acquireBlocking("k", ZERO, S, ZERO).release();
+        b.acquireBlocking("k", ZERO, S, ZERO).releaseBlocking();
         assertEquals(1, leader.received(type(Type.ACQUIRE)).size());
         assertEquals(0, follower.received(type(Type.ACQUIRE)).size());
     }
@@ -706,7 +711,7 @@ class RulesTest {
                     for (int j = 0; j < 5; j++) {
                         Ticket t = b.acquireBlocking(key, Duration.ofSeconds(5), Duration.ofSeconds(30), ZERO);
                         tokens.add(t.getToken());
-                        t.release();
+                        t.releaseBlocking();
                     }
                 } catch (RuntimeException e) {
                     failures.incrementAndGet();
@@ -741,7 +746,7 @@ class RulesTest {
         Description d = get(b.describeAsync("k"));
         assertTrue(d.held());
         assertEquals(t.getToken(), d.token());
-        t.release();
+        t.releaseBlocking();
         assertFalse(b.describeBlocking("k").held());
     }
 }

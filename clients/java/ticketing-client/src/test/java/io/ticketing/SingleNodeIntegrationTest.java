@@ -59,7 +59,7 @@ class SingleNodeIntegrationTest {
             }
             // close() released it in the background: the key can be had again.
             Ticket again = broker.acquireBlocking("key", Duration.ofSeconds(10), Duration.ofSeconds(30), Duration.ZERO);
-            again.release();
+            again.releaseBlocking();
         } finally {
             broker.close();
         }
@@ -76,11 +76,11 @@ class SingleNodeIntegrationTest {
             assertEquals(t1.getToken(), d.token());
             CompletableFuture<Ticket> waiting = b.acquireAsync("contended", Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ZERO);
             eventually("the second acquire is queued", () -> b.describeBlocking("contended").waiters() == 1);
-            t1.release();
+            t1.releaseBlocking();
             Ticket t2 = waiting.get(30, TimeUnit.SECONDS);
             assertTrue(t2.getToken() > t1.getToken(), "tokens must strictly increase");
-            t1.release(); // a second call reports the first outcome (released) without sending again
-            t2.release();
+            t1.releaseBlocking(); // a second call reports the first outcome (released) without sending again
+            t2.releaseBlocking();
             // A stale token never ends a newer grant.
             Ticket t3 = a.acquireBlocking("contended", Duration.ZERO, Duration.ofSeconds(30), Duration.ZERO);
             assertThrows(NotHeldException.class, () -> b.releaseTokenBlocking("contended", t2.getToken()));
@@ -98,7 +98,7 @@ class SingleNodeIntegrationTest {
             eventually("the acquire is queued", () -> b.describeBlocking("cancel-me").waiters() == 1);
             f.cancel(true);
             eventually("the cancel withdrew the waiter", () -> b.describeBlocking("cancel-me").waiters() == 0);
-            holder.release();
+            holder.releaseBlocking();
             assertFalse(b.describeBlocking("cancel-me").held(), "a cancelled acquire was granted and kept");
         }
     }
@@ -109,8 +109,8 @@ class SingleNodeIntegrationTest {
             Ticket short1 = b.acquireBlocking("expiring", Duration.ZERO, Duration.ofSeconds(1), Duration.ZERO);
             Ticket next = b.acquireBlocking("expiring", Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ZERO);
             assertTrue(next.getToken() > short1.getToken());
-            assertThrows(NotHeldException.class, short1::release);
-            next.release();
+            assertThrows(NotHeldException.class, short1::releaseBlocking);
+            next.releaseBlocking();
         }
     }
 
@@ -123,7 +123,7 @@ class SingleNodeIntegrationTest {
             }
             try (TicketBroker right = TicketBroker.builder().addrs(a).token("s3cret").connect()) {
                 right.waitReadyBlocking(Duration.ofSeconds(20));
-                right.acquireBlocking("auth", Duration.ZERO, Duration.ofSeconds(5), Duration.ZERO).release();
+                right.acquireBlocking("auth", Duration.ZERO, Duration.ofSeconds(5), Duration.ZERO).releaseBlocking();
             }
         }
     }
