@@ -194,6 +194,10 @@ final class Conn {
                 if (writeErr != null) {
                     throw writeErr;
                 }
+                if (e instanceof EOFException && cfg.ssl == null && speaksTls(hp, cfg)) {
+                    throw new HelloException(new UnavailableException("the server " + addr + " closed the plain connection and answers a "
+                            + "TLS handshake: it expects TLS; configure it (TlsMode.ca(...), TlsMode.systemRoots())"), "", true);
+                }
                 if (e instanceof WireException we) {
                     throw new HelloException(new UnavailableException("the server " + addr + " answered the hello with an invalid frame ("
                             + we.getMessage() + "); is it a Ticketing server, and is TLS (" + cfg.tlsMode + ") configured on both sides alike?"), "", true);
@@ -231,8 +235,10 @@ final class Conn {
         } catch (SSLException e) {
             closeQuietly(s);
             String m = String.valueOf(e.getMessage());
-            boolean certRefused = m.contains("bad_certificate") || m.contains("certificate_required") || m.contains("unknown_ca");
-            if (certRefused && cfg.tlsMode.toString().contains("client certificate") || m.contains("certificate_required")) {
+            // The server's alert says it refused (or wanted) our client certificate.
+            boolean clientCertRefused = m.contains("certificate_required")
+                    || (cfg.tlsMode.hasClientCert() && (m.contains("bad_certificate") || m.contains("unknown_ca") || m.contains("certificate_unknown")));
+            if (clientCertRefused) {
                 throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client certificate (or requires one): " + m, e, 0), "", true);
             }
             throw new HelloException(new UnavailableException("TLS handshake with " + addr + " failed (" + m
@@ -240,6 +246,26 @@ final class Conn {
         } catch (IOException e) {
             closeQuietly(s);
             throw new HelloException(new UnavailableException("cannot connect to " + addr + ": " + e, e, 0), "", false);
+        }
+    }
+
+    /**
+     * Whether the server at hp completes a TLS handshake (any certificate):
+     * used to explain a plain connection that a server closed at once.
+     */
+    private static boolean speaksTls(HostPort hp, Config cfg) {
+        try {
+            SSLContext ctx = TlsMode.InsecureSkipVerify.build();
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress(hp.host(), hp.port()), (int) cfg.dialTimeoutMs);
+                s.setSoTimeout((int) cfg.dialTimeoutMs);
+                try (SSLSocket t = (SSLSocket) ctx.getSocketFactory().createSocket(s, hp.host(), hp.port(), true)) {
+                    t.startHandshake();
+                    return true;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return false;
         }
     }
 

@@ -108,6 +108,10 @@ public sealed class TlsMode permits TlsMode.Ca {
         return kind != Kind.OFF;
     }
 
+    boolean hasClientCert() {
+        return certFile != null;
+    }
+
     boolean verifiesHost() {
         return kind == Kind.SYSTEM || kind == Kind.CA;
     }
