@@ -26,9 +26,9 @@ import java.util.stream.Stream;
  * missing binary fails the test, never skips it. PostgreSQL refuses to run as
  * root, so as root the server runs as the "postgres" user (setpriv).
  */
-final class PgServer implements AutoCloseable {
+public final class PgServer implements AutoCloseable {
     private final Path dir;
-    final int port;
+    public final int port;
     private final Process proc;
     private final AtomicInteger dbs = new AtomicInteger();
 
@@ -62,7 +62,7 @@ final class PgServer implements AutoCloseable {
         return l;
     }
 
-    static PgServer start() throws Exception {
+    public static PgServer start() throws Exception {
         String initdb = binary("initdb");
         String postgres = binary("postgres");
         Path dir = Files.createTempDirectory("pgtest-java-");
@@ -115,12 +115,12 @@ final class PgServer implements AutoCloseable {
         }
     }
 
-    String url(String db) {
+    public String url(String db) {
         return "jdbc:postgresql://127.0.0.1:" + port + "/" + db + "?user=postgres&sslmode=disable";
     }
 
     /** A fresh database; returns its JDBC URL. */
-    String newDatabase() throws SQLException {
+    public String newDatabase() throws SQLException {
         String name = "fence" + dbs.incrementAndGet();
         try (Connection c = DriverManager.getConnection(url("postgres")); Statement st = c.createStatement()) {
             st.execute("CREATE DATABASE " + name);
