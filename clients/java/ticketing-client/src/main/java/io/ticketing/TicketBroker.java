@@ -415,6 +415,30 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
+    /** Whether the broker has a live session with the leader now (health checks). */
+    public boolean isConnected() {
+        return currentConn() != null;
+    }
+
+    /**
+     * Why the last connection attempt or connection failed, while there is no
+     * live session; empty when connected (health checks).
+     */
+    public java.util.Optional<String> connectionProblem() {
+        mu.lock();
+        try {
+            if (cur != null && !cur.dead()) {
+                return java.util.Optional.empty();
+            }
+            if (rejected != null) {
+                return java.util.Optional.of(rejected.getMessage());
+            }
+            return java.util.Optional.of(lastErr != null ? lastErr : (closed ? "the broker is closed" : "not connected yet"));
+        } finally {
+            mu.unlock();
+        }
+    }
+
     private long connectDeadline() {
         return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(cfg.connectWaitMs);
     }

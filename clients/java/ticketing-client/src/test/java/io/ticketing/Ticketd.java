@@ -163,6 +163,9 @@ final class Ticketd implements AutoCloseable {
                 Thread.currentThread().interrupt();
             }
         }
+        if (!Files.exists(root)) {
+            return; // closed before
+        }
         try (Stream<Path> w = Files.walk(root)) {
             w.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
         }

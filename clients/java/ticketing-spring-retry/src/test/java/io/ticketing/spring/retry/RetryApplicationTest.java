@@ -185,7 +185,7 @@ class RetryApplicationTest {
 
     static ConfigurableApplicationContext app(String... props) {
         return new SpringApplicationBuilder(App.class).web(org.springframework.boot.WebApplicationType.NONE)
-                .properties("spring.main.banner-mode=off", "spring.datasource.hikari.maximum-pool-size=4", "logging.level.root=WARN")
+                .properties("spring.main.banner-mode=off", "spring.datasource.hikari.maximum-pool-size=4", "logging.level.root=OFF")
                 .properties(props).run();
     }
 
