@@ -17,13 +17,15 @@ import org.springframework.transaction.annotation.Transactional;
  * <p>{@code 0} means "the global value"; negative values are rejected when the
  * method is called ({@link IllegalArgumentException}). Locally, retrying can
  * only be disabled: {@code enabled = true} does not turn it on when it is off
- * globally.
+ * globally. Unlike plain {@code @Transactional}, every exception rolls the
+ * transaction back, checked ones ({@code SQLException}, the fence's
+ * {@code StaleTokenException}) included.
  */
 @Target({ElementType.METHOD, ElementType.TYPE})
 @Retention(RetentionPolicy.RUNTIME)
 @Inherited
 @Documented
-@Transactional
+@Transactional(rollbackFor = Exception.class)
 public @interface TicketingTransactional {
     /** Whether this method is retried (only disables). */
     boolean enabled() default true;
