@@ -35,13 +35,12 @@ import javax.net.ssl.SSLSocket;
  */
 final class Conn {
     /**
-     * Whether the server counts acquires and other requests separately
-     * against the {@code count} of {@code Y} (two classes of in-flight
-     * requests). The protocol of this repository counts them together, so the
-     * client keeps one shared limit, which is also safe against a server that
-     * counts them separately.
+     * The server counts acquires ({@code A}) and other requests ({@code L},
+     * {@code U}, {@code D}, {@code J}) separately against the {@code count}
+     * of {@code Y}, and so does the client, so that acquires waiting in
+     * queues never keep releases and describes from being sent.
      */
-    static final boolean SEPARATE_IN_FLIGHT_CLASSES = false;
+    static final boolean SEPARATE_IN_FLIGHT_CLASSES = true;
 
     /** Client ping interval when the server sends no pings ({@code Y} interval 0). */
     static final long CLIENT_PING_MS = 5000;
@@ -82,6 +81,7 @@ final class Conn {
         long sentNanos;
         boolean abandoned; // the caller left; a late G is released (acquire)
         boolean queued; // a Q was seen
+        long spanNanos; // acquire: wait + 2 x lease, the longest a grant of it can matter
         Semaphore slot; // the in-flight slot it holds, if any
         final CompletableFuture<Answer> res = new CompletableFuture<>();
 
@@ -92,9 +92,17 @@ final class Conn {
         }
     }
 
-    /** Called on the reader thread for a G that answers an acquire whose caller left. */
+    /** Connects a connection to its broker. */
     interface Hooks {
+        /** Called on the reader thread for a G that answers an acquire whose caller left. */
         void lateGrant(String key, long token);
+
+        /**
+         * Called once, when the connection ends (not by close), for every
+         * acquire sent on it without a final answer: a grant it may have got
+         * can only be ended by its owner ({@code U}) from now on.
+         */
+        void orphaned(String key, byte[] owner, long untilNanos);
     }
 
     /** A failed handshake. {@code rejected}: a refusal that will not go away by itself (reported promptly). */
@@ -380,7 +388,7 @@ final class Conn {
     static boolean answers(byte r, byte a) {
         return switch (r) {
             case Type.ACQUIRE -> a == Type.GRANTED || a == Type.NOT_ACQUIRED || a == Type.QUEUED || a == Type.CANCELLED || a == Type.CAPACITY;
-            case Type.RELEASE -> a == Type.RELEASED || a == Type.NOT_HELD || a == Type.CAPACITY;
+            case Type.RELEASE, Type.RELEASE_OWNER -> a == Type.RELEASED || a == Type.NOT_HELD || a == Type.CAPACITY;
             case Type.DESCRIBE -> a == Type.INFO;
             case Type.ADMIN -> a == Type.ADMIN_REPLY || a == Type.CAPACITY;
             default -> false;
@@ -477,6 +485,11 @@ final class Conn {
         for (Call cl : pend) {
             if (cl.slot != null) {
                 cl.slot.release();
+            }
+            // Before the caller hears of it: an IndeterminateException then
+            // always has its release by owner under way.
+            if (cl.type == Type.ACQUIRE && !f.closed() && hooks != null) {
+                hooks.orphaned(cl.key, cl.owner, cl.sentNanos + cl.spanNanos);
             }
             if (!cl.abandoned) {
                 cl.res.complete(new Answer(null, f));

@@ -245,7 +245,17 @@ public final class TicketBroker implements AutoCloseable {
         int failures = 0;
         int redirects = 0;
         String hint = "";
-        Conn.Hooks hooks = this::lateGrant;
+        Conn.Hooks hooks = new Conn.Hooks() {
+            @Override
+            public void lateGrant(String key, long token) {
+                TicketBroker.this.lateGrant(key, token);
+            }
+
+            @Override
+            public void orphaned(String key, byte[] owner, long untilNanos) {
+                TicketBroker.this.orphaned(key, owner, untilNanos);
+            }
+        };
         while (!isTorn()) {
             String addr = hint;
             hint = "";
@@ -366,6 +376,112 @@ public final class TicketBroker implements AutoCloseable {
     /** A G arrived for an acquire whose caller left: release that exact token in the background. */
     private void lateGrant(String key, long token) {
         enqueueRelease(key, token, null);
+    }
+
+    private final java.util.Set<Thread> ownerReleases = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * An acquire's connection ended before its final answer: on the next
+     * connection, ask the leader to end whatever that owner holds or waits for
+     * on the key ({@code U}), retrying until the grant could no longer matter.
+     */
+    private void orphaned(String key, byte[] owner, long untilNanos) {
+        if (isTorn()) {
+            return;
+        }
+        Thread t = Thread.ofVirtual().name("ticketing-release-owner").unstarted(() -> {
+            try {
+                String outcome = releaseOwner(key, owner, untilNanos);
+                LOG.log(Level.DEBUG, "ticketing: release by owner of {0} after a lost acquire answer: {1}", quote(key), outcome);
+            } catch (RuntimeException e) {
+                if (!isTorn()) {
+                    LOG.log(Level.WARNING, "ticketing: release by owner of {0} after a lost acquire answer failed; the key stays held until "
+                            + "the lease expires: {1}", quote(key), e.getMessage());
+                }
+            } finally {
+                ownerReleases.remove(Thread.currentThread());
+            }
+        });
+        ownerReleases.add(t);
+        t.start();
+    }
+
+    /**
+     * Ends whatever owner holds or waits for on key (U), across reconnects,
+     * until untilNanos. Returns "released" (R) or "not held" (N).
+     */
+    String releaseOwner(String key, byte[] owner, long untilNanos) {
+        String op = "release by owner " + java.util.HexFormat.of().formatHex(owner) + " of " + quote(key);
+        byte[] kb = key.getBytes(StandardCharsets.UTF_8);
+        try {
+            while (true) {
+                Conn c;
+                try {
+                    c = getConn(untilNanos, true, op);
+                } catch (UnauthenticatedException | UnavailableException e) {
+                    if (System.nanoTime() - untilNanos >= 0) {
+                        throw e;
+                    }
+                    awaitChange(untilNanos); // every server refuses for now
+                    continue;
+                }
+                Conn.Call cl = new Conn.Call(Type.RELEASE_OWNER, key, owner);
+                Frame f = new Frame(Type.RELEASE_OWNER);
+                f.owner = owner;
+                f.key = kb;
+                Conn.Start st = c.start(cl, f, untilNanos);
+                if (st == Conn.Start.GONE) {
+                    continue;
+                }
+                if (st == Conn.Start.TIMEOUT) {
+                    throw new UnavailableException(op + ": not sent: no free request slot before the grant could expire");
+                }
+                Conn.Answer a;
+                try {
+                    a = cl.res.get(Math.max(0, untilNanos - System.nanoTime()), TimeUnit.NANOSECONDS);
+                } catch (TimeoutException e) {
+                    a = c.abandon(cl);
+                    if (a == null) {
+                        throw new IndeterminateException(op + ": no answer before the grant could expire", null, 0, false);
+                    }
+                }
+                if (a.fail() != null) {
+                    if (a.fail().closed()) {
+                        throw new ClosedException(op + ": the broker was closed");
+                    }
+                    continue; // U is idempotent: again on the next connection
+                }
+                switch (a.frame().type) {
+                    case Type.RELEASED -> {
+                        return "released";
+                    }
+                    case Type.NOT_HELD -> {
+                        return "not held";
+                    }
+                    default -> throw new CapacityException(op + ": rejected by a server capacity limit ("
+                            + CapacityException.reasonName(a.frame().reason) + ")", a.frame().reason);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new ClosedException(op + ": stopped (the broker is closing)");
+        } catch (ExecutionException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Waits for a change of the connection state, at most until deadlineNanos. */
+    private void awaitChange(long deadlineNanos) throws InterruptedException {
+        mu.lock();
+        try {
+            // at most a second: a change signalled just before this wait is not missed for long
+            long left = Math.min(deadlineNanos - System.nanoTime(), TimeUnit.SECONDS.toNanos(1));
+            if (left > 0) {
+                changed.awaitNanos(left);
+            }
+        } finally {
+            mu.unlock();
+        }
     }
 
     /**
@@ -574,6 +690,7 @@ public final class TicketBroker implements AutoCloseable {
         while (true) {
             Conn c;
             Conn.Call cl = new Conn.Call(Type.ACQUIRE, key, owner);
+            cl.spanNanos = TimeUnit.SECONDS.toNanos(args.waitSec() + 2L * args.leaseSec());
             Frame f = new Frame(Type.ACQUIRE);
             f.owner = owner;
             f.waitSec = args.waitSec();
@@ -1035,6 +1152,9 @@ public final class TicketBroker implements AutoCloseable {
             mu.unlock();
         }
         if (first) {
+            for (Thread t : ownerReleases) {
+                t.interrupt(); // releases by owner wait for reconnects, possibly long: not for close
+            }
             manager.interrupt();
             if (c != null) {
                 c.fail(new Conn.Failure(Conn.Kind.CLOSED, c.addr, "", 0, ""));

@@ -338,6 +338,15 @@ final class FakeServer implements AutoCloseable {
                         }
                         return idOnly(Type.NOT_HELD, f.id);
                     }
+                    case Type.RELEASE_OWNER -> {
+                        long[] h = held.get(key);
+                        if (h != null && java.util.Arrays.equals(owners.get(key), f.owner)) {
+                            held.remove(key);
+                            owners.remove(key);
+                            return idOnly(Type.RELEASED, f.id);
+                        }
+                        return idOnly(Type.NOT_HELD, f.id);
+                    }
                     case Type.DESCRIBE -> {
                         Frame i = new Frame(Type.INFO);
                         i.id = f.id;

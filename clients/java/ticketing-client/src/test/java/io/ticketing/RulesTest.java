@@ -173,6 +173,12 @@ class RulesTest {
                 () -> b.acquireBlocking("k", Duration.ofSeconds(5), Duration.ofSeconds(30), ZERO));
         assertTrue(e.getMessage().contains("do not enter the critical section"), e.getMessage());
         assertEquals(TicketingException.RetryClass.UNDETERMINED, e.retryClass());
+        // On the next connection the client asks the leader to end whatever that
+        // owner may hold or wait for on the key: release by owner (U).
+        Frame a = srv.await(1, type(Type.ACQUIRE)).get(0);
+        Frame u = srv.await(1, type(Type.RELEASE_OWNER)).get(0);
+        assertArrayEquals(a.owner, u.owner, "U names another owner");
+        assertArrayEquals(a.key, u.key, "U names another key");
         // The broker reconnects; a describe on the new connection proves it is
         // serving, and the server still saw only the one acquire.
         b.waitReadyBlocking(Duration.ofSeconds(10));
@@ -590,6 +596,36 @@ class RulesTest {
         answer.countDown();
         assertEquals(1, get(f1).getToken());
         assertEquals(2, get(f2).getToken());
+    }
+
+    @Test
+    void rule10_acquiresAndOtherRequestsHaveSeparateInFlightLimits() throws Exception {
+        FakeServer srv = server((s, n) -> {
+            s.hello(5000, 1);
+            while (true) {
+                Frame f = s.readRequest();
+                if (f.type == Type.DESCRIBE) {
+                    Frame i = new Frame(Type.INFO);
+                    i.id = f.id;
+                    s.send(i);
+                } else if (f.type == Type.RELEASE) {
+                    s.send(FakeServer.idOnly(Type.NOT_HELD, f.id));
+                }
+                // the acquire waits
+            }
+        });
+        TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).connectWait(Duration.ofSeconds(20)));
+        CompletableFuture<Ticket> waiting = b.acquireAsync("a", Duration.ofSeconds(30), Duration.ofSeconds(30), ZERO);
+        srv.await(1, type(Type.ACQUIRE));
+        // The one acquire slot is taken; describes and releases have their own.
+        assertFalse(b.describeBlocking("a").held());
+        assertThrows(NotHeldException.class, () -> b.releaseTokenBlocking("a", 5));
+        // A second acquire waits for the acquire slot, having sent nothing.
+        CompletableFuture<Ticket> second = b.acquireAsync("b", Duration.ofSeconds(30), Duration.ofSeconds(30), ZERO);
+        eventually("the second acquire waits for a slot", () -> b.currentConn() != null && b.currentConn().slotWaiters() == 1);
+        assertEquals(1, srv.received(type(Type.ACQUIRE)).size());
+        waiting.cancel(true);
+        second.cancel(true);
     }
 
     // ---- Rule 11: queued acquires; a second Q is a protocol error ----

@@ -51,6 +51,11 @@ public final class Codec {
                 b.putInt((int) f.id);
                 putStr(b, f.key);
             }
+            case Type.RELEASE_OWNER -> {
+                b.putInt((int) f.id);
+                b.put(f.owner, 0, 16);
+                putStr(b, f.key);
+            }
             case Type.ADMIN -> {
                 b.putInt((int) f.id);
                 b.put(f.text);
@@ -113,6 +118,7 @@ public final class Codec {
             case Type.CANCEL -> 20;
             case Type.RELEASE -> 14 + f.key.length;
             case Type.DESCRIBE -> 6 + f.key.length;
+            case Type.RELEASE_OWNER -> 22 + f.key.length;
             case Type.ADMIN -> 4 + f.text.length;
             case Type.READY -> 13 + f.text.length;
             case Type.GRANTED -> 20;
@@ -170,6 +176,11 @@ public final class Codec {
                 }
                 case Type.DESCRIBE -> {
                     f.id = u32(b);
+                    f.key = str(b);
+                }
+                case Type.RELEASE_OWNER -> {
+                    f.id = u32(b);
+                    b.get(f.owner);
                     f.key = str(b);
                 }
                 case Type.ADMIN -> {
@@ -280,7 +291,7 @@ public final class Codec {
                 }
                 return validKey(f.key);
             }
-            case Type.RELEASE, Type.DESCRIBE -> {
+            case Type.RELEASE, Type.RELEASE_OWNER, Type.DESCRIBE -> {
                 return validKey(f.key);
             }
             default -> {

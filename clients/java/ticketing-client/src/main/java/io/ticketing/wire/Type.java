@@ -8,6 +8,8 @@ public final class Type {
     public static final byte ACQUIRE = 'A';
     public static final byte CANCEL = 'C';
     public static final byte RELEASE = 'L';
+    /** Release by owner: ends the hold (or queued acquire) of an owner on a key. */
+    public static final byte RELEASE_OWNER = 'U';
     public static final byte DESCRIBE = 'D';
     public static final byte ADMIN = 'J';
     public static final byte READY = 'Y';
