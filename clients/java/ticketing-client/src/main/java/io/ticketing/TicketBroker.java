@@ -379,6 +379,12 @@ public final class TicketBroker implements AutoCloseable {
     }
 
     private final java.util.Set<Thread> ownerReleases = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /**
+     * Set when a server ended the session with E 3 (unknown frame) while a
+     * release by owner was in flight: it predates U, and sending U again
+     * would only end more sessions. Orphaned grants then expire with their lease.
+     */
+    private volatile boolean ownerReleaseUnsupported;
 
     /**
      * An acquire's connection ended before its final answer: on the next
@@ -386,7 +392,7 @@ public final class TicketBroker implements AutoCloseable {
      * on the key ({@code U}), retrying until the grant could no longer matter.
      */
     private void orphaned(String key, byte[] owner, long untilNanos) {
-        if (isTorn()) {
+        if (isTorn() || ownerReleaseUnsupported) {
             return;
         }
         Thread t = Thread.ofVirtual().name("ticketing-release-owner").unstarted(() -> {
@@ -449,6 +455,14 @@ public final class TicketBroker implements AutoCloseable {
                     if (a.fail().closed()) {
                         throw new ClosedException(op + ": the broker was closed");
                     }
+                    if (a.fail().kind() == Conn.Kind.SERVER_ERROR && a.fail().code() == WireUnknownFrame.CODE) {
+                        if (!ownerReleaseUnsupported) {
+                            ownerReleaseUnsupported = true;
+                            LOG.log(Level.WARNING, "ticketing: the server {0} does not know the release-by-owner frame (U): upgrade the "
+                                    + "servers; until then a grant whose answer was lost stays held until its lease expires", c.addr);
+                        }
+                        return "not supported by the server";
+                    }
                     continue; // U is idempotent: again on the next connection
                 }
                 switch (a.frame().type) {
@@ -468,6 +482,16 @@ public final class TicketBroker implements AutoCloseable {
         } catch (ExecutionException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /** The E code of an unknown frame type. */
+    private static final class WireUnknownFrame {
+        static final int CODE = io.ticketing.wire.WireException.UNKNOWN;
+    }
+
+    /** Test hook: whether U was found unsupported. */
+    boolean ownerReleaseUnsupported() {
+        return ownerReleaseUnsupported;
     }
 
     /** Waits for a change of the connection state, at most until deadlineNanos. */

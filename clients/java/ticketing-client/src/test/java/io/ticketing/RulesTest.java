@@ -191,6 +191,39 @@ class RulesTest {
         assertFalse(java.util.Arrays.equals(as.get(0).owner, as.get(1).owner), "a new acquire reused the owner");
     }
 
+    /** A server that predates U ends the session with E 3; the client then stops sending U. */
+    @Test
+    void rule2_aServerWithoutReleaseByOwnerIsNotAskedAgain() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                if (f.type == Type.RELEASE_OWNER) {
+                    s.send(FakeServer.error(3, "unknown frame type U"));
+                    return;
+                }
+                if (f.type == Type.ACQUIRE && new String(f.key).startsWith("lost")) {
+                    s.close(); // the answer is lost with the connection
+                    return;
+                }
+                Frame a = locks.answer(f);
+                if (a != null) {
+                    s.send(a);
+                }
+            }
+        });
+        TicketBroker b = broker(srv.addr());
+        assertThrows(IndeterminateException.class, () -> b.acquireBlocking("lost-1", ZERO, Duration.ofSeconds(30), ZERO));
+        srv.await(1, type(Type.RELEASE_OWNER));
+        eventually("the client notes that the server does not know U", b::ownerReleaseUnsupported);
+        assertThrows(IndeterminateException.class, () -> b.acquireBlocking("lost-2", ZERO, Duration.ofSeconds(30), ZERO));
+        // Work goes on, and no second U ends another session.
+        b.acquireBlocking("fine", ZERO, Duration.ofSeconds(30), ZERO).releaseBlocking();
+        b.describeBlocking("fine");
+        assertEquals(1, srv.received(type(Type.RELEASE_OWNER)).size(), "U was sent to a server that does not know it");
+    }
+
     // ---- Rule 3: M, every E and malformed/oversized/unknown frames are session-fatal ----
 
     @Test
