@@ -21,6 +21,11 @@ if [ -z "${JAVA_HOME:-}" ] || ! "$JAVA_HOME/bin/java" -version 2>&1 | grep -qE '
 fi
 export JAVA_HOME
 export PATH="$JAVA_HOME/bin:$PATH"
+# Maven's own libraries call sun.misc.Unsafe; JDK 24+ warns about it on every run.
+major=$("$JAVA_HOME/bin/java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+if [ "${major:-0}" -ge 24 ]; then
+  export MAVEN_OPTS="${MAVEN_OPTS:-} --sun-misc-unsafe-memory-access=allow"
+fi
 if ! command -v mvn >/dev/null; then
   echo "clients/java/test.sh: Maven is missing; installing it (apt-get install maven)" >&2
   apt-get install -y -q maven >/dev/null || { echo "clients/java/test.sh: install Maven 3.8 or newer (apt-get install maven)" >&2; exit 1; }

@@ -54,6 +54,8 @@ class OrdersApplicationTest {
                         .PUT(HttpRequest.BodyPublishers.ofString("{\"amount_cents\": 1250}"))
                         .header("Content-Type", "application/json").build(), HttpResponse.BodyHandlers.ofString());
                 assertEquals(201, r.statusCode(), r.body());
+                assertTrue(a.getEnvironment().getProperty("spring.threads.virtual.enabled", Boolean.class, false),
+                        "the example serves requests on virtual threads");
                 r = http.send(HttpRequest.newBuilder(URI.create(base + "/orders/42")).GET().build(), HttpResponse.BodyHandlers.ofString());
                 assertEquals(200, r.statusCode());
                 assertTrue(r.body().contains("\"status\":\"new\""), r.body());
