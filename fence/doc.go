@@ -96,7 +96,11 @@
 //     second, separate transaction fenced with the same ticket and key gets:
 //     fence each unit of work under its own key, or in one transaction.
 //
-// Neither is retried by package retry (both are NonRetryable).
+// Neither is retried by package retry (both are NonRetryable). Any other
+// error from Check (the database's, including one met while reading the
+// mark to tell the two refusals apart) matches neither and says nothing
+// about the token: roll back; package retry re-runs the transaction when
+// the error's class allows, and the re-run's Check tells.
 //
 // The fence orders writes by token; it cannot vouch for data read before
 // Check. A holder that read a balance, then checked and wrote it back, may

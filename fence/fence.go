@@ -250,7 +250,10 @@ func (f *Fence) CreateTablePgx(ctx context.Context, db PgxExecer) error {
 // larger token is stored) or a *TokenCommittedError wrapping
 // ErrTokenCommitted (this token is stored: its transaction already
 // committed); the caller must roll tx back. Other errors come from the
-// database, and the caller must roll back then too.
+// database, and the caller must roll back then too; they match neither
+// refusal, also when the token was refused but reading the stored mark to
+// tell which refusal it is failed (a connection cut, ctx ended): a re-run of
+// the transaction finds out.
 //
 // The mark is raised in tx, so it commits or rolls back with the caller's
 // writes, and it holds the key's row lock until then: a concurrent Check of
@@ -335,8 +338,12 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 	}
 	var mark int64
 	if err := q.queryRow(ctx, f.mark, key).Scan(&mark); err != nil {
-		return fmt.Errorf("%w: token %d for key %q was rejected, reading the stored mark failed: %w",
-			ErrStaleToken, token, key, err)
+		// Not ErrStaleToken: the mark may be this very token (an earlier
+		// attempt committed), and a caller who redoes stale work would then
+		// do it twice. The database's error decides the retry; a re-run tells
+		// the two refusals apart.
+		return fmt.Errorf("fence: check key %q token %d: the stored mark is this token or a newer one, and reading it to tell which failed "+
+			"(neither refusal is known: roll back, and run the transaction again to find out): %w", key, token, err)
 	}
 	if uint64(mark) == token {
 		return &TokenCommittedError{Key: key, Token: token}

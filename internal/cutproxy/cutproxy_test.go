@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -393,4 +394,62 @@ func closedPort(t *testing.T) string {
 	addr := p.Addr()
 	p.Close()
 	return addr
+}
+
+// TestMarkReadCutIsNeitherRefusal: when Check's claim finds the key's mark
+// at or above the token, it reads the mark to tell "already committed" from
+// "stale". A connection cut before that read must not be reported as
+// ErrStaleToken (the fence documents that it never is for the token already
+// stored, and a caller who redoes stale work under a new ticket would then
+// apply work twice) nor as ErrTokenCommitted: it is the driver's error, of a
+// class that an idempotent retry re-runs, and the re-run tells the two apart.
+func TestMarkReadCutIsNeitherRefusal(t *testing.T) {
+	for di, d := range drivers(t) {
+		t.Run(d.name, func(t *testing.T) {
+			ctx := context.Background()
+			f, err := fence.New(d.dialect, fence.WithTable(fmt.Sprint("fence_markcut_", di)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.CreateTable(ctx, d.direct); err != nil {
+				t.Fatal(err)
+			}
+			// Token 7 has committed on the key (an earlier attempt whose
+			// COMMIT reply was lost, say).
+			tx, err := d.direct.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Check(ctx, tx, "order-1", 7); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+
+			p := cutproxy.Start(t, addrOf(t, d))
+			s := d.open(t, p.Addr()) // a fresh connection: no statement cached
+			if err := s.begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer s.rollback(ctx)
+			fired := p.CutAt(cutproxy.Before, "select token") // the mark read only
+			err = s.check(ctx, f, "order-1", 7)
+			select {
+			case <-fired:
+			case <-time.After(20 * time.Second): // a bound against a hang, not a timing assertion
+				t.Fatalf("the mark read was never sent (check returned %v)", err)
+			}
+			t.Logf("check with the mark read cut: %v (class %v)", err, retry.Classify(err))
+			if err == nil {
+				t.Fatal("Check over a cut connection reported success")
+			}
+			if errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted) {
+				t.Fatalf("Check whose mark read was cut: %v; want neither ErrStaleToken nor ErrTokenCommitted (the stored mark is this token, and Check could not read it)", err)
+			}
+			if !retry.Classify(err).Retryable(true) {
+				t.Errorf("class %v: want a class an idempotent body is retried on", retry.Classify(err))
+			}
+		})
+	}
 }

@@ -193,10 +193,17 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 		}
 		c := newConn(s, nc)
-		if !s.addConn(c) {
-			s.metrics.capacityRejects.WithLabelValues("connections").Inc()
+		if ok, stopping := s.addConn(c); !ok {
+			// A connection accepted while the server stops is told so (E 11,
+			// reconnect elsewhere), not that the server is full.
+			f := wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}
+			if stopping {
+				f = wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}
+			} else {
+				s.metrics.capacityRejects.WithLabelValues("connections").Inc()
+			}
 			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}))
+			nc.Write(wire.Append(nil, &f))
 			nc.Close()
 			continue
 		}
@@ -204,15 +211,20 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-func (s *Server) addConn(c *conn) bool {
+// addConn registers c. It refuses it when the server is stopping (stopping
+// true) or at its connection limit.
+func (s *Server) addConn(c *conn) (ok, stopping bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.conns) >= s.cfg.Limits.MaxConnections {
-		return false
+	if s.closed {
+		return false, true
+	}
+	if len(s.conns) >= s.cfg.Limits.MaxConnections {
+		return false, false
 	}
 	s.conns[c] = struct{}{}
 	s.metrics.connections.Set(float64(len(s.conns)))
-	return true
+	return true, false
 }
 
 func (s *Server) removeConn(c *conn) {
