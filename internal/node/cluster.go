@@ -434,7 +434,10 @@ func (m *identity) expectJoin(id string) {
 
 // refused logs a refusal, at most once a minute per peer and reason.
 func (m *identity) refused(side, addr string, p peerInfo, reason string) {
-	key := p.ID + "|" + reason
+	m.refusedKey(side, addr, p, reason, p.ID+"|"+reason)
+}
+
+func (m *identity) refusedKey(side, addr string, p peerInfo, reason, key string) {
 	m.mu.Lock()
 	last, ok := m.logged[key]
 	if ok && time.Since(last) < time.Minute {
@@ -521,7 +524,9 @@ func (s *clusterStream) serve(raw net.Conn) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	p, kind, _, err := readHandshake(c, false)
 	if err != nil {
-		s.id.refused("accept", raw.RemoteAddr().String(), peerInfo{ID: "?"}, err.Error())
+		// Not a ticketd, or one that gave up: at most one line a minute
+		// (the key leaves out the error text, which names the address).
+		s.id.refusedKey("accept", raw.RemoteAddr().String(), peerInfo{ID: "?"}, "no valid handshake: "+err.Error(), "?|no valid handshake")
 		c.Close()
 		return
 	}
