@@ -429,6 +429,11 @@ func TestDRMajorityLoss(t *testing.T) {
 		p.kill()
 		os.RemoveAll(p.dataDir)
 	}
+	// Alone, n1 steps down once its leader lease runs out.
+	waitFor(t, startTimeout, "n1 steps down", func() bool {
+		st, err := adminStatus(n1.client)
+		return err == nil && st.Role != "leader"
+	}, n1)
 	code, _, errs := ctl(t, "--addr", n1.client, "--timeout", "3s", "snapshot", "save", filepath.Join(t.TempDir(), "x.snap"))
 	if code == 0 {
 		t.Fatal("snapshot save without a leader succeeded")
