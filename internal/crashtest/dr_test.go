@@ -545,3 +545,30 @@ func TestDRCorruptNewestSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderTransferReportsOnlyARealMove (issue 18, minor): with the other
+// voters paused, the leader steps down during a transfer without anyone
+// taking over; ticketctl must not report that as a transfer.
+func TestLeaderTransferReportsOnlyARealMove(t *testing.T) {
+	c := startCluster(t, 3)
+	l := c.procs[c.leader()]
+	var others []*proc
+	for _, p := range c.procs {
+		if p != l {
+			others = append(others, p)
+		}
+	}
+	for _, p := range others {
+		p.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+	defer func() {
+		for _, p := range others {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	code, out, errs := ctl(t, "--addr", l.client, "leader", "transfer", others[0].id)
+	if code == 0 {
+		t.Fatalf("leader transfer to a paused voter reported success: %s", out)
+	}
+	t.Logf("refused as it should be: %s", strings.TrimSpace(errs))
+}
