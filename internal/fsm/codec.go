@@ -64,6 +64,10 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		case OpReleaseOwner:
 			dst = appendStr(dst, op.Key)
 			dst = append(dst, op.Owner[:]...)
+		default:
+			if isCoordKind(op.Kind) {
+				dst = appendCoordOp(dst, op.Kind, op.Coord)
+			}
 		}
 	}
 	return appendCRC(dst, start)
@@ -192,7 +196,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 			op.Key = d.str("key")
 			d.owner(&op.Owner)
 		default:
-			if d.err == nil {
+			if isCoordKind(op.Kind) {
+				op.Coord = d.coordOp(op.Kind)
+			} else if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
 			}
 		}
@@ -248,6 +254,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 			buf = buf[:0]
 		}
 	}
+	buf = s.coord.appendSnapshot(buf)
 	crc = crc32.Update(crc, crcTable, buf)
 	buf = binary.BigEndian.AppendUint32(buf, crc)
 	if _, err := bw.Write(buf); err != nil {
@@ -297,6 +304,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		h.GrantedAt = int64(d.u64("granted at"))
 		h.ExpiresAt = int64(d.u64("expires at"))
 		s.holds[k] = h
+	}
+	if d.err == nil && len(d.b) > 0 && d.b[0] == coordSectionTag {
+		d.readCoordSection(s)
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -36,6 +36,8 @@ type Op struct {
 	LeaseMs uint32
 	NodeID  string // OpTakeover
 	Addr    string // OpTakeover: the leader's client address
+
+	Coord *CoordOp // OpCoord* (coord.go)
 }
 
 // Batch is the content of one Raft log entry: operations applied in order at
@@ -91,6 +93,8 @@ type Hold struct {
 type Result struct {
 	Status Status
 	Hold   Hold // Granted, Existing: the hold; Released: the ended hold
+
+	Coord *CoordResult // OpCoord* (Status Done): the per-operation outcome
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -99,11 +103,12 @@ type State struct {
 	lastTime  int64
 	holds     map[string]Hold
 	members   map[string]string // node id -> client address
+	coord     *coordState       // coordination nodes (coord.go)
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), members: make(map[string]string)}
+	return &State{holds: make(map[string]Hold), members: make(map[string]string), coord: newCoordState()}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -171,7 +176,11 @@ func (s *State) apply(now int64, op *Op) Result {
 				s.holds[k] = h
 			}
 		}
+		s.coord.takeover(now)
 		return Result{Status: Done}
+	}
+	if isCoordKind(op.Kind) {
+		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
 }
@@ -227,7 +236,8 @@ func (s *State) Members() [][2]string {
 // Clone returns a deep copy, for snapshots taken while applying continues.
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime,
-		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members))}
+		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members)),
+		coord: s.coord.clone()}
 	for k, h := range s.holds {
 		c.holds[k] = h
 	}
