@@ -832,3 +832,16 @@ func (s *State) DescribeSemaphore(path, name string, owners, waiters bool) (Sema
 	}
 	return info, CoordSuccess
 }
+
+// CoordWaiters calls fn for every queued acquire, by node path, semaphore
+// name and queue order, so a new leader can arm their timeouts.
+func (s *State) CoordWaiters(fn func(path, name string, w Holder)) {
+	for _, p := range sortedKeys(s.coord.nodes) {
+		n := s.coord.nodes[p]
+		for _, name := range sortedKeys(n.sems) {
+			for _, w := range n.sems[name].waiters {
+				fn(p, name, w)
+			}
+		}
+	}
+}

@@ -6,12 +6,12 @@ import (
 )
 
 // Coordination frames (docs/coordination.md, docs/protocol.md "Coordination
-// frames"): K carries `id:u32 op:u8 body`, Z carries `id:u32 op:u8
+// frames"): K carries `id:u32 op:u8 body`, T carries `id:u32 op:u8
 // status:u16 body`. Decode leaves the body in Frame.Text; DecodeCoord parses
 // it by the sub-op, and AppendCoordBody writes it. One table, coordLayouts,
 // drives both and the docs.
 
-// Sub-ops of K (requests) and of Z (their answers, same number).
+// Sub-ops of K (requests) and of T (their answers, same number).
 const (
 	CoordCreateNode        uint8 = 1
 	CoordAlterNode         uint8 = 2
@@ -27,7 +27,7 @@ const (
 	CoordDescribeSemaphore uint8 = 12
 )
 
-// Sub-ops of Z that answer no request of their own (notifications).
+// Sub-ops of T that answer no request of their own (notifications).
 const (
 	CoordQueued       uint8 = 64 // not final: the acquire (id) waits, with its order id
 	CoordChanged      uint8 = 65 // the watch of the describe (id) fired
@@ -35,7 +35,7 @@ const (
 	CoordSessionEnded uint8 = 67 // id 0: this connection's session ended
 )
 
-// Per-operation statuses carried by Z (the numbers of fsm.CoordStatus).
+// Per-operation statuses carried by T (the numbers of fsm.CoordStatus).
 const (
 	CoordSuccess            uint16 = 0
 	CoordNotFound           uint16 = 1
@@ -52,22 +52,22 @@ const (
 // Flag bits, by sub-op.
 const (
 	CoordFlagForce          uint8 = 1 // K delete semaphore
-	CoordFlagEphemeral      uint8 = 1 // K acquire; Z describe semaphore
-	CoordFlagAcquired       uint8 = 1 // Z acquire
-	CoordFlagReleased       uint8 = 1 // Z release: a hold or wait ended
+	CoordFlagEphemeral      uint8 = 1 // K acquire; T describe semaphore
+	CoordFlagAcquired       uint8 = 1 // T acquire
+	CoordFlagReleased       uint8 = 1 // T release: a hold or wait ended
 	CoordFlagOwners         uint8 = 1 // K describe semaphore: include owners
 	CoordFlagWaiters        uint8 = 2 // K describe semaphore: include waiters
 	CoordFlagWatchData      uint8 = 4 // K describe semaphore
 	CoordFlagWatchOwners    uint8 = 8 // K describe semaphore
-	CoordFlagChangedData    uint8 = 1 // Z changed
-	CoordFlagChangedOwners  uint8 = 2 // Z changed
+	CoordFlagChangedData    uint8 = 1 // T changed
+	CoordFlagChangedOwners  uint8 = 2 // T changed
 	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners
 )
 
 // MaxCoordData is the largest semaphore or owner data.
 const MaxCoordData = 1 << 20
 
-// Coord is the decoded body of a K or Z frame; only the fields of its
+// Coord is the decoded body of a K or T frame; only the fields of its
 // sub-op's layout are meaningful. Byte slices alias the frame.
 type Coord struct {
 	Path, Name, Key, Desc, Data, Message []byte
@@ -119,7 +119,7 @@ type coordLayout struct {
 	op      uint8
 	name    string
 	request []coordField // K body; nil for notifications
-	answer  []coordField // Z body when the status is 0
+	answer  []coordField // T body when the status is 0
 	summary string
 }
 
@@ -138,7 +138,7 @@ var (
 	fName = coordField{"name", ckStr, "semaphore name, 1..1024 bytes"}
 )
 
-// coordLayouts is the body of every sub-op. A Z frame whose status is not 0
+// coordLayouts is the body of every sub-op. A T frame whose status is not 0
 // has the body `message:str` instead of its answer.
 var coordLayouts = []coordLayout{
 	{CoordCreateNode, "CreateNode", append([]coordField{fPath}, nodeConfigFields...), nil, "create a coordination node"},
@@ -207,7 +207,7 @@ func coordLayoutOf(op uint8) *coordLayout {
 	return nil
 }
 
-// coordBody returns the body layout of a K (reply false) or Z frame.
+// coordBody returns the body layout of a K (reply false) or T frame.
 func coordBody(reply bool, op uint8, status uint16) ([]coordField, bool) {
 	l := coordLayoutOf(op)
 	if l == nil {
@@ -285,7 +285,7 @@ func appendData(b, s []byte) []byte {
 	return append(b, s...)
 }
 
-// AppendCoordBody appends the body of a K frame (reply false) or a Z frame
+// AppendCoordBody appends the body of a K frame (reply false) or a T frame
 // with op and status, taken from c, to dst. An unknown op appends nothing.
 func AppendCoordBody(dst []byte, reply bool, op uint8, status uint16, c *Coord) []byte {
 	fields, _ := coordBody(reply, op, status)
@@ -317,7 +317,7 @@ func AppendCoordBody(dst []byte, reply bool, op uint8, status uint16, c *Coord) 
 	return dst
 }
 
-// CoordFrame returns a K (reply false) or Z frame with its body encoded from c.
+// CoordFrame returns a K (reply false) or T frame with its body encoded from c.
 func CoordFrame(reply bool, id uint32, op uint8, status uint16, c *Coord) *Frame {
 	f := &Frame{Type: TypeCoord, ID: id, Op: op, Text: AppendCoordBody(nil, reply, op, status, c)}
 	if reply {
@@ -337,7 +337,7 @@ func (d *decoder) data() []byte {
 	return v
 }
 
-// DecodeCoord parses the body of a K or Z frame into c. Byte slices in c
+// DecodeCoord parses the body of a K or T frame into c. Byte slices in c
 // alias the frame. Errors are *Error: CodeUnknownFrame for an unknown
 // sub-op, CodeMalformedFrame for a body that does not match its layout or
 // sets flag bits the sub-op does not define.
@@ -413,7 +413,7 @@ func coordFlagMask(reply bool, op uint8, status uint16) (uint8, bool) {
 	return 0, false
 }
 
-// CoordStatusName names a Z status for messages ("NOT_FOUND").
+// CoordStatusName names a T status for messages ("NOT_FOUND").
 func CoordStatusName(s uint16) string {
 	names := [...]string{"SUCCESS", "NOT_FOUND", "ALREADY_EXISTS", "BAD_REQUEST", "PRECONDITION_FAILED",
 		"ABORTED", "SESSION_EXPIRED", "BAD_SESSION", "UNAUTHORIZED", "LIMIT_EXCEEDED"}

@@ -102,8 +102,8 @@ func TestCoordUnknownOpsAndFlags(t *testing.T) {
 	}
 }
 
-// TestCoordFrameSizes: by default K and Z frames are bounded by MaxFrame
-// like all others; with AllowCoordFrames a K or Z frame up to MaxCoordFrame
+// TestCoordFrameSizes: by default K and T frames are bounded by MaxFrame
+// like all others; with AllowCoordFrames a K or T frame up to MaxCoordFrame
 // is read (1 MiB of data fits), one byte more is refused, other types keep
 // MaxFrame, and an oversized frame's payload is still never read.
 func TestCoordFrameSizes(t *testing.T) {
@@ -134,17 +134,17 @@ func TestCoordFrameSizes(t *testing.T) {
 		t.Fatalf("length %d", n)
 	}
 	if err := allowing(exact).Next(&got); err != nil {
-		t.Fatalf("Z of exactly MaxCoordFrame: %v", err)
+		t.Fatalf("T of exactly MaxCoordFrame: %v", err)
 	}
 	over := Append(nil, &Frame{Type: TypeCoordReply, Text: make([]byte, MaxCoordFrame-7)})
 	if err := allowing(over).Next(&got); !isCode(err, CodeFrameTooLarge) {
-		t.Fatalf("Z of MaxCoordFrame+1: %v", err)
+		t.Fatalf("T of MaxCoordFrame+1: %v", err)
 	}
 	admin := Append(nil, &Frame{Type: TypeAdmin, Text: make([]byte, MaxFrame-4)})
 	if err := allowing(admin).Next(&got); !isCode(err, CodeFrameTooLarge) {
 		t.Fatalf("J of MaxFrame+1: %v", err)
 	}
-	// Only the type byte is read to tell K and Z from the rest.
+	// Only the type byte is read to tell K and T from the rest.
 	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, math.MaxUint32} {
 		hdr := be.AppendUint32(nil, n)
 		if n <= MaxCoordFrame {

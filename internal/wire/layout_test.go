@@ -101,7 +101,7 @@ var layouts = []layout{
 		{"version", kU16, "protocol version the server speaks: 1"},
 		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
-		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`) and, separately, this many other requests (`L`, `U`, `D`, `J`) may await a final answer on this connection"},
+		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`, and `K` acquires) and, separately, this many other requests (`L`, `U`, `D`, `J`, other `K`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
@@ -314,7 +314,7 @@ func frameTablesMarkdown(examples map[Type]vector) string {
 	w("Every variable-length field is the last field of its frame, so all offsets are\n")
 	w("fixed. A frame that is one byte shorter or longer than its layout is malformed\n")
 	w("(`E` 1), except that the JSON of `J` and `V` simply becomes shorter or longer,\n")
-	w("and the body of `K` and `Z` has the layout of its sub-op ([Coordination frames](#coordination-frames)).\n\n")
+	w("and the body of `K` and `T` has the layout of its sub-op ([Coordination frames](#coordination-frames)).\n\n")
 	w("Field names are the names used in `testdata/vectors.json`.\n\n")
 	w("| type | hex | name | direction | smallest length | meaning |\n")
 	w("|---|---|---|---|---|---|\n")

@@ -128,7 +128,7 @@ type Frame struct {
 	Key  []byte // A, L, D, U
 	Text []byte // H: token; Y: node id; M: leader address; E: message; J, V: JSON
 
-	// K, Z (coordination, coord.go): the sub-op; Code carries Z's status
+	// K, T (coordination, coord.go): the sub-op; Code carries T's status
 	// and Text the sub-op's body.
 	Op uint8
 }
@@ -147,9 +147,9 @@ func putStr(b []byte, s []byte) []byte {
 // sub-op byte, instead of a letter per operation.
 const (
 	TypeCoord      Type = 'K' // client->server: coordination request
-	TypeCoordReply Type = 'Z' // server->client: coordination answer or notification
+	TypeCoordReply Type = 'T' // server->client: coordination answer or notification
 
-	// MaxCoordFrame bounds the length prefix of K and Z frames, which carry
+	// MaxCoordFrame bounds the length prefix of K and T frames, which carry
 	// semaphore data of up to MaxCoordData bytes; other frames keep MaxFrame.
 	MaxCoordFrame = MaxCoordData + 8<<10
 )
