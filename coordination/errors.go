@@ -27,6 +27,8 @@ var (
 	ErrIndeterminate = errors.New("coordination: outcome unknown")
 	// ErrUnavailable: no leader could be reached before the context ended.
 	ErrUnavailable = errors.New("coordination: leader unavailable")
+	// ErrUnauthenticated: the server refused the client token (WithToken).
+	ErrUnauthenticated = errors.New("coordination: unauthenticated")
 	// ErrClosed: the client or session was closed.
 	ErrClosed = errors.New("coordination: closed")
 	// ErrNotAcquired: an acquire ended without the semaphore (timeout 0, or

@@ -46,8 +46,8 @@ func dialLeader(ctx context.Context, cfg *config, onEvent func(wire.Frame)) (*li
 					return l, nil
 				}
 				last = err
-				if errors.Is(err, errFatalHello) {
-					return nil, err
+				if errors.Is(err, ErrUnauthenticated) {
+					return nil, err // retrying cannot help
 				}
 				addr = leader
 			}
@@ -60,8 +60,6 @@ func dialLeader(ctx context.Context, cfg *config, onEvent func(wire.Frame)) (*li
 		delay = min(delay*2, 500*time.Millisecond)
 	}
 }
-
-var errFatalHello = errors.New("coordination: the server refused the hello")
 
 // dialOne says hello to addr; on M it returns the leader's address.
 func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Frame)) (*link, string, error) {
@@ -100,8 +98,8 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 		return nil, string(f.Text), fmt.Errorf("%s is not the leader", addr)
 	case wire.TypeError:
 		nc.Close()
-		if f.Code == uint16(wire.CodeUnauthenticated) || f.Code == uint16(wire.CodeUnsupportedVersion) {
-			return nil, "", fmt.Errorf("%w: %s: %s", errFatalHello, addr, f.Text)
+		if f.Code == uint16(wire.CodeUnauthenticated) {
+			return nil, "", fmt.Errorf("%w: %s refused the client token (%s): check WithToken against the server's client_tokens", ErrUnauthenticated, addr, f.Text)
 		}
 		return nil, "", fmt.Errorf("%s refused the hello: %s", addr, f.Text)
 	default:
