@@ -99,7 +99,7 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 	case wire.TypeError:
 		nc.Close()
 		if f.Code == uint16(wire.CodeUnauthenticated) {
-			return nil, "", fmt.Errorf("%w: %s refused the client token (%s): check WithToken against the server's client_tokens", ErrUnauthenticated, addr, f.Text)
+			return nil, "", fmt.Errorf("%w: %s refused the client token: %s (the token is set with WithToken)", ErrUnauthenticated, addr, f.Text)
 		}
 		return nil, "", fmt.Errorf("%s refused the hello: %s", addr, f.Text)
 	default:
