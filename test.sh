@@ -52,6 +52,9 @@ fuzz ./internal/fsm FuzzDecodeBatch
 fuzz ./internal/fsm FuzzReadSnapshot
 fuzz ./cmd/ticketd FuzzLoadConfigFile
 fuzz ./internal/node FuzzReadHandshake
+fuzz ./internal/wire FuzzDecodeCoord
+fuzz ./internal/fsm FuzzDecodeCoordBatch
+fuzz ./internal/fsm FuzzReadCoordSnapshot
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null

@@ -68,6 +68,10 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = append(dst, op.Cluster[:]...)
 		case OpAdmit, OpForget:
 			dst = appendStr(dst, op.NodeID)
+		default:
+			if isCoordKind(op.Kind) {
+				dst = appendCoordOp(dst, op.Kind, op.Coord)
+			}
 		}
 	}
 	return appendCRC(dst, start)
@@ -209,7 +213,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 		case OpAdmit, OpForget:
 			op.NodeID = d.str("node id")
 		default:
-			if d.err == nil {
+			if isCoordKind(op.Kind) {
+				op.Coord = d.coordOp(op.Kind)
+			} else if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
 			}
 		}
@@ -279,6 +285,8 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	for _, id := range parts {
 		buf = appendStr(buf, id)
 	}
+	// The coordination section stays last: it is read only when present.
+	buf = s.coord.appendSnapshot(buf)
 	crc = crc32.Update(crc, crcTable, buf)
 	buf = binary.BigEndian.AppendUint32(buf, crc)
 	if _, err := bw.Write(buf); err != nil {
@@ -345,6 +353,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		for i := uint64(0); i < np && d.err == nil; i++ {
 			s.admitted[d.str("participant")] = true
 		}
+	}
+	if d.err == nil && len(d.b) > 0 && d.b[0] == coordSectionTag {
+		d.readCoordSection(s)
 	}
 	if d.err != nil {
 		return nil, d.err

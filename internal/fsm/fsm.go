@@ -54,6 +54,8 @@ type Op struct {
 	NodeID  string    // OpTakeover, OpAdmit, OpForget
 	Addr    string    // OpTakeover: the leader's client address
 	Cluster ClusterID // OpSetCluster
+
+	Coord *CoordOp // OpCoord* (coord.go)
 }
 
 // Batch is the content of one Raft log entry: operations applied in order at
@@ -109,6 +111,8 @@ type Hold struct {
 type Result struct {
 	Status Status
 	Hold   Hold // Granted, Existing: the hold; Released: the ended hold
+
+	Coord *CoordResult // OpCoord* (Status Done): the per-operation outcome
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -119,11 +123,12 @@ type State struct {
 	members   map[string]string // node id -> client address
 	cluster   ClusterID
 	admitted  map[string]bool // participants (see OpAdmit)
+	coord     *coordState     // coordination nodes (coord.go)
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]bool)}
+	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]bool), coord: newCoordState()}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -191,6 +196,7 @@ func (s *State) apply(now int64, op *Op) Result {
 				s.holds[k] = h
 			}
 		}
+		s.coord.takeover(now)
 		return Result{Status: Done}
 	case OpSetCluster:
 		if op.Cluster == (ClusterID{}) {
@@ -209,6 +215,9 @@ func (s *State) apply(now int64, op *Op) Result {
 			delete(s.admitted, op.NodeID)
 		}
 		return Result{Status: Done}
+	}
+	if isCoordKind(op.Kind) {
+		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
 }
@@ -288,7 +297,7 @@ func (s *State) Participants() []string {
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
 		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members)),
-		admitted: make(map[string]bool, len(s.admitted))}
+		admitted: make(map[string]bool, len(s.admitted)), coord: s.coord.clone()}
 	for id := range s.admitted {
 		c.admitted[id] = true
 	}

@@ -45,6 +45,9 @@ type request struct {
 	token uint64
 	key   string
 	at    time.Time
+
+	op   uint8  // K: the coordination sub-op (coord.go)
+	body []byte // K: its body, copied
 }
 
 // reply is one request waiting for an acquire's final answer.
@@ -103,6 +106,7 @@ const (
 	causeExpire
 	causeOrphan
 	causeTakeover
+	causeCoord // coord.go
 )
 
 type cause struct {
@@ -116,6 +120,8 @@ type readReq struct {
 	c   *conn
 	id  uint32
 	key string
+
+	fn func(st *fsm.State) // a coordination read (coord.go) instead of a key's
 }
 
 type batch struct {
@@ -190,6 +196,8 @@ type core struct {
 	leases map[string]*timer // key -> the lease timer of its hold
 	timer  *time.Timer
 
+	co coordCore // coordination sessions, waiters and watches (coord.go)
+
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
 }
@@ -230,6 +238,7 @@ func (c *core) reset() {
 	c.waiters, c.attempts = 0, 0
 	c.timers = nil
 	c.leases = make(map[string]*timer)
+	c.co.reset()
 }
 
 func (c *core) submit(r request) { c.send(c.reqs, r) }
@@ -434,6 +443,8 @@ func (c *core) handle(r request) {
 		c.cancel(r)
 	case wire.TypeDescribe:
 		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, key: r.key})
+	case wire.TypeCoord:
+		c.coordRequest(r)
 	}
 }
 
@@ -683,6 +694,7 @@ func (c *core) dropConn(cn *conn) {
 		}
 	}
 	cn.waiters = nil
+	c.coordConnClosed(cn)
 }
 
 // answer sends one frame to every reply of w and forgets them.
@@ -846,6 +858,8 @@ func (c *core) applied(a applied) {
 			c.freed(op.Key, res)
 		case causeOrphan:
 			c.freed(op.Key, res)
+		case causeCoord:
+			c.coordApplied(op, res, cs, now)
 		}
 	}
 	if len(b.reads) > 0 {
@@ -964,6 +978,7 @@ func (c *core) takeoverDone(now time.Time) {
 			return true
 		})
 	})
+	c.coordTakeover(now)
 	heap.Init(&c.timers)
 	c.resetTimer()
 	c.serving = true
@@ -975,6 +990,10 @@ func (c *core) answerReads(reads []readReq) {
 	clock := c.clock()
 	c.s.node.Read(func(st *fsm.State) {
 		for _, rd := range reads {
+			if rd.fn != nil {
+				rd.fn(st)
+				continue
+			}
 			f := wire.Frame{Type: wire.TypeInfo, ID: rd.id}
 			if h, ok := st.Get(rd.key); ok {
 				f.Flags = 1
@@ -999,6 +1018,7 @@ type timer struct {
 	w     *waiter // a wait deadline, or
 	key   string  // the lease deadline of key's hold under token
 	token uint64
+	fn    func() // or a coordination deadline (coord.go)
 	idx   int // position in the heap; -1 when not in it
 }
 
@@ -1066,6 +1086,10 @@ func (c *core) fireTimers() {
 	var expire []*timer
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
 		t := heap.Pop(&c.timers).(*timer)
+		if t.fn != nil {
+			t.fn()
+			continue
+		}
 		if t.w != nil {
 			t.w.timer = nil
 			c.waitExpired(t.w)
