@@ -185,6 +185,10 @@ type core struct {
 	owners   map[fsm.Owner]*waiter
 	waiters  int // waiters with wait > 0, server-wide
 	attempts int // OpAcquire in flight
+	// admins are the admin sessions that sent ticket requests in this term.
+	// Losing leadership ends them with M like client connections (which
+	// setServing ends): their waiters and in-flight requests are forgotten.
+	admins map[*conn]struct{}
 
 	timers timerHeap
 	leases map[string]*timer // key -> the lease timer of its hold
@@ -228,6 +232,10 @@ func (c *core) reset() {
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
+	for cn := range c.admins {
+		cn.fatal(c.s.notLeaderFrame())
+	}
+	c.admins = make(map[*conn]struct{})
 	c.timers = nil
 	c.leases = make(map[string]*timer)
 }
@@ -420,6 +428,9 @@ func (c *core) handle(r request) {
 	if !c.serving {
 		r.c.fatal(c.s.notLeaderFrame())
 		return
+	}
+	if r.c.admin {
+		c.admins[r.c] = struct{}{}
 	}
 	switch r.kind {
 	case wire.TypeAcquire:
@@ -670,6 +681,7 @@ func (c *core) retire(w *waiter) {
 }
 
 func (c *core) dropConn(cn *conn) {
+	delete(c.admins, cn)
 	for w := range cn.waiters {
 		kept := w.replies[:0]
 		for _, r := range w.replies {
