@@ -449,7 +449,14 @@ func (c *core) handle(r request) {
 }
 
 func (c *core) acquire(r request) {
-	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
+	if w, ok := c.owners[fsm.Owner(r.owner)]; ok && w.key != r.key {
+		// An owner names one attempt on one key. Joining the waiter of
+		// another key would answer this key's request with that key's
+		// grant; not acquiring is the safe answer.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
 		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
 		c.track(r.c, w)
