@@ -194,6 +194,10 @@ type core struct {
 	leases map[string]*timer // key -> the lease timer of its hold
 	timer  *time.Timer
 
+	// resultGate, when set (tests only), holds each batch's outcome in the
+	// awaiter until a value arrives on it (or it is closed).
+	resultGate atomic.Pointer[chan struct{}]
+
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
 }
@@ -349,6 +353,12 @@ func (c *core) awaiter() {
 			}
 		}
 		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
+		if g := c.resultGate.Load(); g != nil {
+			select {
+			case <-*g:
+			case <-c.stop:
+			}
+		}
 		select {
 		case c.results <- applied{b: p.b, res: res, err: err}:
 		case <-c.stop:
@@ -719,7 +729,7 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 // leaseLeft is what remains, at, of the lease of key's hold h as this leader
 // will enforce it (its expiry timer), in whole ms and never more than the
 // hold's lease: a G for an existing hold must not promise more. It is 0 when
-// the expiry is already being committed.
+// the hold's end is already being committed (expiry, or orphan release).
 func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 	t := c.leases[key]
 	if t == nil || t.token != h.Token {
@@ -896,10 +906,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		c.retire(w)
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
-			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 		if q != nil {
 			c.maybeDropQueue(w.key, q)
@@ -921,9 +928,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		if !delivered && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone or
 			// closing), so end the hold now instead of at lease expiry.
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 	case fsm.Busy:
 		// Answer the cancelled requests; the others wait, at the head.
@@ -964,6 +969,18 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	if q != nil {
 		c.maybeDropQueue(w.key, q)
 	}
+}
+
+// releaseOrphan proposes the release of a grant that nobody received. Its
+// lease timer goes at once: until the release is applied the hold is still
+// in the state, and a G for it (its owner asking again) must promise no
+// lease (leaseLeft is 0 without a timer), since the release will end it.
+// If the release never commits, a new term rebuilds the timers.
+func (c *core) releaseOrphan(key string, token uint64) {
+	c.leaseEnded(key, token)
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+	c.handoff(key)
 }
 
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
