@@ -54,6 +54,7 @@ type reply struct {
 	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
 	queuedSent bool
+	once       bool // wait = 0: one attempt, never queued
 }
 
 // waiter is one acquire attempt (one owner) not yet answered: attempting a
@@ -466,9 +467,15 @@ func (c *core) acquire(r request) {
 		c.s.metrics.notAcquired.Inc()
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 		return
+	} else if ok && w.elem != nil && r.wait == 0 {
+		// wait = 0 is one immediate attempt, never queued: the owner's
+		// waiter is queued, so that attempt would find the key taken.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
 	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
+		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at, once: r.wait == 0})
 		c.track(r.c, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
@@ -936,6 +943,11 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		for _, r := range w.replies {
 			if r.cancelled {
 				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+			} else if r.once && w.wait > 0 {
+				// A wait-0 request that joined a waiter: its one attempt
+				// failed, and it is never queued.
+				c.s.metrics.notAcquired.Inc()
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			} else {
 				kept = append(kept, r)
 			}

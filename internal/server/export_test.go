@@ -49,3 +49,6 @@ func GateResults(s *Server) chan struct{} {
 	s.core.resultGate.Store(&ch)
 	return ch
 }
+
+// QueuedRequests is the number of requests waiting for the core.
+func QueuedRequests(s *Server) int { return len(s.core.reqs) }
