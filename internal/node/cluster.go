@@ -142,6 +142,11 @@ const (
 	stateSettled     = 2
 
 	handshakeTimeout = 5 * time.Second
+
+	// maxTracked bounds what a server keeps about the peers it met (the
+	// refusals it logged, the peers seen while it has no cluster ID):
+	// anyone who reaches the Raft port can make up node ids.
+	maxTracked = 256
 )
 
 func stateName(s byte) string {
@@ -249,6 +254,8 @@ type identity struct {
 	known     map[string]bool // participants in this directory's log at start (applied or not)
 	conns     map[*hsConn]fsm.ClusterID
 	logged    map[string]time.Time // refusal messages, at most one per peer and reason a minute
+	// floodLogged: when the line saying that refusals went unlogged was logged.
+	floodLogged time.Time
 }
 
 func (m *identity) self() peerInfo {
@@ -339,7 +346,7 @@ func (m *identity) check(p peerInfo, dialed string) string {
 			m.mu.Unlock()
 			return "this cluster's first leader is setting the cluster ID; try again in a moment"
 		}
-		if m.seen != nil {
+		if m.seen != nil && (m.seen[p.ID] || len(m.seen) < maxTracked) {
 			m.seen[p.ID] = true
 		}
 		m.mu.Unlock()
@@ -443,6 +450,26 @@ func (m *identity) refusedKey(side, addr string, p peerInfo, reason, key string)
 	if ok && time.Since(last) < time.Minute {
 		m.mu.Unlock()
 		return
+	}
+	if !ok && len(m.logged) >= maxTracked {
+		for k, at := range m.logged {
+			if time.Since(at) >= time.Minute {
+				delete(m.logged, k)
+			}
+		}
+		if len(m.logged) >= maxTracked {
+			// Made-up node ids, most likely: the lines of this minute say
+			// enough, and the memory stays bounded.
+			flood := time.Since(m.floodLogged) >= time.Minute
+			if flood {
+				m.floodLogged = time.Now()
+			}
+			m.mu.Unlock()
+			if flood {
+				m.log.Error("Raft connections refused from too many distinct node ids or reasons within a minute; no more refusals are logged this minute. Is the Raft port reachable from outside the cluster?", "limit", maxTracked)
+			}
+			return
+		}
 	}
 	m.logged[key] = time.Now()
 	me := m.selfLocked()

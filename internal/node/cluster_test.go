@@ -3,8 +3,10 @@ package node
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +200,53 @@ func TestAccessErrorsAreNotDamage(t *testing.T) {
 	other := &fs.PathError{Op: "open", Path: "/d/raft.db", Err: syscall.EIO}
 	if err := accessOr("/d", other); err != other {
 		t.Errorf("EIO changed: %v", err)
+	}
+}
+
+// handshakeAs dials addr and sends a Raft handshake as the server id of
+// cluster cid, then waits for the answer (or the close).
+func handshakeAs(t *testing.T, addr, id string, cid fsm.ClusterID, state byte) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(appendHello(nil, kindRaft, peerInfo{ID: id, Cluster: cid, State: state})); err != nil {
+		t.Fatal(err)
+	}
+	readHandshake(c, true)
+}
+
+// TestHostileHandshakesKeepMemoryBounded: whoever reaches the Raft port can
+// send handshakes under ever new node ids. What the server keeps about them
+// (refusals already logged, peers seen while it has no cluster ID) stays
+// bounded, and so does the number of refusal lines logged.
+func TestHostileHandshakesKeepMemoryBounded(t *testing.T) {
+	const n = 3000
+	var ls, le syncBuf
+	settled := openSingle(t, "s1", &ls)
+	empty, err := Open(Config{ID: "e1", RaftAddr: "127.0.0.1:0", Dir: filepath.Join(t.TempDir(), "e1"), InitialState: "existing",
+		Logger: slog.New(slog.NewTextHandler(&le, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { empty.Close() })
+	other := NewClusterID()
+	for i := range n {
+		handshakeAs(t, settled.RaftAddr(), fmt.Sprintf("hostile-%d", i), other, stateSettled)
+		handshakeAs(t, empty.RaftAddr(), fmt.Sprintf("hostile-%d", i), fsm.ClusterID{}, stateProvisional)
+	}
+	for _, nd := range []*Node{settled, empty} {
+		nd.id.mu.Lock()
+		logged, seen := len(nd.id.logged), len(nd.id.seen)
+		nd.id.mu.Unlock()
+		if logged > maxTracked || seen > maxTracked {
+			t.Errorf("%s keeps %d refusal keys and %d seen peers after %d hostile handshakes; want at most %d each", nd.ID(), logged, seen, n, maxTracked)
+		}
+	}
+	if lines := strings.Count(ls.String(), "Raft connection refused"); lines > maxTracked {
+		t.Errorf("%d refusal lines logged for %d hostile handshakes within a minute; want at most %d", lines, n, maxTracked)
 	}
 }

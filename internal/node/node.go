@@ -222,6 +222,21 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 
+	if !existing && cfg.InitialState == "new" {
+		if p, ok := n.settledBootstrapPeer(); ok {
+			// The bootstrap list names a server that already holds a
+			// cluster's history: that cluster formed, and this directory
+			// was emptied (or never used). Bootstrapping would start a new
+			// history beside it, which a majority of emptied servers could
+			// elect. Wait to be added instead; the cluster admits a voter
+			// that never took part and refuses one that lost its data.
+			cfg.Logger.Warn("data directory empty, but a server of the bootstrap list already belongs to a cluster: not bootstrapping, waiting to be added",
+				"peer", p.NodeID, "cluster", FormatClusterID(p.Cluster),
+				"fix", fmt.Sprintf("if this server was a member and lost its data: ticketctl members remove %s, then ticketctl members add %s %s; set initial_cluster_state = \"existing\"", cfg.ID, cfg.ID, n.RaftAddr()))
+			cfg.InitialState = "existing"
+			n.cfg.InitialState = "existing"
+		}
+	}
 	n.fresh = !existing
 	if existing {
 		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
@@ -275,6 +290,30 @@ func Open(cfg Config) (*Node, error) {
 	}
 	ok = true
 	return n, nil
+}
+
+// settledBootstrapPeer asks the other servers of the bootstrap list who
+// they are and returns one that knows a cluster ID. Servers that do not
+// answer (not started yet, as when a cluster first forms) are skipped.
+func (n *Node) settledBootstrapPeer() (PeerState, bool) {
+	found := make(chan PeerState, len(n.cfg.Bootstrap))
+	var wg sync.WaitGroup
+	for _, p := range n.cfg.Bootstrap {
+		if p.ID == n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ps, err := n.Probe(p.RaftAddr, 2*time.Second); err == nil && ps.Settled {
+				found <- ps
+			}
+		}()
+	}
+	wg.Wait()
+	close(found)
+	ps, ok := <-found
+	return ps, ok
 }
 
 // Fresh reports whether the data directory held no Raft state when opened.

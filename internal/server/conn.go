@@ -34,9 +34,9 @@ type conn struct {
 	// limits, so acquires waiting in queues never starve releases and
 	// describes of the same connection (protocol.md, capacity reason 4).
 	acquires, others int
-	closing  bool                // no more answers; writer flushes, then closes
-	wake     chan struct{}
-	done     chan struct{} // closed when the writer has closed the socket
+	closing          bool // no more answers; writer flushes, then closes
+	wake             chan struct{}
+	done             chan struct{} // closed when the writer has closed the socket
 
 	ready   atomic.Bool   // hello answered with Y: pings start then
 	cutOff  atomic.Bool   // a slow consumer: read nothing more from it

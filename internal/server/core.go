@@ -57,6 +57,7 @@ type reply struct {
 	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
 	queuedSent bool
+	once       bool // wait = 0: one attempt, never queued
 }
 
 // waiter is one acquire attempt (one owner) not yet answered: attempting a
@@ -179,7 +180,7 @@ type core struct {
 	epoch     uint64
 	term      uint64 // the Raft term this core leads in
 	leading   bool   // leader, takeover may still be committing
-	serving   bool // takeover committed: requests are served
+	serving   bool   // takeover committed: requests are served
 	clockBase int64
 	clockMono time.Time
 
@@ -191,12 +192,20 @@ type core struct {
 	owners   map[fsm.Owner]*waiter
 	waiters  int // waiters with wait > 0, server-wide
 	attempts int // OpAcquire in flight
+	// admins are the admin sessions that sent ticket requests in this term.
+	// Losing leadership ends them with M like client connections (which
+	// setServing ends): their waiters and in-flight requests are forgotten.
+	admins map[*conn]struct{}
 
 	timers timerHeap
 	leases map[string]*timer // key -> the lease timer of its hold
 	timer  *time.Timer
 
 	co coordCore // coordination sessions, waiters and watches (coord.go)
+
+	// resultGate, when set (tests only), holds each batch's outcome in the
+	// awaiter until a value arrives on it (or it is closed).
+	resultGate atomic.Pointer[chan struct{}]
 
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
@@ -236,6 +245,10 @@ func (c *core) reset() {
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
+	for cn := range c.admins {
+		cn.fatal(c.s.notLeaderFrame())
+	}
+	c.admins = make(map[*conn]struct{})
 	c.timers = nil
 	c.leases = make(map[string]*timer)
 	c.co.reset()
@@ -350,6 +363,12 @@ func (c *core) awaiter() {
 			}
 		}
 		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
+		if g := c.resultGate.Load(); g != nil {
+			select {
+			case <-*g:
+			case <-c.stop:
+			}
+		}
 		select {
 		case c.results <- applied{b: p.b, res: res, err: err}:
 		case <-c.stop:
@@ -430,6 +449,9 @@ func (c *core) handle(r request) {
 		r.c.fatal(c.s.notLeaderFrame())
 		return
 	}
+	if r.c.admin {
+		c.admins[r.c] = struct{}{}
+	}
 	switch r.kind {
 	case wire.TypeAcquire:
 		c.acquire(r)
@@ -449,9 +471,22 @@ func (c *core) handle(r request) {
 }
 
 func (c *core) acquire(r request) {
-	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
+	if w, ok := c.owners[fsm.Owner(r.owner)]; ok && w.key != r.key {
+		// An owner names one attempt on one key. Joining the waiter of
+		// another key would answer this key's request with that key's
+		// grant; not acquiring is the safe answer.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok && w.elem != nil && r.wait == 0 {
+		// wait = 0 is one immediate attempt, never queued: the owner's
+		// waiter is queued, so that attempt would find the key taken.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
+		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at, once: r.wait == 0})
 		c.track(r.c, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
@@ -681,6 +716,7 @@ func (c *core) retire(w *waiter) {
 }
 
 func (c *core) dropConn(cn *conn) {
+	delete(c.admins, cn)
 	for w := range cn.waiters {
 		kept := w.replies[:0]
 		for _, r := range w.replies {
@@ -712,7 +748,7 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 // leaseLeft is what remains, at, of the lease of key's hold h as this leader
 // will enforce it (its expiry timer), in whole ms and never more than the
 // hold's lease: a G for an existing hold must not promise more. It is 0 when
-// the expiry is already being committed.
+// the hold's end is already being committed (expiry, or orphan release).
 func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 	t := c.leases[key]
 	if t == nil || t.token != h.Token {
@@ -891,10 +927,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		c.retire(w)
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
-			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 		if q != nil {
 			c.maybeDropQueue(w.key, q)
@@ -916,9 +949,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		if !delivered && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone or
 			// closing), so end the hold now instead of at lease expiry.
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 	case fsm.Busy:
 		// Answer the cancelled requests; the others wait, at the head.
@@ -926,6 +957,11 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		for _, r := range w.replies {
 			if r.cancelled {
 				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+			} else if r.once && w.wait > 0 {
+				// A wait-0 request that joined a waiter: its one attempt
+				// failed, and it is never queued.
+				c.s.metrics.notAcquired.Inc()
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			} else {
 				kept = append(kept, r)
 			}
@@ -959,6 +995,18 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	if q != nil {
 		c.maybeDropQueue(w.key, q)
 	}
+}
+
+// releaseOrphan proposes the release of a grant that nobody received. Its
+// lease timer goes at once: until the release is applied the hold is still
+// in the state, and a G for it (its owner asking again) must promise no
+// lease (leaseLeft is 0 without a timer), since the release will end it.
+// If the release never commits, a new term rebuilds the timers.
+func (c *core) releaseOrphan(key string, token uint64) {
+	c.leaseEnded(key, token)
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+	c.handoff(key)
 }
 
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
@@ -1019,7 +1067,7 @@ type timer struct {
 	key   string  // the lease deadline of key's hold under token
 	token uint64
 	fn    func() // or a coordination deadline (coord.go)
-	idx   int // position in the heap; -1 when not in it
+	idx   int    // position in the heap; -1 when not in it
 }
 
 type timerHeap []*timer

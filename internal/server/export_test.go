@@ -40,3 +40,15 @@ func MarkStopping(s *Server) (undo func()) {
 		s.mu.Unlock()
 	}
 }
+
+// GateResults makes the core wait for a value on the returned channel before
+// it learns the outcome of each committed batch (Raft has applied it); close
+// the channel to let every outcome through.
+func GateResults(s *Server) chan struct{} {
+	ch := make(chan struct{})
+	s.core.resultGate.Store(&ch)
+	return ch
+}
+
+// QueuedRequests is the number of requests waiting for the core.
+func QueuedRequests(s *Server) int { return len(s.core.reqs) }
