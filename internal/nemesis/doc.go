@@ -1,0 +1,2 @@
+// Package nemesis is a Jepsen-style fault-injection harness for ticketd.
+package nemesis
