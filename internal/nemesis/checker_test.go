@@ -53,7 +53,7 @@ func TestCheckerAcceptsCorrectHistories(t *testing.T) {
 			describe(2, 970*ms, 980*ms, true, 5).release(0, 990*ms, 1000*ms, 5, OK),
 		"unknown acquire revealed, then ends": new(hb).unknownAcq(0, 0, 10*ms).describe(1, 20*ms, 30*ms, true, 7).
 			describe(1, 40*ms, 50*ms, false, 0).grant(2, 60*ms, 70*ms, 8, 900*ms),
-		"unknown acquire never in effect": new(hb).unknownAcq(0, 0, 10*ms).grant(1, 20*ms, 30*ms, 3, 900*ms),
+		"unknown acquire never in effect":      new(hb).unknownAcq(0, 0, 10*ms).grant(1, 20*ms, 30*ms, 3, 900*ms),
 		"W while another acquire is committed": new(hb).grant(0, 0, 20*ms, 4, 900*ms).refused(1, 5*ms, 10*ms),
 		"unknown release either way": new(hb).grant(0, 0, 10*ms, 5, 900*ms).release(0, 20*ms, 30*ms, 5, Unknown).
 			describe(1, 40*ms, 50*ms, true, 5).describe(1, 60*ms, 70*ms, false, 0),

@@ -83,6 +83,7 @@ type Node struct {
 	done    chan struct{}
 	waitErr error
 	paused  bool
+	up      int // proxies of the current start whose server port listens
 }
 
 // Cluster is n ticketd servers bootstrapped together, each in its namespace.
@@ -128,19 +129,32 @@ bootstrap = [%s]
 			return nil, err
 		}
 		dial := DialerIn(nd.ns)
-		ln, err := ListenIn(nd.ns, fmt.Sprintf("%s:%d", nt.Addr(i), clientPort))
-		if err != nil {
+		listenIn := func(addr string) func() (net.Listener, error) {
+			return func() (net.Listener, error) { return ListenIn(nd.ns, addr) }
+		}
+		var err error
+		if nd.Client, err = NewProxy(nd.ID+"/client", listenIn(fmt.Sprintf("%s:%d", nt.Addr(i), clientPort)), fmt.Sprintf("127.0.0.1:%d", clientPort), dial); err != nil {
 			return nil, err
 		}
-		nd.Client = NewProxy(nd.ID+"/client", ln, fmt.Sprintf("127.0.0.1:%d", clientPort), dial)
-		if ln, err = ListenIn(nd.ns, fmt.Sprintf("%s:%d", nt.Addr(i), raftPort)); err != nil {
+		if nd.Raft, err = NewProxy(nd.ID+"/raft", listenIn(fmt.Sprintf("%s:%d", nt.Addr(i), raftPort)), fmt.Sprintf("127.0.0.1:%d", raftPort), dial); err != nil {
 			return nil, err
 		}
-		nd.Raft = NewProxy(nd.ID+"/raft", ln, fmt.Sprintf("127.0.0.1:%d", raftPort), dial)
-		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		// The control path listens on the root namespace's loopback: only
+		// the harness uses it, and no fault touches it.
+		ctlAddr := ""
+		listenCtl := func() (net.Listener, error) {
+			if ctlAddr == "" {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err == nil {
+					ctlAddr = ln.Addr().String()
+				}
+				return ln, err
+			}
+			return net.Listen("tcp", ctlAddr)
+		}
+		if nd.ctl, err = NewProxy(nd.ID+"/ctl", listenCtl, fmt.Sprintf("127.0.0.1:%d", clientPort), dial); err != nil {
 			return nil, err
 		}
-		nd.ctl = NewProxy(nd.ID+"/ctl", ln, fmt.Sprintf("127.0.0.1:%d", clientPort), dial)
 		nd.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 		c.Nodes = append(c.Nodes, nd)
 	}
@@ -181,8 +195,54 @@ func (c *Cluster) ClientAddrs() string {
 	return strings.Join(a, ",")
 }
 
-// Start starts the server process; it does not wait for it to serve.
+// Start starts the server process; it does not wait for it to serve. Its
+// proxies refuse connections until the server listens on the port behind
+// each, as the server's own port would, then forward normally.
 func (nd *Node) Start() error {
+	if err := nd.down(); err != nil {
+		return err
+	}
+	if err := nd.start(); err != nil {
+		return err
+	}
+	nd.mu.Lock()
+	gen, done := nd.starts, nd.done
+	nd.mu.Unlock()
+	for _, p := range []struct {
+		proxy *Proxy
+		port  int
+	}{{nd.Client, clientPort}, {nd.Raft, raftPort}} {
+		go nd.upWhenListening(gen, done, p.proxy, p.port)
+	}
+	return nil
+}
+
+// upWhenListening opens proxy once the server of start gen listens on port.
+func (nd *Node) upWhenListening(gen int, done chan struct{}, proxy *Proxy, port int) {
+	dial := DialerIn(nd.ns)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := dial(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		cancel()
+		if err == nil {
+			c.Close()
+			nd.mu.Lock()
+			if nd.starts == gen && nd.runningLocked() {
+				proxy.Set(LinkMode{})
+				nd.up++
+			}
+			nd.mu.Unlock()
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond): // polling the port until the process ends
+		}
+	}
+}
+
+func (nd *Node) start() error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	if nd.runningLocked() {
@@ -204,7 +264,7 @@ func (nd *Node) Start() error {
 		return fmt.Errorf("start %s: %w", nd.ID, err)
 	}
 	done := make(chan struct{})
-	nd.cmd, nd.done, nd.paused = cmd, done, false
+	nd.cmd, nd.done, nd.paused, nd.up = cmd, done, false, 0
 	go func() {
 		err := cmd.Wait()
 		nd.mu.Lock()
@@ -232,6 +292,14 @@ func (nd *Node) Running() bool {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	return nd.runningLocked()
+}
+
+// Listening reports whether the running server listens on both proxied
+// ports (its proxies forward).
+func (nd *Node) Listening() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.runningLocked() && nd.up == 2
 }
 
 // Paused reports whether the process is stopped with SIGSTOP.
@@ -268,12 +336,22 @@ func (nd *Node) Kill() error {
 	done := nd.done
 	nd.mu.Unlock()
 	<-done
-	return nil
+	return nd.down()
+}
+
+// down makes the proxies refuse connections, as the dead server's own ports
+// would (connection refused rather than accepted and then closed).
+func (nd *Node) down() error {
+	return errors.Join(nd.Client.Set(LinkMode{Refuse: true}), nd.Raft.Set(LinkMode{Refuse: true}))
 }
 
 func (nd *Node) kill() {
 	if nd.Running() {
-		nd.Kill()
+		nd.signal(syscall.SIGKILL)
+		nd.mu.Lock()
+		done := nd.done
+		nd.mu.Unlock()
+		<-done
 	}
 }
 
@@ -292,10 +370,10 @@ func (nd *Node) Terminate(d time.Duration) error {
 	nd.mu.Unlock()
 	select {
 	case <-done:
-		return nil
+		return nd.down()
 	case <-time.After(d):
 		nd.kill()
-		return fmt.Errorf("%s did not stop within %v of SIGTERM; killed", nd.ID, d)
+		return errors.Join(fmt.Errorf("%s did not stop within %v of SIGTERM; killed", nd.ID, d), nd.down())
 	}
 }
 

@@ -17,7 +17,9 @@ type LinkMode struct {
 	// Stall forwards nothing while set; connections stay open (a silent
 	// peer: packets lost until the link comes back).
 	Stall bool
-	// Refuse closes new connections at once (with Cut: the link is down).
+	// Refuse closes the listening socket, so that new connections are
+	// refused by the kernel (RST) as for a port nobody listens on; it
+	// is opened again when Refuse is cleared. With Cut: the link is down.
 	Refuse bool
 }
 
@@ -26,36 +28,62 @@ type LinkMode struct {
 // Cut closes every open connection.
 type Proxy struct {
 	Name   string
-	ln     net.Listener
+	addr   string
+	listen func() (net.Listener, error)
 	target string
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu      sync.Mutex
 	mode    LinkMode
+	ln      net.Listener  // nil while refusing
 	changed chan struct{} // closed and replaced on every mode change
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
 }
 
-// NewProxy starts forwarding connections from ln to target.
-func NewProxy(name string, ln net.Listener, target string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Proxy {
-	p := &Proxy{Name: name, ln: ln, target: target, dial: dial, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+// NewProxy starts forwarding connections accepted on a listener from listen
+// to target through dial. listen is called again to stop refusing.
+func NewProxy(name string, listen func() (net.Listener, error), target string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Proxy, error) {
+	ln, err := listen()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Name: name, addr: ln.Addr().String(), listen: listen, target: target, dial: dial, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p.serveListener(ln)
+	return p, nil
+}
+
+func (p *Proxy) serveListener(ln net.Listener) {
+	p.ln = ln
 	p.wg.Add(1)
-	go p.accept()
-	return p
+	go p.accept(ln)
 }
 
 // Addr is the address the proxy listens on.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
-// Set changes the mode; it applies to open connections too.
-func (p *Proxy) Set(m LinkMode) {
+// Set changes the mode; it applies to open connections too. An error is a
+// listener that could not be opened again.
+func (p *Proxy) Set(m LinkMode) error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.mode = m
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.mu.Unlock()
+	switch {
+	case p.closed:
+	case m.Refuse && p.ln != nil:
+		p.ln.Close()
+		p.ln = nil
+	case !m.Refuse && p.ln == nil:
+		ln, err := p.listen()
+		if err != nil {
+			return err
+		}
+		p.serveListener(ln)
+	}
+	return nil
 }
 
 // Mode is the current mode.
@@ -83,10 +111,12 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
 	p.mu.Unlock()
-	p.ln.Close()
 	p.Cut()
-	p.Set(LinkMode{})
 	p.wg.Wait()
 }
 
@@ -106,14 +136,14 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		if p.Mode().Refuse || !p.track(c) {
+		if !p.track(c) {
 			c.Close()
 			continue
 		}
@@ -130,6 +160,10 @@ func (p *Proxy) serve(c net.Conn) {
 	b, err := p.dial(ctx, "tcp", p.target)
 	cancel()
 	if err != nil {
+		// The server is down: reset, as its closed port would have.
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
 		return
 	}
 	if !p.track(b) {
