@@ -372,9 +372,19 @@ func (nd *Node) Terminate(d time.Duration) error {
 	case <-done:
 		return nd.down()
 	case <-time.After(d):
-		nd.kill()
-		return errors.Join(fmt.Errorf("%s did not stop within %v of SIGTERM; killed", nd.ID, d), nd.down())
 	}
+	// Hung: SIGQUIT makes the Go runtime write every goroutine's stack to
+	// the log before it exits, for the report.
+	nd.signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		nd.kill()
+	}
+	nd.mu.Lock()
+	file := nd.logFile
+	nd.mu.Unlock()
+	return errors.Join(fmt.Errorf("%s did not stop within %v of SIGTERM; its goroutines (SIGQUIT) are in %s", nd.ID, d, file), nd.down())
 }
 
 // WaitReady polls the server's /readyz (inside its namespace, not through
