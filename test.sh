@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# The nemesis test (internal/nemesis) puts servers in network namespaces: it
+# needs root and iproute2's ip.
+if ! command -v ip >/dev/null 2>&1; then
+  echo "== installing iproute2 (ip, for the nemesis test)"
+  apt-get update -qq && apt-get install -y -qq iproute2
+fi
+
 echo "== go vet"
 go vet ./...
 

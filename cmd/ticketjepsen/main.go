@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command ticketjepsen runs the nemesis harness (internal/nemesis) by hand:
 // a ticketd cluster in network namespaces, client workers, faults from a
 // seeded schedule, and a check of the recorded history. It needs root and
