@@ -30,13 +30,14 @@ const (
 	ClientDelay         FaultKind = "client-delay"         // every client link slow: 50 ms + up to 100 ms jitter
 	ClientStall         FaultKind = "client-stall"         // the leader's client links silent, connections open
 	ClientCut           FaultKind = "client-cut"           // the leader's client connections reset; new ones refused
+	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
 )
 
 // AllFaults is every implemented kind, in a fixed order.
 var AllFaults = []FaultKind{
 	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
-	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut,
+	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth,
 }
 
 // FaultEvent is one injected fault as it happened.
@@ -197,6 +198,13 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		ev.Target = "inbound Raft of " + n.c.Nodes[i].ID
 		ev.Start = n.h.Now()
 		n.c.Nodes[i].Raft.Set(LinkMode{Stall: true})
+		sleep(hold)
+	case LinkBandwidth:
+		ev.Target = "every server's link"
+		ev.Start = n.h.Now()
+		for i := range n.c.Nodes {
+			err = errors.Join(err, n.c.Net.Limit(i, "256kbit", "16kb", "200ms"))
+		}
 		sleep(hold)
 	case ClientDelay:
 		ev.Target = "every client link"

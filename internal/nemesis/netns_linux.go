@@ -18,8 +18,8 @@ import (
 // ErrNotRoot: the harness creates network namespaces, which needs root.
 var ErrNotRoot = errors.New("nemesis: must run as root (it creates network namespaces, veth pairs and a bridge with ip(8)); run the tests as root, as CI does")
 
-// ErrNoIP: iproute2's ip command is missing.
-var ErrNoIP = errors.New("nemesis: the ip command (iproute2) is not on PATH; install it with `apt-get install -y iproute2` (test.sh does)")
+// ErrNoIP: iproute2's ip or tc command is missing.
+var ErrNoIP = errors.New("nemesis: the ip or tc command (iproute2) is not on PATH; install it with `apt-get install -y iproute2` (test.sh does)")
 
 // Net is the test network: a bridge in the root namespace holding
 // 10.77.S.1/24, and one namespace per node joined to it by a veth pair, the
@@ -32,8 +32,9 @@ type Net struct {
 	bridge string
 	nodes  []nsNode
 
-	mu     sync.Mutex
-	routes map[int]map[string]bool // node index -> blackholed addresses
+	mu      sync.Mutex
+	routes  map[int]map[string]bool // node index -> blackholed addresses
+	limited map[int]bool            // node index -> tbf on its eth0
 }
 
 type nsNode struct {
@@ -47,8 +48,10 @@ func CheckPrivileges() error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return ErrNoIP
+	for _, cmd := range []string{"ip", "tc"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			return ErrNoIP
+		}
 	}
 	return nil
 }
@@ -91,7 +94,7 @@ func NewNet(n int) (*Net, error) {
 		return nil, err
 	}
 	id := fmt.Sprintf("%x", pid%0xffff)
-	nt := &Net{id: id, subnet: s, bridge: "tjb" + id, routes: map[int]map[string]bool{}}
+	nt := &Net{id: id, subnet: s, bridge: "tjb" + id, routes: map[int]map[string]bool{}, limited: map[int]bool{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -171,11 +174,44 @@ func (nt *Net) Drop(i int, addr string) error {
 	return nil
 }
 
-// HealAll removes every blackhole route.
+// Limit shapes everything node i sends to rate (a tc tbf queue on its veth
+// end; "256kbit", as tc writes rates), with bursts of burst and packets
+// dropped after waiting latency in the queue.
+func (nt *Net) Limit(i int, rate, burst, latency string) error {
+	nt.mu.Lock()
+	defer nt.mu.Unlock()
+	if nt.limited[i] {
+		return nil
+	}
+	if err := tcCmd("-n", nt.nodes[i].ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate, "burst", burst, "latency", latency); err != nil {
+		return err
+	}
+	nt.limited[i] = true
+	return nil
+}
+
+func tcCmd(args ...string) error {
+	cmd := exec.Command("tc", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// HealAll removes every blackhole route and bandwidth limit.
 func (nt *Net) HealAll() error {
 	nt.mu.Lock()
 	defer nt.mu.Unlock()
 	var errs []error
+	for i := range nt.limited {
+		if err := tcCmd("-n", nt.nodes[i].ns, "qdisc", "del", "dev", "eth0", "root"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(nt.limited, i)
+	}
 	for i, m := range nt.routes {
 		for addr := range m {
 			if err := ipCmd("-n", nt.nodes[i].ns, "route", "del", "blackhole", addr+"/32"); err != nil {

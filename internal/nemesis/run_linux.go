@@ -324,6 +324,7 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", l.Event.Kind, l.Event.Target,
 			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant))
 	}
+	b.WriteString(r.byKindTable())
 	fmt.Fprintf(&b, "linearizability (porcupine, per key): %v in %v", linName(r.Check.Linearizable), r.Check.LinearizationTime.Round(time.Millisecond))
 	if r.Check.Visualization != "" {
 		fmt.Fprintf(&b, ", visualization %s", r.Check.Visualization)
@@ -345,6 +346,43 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "RESULT: FAILED (%d violations, %d anomalies); replay with -seed %d\n", len(r.Check.Violations), len(r.Anomalies), r.Seed)
 	} else {
 		b.WriteString("RESULT: ok, 0 violations\n")
+	}
+	return b.String()
+}
+
+// byKindTable summarizes the liveness figures per fault kind: how many
+// times it was injected, and the median and largest longest-gap and
+// fault-to-grant times.
+func (r *Report) byKindTable() string {
+	type agg struct{ gaps, f2g []time.Duration }
+	m := map[FaultKind]*agg{}
+	var kinds []string
+	for _, l := range r.Liveness {
+		a := m[l.Event.Kind]
+		if a == nil {
+			a = &agg{}
+			m[l.Event.Kind] = a
+			kinds = append(kinds, string(l.Event.Kind))
+		}
+		a.gaps = append(a.gaps, l.LongestGap)
+		if l.FaultToGrant >= 0 {
+			a.f2g = append(a.f2g, l.FaultToGrant)
+		}
+	}
+	sort.Strings(kinds)
+	stat := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return fmt.Sprintf("%9s %9s", "-", "-")
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return fmt.Sprintf("%9v %9v", d[len(d)/2].Round(10*time.Millisecond), d[len(d)-1].Round(10*time.Millisecond))
+	}
+	var b strings.Builder
+	b.WriteString("per fault kind (median and max):\n")
+	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap max", "f->g p50", "f->g max")
+	for _, k := range kinds {
+		a := m[FaultKind(k)]
+		fmt.Fprintf(&b, "  %-22s %5d %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g))
 	}
 	return b.String()
 }
