@@ -83,7 +83,9 @@ type Node struct {
 	done    chan struct{}
 	waitErr error
 	paused  bool
-	up      int // proxies of the current start whose server port listens
+	mounted bool // dataDir is a tmpfs mount of its own
+	killed  bool // the harness ended the current process (not a crash)
+	up      int  // proxies of the current start whose server port listens
 }
 
 // Cluster is n ticketd servers bootstrapped together, each in its namespace.
@@ -115,6 +117,15 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 		if err := os.MkdirAll(nd.dir, 0o750); err != nil {
 			return nil, err
 		}
+		// The data directory is a small tmpfs of its own, so that the
+		// disk-full fault can fill it without touching anything else.
+		if err := os.MkdirAll(nd.dataDir(), 0o750); err != nil {
+			return nil, err
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+dataDirSize, "tmpfs", nd.dataDir()).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("mount a tmpfs on %s: %v: %s", nd.dataDir(), err, out)
+		}
+		nd.mounted = true
 		nd.cfg = filepath.Join(nd.dir, "ticketd.toml")
 		conf := ClusterConfig + fmt.Sprintf(`node_id = %q
 listen = "127.0.0.1:%d"
@@ -124,7 +135,7 @@ raft_advertise = "%s:%d"
 http_listen = "127.0.0.1:%d"
 data_dir = %q
 bootstrap = [%s]
-`, nd.ID, clientPort, nt.Addr(i), clientPort, raftPort, nt.Addr(i), raftPort, httpPort, filepath.Join(nd.dir, "data"), strings.Join(peers, ", "))
+`, nd.ID, clientPort, nt.Addr(i), clientPort, raftPort, nt.Addr(i), raftPort, httpPort, nd.dataDir(), strings.Join(peers, ", "))
 		if err := os.WriteFile(nd.cfg, []byte(conf), 0o600); err != nil {
 			return nil, err
 		}
@@ -172,8 +183,17 @@ bootstrap = [%s]
 	return c, nil
 }
 
-// Close kills every server, stops the proxies and removes the network.
+// dataDirSize is the size of each server's data directory (a tmpfs): far
+// more than a run writes, small enough to fill at once.
+const dataDirSize = "64m"
+
+func (nd *Node) dataDir() string { return filepath.Join(nd.dir, "data") }
+
+// Close kills every server, stops the proxies, unmounts the data
+// directories (after copying them next to the logs, for a failed run's
+// post-mortem) and removes the network.
 func (c *Cluster) Close() error {
+	var errs []error
 	for _, nd := range c.Nodes {
 		nd.kill()
 		for _, p := range []*Proxy{nd.Client, nd.Raft, nd.ctl} {
@@ -181,8 +201,52 @@ func (c *Cluster) Close() error {
 				p.Close()
 			}
 		}
+		if nd.mounted {
+			os.Remove(filepath.Join(nd.dataDir(), fillerName))
+			exec.Command("cp", "-a", nd.dataDir(), nd.dataDir()+".copy").Run()
+			if out, err := exec.Command("umount", nd.dataDir()).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("umount %s: %v: %s", nd.dataDir(), err, out))
+			}
+		}
 	}
-	return c.Net.Close()
+	return errors.Join(append(errs, c.Net.Close())...)
+}
+
+// fillerName is the file the disk-full fault fills the data directory with.
+const fillerName = "nemesis-filler"
+
+// FillDisk fills the server's data directory until no byte is left.
+func (nd *Node) FillDisk() error {
+	f, err := os.OpenFile(filepath.Join(nd.dataDir(), fillerName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// FreeDisk removes what FillDisk wrote.
+func (nd *Node) FreeDisk() error {
+	err := os.Remove(filepath.Join(nd.dataDir(), fillerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Crashed reports whether the process ended without the harness ending it.
+func (nd *Node) Crashed() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.done != nil && !nd.runningLocked() && !nd.killed
 }
 
 // ClientAddrs are the servers' advertised client addresses (their client
@@ -264,7 +328,7 @@ func (nd *Node) start() error {
 		return fmt.Errorf("start %s: %w", nd.ID, err)
 	}
 	done := make(chan struct{})
-	nd.cmd, nd.done, nd.paused, nd.up = cmd, done, false, 0
+	nd.cmd, nd.done, nd.paused, nd.up, nd.killed = cmd, done, false, 0, false
 	go func() {
 		err := cmd.Wait()
 		nd.mu.Lock()
@@ -319,6 +383,8 @@ func (nd *Node) signal(sig syscall.Signal) error {
 		return fmt.Errorf("signal %v to %s: %w", sig, nd.ID, err)
 	}
 	switch sig {
+	case syscall.SIGKILL, syscall.SIGTERM, syscall.SIGQUIT:
+		nd.killed = true
 	case syscall.SIGSTOP:
 		nd.paused = true
 	case syscall.SIGCONT:

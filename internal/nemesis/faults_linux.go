@@ -31,13 +31,14 @@ const (
 	ClientStall         FaultKind = "client-stall"         // the leader's client links silent, connections open
 	ClientCut           FaultKind = "client-cut"           // the leader's client connections reset; new ones refused
 	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
+	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
 )
 
 // AllFaults is every implemented kind, in a fixed order.
 var AllFaults = []FaultKind{
 	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
-	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth,
+	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader,
 }
 
 // FaultEvent is one injected fault as it happened.
@@ -103,6 +104,12 @@ func (n *nemesis) healAll() error {
 		errs = append(errs, err)
 	}
 	for _, nd := range n.c.Nodes {
+		if err := nd.FreeDisk(); err != nil {
+			errs = append(errs, err)
+		}
+		if nd.Crashed() {
+			errs = append(errs, fmt.Errorf("%s exited on its own (%s)", nd.ID, nd.LogTail(15)))
+		}
 		if nd.Running() && nd.Listening() {
 			if err := errors.Join(nd.Client.Set(LinkMode{}), nd.Raft.Set(LinkMode{})); err != nil {
 				errs = append(errs, err)
@@ -277,6 +284,9 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		case ClientCut:
 			nd.Client.Set(LinkMode{Refuse: true})
 			nd.Client.Cut()
+			sleep(hold)
+		case DiskFullLeader:
+			err = nd.FillDisk()
 			sleep(hold)
 		default:
 			return fmt.Errorf("unknown fault kind %q", kind)
