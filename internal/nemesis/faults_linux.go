@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -14,7 +15,7 @@ type FaultKind string
 // Every fault kind the harness implements. The short CI run injects each
 // at least once.
 const (
-	PartitionMinority   FaultKind = "partition-minority"   // a follower cut off from both peers (both directions)
+	PartitionMinority   FaultKind = "partition-minority"   // a random minority ((n-1)/2 servers) cut off from the majority, both directions
 	PartitionLeader     FaultKind = "partition-leader"     // the leader cut off from its peers; clients still reach it
 	PartitionLeaderAll  FaultKind = "partition-leader-all" // the leader cut off from peers and clients
 	PartitionBridge     FaultKind = "partition-bridge"     // two nodes cut from each other; the third sees both
@@ -166,14 +167,21 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		err = n.c.Nodes[f].Kill()
 		sleep(hold)
 	case PartitionMinority:
-		l, lerr := n.leader(ctx)
-		if lerr != nil {
-			return lerr
+		// A random minority ((n-1)/2 servers, the leader possibly among
+		// them) cut off from the majority, both directions.
+		perm := n.rng.Perm(nodes)
+		minority, majority := perm[:(nodes-1)/2], perm[(nodes-1)/2:]
+		var ids []string
+		for _, i := range minority {
+			ids = append(ids, n.c.Nodes[i].ID)
 		}
-		f := n.others(l)[n.rng.IntN(nodes-1)]
-		ev.Target = "follower " + n.c.Nodes[f].ID
+		ev.Target = "minority " + strings.Join(ids, ",")
 		ev.Start = n.h.Now()
-		err = n.isolate(f, false)
+		for _, a := range minority {
+			for _, b := range majority {
+				err = errors.Join(err, n.cut(a, b, true))
+			}
+		}
 		sleep(hold)
 	case PartitionBridge:
 		if nodes < 3 {
