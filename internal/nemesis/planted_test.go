@@ -7,6 +7,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/ticketing-io/ticketing"
+
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -133,4 +135,64 @@ func TestCheckerPassesCorrectServer(t *testing.T) {
 		t.Fatal("no grant at all: the workload did not run")
 	}
 	t.Logf("%d operations, %d grants, no violation", res.Ops, res.Grants)
+}
+
+// A release whose first attempt's answer is lost (the connection drops after
+// the server released) and whose retry is answered N must be recorded as
+// unknown, not as "not held": the first attempt may have released the
+// ticket. Recorded as N, the checker would report a correct history as not
+// linearizable (it did, in a 10-minute run).
+func TestReleaseNAfterLostAnswerIsUnknown(t *testing.T) {
+	var mu sync.Mutex
+	releases := 0
+	srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{Interval: time.Second}); err != nil {
+			return
+		}
+		for {
+			f, err := c.Read()
+			if err != nil {
+				return
+			}
+			switch f.Type {
+			case wire.TypePing:
+				c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+			case wire.TypeAcquire:
+				c.Send(wire.Frame{Type: wire.TypeGranted, ID: f.ID, Token: 7, LeaseMs: uint32(f.Lease) * 1000})
+			case wire.TypeRelease:
+				mu.Lock()
+				releases++
+				first := releases == 1
+				mu.Unlock()
+				if first {
+					c.Close() // released, but the answer is lost
+					return
+				}
+				c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+			}
+		}
+	})
+	h := NewHistory()
+	w := NewWorkload(WorkloadConfig{Workers: 1, Keys: 1}, srv.Addr(), h)
+	b, err := ticketing.Connect(srv.Addr(), ticketing.WithDialTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	tk := w.acquire(0, b, "k0", 0, 2*time.Second)
+	if tk == nil {
+		t.Fatalf("no grant: %v", h.Ops())
+	}
+	w.release(0, b, tk)
+	ops := h.Ops()
+	rel := ops[len(ops)-1]
+	mu.Lock()
+	n := releases
+	mu.Unlock()
+	if n != 2 {
+		t.Fatalf("the client sent %d releases, want 2 (the first answer lost, then a retry): %v", n, rel)
+	}
+	if rel.Kind != Release || rel.Outcome != Unknown {
+		t.Fatalf("recorded %v, want an unknown release", rel)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +160,11 @@ func (w *Workload) release(id int, b *ticketing.Broker, t *ticketing.Ticket) {
 		switch {
 		case err == nil:
 			op.Outcome = OK
+		case errors.Is(err, ticketing.ErrNotHeld) && strings.Contains(err.Error(), "earlier attempt"):
+			// N to a second attempt after the first one's answer was lost:
+			// the first may have released the ticket. The client says so
+			// only in the message (release.go), so the text is matched.
+			op.Outcome = Unknown
 		case errors.Is(err, ticketing.ErrNotHeld):
 			op.Outcome = Refused
 		case errors.Is(err, ticketing.ErrUnavailable) && !errors.Is(err, ticketing.ErrIndeterminate):
