@@ -7,6 +7,9 @@
 // violation, 2 when it could not run.
 //
 //	go run ./cmd/ticketjepsen -duration 30m -seed 42
+//
+// With -check FILE it runs nothing and checks a history.txt recorded by an
+// earlier run again (after a change to the checker, for instance).
 package main
 
 import (
@@ -19,12 +22,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/ticketing-io/ticketing/internal/nemesis"
 )
 
 func main() {
 	var cfg nemesis.Config
-	var kinds string
+	var kinds, check string
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "schedule `seed` (0: from the clock; the report prints it)")
 	flag.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "how long to inject faults (every kind is injected once even if that takes longer)")
 	flag.IntVar(&cfg.Nodes, "nodes", 3, "number of ticketd servers (3 or 5)")
@@ -34,7 +39,11 @@ func main() {
 	flag.StringVar(&cfg.Dir, "dir", "", "`directory` for data, logs and the visualization (default: a new temporary directory, kept)")
 	flag.StringVar(&cfg.Ticketd, "ticketd", "", "ticketd `binary` (default: built from this module)")
 	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds())
+	flag.StringVar(&check, "check", "", "check the history.txt `file` of an earlier run instead of running")
 	flag.Parse()
+	if check != "" {
+		os.Exit(recheck(check))
+	}
 	if kinds != "" {
 		for _, k := range strings.Split(kinds, ",") {
 			if !known(k) {
@@ -60,6 +69,31 @@ func main() {
 	if rep.Failed() {
 		os.Exit(1)
 	}
+}
+
+// recheck checks a recorded history and returns the exit code.
+func recheck(file string) int {
+	f, err := os.Open(file)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ticketjepsen: %v\n", err)
+		return 2
+	}
+	defer f.Close()
+	ops, err := nemesis.ParseHistory(f)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ticketjepsen: %v\n", err)
+		return 2
+	}
+	res := nemesis.Check(ops, nemesis.CheckOptions{VisualizationFile: file + ".linearizability.html"})
+	fmt.Printf("%s: %d operations checked, %d grants, %d indeterminate; linearizability (porcupine, per key): %v\n",
+		file, res.Ops, res.Grants, res.Unknown, res.Linearizable)
+	for _, v := range res.Violations {
+		fmt.Printf("VIOLATION: %v\n", v)
+	}
+	if len(res.Violations) > 0 || res.Linearizable == porcupine.Illegal {
+		return 1
+	}
+	return 0
 }
 
 func allKinds() string {

@@ -1,8 +1,13 @@
 package nemesis
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -159,4 +164,83 @@ func byKey(ops []Op) (map[string][]Op, []string) {
 	}
 	sort.Strings(keys)
 	return m, keys
+}
+
+// releaseNotHeld classifies a release answered ErrNotHeld from the error's
+// text: N to a retry after the first attempt's answer was lost is unknown
+// (the first attempt may have released the ticket; the client says so only
+// in the message, see release.go), any other N is Refused.
+func releaseNotHeld(errText string) Outcome {
+	if strings.Contains(errText, "earlier attempt") {
+		return Unknown
+	}
+	return Refused
+}
+
+var opLine = regexp.MustCompile(`#(\d+) w(\d+) (acquire|release|describe)\(([^,)]+)(?:, (\d+))?\) \[([^,]+), ([^\]]+)\] -> (ok|refused|unknown|not sent|pending)(?: token (\d+) deadline (\S+))?(?: held by (\d+))?(?: free)?(?: \((.*)\))?$`)
+
+// ParseHistory reads back the operations of a history.txt written by a run
+// (lines of faults are skipped), so that a recorded history can be checked
+// again (ticketjepsen -check). Times are rounded to microseconds there.
+func ParseHistory(r io.Reader) ([]Op, error) {
+	var ops []Op
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if !strings.Contains(text, " -> ") {
+			continue // a fault or heal
+		}
+		m := opLine.FindStringSubmatch(text)
+		if m == nil {
+			return nil, fmt.Errorf("history line %d: not an operation: %q", line, text)
+		}
+		var op Op
+		var err error
+		bad := func(e error) {
+			if err == nil && e != nil {
+				err = e
+			}
+		}
+		var u uint64
+		op.Index, err = strconv.Atoi(m[1])
+		w, e := strconv.Atoi(m[2])
+		bad(e)
+		op.Worker = w
+		op.Kind = map[string]OpKind{"acquire": Acquire, "release": Release, "describe": Describe}[m[3]]
+		op.Key = m[4]
+		if m[5] != "" {
+			u, e = strconv.ParseUint(m[5], 10, 64)
+			bad(e)
+			op.Token = u
+		}
+		op.Call, e = time.ParseDuration(m[6])
+		bad(e)
+		op.Return, e = time.ParseDuration(m[7])
+		bad(e)
+		op.Outcome = map[string]Outcome{"pending": Pending, "ok": OK, "refused": Refused, "unknown": Unknown, "not sent": NotSent}[m[8]]
+		if m[9] != "" {
+			u, e = strconv.ParseUint(m[9], 10, 64)
+			bad(e)
+			op.Token = u
+			op.Deadline, e = time.ParseDuration(m[10])
+			bad(e)
+		}
+		if m[11] != "" {
+			u, e = strconv.ParseUint(m[11], 10, 64)
+			bad(e)
+			op.Held, op.Token = true, u
+		}
+		op.Err = m[12]
+		if op.Kind == Release && op.Outcome == Refused {
+			op.Outcome = releaseNotHeld(op.Err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("history line %d: %v: %q", line, err, text)
+		}
+		ops = append(ops, op)
+	}
+	return ops, sc.Err()
 }

@@ -196,8 +196,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// writeHistory writes every operation and fault, by time, one a line.
+// writeHistory writes every operation and fault, by time, one a line
+// (ParseHistory reads the operations back).
 func writeHistory(file string, ops []Op, sched []FaultEvent) error {
+	return os.WriteFile(file, []byte(formatHistory(ops, sched)), 0o644)
+}
+
+func formatHistory(ops []Op, sched []FaultEvent) string {
 	type line struct {
 		t time.Duration
 		s string
@@ -214,7 +219,7 @@ func writeHistory(file string, ops []Op, sched []FaultEvent) error {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%12v %s\n", l.t.Round(time.Microsecond), l.s)
 	}
-	return os.WriteFile(file, []byte(b.String()), 0o644)
+	return b.String()
 }
 
 // waitGrant waits until the history holds a grant acknowledged after since.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,13 +159,8 @@ func (w *Workload) release(id int, b *ticketing.Broker, t *ticketing.Ticket) {
 		switch {
 		case err == nil:
 			op.Outcome = OK
-		case errors.Is(err, ticketing.ErrNotHeld) && strings.Contains(err.Error(), "earlier attempt"):
-			// N to a second attempt after the first one's answer was lost:
-			// the first may have released the ticket. The client says so
-			// only in the message (release.go), so the text is matched.
-			op.Outcome = Unknown
 		case errors.Is(err, ticketing.ErrNotHeld):
-			op.Outcome = Refused
+			op.Outcome = releaseNotHeld(err.Error())
 		case errors.Is(err, ticketing.ErrUnavailable) && !errors.Is(err, ticketing.ErrIndeterminate):
 			op.Outcome = NotSent
 		default:
