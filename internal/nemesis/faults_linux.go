@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -33,13 +35,14 @@ const (
 	ClientCut           FaultKind = "client-cut"           // the leader's client connections reset; new ones refused
 	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
 	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
+	KillInSnapshot      FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
 )
 
 // AllFaults is every implemented kind, in a fixed order.
 var AllFaults = []FaultKind{
 	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
-	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader,
+	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader, KillInSnapshot,
 }
 
 // FaultEvent is one injected fault as it happened.
@@ -165,6 +168,23 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		ev.Target = "follower " + n.c.Nodes[f].ID
 		ev.Start = n.h.Now()
 		err = n.c.Nodes[f].Kill()
+		sleep(hold)
+	case KillInSnapshot:
+		i, name, werr := waitSnapshotStart(ctx, n.c, 30*time.Second)
+		if werr != nil {
+			return werr
+		}
+		if i < 0 {
+			return errors.New("no server started a snapshot within 30 s")
+		}
+		ev.Start = n.h.Now()
+		err = n.c.Nodes[i].Kill()
+		ev.Target = fmt.Sprintf("%s writing snapshot %s", n.c.Nodes[i].ID, name)
+		// Whether the kill came before the snapshot was complete: the
+		// directory keeps its .tmp name until then.
+		if _, serr := os.Stat(filepath.Join(n.c.Nodes[i].dataDir(), "raft", "snapshots", name)); serr != nil {
+			ev.Target += " (complete before the kill landed)"
+		}
 		sleep(hold)
 	case PartitionMinority:
 		// A random minority ((n-1)/2 servers, the leader possibly among
