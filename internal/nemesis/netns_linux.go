@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -93,7 +94,20 @@ func NewNet(n int) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := fmt.Sprintf("%x", pid%0xffff)
+	// A run id that no namespace or link of another run (or a leftover of
+	// a killed one) uses.
+	id := ""
+	for try := 0; try < 20 && id == ""; try++ {
+		c := fmt.Sprintf("%04x", rand.N(0x10000))
+		_, nsErr := os.Stat("/run/netns/tj" + c + "-n1")
+		_, linkErr := net.InterfaceByName("tjb" + c)
+		if errors.Is(nsErr, os.ErrNotExist) && linkErr != nil {
+			id = c
+		}
+	}
+	if id == "" {
+		return nil, errors.New("nemesis: no free run id for the namespaces (ip netns list shows tj*-nN namespaces of earlier runs; remove them with ip netns del)")
+	}
 	nt := &Net{id: id, subnet: s, bridge: "tjb" + id, routes: map[int]map[string]bool{}, limited: map[int]bool{}}
 	ok := false
 	defer func() {
