@@ -22,6 +22,13 @@ if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v
   need mariadb-server
 fi
 
+# The nemesis test (internal/nemesis) puts servers in network namespaces: it
+# needs root and iproute2's ip and tc.
+if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+  echo "== installing iproute2 (ip and tc, for the nemesis test)"
+  need iproute2
+fi
+
 echo "== go vet"
 go vet ./...
 

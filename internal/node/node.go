@@ -197,6 +197,13 @@ func Open(cfg Config) (*Node, error) {
 	n.stream = newClusterStream(ln, adv, cfg.TLS, n.id)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+		// 1 turns off hashicorp/raft's pipelined replication: after a
+		// partition of the leader healed, its pipeline could block for good
+		// (a send into an unbuffered in-progress channel whose reader waits
+		// on the done channel), and Shutdown then never returned. Found by
+		// the nemesis test TestShutdownAfterLeaderPartitions. Each
+		// AppendEntries still carries up to MaxAppendEntries entries.
+		MaxRPCsInFlight: 1,
 	})
 
 	rc := raft.DefaultConfig()
@@ -405,10 +412,23 @@ func (n *Node) Held() int { return int(n.fsm.held.Load()) }
 func (n *Node) Close() error {
 	n.raft.DeregisterObserver(n.obs)
 	n.closeOnce.Do(func() { close(n.done) })
-	err := n.raft.Shutdown().Error()
-	n.closeStores()
-	return err
+	f := n.raft.Shutdown()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		n.closeStores()
+		return err
+	case <-time.After(shutdownGrace):
+		// A stuck Raft must not hold the process forever: every append was
+		// fsynced, so exiting now loses nothing that was acknowledged.
+		n.cfg.Logger.Error("raft did not shut down in time; giving up on it", "after", shutdownGrace)
+		return fmt.Errorf("raft did not shut down within %v", shutdownGrace)
+	}
 }
+
+// shutdownGrace bounds how long Close waits for Raft to shut down.
+const shutdownGrace = 10 * time.Second
 
 func (n *Node) closeStores() {
 	if n.transport != nil {
