@@ -27,10 +27,11 @@ type raftProxy struct {
 	ln     net.Listener
 	target string
 
-	mu       sync.Mutex
-	isolated string              // Raft address of the isolated server, "" when none
-	self     string              // this proxy's address (the server's Raft address to its peers)
-	conns    map[net.Conn]string // client side -> the first bytes seen
+	mu         sync.Mutex
+	isolated   string              // Raft address of the isolated server, "" when none
+	isolatedID string              // its node id, as its Raft handshake states it
+	self       string              // this proxy's address (the server's Raft address to its peers)
+	conns      map[net.Conn]string // client side -> the first bytes seen
 }
 
 func newRaftProxy(t *testing.T, target string) *raftProxy {
@@ -61,7 +62,14 @@ func (p *raftProxy) blocked(first string) bool {
 }
 
 func (p *raftProxy) blockedLocked(first string) bool {
-	return p.isolated != "" && (p.isolated == p.self || bytes.Contains([]byte(first), []byte(p.isolated)))
+	if p.isolated == "" {
+		return false
+	}
+	// A stream from the isolated server starts with its Raft handshake,
+	// which states its node id (length byte, then the id); older streams
+	// name its address in the first RPC.
+	hello := append([]byte{byte(len(p.isolatedID))}, p.isolatedID...)
+	return p.isolated == p.self || bytes.Contains([]byte(first), []byte(p.isolated)) || bytes.Contains([]byte(first), hello)
 }
 
 func (p *raftProxy) serve(c net.Conn) {
@@ -107,9 +115,9 @@ func (p *raftProxy) closeMatching(match func(first string) bool) {
 // isolate cuts the server whose Raft address (as its peers know it) is addr
 // off from every peer: this proxy refuses or forwards accordingly, and
 // drops the connections it already carries for it.
-func (p *raftProxy) isolate(addr string) {
+func (p *raftProxy) isolate(addr, id string) {
 	p.mu.Lock()
-	p.isolated = addr
+	p.isolated, p.isolatedID = addr, id
 	p.mu.Unlock()
 	p.closeMatching(p.blockedLocked)
 }
@@ -146,7 +154,7 @@ func TestCoordServerLeaderIsolated(t *testing.T) {
 
 	isolated := proxies[cl.Config(leader).RaftAddr].self
 	for _, p := range proxies {
-		p.isolate(isolated)
+		p.isolate(isolated, cl.Config(leader).NodeID)
 	}
 	// The isolated leader stops serving (it cannot commit, so it cannot act
 	// on sessions either) and ends its client's connection with M.
