@@ -33,10 +33,24 @@ import org.junit.jupiter.api.TestFactory;
 class VectorsTest {
     static final HexFormat HEX = HexFormat.of();
 
+    /**
+     * The ticket protocol's vectors. The coordination frames (type bytes K and
+     * T, docs/coordination.md) are not implemented by this client, so their
+     * vectors are left out by their type byte (docs/protocol.md, "Test vectors").
+     */
     @SuppressWarnings("unchecked")
     static List<Map<String, Object>> vectors() throws Exception {
         Path p = Path.of(System.getProperty("ticketing.repo.root", "../../.."), "testdata", "vectors.json");
-        return (List<Map<String, Object>>) Json.parse(Files.readString(p));
+        List<Map<String, Object>> all = (List<Map<String, Object>>) Json.parse(Files.readString(p));
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (Map<String, Object> v : all) {
+            String hex = (String) v.get("hex");
+            String type = hex.length() >= 10 ? hex.substring(8, 10) : "";
+            if (!type.equals("4b") && !type.equals("54")) {
+                out.add(v);
+            }
+        }
+        return out;
     }
 
     /** The frame a vector describes, built from its JSON fields. */
