@@ -31,15 +31,20 @@ type Admin struct {
 
 // Status is a node's own view of the cluster (admin op "status").
 type Status struct {
-	NodeID       string   `json:"node_id"`
-	Role         string   `json:"role"` // leader, follower, candidate
-	LeaderID     string   `json:"leader_id"`
-	LeaderAddr   string   `json:"leader_addr"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	LastToken    uint64   `json:"last_token"`
-	Held         int      `json:"held"`
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"` // leader, follower, candidate
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	// ClusterID identifies the cluster's history (32 hex digits, "none"
+	// before its first leader set it); Participants are the servers recorded
+	// as holding its state (see docs/deployment.md, Cluster identity).
+	ClusterID    string   `json:"cluster_id"`
+	Participants []string `json:"participants"`
 	Members      []Member `json:"members"`
 }
 
@@ -233,12 +238,10 @@ const snapshotBuffer = 16
 // temporary file and keep it only when SaveSnapshot succeeds (ticketctl
 // snapshot save does). The file restores with "ticketd --restore FILE".
 //
-// Any node serves it, and the snapshot is that node's applied state: a
-// follower's may lag the leader's by the entries it has not applied yet.
-// For a backup of the latest state, ask the leader (ticketctl finds it
-// through Status). A node that answers "not the leader" is reported as for
-// the other admin calls (*NotLeaderError), and one that fails as
-// *AdminError.
+// Only the leader serves it (a follower's state may lag): a follower
+// answers "not the leader", reported as for the other admin calls
+// (*NotLeaderError, naming the leader's address; ticketctl finds the leader
+// through Status), and a node that fails as *AdminError.
 //
 // The node sends the snapshot as fast as SaveSnapshot consumes it. While w
 // blocks, the session reads nothing: other calls on the Admin wait too, and

@@ -37,9 +37,11 @@ type Broker struct {
 	refusals map[string]*helloError // listed address -> its latest persistent hello refusal
 	lastErr  error                  // why the last connection attempt or connection failed
 	lastGood string                 // the last server that accepted a session: dialed first
+	served   map[string]bool        // addresses that accepted a session: they speak the protocol
 	acquires int                    // Acquire calls running: Close's drain waits for them
 
 	connWaiters atomic.Int32 // tests: calls waiting for a connection
+	drainWaits  atomic.Int32 // tests: Close's drain waiting for something to finish
 
 	rel *releaser
 }
@@ -60,7 +62,7 @@ func Connect(addrs string, opts ...Option) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, addrs: list, changed: make(chan struct{}), closing: make(chan struct{}),
-		refusals: make(map[string]*helloError)}
+		refusals: make(map[string]*helloError), served: make(map[string]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.rel = newReleaser(b)
 	b.wg.Add(1)
@@ -115,6 +117,7 @@ func (b *Broker) run() {
 		}
 		b.cur = c
 		b.lastGood = addr
+		b.served[addr] = true
 		delete(b.refusals, addr)
 		b.lastErr = nil
 		b.broadcastLocked()
@@ -245,14 +248,18 @@ func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*c
 
 // attemptFailed records a failed connection attempt: a persistent refusal
 // by a listed address is kept for that address (see refusedByAll); any
-// other failure clears it.
+// other failure clears it, and so does a silent close of the hello by an
+// address that has served a session before.
 func (b *Broker) attemptFailed(addr string, err error) {
 	var he *helloError
 	errors.As(err, &he)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lastErr = err
-	if he != nil && he.rejected {
+	// A server that has served a session and now closes a hello without a
+	// word stopped or crashed mid-hello: a failed attempt, not a wrong port.
+	stopped := he != nil && he.reason == closedWithoutAnswer && b.served[addr]
+	if he != nil && he.rejected && !stopped {
 		b.refusals[addr] = he
 	} else {
 		delete(b.refusals, addr)
@@ -419,6 +426,22 @@ func (b *Broker) getConn(ctx context.Context, draining bool) (*conn, error) {
 	}
 }
 
+// awaitChange waits for the broker's next state change (a connection
+// attempt's outcome, a new session); false when ctx ended first.
+func (b *Broker) awaitChange(ctx context.Context) bool {
+	b.mu.Lock()
+	ch := b.changed
+	b.mu.Unlock()
+	b.connWaiters.Add(1)
+	defer b.connWaiters.Add(-1)
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // waitError is a context that ended while no connection was available.
 type waitError struct {
 	ctx  error
@@ -554,12 +577,15 @@ func (b *Broker) drain() {
 		if !busy && !open && !acquiring {
 			return
 		}
+		b.drainWaits.Add(1)
 		select {
 		case <-idle:
 		case <-settled:
 		case <-changed:
 		case <-deadline.C:
+			b.drainWaits.Add(-1)
 			return
 		}
+		b.drainWaits.Add(-1)
 	}
 }

@@ -148,12 +148,14 @@ type conn struct {
 	failure *connFailure
 	werr    error         // the write that failed; the reader drains what arrived
 	settle  chan struct{} // closed when an abandoned acquire gets its answer
+	handing int           // late grants taken off pending, not yet handed to the owner
 	drainBy time.Time     // with werr: when the reader stops draining
 
 	wsig chan struct{}
 	done chan struct{}
 
-	slotWaiters atomic.Int32 // tests: callers waiting for an in-flight slot
+	slotWaiters  atomic.Int32 // tests: callers waiting for an in-flight slot
+	onLateAnswer func()       // tests: see config.onLateAnswer
 }
 
 // hello is the result of a handshake.
@@ -216,7 +218,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	nc.SetDeadline(time.Time{})
 	c := &conn{
 		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn,
-		hooks: hooks, born: time.Now(), grace: cfg.answerGrace,
+		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
 		pending: make(map[uint32]*call),
 		wsig:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -434,12 +436,25 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		<-sem
 	}
 	if cl.abandoned {
+		late := f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil
+		if late {
+			// Counted with the pending table's change, under mu: Close's
+			// drain sees the grant either pending or being handed over,
+			// never neither before its release is running.
+			c.handing++
+		}
 		c.mu.Unlock()
-		if f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil {
+		if c.onLateAnswer != nil {
+			c.onLateAnswer()
+		}
+		if late {
 			c.hooks.lateGrant(cl.key, f.Token)
 		}
 		// After lateGrant: Broker.Close's drain then sees the release running.
 		c.mu.Lock()
+		if late {
+			c.handing--
+		}
 		if c.settle != nil {
 			close(c.settle)
 			c.settle = nil
@@ -674,19 +689,25 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 }
 
 // abandonedAcquires reports whether acquires whose callers left still wait
-// for their final answer, and a channel closed when one of them gets it.
+// for their final answer (or a late grant of one is still being handed to
+// the owner), and a channel closed when one of them is settled.
 func (c *conn) abandonedAcquires() (bool, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	open := c.handing > 0
 	for _, cl := range c.pending {
-		if cl.abandoned && cl.typ == wire.TypeAcquire {
-			if c.settle == nil {
-				c.settle = make(chan struct{})
-			}
-			return true, c.settle
+		if open {
+			break
 		}
+		open = cl.abandoned && cl.typ == wire.TypeAcquire
 	}
-	return false, nil
+	if !open {
+		return false, nil
+	}
+	if c.settle == nil {
+		c.settle = make(chan struct{})
+	}
+	return true, c.settle
 }
 
 // abandon is called when cl's caller stops waiting. If cl is still pending

@@ -201,7 +201,12 @@
 // calls keep waiting for a connection until their own context ends. Only
 // when every listed address has refused, for the same reason, do WaitReady
 // and calls return that refusal promptly (ErrUnauthenticated, ErrCapacity,
-// ...); the broker keeps retrying in the background either way.
+// ...); the broker keeps retrying in the background either way. Releases
+// are the exception: they keep retrying through refusals for their
+// ReleaseBound, and return the refusal only when it ends without a
+// connection. A server that has served this broker a session and later
+// closes a hello without answering has stopped mid-hello: that is a failed
+// attempt, not a refusal.
 //
 // Liveness. The broker answers the server's pings and treats 3 ping
 // intervals without any frame as a dead connection. A server that announces

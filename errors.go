@@ -215,6 +215,7 @@ type opError struct {
 	kinds  []error
 	cause  error
 	hide   bool // msg already says what cause says
+	unsent bool // a release of which nothing was sent (Ticket.Release lets Close retry)
 }
 
 func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...error) *opError {

@@ -675,6 +675,13 @@ func TestAddressWithoutPortMeansDefaultPort(t *testing.T) {
 			t.Errorf("parseAddrs(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
+	// An empty, zero or out-of-range port, or a port without a host, is a
+	// configuration error, not an address that fails at every dial.
+	for _, in := range []string{"10.0.0.1:", "10.0.0.1:0", "10.0.0.1:70000", ":5225", "10.0.0.1:port"} {
+		if got, err := parseAddrs(in); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("parseAddrs(%q) = %q, %v; want ErrInvalidArgument", in, got, err)
+		}
+	}
 }
 
 // fakeNet is a net.Conn for writer tests: it records every Write and the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type config struct {
 	clientPing   time.Duration       // our ping interval when the server sends none
 	dialStagger  time.Duration       // before dialing the next address while one attempt is still running
 	onBackoff    func(time.Duration) // tests: called when the broker backs off
+	onLateAnswer func()              // tests: called when the reader has taken an abandoned call's answer off the table
 }
 
 // Defaults.
@@ -266,7 +268,11 @@ func parseAddrs(s string) ([]string, error) {
 		if a == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		if host, port, err := net.SplitHostPort(a); err == nil {
+			if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 || host == "" {
+				return nil, configError(nil, "address %q needs a host and a port 1..65535 (or a host alone for port %s)", a, DefaultPort)
+			}
+		} else {
 			// A host alone (name, IPv4, [IPv6] or bare IPv6) means the
 			// default port.
 			host := strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")

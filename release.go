@@ -40,14 +40,21 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(nil)
 			}
-			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+			return unsent(newOpError(op, key, true, nil, "not sent: "+err.Error(), err))
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
+			var we *waitError
+			if err != ErrClosed && !errors.As(err, &we) && b.awaitChange(ctx) {
+				// Every listed server refuses the reconnect for now (a
+				// connection limit, a server stopping mid-hello): one more
+				// failed reconnect, within the release's own bound.
+				continue
+			}
 			if sent > 0 {
 				return unknown(err)
 			}
-			return connectError(op, key, true, err)
+			return unsent(connectError(op, key, true, err))
 		}
 		cl := newCall(wire.TypeRelease, key)
 		f := wire.Frame{Type: wire.TypeRelease, Token: token, Key: []byte(key)}
@@ -58,7 +65,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(err)
 			}
-			return newOpError(op, key, true, err, "not sent: no free request slot on the connection before the deadline", err)
+			return unsent(newOpError(op, key, true, err, "not sent: no free request slot on the connection before the deadline", err))
 		}
 		sent++
 		var a *answer
@@ -357,6 +364,20 @@ func (t *Ticket) finish(err error) {
 	t.mu.Unlock()
 }
 
+// unsent marks a release error as "nothing was sent".
+func unsent(err error) error {
+	if e, ok := err.(*opError); ok {
+		e.unsent = true
+	}
+	return err
+}
+
+// wasUnsent reports whether a release failed before anything was sent.
+func wasUnsent(err error) bool {
+	e, ok := err.(*opError)
+	return ok && e.unsent
+}
+
 // Release releases the ticket and reports the outcome: nil when the server
 // answered R, ErrNotHeld when it answered N (the ticket had already expired
 // or been released), and another error when no final answer came within
@@ -364,7 +385,10 @@ func (t *Ticket) finish(err error) {
 // reconnects) or ctx. A failed release is never presumed successful.
 //
 // Release is called once; a second call (or a call after Close) waits for
-// the first release's outcome and returns it.
+// the first release's outcome and returns it. The exception is a release of
+// which nothing was sent (ctx ended first, or no connection could be had):
+// the ticket then stays releasable, so a later Release or the deferred
+// Close still sends it.
 func (t *Ticket) Release(ctx context.Context) error {
 	t.mu.Lock()
 	if t.started {
@@ -387,7 +411,13 @@ func (t *Ticket) Release(ctx context.Context) error {
 	// Allowed while Broker.Close drains (draining): a ticket handed out
 	// before Close can still be released until the connection is torn down.
 	err := t.b.release(ctx, t.key, t.token, time.Now(), true)
-	t.finish(err)
+	t.mu.Lock()
+	t.err = err
+	close(t.done)
+	if wasUnsent(err) {
+		t.started = false // nothing reached the server: let Close try
+	}
+	t.mu.Unlock()
 	return err
 }
 

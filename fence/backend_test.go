@@ -46,12 +46,16 @@ type backend struct {
 	// non-zero while that session waits for a lock (see waitBlocked). Empty
 	// where a waiting session cannot be observed.
 	sessionID, blocked string
+	// pool is the native pgx pool of the postgres/pgx backend, else nil.
+	pool *pgxpool.Pool
 }
 
 // tx is a transaction of the driver under test.
 type tx interface {
 	Check(ctx context.Context, key string, token uint64) error
+	CheckTicket(ctx context.Context, t fence.Ticket) error
 	Exec(ctx context.Context, q string, args ...any) error
+	ExecRows(ctx context.Context, q string, args ...any) (int64, error) // rows affected
 	Int(ctx context.Context, q string, args ...any) (int64, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
@@ -120,6 +124,7 @@ func newPostgres(t *testing.T, native bool) *backend {
 		}
 		t.Cleanup(pool.Close)
 		b.begin = pgxBegin(b, pool)
+		b.pool = pool
 		create = func(f *fence.Fence) error { return f.CreateTablePgx(context.Background(), pool) }
 	}
 	setup(t, b, "id bigserial PRIMARY KEY, fence_key text NOT NULL, token bigint NOT NULL", "", create)
@@ -274,9 +279,21 @@ func (s *sqlTx) Check(ctx context.Context, key string, token uint64) error {
 	return s.f.Check(ctx, s.tx, key, token)
 }
 
+func (s *sqlTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return s.f.CheckTicket(ctx, s.tx, t)
+}
+
 func (s *sqlTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := s.tx.ExecContext(ctx, q, args...)
 	return err
+}
+
+func (s *sqlTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := s.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
 }
 
 func (s *sqlTx) Int(ctx context.Context, q string, args ...any) (int64, error) {
@@ -317,9 +334,18 @@ func (p *pgxTx) Check(ctx context.Context, key string, token uint64) error {
 	return p.f.CheckPgx(ctx, p.tx, key, token)
 }
 
+func (p *pgxTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return p.f.CheckTicketPgx(ctx, p.tx, t)
+}
+
 func (p *pgxTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := p.tx.Exec(ctx, q, args...)
 	return err
+}
+
+func (p *pgxTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
 }
 
 func (p *pgxTx) Int(ctx context.Context, q string, args ...any) (int64, error) {

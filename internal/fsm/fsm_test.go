@@ -20,7 +20,7 @@ func acq(key string, o Owner, leaseMs uint32) Op {
 func rel(key string, token uint64) Op { return Op{Kind: OpRelease, Key: key, Token: token} }
 func exp(key string, token uint64) Op { return Op{Kind: OpExpire, Key: key, Token: token} }
 func takeover(id, addr string) Op     { return Op{Kind: OpTakeover, NodeID: id, Addr: addr} }
-func relOwner(key string, o Owner) Op  { return Op{Kind: OpReleaseOwner, Key: key, Owner: o} }
+func relOwner(key string, o Owner) Op { return Op{Kind: OpReleaseOwner, Key: key, Owner: o} }
 
 // step is one batch and the results it must give; a zero Hold in a wanted
 // result is not checked.

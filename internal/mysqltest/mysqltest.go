@@ -240,7 +240,8 @@ func startLocal() (*Server, error) {
 	// "normal" root authentication: root logs in without a password, over
 	// TCP as root@127.0.0.1 too (skip-name-resolve keeps the host an IP).
 	cmd := command(dir, cred, install, "--no-defaults", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+		"--innodb-log-file-size="+logFileSize) // passed on to the bootstrap server
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s: %v\n%s", filepath.Base(install), err, out)
 	}
@@ -259,6 +260,10 @@ func startLocal() (*Server, error) {
 }
 
 var errPortTaken = errors.New("port taken")
+
+// logFileSize keeps the redo log small (the default is 96 MB): several
+// packages' tests run a server each at the same time.
+const logFileSize = "8M"
 
 func launch(dir, data, server string, cred *syscall.Credential) (*Server, error) {
 	port, err := freePort()
@@ -290,6 +295,7 @@ func launch(dir, data, server string, cred *syscall.Credential) (*Server, error)
 		"--innodb-flush-log-at-trx-commit=0",
 		"--innodb-doublewrite=0",
 		"--innodb-buffer-pool-size=64M",
+		"--innodb-log-file-size="+logFileSize,
 		"--performance-schema=OFF",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -34,9 +34,9 @@ type conn struct {
 	// limits, so acquires waiting in queues never starve releases and
 	// describes of the same connection (protocol.md, capacity reason 4).
 	acquires, others int
-	closing  bool                // no more answers; writer flushes, then closes
-	wake     chan struct{}
-	done     chan struct{} // closed when the writer has closed the socket
+	closing          bool // no more answers; writer flushes, then closes
+	wake             chan struct{}
+	done             chan struct{} // closed when the writer has closed the socket
 
 	ready   atomic.Bool   // hello answered with Y: pings start then
 	cutOff  atomic.Bool   // a slow consumer: read nothing more from it
@@ -221,6 +221,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.nc.SetReadDeadline(time.Time{})
+	r.AllowCoordFrames() // K frames carry up to 1 MiB of data; only after the hello
 	for {
 		if err := r.Next(&f); err != nil {
 			c.readFailed(err, false)
@@ -319,6 +320,8 @@ func (c *conn) handle(f *wire.Frame) bool {
 		go s.admin(c, id, body)
 		return true
 	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
+	case wire.TypeCoord:
+		return c.coordFrame(f) // coord.go
 	default:
 		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")
 		return false

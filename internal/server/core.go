@@ -45,6 +45,9 @@ type request struct {
 	token uint64
 	key   string
 	at    time.Time
+
+	op   uint8  // K: the coordination sub-op (coord.go)
+	body []byte // K: its body, copied
 }
 
 // reply is one request waiting for an acquire's final answer.
@@ -54,6 +57,7 @@ type reply struct {
 	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
 	queuedSent bool
+	once       bool // wait = 0: one attempt, never queued
 }
 
 // waiter is one acquire attempt (one owner) not yet answered: attempting a
@@ -103,6 +107,7 @@ const (
 	causeExpire
 	causeOrphan
 	causeTakeover
+	causeCoord // coord.go
 )
 
 type cause struct {
@@ -116,6 +121,8 @@ type readReq struct {
 	c   *conn
 	id  uint32
 	key string
+
+	fn func(st *fsm.State) // a coordination read (coord.go) instead of a key's
 }
 
 type batch struct {
@@ -173,7 +180,7 @@ type core struct {
 	epoch     uint64
 	term      uint64 // the Raft term this core leads in
 	leading   bool   // leader, takeover may still be committing
-	serving   bool // takeover committed: requests are served
+	serving   bool   // takeover committed: requests are served
 	clockBase int64
 	clockMono time.Time
 
@@ -185,10 +192,20 @@ type core struct {
 	owners   map[fsm.Owner]*waiter
 	waiters  int // waiters with wait > 0, server-wide
 	attempts int // OpAcquire in flight
+	// admins are the admin sessions that sent ticket requests in this term.
+	// Losing leadership ends them with M like client connections (which
+	// setServing ends): their waiters and in-flight requests are forgotten.
+	admins map[*conn]struct{}
 
 	timers timerHeap
 	leases map[string]*timer // key -> the lease timer of its hold
 	timer  *time.Timer
+
+	co coordCore // coordination sessions, waiters and watches (coord.go)
+
+	// resultGate, when set (tests only), holds each batch's outcome in the
+	// awaiter until a value arrives on it (or it is closed).
+	resultGate atomic.Pointer[chan struct{}]
 
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
@@ -228,8 +245,13 @@ func (c *core) reset() {
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
+	for cn := range c.admins {
+		cn.fatal(c.s.notLeaderFrame())
+	}
+	c.admins = make(map[*conn]struct{})
 	c.timers = nil
 	c.leases = make(map[string]*timer)
+	c.co.reset()
 }
 
 func (c *core) submit(r request) { c.send(c.reqs, r) }
@@ -341,6 +363,12 @@ func (c *core) awaiter() {
 			}
 		}
 		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
+		if g := c.resultGate.Load(); g != nil {
+			select {
+			case <-*g:
+			case <-c.stop:
+			}
+		}
 		select {
 		case c.results <- applied{b: p.b, res: res, err: err}:
 		case <-c.stop:
@@ -421,6 +449,9 @@ func (c *core) handle(r request) {
 		r.c.fatal(c.s.notLeaderFrame())
 		return
 	}
+	if r.c.admin {
+		c.admins[r.c] = struct{}{}
+	}
 	switch r.kind {
 	case wire.TypeAcquire:
 		c.acquire(r)
@@ -434,13 +465,28 @@ func (c *core) handle(r request) {
 		c.cancel(r)
 	case wire.TypeDescribe:
 		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, key: r.key})
+	case wire.TypeCoord:
+		c.coordRequest(r)
 	}
 }
 
 func (c *core) acquire(r request) {
-	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
+	if w, ok := c.owners[fsm.Owner(r.owner)]; ok && w.key != r.key {
+		// An owner names one attempt on one key. Joining the waiter of
+		// another key would answer this key's request with that key's
+		// grant; not acquiring is the safe answer.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok && w.elem != nil && r.wait == 0 {
+		// wait = 0 is one immediate attempt, never queued: the owner's
+		// waiter is queued, so that attempt would find the key taken.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
+		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at, once: r.wait == 0})
 		c.track(r.c, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
@@ -670,6 +716,7 @@ func (c *core) retire(w *waiter) {
 }
 
 func (c *core) dropConn(cn *conn) {
+	delete(c.admins, cn)
 	for w := range cn.waiters {
 		kept := w.replies[:0]
 		for _, r := range w.replies {
@@ -683,6 +730,7 @@ func (c *core) dropConn(cn *conn) {
 		}
 	}
 	cn.waiters = nil
+	c.coordConnClosed(cn)
 }
 
 // answer sends one frame to every reply of w and forgets them.
@@ -700,7 +748,7 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 // leaseLeft is what remains, at, of the lease of key's hold h as this leader
 // will enforce it (its expiry timer), in whole ms and never more than the
 // hold's lease: a G for an existing hold must not promise more. It is 0 when
-// the expiry is already being committed.
+// the hold's end is already being committed (expiry, or orphan release).
 func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 	t := c.leases[key]
 	if t == nil || t.token != h.Token {
@@ -846,6 +894,8 @@ func (c *core) applied(a applied) {
 			c.freed(op.Key, res)
 		case causeOrphan:
 			c.freed(op.Key, res)
+		case causeCoord:
+			c.coordApplied(op, res, cs, now)
 		}
 	}
 	if len(b.reads) > 0 {
@@ -877,10 +927,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		c.retire(w)
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
-			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 		if q != nil {
 			c.maybeDropQueue(w.key, q)
@@ -902,9 +949,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		if !delivered && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone or
 			// closing), so end the hold now instead of at lease expiry.
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
-			c.handoff(w.key)
+			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 	case fsm.Busy:
 		// Answer the cancelled requests; the others wait, at the head.
@@ -912,6 +957,11 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		for _, r := range w.replies {
 			if r.cancelled {
 				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+			} else if r.once && w.wait > 0 {
+				// A wait-0 request that joined a waiter: its one attempt
+				// failed, and it is never queued.
+				c.s.metrics.notAcquired.Inc()
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			} else {
 				kept = append(kept, r)
 			}
@@ -947,6 +997,18 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	}
 }
 
+// releaseOrphan proposes the release of a grant that nobody received. Its
+// lease timer goes at once: until the release is applied the hold is still
+// in the state, and a G for it (its owner asking again) must promise no
+// lease (leaseLeft is 0 without a timer), since the release will end it.
+// If the release never commits, a new term rebuilds the timers.
+func (c *core) releaseOrphan(key string, token uint64) {
+	c.leaseEnded(key, token)
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+	c.handoff(key)
+}
+
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 	if h, ok := c.holdOf(key); ok && h.Token == token {
 		c.setLease(key, token, now.Add(50*time.Millisecond))
@@ -964,6 +1026,7 @@ func (c *core) takeoverDone(now time.Time) {
 			return true
 		})
 	})
+	c.coordTakeover(now)
 	heap.Init(&c.timers)
 	c.resetTimer()
 	c.serving = true
@@ -975,6 +1038,10 @@ func (c *core) answerReads(reads []readReq) {
 	clock := c.clock()
 	c.s.node.Read(func(st *fsm.State) {
 		for _, rd := range reads {
+			if rd.fn != nil {
+				rd.fn(st)
+				continue
+			}
 			f := wire.Frame{Type: wire.TypeInfo, ID: rd.id}
 			if h, ok := st.Get(rd.key); ok {
 				f.Flags = 1
@@ -999,7 +1066,8 @@ type timer struct {
 	w     *waiter // a wait deadline, or
 	key   string  // the lease deadline of key's hold under token
 	token uint64
-	idx   int // position in the heap; -1 when not in it
+	fn    func() // or a coordination deadline (coord.go)
+	idx   int    // position in the heap; -1 when not in it
 }
 
 type timerHeap []*timer
@@ -1066,6 +1134,10 @@ func (c *core) fireTimers() {
 	var expire []*timer
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
 		t := heap.Pop(&c.timers).(*timer)
+		if t.fn != nil {
+			t.fn()
+			continue
+		}
 		if t.w != nil {
 			t.w.timer = nil
 			c.waitExpired(t.w)

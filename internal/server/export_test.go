@@ -26,3 +26,29 @@ func Conns(s *Server) int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// MarkStopping makes s refuse new connections as a stopping server does,
+// while its listener still accepts them (the moment between Shutdown
+// marking the server closed and closing the listener), until undo is called.
+func MarkStopping(s *Server) (undo func()) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.closed = false
+		s.mu.Unlock()
+	}
+}
+
+// GateResults makes the core wait for a value on the returned channel before
+// it learns the outcome of each committed batch (Raft has applied it); close
+// the channel to let every outcome through.
+func GateResults(s *Server) chan struct{} {
+	ch := make(chan struct{})
+	s.core.resultGate.Store(&ch)
+	return ch
+}
+
+// QueuedRequests is the number of requests waiting for the core.
+func QueuedRequests(s *Server) int { return len(s.core.reqs) }

@@ -276,3 +276,34 @@ func TestRefusedLeaderBarrierIsRetried(t *testing.T) {
 		t.Fatalf("the new leader lost the hold: %+v", d)
 	}
 }
+
+// An admin session that used the leader's ticket operations (its waiter is
+// queued there) is ended with M when that server loses leadership, like any
+// other connection: the new term's core has forgotten its waiter, so
+// keeping the session open would leave that acquire without a final answer
+// for ever (docs/protocol.md: each acquire gets exactly one final answer).
+func TestLeadershipLossEndsAdminSessionWithWaiters(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	l := c.LeaderIndex(t)
+	s := c.Server(l)
+	h := testcluster.Hello(t, c.Addr(l), "")
+	expect(t, h.Final(h.Acquire("k", testcluster.Owner(1), 0, 120)), wire.TypeGranted)
+	a := testcluster.DialRaw(t, c.Addr(l))
+	a.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloAdmin})
+	expect(t, a.Recv(), wire.TypeReady)
+	a.Acquire("k", testcluster.Owner(2), 200, 30)
+	expect(t, a.Recv(), wire.TypeQueued)
+
+	if err := s.Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("transfer away: %v", err)
+	}
+	// The acquire waits up to 200 s: anything within 20 s is the leadership
+	// change's answer, nothing is the waiter dropped silently.
+	f, err := a.RecvErr(20 * time.Second)
+	if err != nil {
+		t.Fatalf("the admin session's queued acquire got no answer after its server lost leadership (%v): dropped silently", err)
+	}
+	if f.Type != wire.TypeNotLeader {
+		t.Fatalf("admin session with a waiter got %s (code %d %q), want M", f.Type, f.Code, f.Text)
+	}
+}

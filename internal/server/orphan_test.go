@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcluster"
@@ -74,5 +77,64 @@ func TestAdminSessionCloseDropsItsWaiters(t *testing.T) {
 	expect(t, h.Final(h.Release("k", g.Token)), wire.TypeReleased)
 	if d := describe(t, h, "k"); d.Flags != 0 {
 		t.Fatalf("after the release the key went to the closed admin session's waiter: %+v", d)
+	}
+}
+
+// A grant nobody received is released at once (an orphan release), but
+// until that release commits the hold is still in the applied state. An
+// acquire by the same owner in that window (a client retrying after its
+// connection dropped, as protocol.md allows) must not be told it holds the
+// key for the rest of the lease: the release that follows ends the hold and
+// the key goes to someone else. Raft refusing applies during a leadership
+// transfer (to a dead member, which fails) keeps the window open.
+func TestOrphanReleaseInFlightPromisesNoLease(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.ElectionTimeout = 4 * time.Second // the length of a failing transfer
+	}))
+	l := c.LeaderIndex(t)
+	s := c.Server(l)
+	dead := (l + 1) % 3
+	deadID, deadAddr := c.Config(dead).NodeID, c.Server(dead).RaftAddr()
+	c.Kill(dead)
+	b := testcluster.Hello(t, c.Addr(l), "")
+	// New entries: the dead member falls behind, so a transfer to it waits.
+	expect(t, b.Final(b.Acquire("other", testcluster.Owner(9), 0, 200)), wire.TypeGranted)
+	before := s.Status().LastToken
+
+	gate := server.GateResults(s)
+	gated := true
+	defer func() {
+		if gated {
+			close(gate)
+		}
+	}()
+	a := testcluster.Hello(t, c.Addr(l), "")
+	a.Acquire("k", testcluster.Owner(1), 0, 200)
+	a.Conn.Close()
+	testcluster.WaitFor(t, 10*time.Second, "the grant to the closed connection applied", func() bool {
+		return server.Conns(s) == 1 && s.Status().LastToken > before
+	})
+	transfer := make(chan error, 1)
+	go func() {
+		transfer <- s.Raft().LeadershipTransferToServer(raft.ServerID(deadID), raft.ServerAddress(deadAddr)).Error()
+	}()
+	testcluster.WaitFor(t, 10*time.Second, "Raft refuses applies (transfer in progress)", func() bool {
+		return errors.Is(s.Raft().Barrier(time.Second).Error(), raft.ErrLeadershipTransferInProgress)
+	})
+	// The core learns of the grant: nobody can receive it, so it proposes
+	// its release, which Raft refuses while the transfer lasts.
+	gate <- struct{}{}
+	close(gate)
+	gated = false
+
+	g := expect(t, b.Final(b.Acquire("k", testcluster.Owner(1), 0, 200)), wire.TypeGranted)
+	if err := <-transfer; err == nil {
+		t.Fatal("the transfer to a dead member succeeded")
+	}
+	// The orphan release commits now; then another owner may take the key.
+	testcluster.WaitFor(t, 20*time.Second, "the orphaned grant released", func() bool { return s.Status().Held == 1 })
+	o := b.Final(b.Acquire("k", testcluster.Owner(2), 0, 200))
+	if o.Type == wire.TypeGranted && g.LeaseMs > 0 {
+		t.Fatalf("owner 1 was answered G token %d with lease_ms %d while its orphan release was being committed; the key was then granted to owner 2 (token %d): two holders", g.Token, g.LeaseMs, o.Token)
 	}
 }

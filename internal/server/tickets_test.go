@@ -386,3 +386,97 @@ func TestTimersFollowLiveHoldsOnly(t *testing.T) {
 	expect(t, r.Final(r.Release("held", held.Token)), wire.TypeReleased)
 	waitTimers(0)
 }
+
+// An owner names one acquire attempt on one key. A client that reuses an
+// owner that is still waiting for key k1 in an acquire of another key k2
+// must never be answered G for k2 with k1's grant: it would believe it
+// holds k2 (with a token that is not k2's) while k2 is free for anyone.
+func TestOwnerWaitingForAnotherKeyIsNotGrantedThatKey(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	a := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, a.Final(a.Acquire("k1", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	x := testcluster.Hello(t, c.Addr(0), "")
+	id1 := x.Acquire("k1", testcluster.Owner(7), 60, 60)
+	if f := x.Recv(); f.Type != wire.TypeQueued || f.ID != id1 {
+		t.Fatalf("waiter for k1: got %s for %d, want Q for %d", f.Type, f.ID, id1)
+	}
+	id2 := x.Acquire("k2", testcluster.Owner(7), 0, 60)
+	// A wait-0 acquire is never queued: its one answer comes before k1 is
+	// freed, and it is G for k2 or W.
+	f2 := x.Recv()
+	if f2.ID != id2 {
+		t.Fatalf("got %s for request %d, want the answer to k2's acquire %d", f2.Type, f2.ID, id2)
+	}
+	queued := f2.Type == wire.TypeQueued
+	expect(t, a.Final(a.Release("k1", g.Token)), wire.TypeReleased)
+	g1 := expect(t, x.Final(id1), wire.TypeGranted)
+	if queued {
+		f2 = x.Final(id2)
+	}
+	r := testcluster.Hello(t, c.Addr(0), "")
+	switch {
+	case f2.Type == wire.TypeGranted:
+		if d := describe(t, r, "k2"); d.Flags != 1 || d.Token != f2.Token {
+			t.Fatalf("k2's acquire was answered G token %d (queued first: %v), but k2 is held=%v token %d; k1's grant is token %d",
+				f2.Token, queued, d.Flags == 1, d.Token, g1.Token)
+		}
+	case f2.Type != wire.TypeNotAcquired || queued:
+		t.Fatalf("k2's acquire (wait 0) got %s (queued first: %v), want G for k2 or W", f2.Type, queued)
+	}
+}
+
+// wait = 0 is one immediate attempt, never queued (protocol.md, Acquire),
+// also when the same owner already waits in the key's queue: the request is
+// answered W at once, and the queued request keeps waiting.
+func TestWaitZeroOfAQueuedOwnerIsNotQueued(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	a := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, a.Final(a.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	x := testcluster.Hello(t, c.Addr(0), "")
+	id1 := x.Acquire("k", testcluster.Owner(7), 60, 60)
+	if f := x.Recv(); f.Type != wire.TypeQueued || f.ID != id1 {
+		t.Fatalf("waiter: got %s for %d, want Q for %d", f.Type, f.ID, id1)
+	}
+	id2 := x.Acquire("k", testcluster.Owner(7), 0, 60)
+	if f := x.Recv(); f.Type != wire.TypeNotAcquired || f.ID != id2 {
+		t.Fatalf("wait 0 by an owner already queued: got %s for %d, want W for %d", f.Type, f.ID, id2)
+	}
+	expect(t, a.Final(a.Release("k", g.Token)), wire.TypeReleased)
+	expect(t, x.Final(id1), wire.TypeGranted)
+}
+
+// The same with the owner's attempt being committed: a release with a wrong
+// token hands the key to the head waiter (an attempt that then finds the
+// key still held). A wait-0 request of that owner that joined the attempt
+// is answered W, not queued with it.
+func TestWaitZeroJoiningAFailingAttemptIsNotQueued(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	s := c.Server(0)
+	a := testcluster.Hello(t, c.Addr(0), "")
+	g := expect(t, a.Final(a.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	x := testcluster.Hello(t, c.Addr(0), "")
+	id1 := x.Acquire("k", testcluster.Owner(7), 60, 60)
+	if f := x.Recv(); f.Type != wire.TypeQueued || f.ID != id1 {
+		t.Fatalf("waiter: got %s for %d, want Q for %d", f.Type, f.ID, id1)
+	}
+	// Both requests reach the core together: the release's handoff starts
+	// the waiter's attempt, and the wait-0 acquire joins it.
+	resume := server.PauseCore(s)
+	rid := x.Release("k", g.Token+100)
+	id2 := x.Acquire("k", testcluster.Owner(7), 0, 60)
+	testcluster.WaitFor(t, 10*time.Second, "both requests queued for the core", func() bool { return server.QueuedRequests(s) == 2 })
+	resume()
+	got := map[uint32]wire.Type{}
+	for len(got) < 2 {
+		f := x.Recv()
+		if f.ID == id1 {
+			t.Fatalf("the queued waiter got %s, want it still waiting", f.Type)
+		}
+		got[f.ID] = f.Type
+	}
+	if got[rid] != wire.TypeNotHeld || got[id2] != wire.TypeNotAcquired {
+		t.Fatalf("release with a wrong token got %s (want N); wait-0 acquire got %s (want W, never Q)", got[rid], got[id2])
+	}
+	expect(t, a.Final(a.Release("k", g.Token)), wire.TypeReleased)
+	expect(t, x.Final(id1), wire.TypeGranted)
+}

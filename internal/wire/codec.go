@@ -79,6 +79,15 @@ func Append(dst []byte, f *Frame) []byte {
 		dst = putU32(dst, f.Count)
 	case TypePing, TypePong:
 		dst = putU64(dst, f.Nonce)
+	case TypeCoord:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Op)
+		dst = append(dst, f.Text...)
+	case TypeCoordReply:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Op)
+		dst = putU16(dst, f.Code)
+		dst = append(dst, f.Text...)
 	}
 	be.PutUint32(dst[start:], uint32(len(dst)-start-HeaderLen))
 	return dst
@@ -235,6 +244,15 @@ func Decode(body []byte, f *Frame) error {
 		f.Count = d.u32()
 	case TypePing, TypePong:
 		f.Nonce = d.u64()
+	case TypeCoord:
+		f.ID = d.u32()
+		f.Op = d.u8()
+		f.Text = d.rest()
+	case TypeCoordReply:
+		f.ID = d.u32()
+		f.Op = d.u8()
+		f.Code = d.u16()
+		f.Text = d.rest()
 	default:
 		return errorf(CodeUnknownFrame, "unknown frame type %s", f.Type)
 	}
@@ -264,6 +282,9 @@ func Validate(f *Frame) error {
 		return validKey(f.Key)
 	case TypeRelease, TypeDescribe, TypeReleaseOwner:
 		return validKey(f.Key)
+	case TypeCoord:
+		var c Coord
+		return DecodeCoord(f, &c)
 	}
 	return nil
 }
@@ -280,6 +301,8 @@ type Reader struct {
 	r   *bufio.Reader
 	buf []byte
 	max int
+	// coordMax, when set, bounds K and Z frames instead of max.
+	coordMax int
 	hdr [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
 }
 
@@ -301,7 +324,10 @@ func (r *Reader) Next(f *Frame) error {
 	if n == 0 {
 		return errorf(CodeMalformedFrame, "frame length 0: a frame has at least its type byte")
 	}
-	if n > uint32(r.max) {
+	if n > uint32(r.max) && !(n <= uint32(r.coordMax) && r.coordNext()) {
+		if r.coordMax > 0 {
+			return errorf(CodeFrameTooLarge, "frame of %d bytes exceeds the maximum of %d (%d for K and Z frames)", n, r.max, r.coordMax)
+		}
 		return errorf(CodeFrameTooLarge, "frame of %d bytes exceeds the maximum of %d", n, r.max)
 	}
 	if cap(r.buf) < int(n) {
@@ -315,6 +341,20 @@ func (r *Reader) Next(f *Frame) error {
 		return err
 	}
 	return Decode(body, f)
+}
+
+// AllowCoordFrames lets K and Z frames be up to MaxCoordFrame long (other
+// frames keep MaxFrame). It is for a side that serves coordination requests:
+// without it every frame is bounded by MaxFrame and the Reader never reads
+// past an oversized frame's length prefix.
+func (r *Reader) AllowCoordFrames() { r.coordMax = MaxCoordFrame }
+
+// coordNext reports whether the frame whose length prefix was just read is a
+// K or Z frame, which may be longer than MaxFrame. It peeks at the type byte
+// only, so a refused frame's payload is still never read.
+func (r *Reader) coordNext() bool {
+	b, err := r.r.Peek(1)
+	return err == nil && (Type(b[0]) == TypeCoord || Type(b[0]) == TypeCoordReply)
 }
 
 // Buffered reports how many bytes are already buffered, so a writer can

@@ -101,7 +101,7 @@ var layouts = []layout{
 		{"version", kU16, "protocol version the server speaks: 1"},
 		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
-		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`) and, separately, this many other requests (`L`, `U`, `D`, `J`) may await a final answer on this connection"},
+		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`, and `K` acquires) and, separately, this many other requests (`L`, `U`, `D`, `J`, other `K`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
@@ -158,6 +158,17 @@ var layouts = []layout{
 	{TypePong, "Pong", "both", []fieldSpec{
 		{"nonce", kU64, "the nonce of the `P` answered"},
 	}, "answer to a ping"},
+	{TypeCoord, "Coord", "client->server", []fieldSpec{
+		fID(reqID),
+		{"op", kU8, "sub-op, see [Coordination frames](#coordination-frames)"},
+		{"body", kRest, "the sub-op's body; runs to the end of the frame"},
+	}, "coordination request (docs/coordination.md)"},
+	{TypeCoordReply, "CoordReply", "server->client", []fieldSpec{
+		fID(echoID + "; 0 for notifications of the session"),
+		{"op", kU8, "the request's sub-op, or a notification's"},
+		{"status", kU16, "per-operation status, see [Coordination frames](#coordination-frames); not 0: the body is `message:str`"},
+		{"body", kRest, "the sub-op's answer; runs to the end of the frame"},
+	}, "coordination answer or notification"},
 }
 
 func layoutOf(t Type) *layout {
@@ -220,8 +231,12 @@ func fieldPtr(f *Frame, name string) any {
 		return &f.Nonce
 	case "key":
 		return &f.Key
-	case "text":
+	case "text", "body":
 		return &f.Text
+	case "op":
+		return &f.Op
+	case "status":
+		return &f.Code
 	}
 	panic("no frame field " + name)
 }
@@ -298,7 +313,8 @@ func frameTablesMarkdown(examples map[Type]vector) string {
 	w("`len` bytes; a `bytes` field without a length runs to the end of the frame.\n")
 	w("Every variable-length field is the last field of its frame, so all offsets are\n")
 	w("fixed. A frame that is one byte shorter or longer than its layout is malformed\n")
-	w("(`E` 1), except that the JSON of `J` and `V` simply becomes shorter or longer.\n\n")
+	w("(`E` 1), except that the JSON of `J` and `V` simply becomes shorter or longer,\n")
+	w("and the body of `K` and `T` has the layout of its sub-op ([Coordination frames](#coordination-frames)).\n\n")
 	w("Field names are the names used in `testdata/vectors.json`.\n\n")
 	w("| type | hex | name | direction | smallest length | meaning |\n")
 	w("|---|---|---|---|---|---|\n")

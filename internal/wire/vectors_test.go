@@ -80,7 +80,7 @@ func genVectors() []genVector {
 	strOverrun := enc(acquire)
 	be.PutUint16(strOverrun[HeaderLen+1+4+OwnerLen+2:], uint16(len(acquire.Key)+1))
 
-	return []genVector{
+	return append([]genVector{
 		// Valid frames, client to server.
 		{name: "hello", frame: hello},
 		{name: "hello-admin-no-token", frame: &Frame{Type: TypeHello, Version: 1, Flags: HelloAdmin}},
@@ -185,7 +185,7 @@ func genVectors() []genVector {
 			stage: "validate", code: CodeInvalidArgument, why: "a hello token is at most 1024 bytes (E 8 during the hello)"},
 		{name: "describe-empty-key", frame: &Frame{Type: TypeDescribe, ID: 25},
 			stage: "validate", code: CodeInvalidArgument, why: "a key is 1..1024 bytes"},
-	}
+	}, coordVectors()...) // coord_vectors_test.go
 }
 
 // --- JSON generation -------------------------------------------------------

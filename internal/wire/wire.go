@@ -127,6 +127,10 @@ type Frame struct {
 
 	Key  []byte // A, L, D, U
 	Text []byte // H: token; Y: node id; M: leader address; E: message; J, V: JSON
+
+	// K, T (coordination, coord.go): the sub-op; Code carries T's status
+	// and Text the sub-op's body.
+	Op uint8
 }
 
 var be = binary.BigEndian
@@ -138,3 +142,14 @@ func putStr(b []byte, s []byte) []byte {
 	b = be.AppendUint16(b, uint16(len(s)))
 	return append(b, s...)
 }
+
+// Coordination nodes (docs/coordination.md): one frame type each way, with a
+// sub-op byte, instead of a letter per operation.
+const (
+	TypeCoord      Type = 'K' // client->server: coordination request
+	TypeCoordReply Type = 'T' // server->client: coordination answer or notification
+
+	// MaxCoordFrame bounds the length prefix of K and T frames, which carry
+	// semaphore data of up to MaxCoordData bytes; other frames keep MaxFrame.
+	MaxCoordFrame = MaxCoordData + 8<<10
+)

@@ -1,0 +1,176 @@
+package coordination
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	addrs       []string
+	token       string
+	tls         *tls.Config
+	dialTimeout time.Duration
+}
+
+// WithToken sets the client token sent in the hello.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithTLS connects with TLS using cfg (nil: plain TCP, the default).
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// WithDialTimeout bounds one connection attempt and its hello (default 5 s).
+func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// Client manages coordination nodes and opens sessions on a Ticketing
+// cluster. It is safe for concurrent use.
+type Client struct {
+	cfg config
+
+	mu     sync.Mutex
+	ctl    *link // for node requests, dialled on first use
+	closed bool
+}
+
+// New returns a client for the comma-separated server addresses
+// ("host:port,host:port"). It connects on first use.
+func New(addrs string, opts ...Option) (*Client, error) {
+	cfg := config{dialTimeout: 5 * time.Second}
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.addrs = append(cfg.addrs, a)
+		}
+	}
+	if len(cfg.addrs) == 0 {
+		return nil, fmt.Errorf("%w: no server address in %q: give host:port[,host:port...]", ErrBadRequest, addrs)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Close closes the client's connection. Sessions are closed separately.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.ctl != nil {
+		c.ctl.close()
+	}
+	return nil
+}
+
+func (c *Client) control(ctx context.Context) (*link, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.ctl != nil {
+		select {
+		case <-c.ctl.done:
+		default:
+			return c.ctl, nil
+		}
+	}
+	l, err := dialLeader(ctx, &c.cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.ctl = l
+	return l, nil
+}
+
+// nodeCall runs a node request. safe requests (describe) are sent again on
+// a new connection when the connection is lost; the others then report
+// ErrIndeterminate.
+func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire.Coord, safe bool) (wire.Coord, error) {
+	for {
+		l, err := c.control(ctx)
+		if err != nil {
+			return wire.Coord{}, err
+		}
+		st, ans, err := l.call(ctx, op, body, nil)
+		if errors.Is(err, errLinkLost) {
+			if safe {
+				continue
+			}
+			return wire.Coord{}, fmt.Errorf("%w: %s %s: the connection was lost before the answer", ErrIndeterminate, name, body.Path)
+		}
+		if err != nil {
+			return wire.Coord{}, err
+		}
+		return ans, statusError(name+" "+string(body.Path), st, ans.Message)
+	}
+}
+
+// NodeConfig is a coordination node's configuration (docs/coordination.md).
+// Zero fields take the default in CreateNode and stay unchanged in AlterNode.
+type NodeConfig struct {
+	SelfCheckPeriod    time.Duration
+	SessionGracePeriod time.Duration
+	ReadStrict         bool // read_consistency_mode STRICT (default RELAXED)
+	AttachRelaxed      bool // attach_consistency_mode RELAXED (default STRICT)
+	MaxSessions        uint32
+	MaxSemaphores      uint32
+	MaxWaiters         uint32
+}
+
+func (n NodeConfig) wire(path string) *wire.Coord {
+	b := &wire.Coord{Path: []byte(path), SelfCheckMs: uint32(n.SelfCheckPeriod / time.Millisecond),
+		GraceMs: uint32(n.SessionGracePeriod / time.Millisecond), MaxSessions: n.MaxSessions,
+		MaxSemaphores: n.MaxSemaphores, MaxWaiters: n.MaxWaiters}
+	if n.ReadStrict {
+		b.ReadMode = 2
+	}
+	if n.AttachRelaxed {
+		b.AttachMode = 2
+	}
+	return b
+}
+
+// CreateNode creates the coordination node at path ("/a/b").
+func (c *Client) CreateNode(ctx context.Context, path string, cfg NodeConfig) error {
+	_, err := c.nodeCall(ctx, "create node", wire.CoordCreateNode, cfg.wire(path), false)
+	return err
+}
+
+// AlterNode changes the non-zero fields of cfg in the node's configuration.
+func (c *Client) AlterNode(ctx context.Context, path string, cfg NodeConfig) error {
+	_, err := c.nodeCall(ctx, "alter node", wire.CoordAlterNode, cfg.wire(path), false)
+	return err
+}
+
+// DropNode drops the node; its sessions end (they see EXPIRED).
+func (c *Client) DropNode(ctx context.Context, path string) error {
+	_, err := c.nodeCall(ctx, "drop node", wire.CoordDropNode, &wire.Coord{Path: []byte(path)}, false)
+	return err
+}
+
+// NodeDescription is a node's configuration and sizes.
+type NodeDescription struct {
+	Config                        NodeConfig
+	Sessions, Semaphores, Waiters int
+}
+
+// DescribeNode returns the node's configuration and sizes.
+func (c *Client) DescribeNode(ctx context.Context, path string) (NodeDescription, error) {
+	b, err := c.nodeCall(ctx, "describe node", wire.CoordDescribeNode, &wire.Coord{Path: []byte(path)}, true)
+	if err != nil {
+		return NodeDescription{}, err
+	}
+	return NodeDescription{Config: NodeConfig{SelfCheckPeriod: time.Duration(b.SelfCheckMs) * time.Millisecond,
+		SessionGracePeriod: time.Duration(b.GraceMs) * time.Millisecond, ReadStrict: b.ReadMode == 2,
+		AttachRelaxed: b.AttachMode == 2, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
+		Sessions: int(b.Sessions), Semaphores: int(b.Semaphores), Waiters: int(b.Waiters)}, nil
+}

@@ -1,0 +1,71 @@
+package coordination
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Sentinel errors, one per status of docs/coordination.md, and the
+// client-side ones. Every error this package returns matches one of them
+// with errors.Is; a status error is also a *StatusError.
+var (
+	ErrNotFound           = errors.New("coordination: not found")
+	ErrAlreadyExists      = errors.New("coordination: already exists")
+	ErrBadRequest         = errors.New("coordination: bad request")
+	ErrPreconditionFailed = errors.New("coordination: precondition failed")
+	ErrAborted            = errors.New("coordination: aborted")
+	ErrSessionExpired     = errors.New("coordination: session expired")
+	ErrBadSession         = errors.New("coordination: bad session")
+	ErrUnauthorized       = errors.New("coordination: unauthorized")
+	ErrLimitExceeded      = errors.New("coordination: limit exceeded")
+
+	// ErrIndeterminate: the connection was lost after a create, update or
+	// delete was sent and before its answer: it may or may not have
+	// happened. It is never re-sent automatically; describe to find out.
+	ErrIndeterminate = errors.New("coordination: outcome unknown")
+	// ErrUnavailable: no leader could be reached before the context ended.
+	ErrUnavailable = errors.New("coordination: leader unavailable")
+	// ErrUnauthenticated: the server refused the client token (WithToken).
+	ErrUnauthenticated = errors.New("coordination: unauthenticated")
+	// ErrClosed: the client or session was closed.
+	ErrClosed = errors.New("coordination: closed")
+	// ErrNotAcquired: an acquire ended without the semaphore (timeout 0, or
+	// its timeout passed in the queue).
+	ErrNotAcquired = errors.New("coordination: not acquired")
+)
+
+var statusErrs = map[uint16]error{
+	wire.CoordNotFound: ErrNotFound, wire.CoordAlreadyExists: ErrAlreadyExists, wire.CoordBadRequest: ErrBadRequest,
+	wire.CoordPreconditionFailed: ErrPreconditionFailed, wire.CoordAborted: ErrAborted,
+	wire.CoordSessionExpired: ErrSessionExpired, wire.CoordBadSession: ErrBadSession,
+	wire.CoordUnauthorized: ErrUnauthorized, wire.CoordLimitExceeded: ErrLimitExceeded,
+}
+
+// StatusError is a per-operation status other than SUCCESS, with the
+// server's message.
+type StatusError struct {
+	Op      string
+	Status  uint16
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("coordination: %s: %s: %s", e.Op, wire.CoordStatusName(e.Status), e.Message)
+}
+
+// Unwrap returns the sentinel of the status.
+func (e *StatusError) Unwrap() error {
+	if s, ok := statusErrs[e.Status]; ok {
+		return s
+	}
+	return nil
+}
+
+func statusError(op string, status uint16, msg []byte) error {
+	if status == wire.CoordSuccess {
+		return nil
+	}
+	return &StatusError{Op: op, Status: status, Message: string(msg)}
+}

@@ -1,0 +1,596 @@
+package coordination
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// State is a session's state as its client sees it.
+type State int
+
+const (
+	// Attached: connected to the leader; holds and waits are in force.
+	Attached State = iota + 1
+	// Detached: the connection was lost; the session is being restored and
+	// keeps its holds and queue positions until its timeout.
+	Detached
+	// Expired: the session ended (timed out, stopped, or its node dropped).
+	// Its holds are released; Context is done.
+	Expired
+)
+
+func (s State) String() string {
+	switch s {
+	case Attached:
+		return "ATTACHED"
+	case Detached:
+		return "DETACHED"
+	case Expired:
+		return "EXPIRED"
+	}
+	return "UNKNOWN"
+}
+
+// SessionOption configures a session.
+type SessionOption func(*Session)
+
+// WithTimeout sets how long the session survives a lost connection (default
+// 30 s, at most 30 min).
+func WithTimeout(d time.Duration) SessionOption { return func(s *Session) { s.timeout = d } }
+
+// WithDescription sets the session's description (up to 1024 bytes).
+func WithDescription(d string) SessionOption { return func(s *Session) { s.desc = d } }
+
+// WithStateCallback calls fn, on its own goroutine and in order, at every
+// state change. fn should return promptly: up to 64 changes are buffered.
+func WithStateCallback(fn func(State)) SessionOption { return func(s *Session) { s.onState = fn } }
+
+// Session is a coordination session on one node. It reconnects and
+// restores itself after a lost connection; Context ends when it expires.
+type Session struct {
+	c       *Client
+	path    string
+	timeout time.Duration
+	desc    string
+	onState func(State)
+	key     []byte
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	states chan State
+	done   chan struct{} // the run loop ended
+
+	mu       sync.Mutex
+	id       uint64
+	seq      uint64
+	l        *link
+	attached chan struct{} // closed while attached
+	state    State
+	ended    error
+	leases   map[string]*Lease
+	watches  map[*watch]struct{}
+}
+
+// Session starts a session on the node at path.
+func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption) (*Session, error) {
+	s := &Session{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16),
+		states: make(chan State, 64), done: make(chan struct{}),
+		leases: make(map[string]*Lease), watches: make(map[*watch]struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	rand.Read(s.key)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	l, err := dialLeader(ctx, &c.cfg, s.event)
+	if err != nil {
+		return nil, err
+	}
+	st, ans, err := l.call(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
+	if err == nil {
+		err = statusError("start session on "+path, st, ans.Message)
+	} else if errors.Is(err, errLinkLost) {
+		err = fmt.Errorf("%w: start session on %s: the connection was lost", ErrUnavailable, path)
+	}
+	if err != nil {
+		l.close()
+		s.cancel()
+		return nil, err
+	}
+	s.id, s.seq, s.l, s.state = ans.Session, ans.SeqNo, l, Attached
+	s.attached = make(chan struct{})
+	close(s.attached)
+	go s.notifyStates()
+	s.setState(Attached)
+	go s.run()
+	return s, nil
+}
+
+func (s *Session) attachBody(id, seq uint64) *wire.Coord {
+	return &wire.Coord{Path: []byte(s.path), Session: id, SeqNo: seq, TimeoutMs: uint64(s.timeout / time.Millisecond),
+		Key: s.key, Desc: []byte(s.desc)}
+}
+
+// ID is the session's id.
+func (s *Session) ID() uint64 { return s.id }
+
+// Context ends when the session ends.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// State is the session's current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *Session) setState(st State) { s.states <- st } // s.mu may be held: the channel is large and drained
+
+func (s *Session) notifyStates() {
+	for st := range s.states {
+		if s.onState != nil {
+			s.onState(st)
+		}
+	}
+}
+
+// run restores the session whenever its connection is lost, until it ends.
+func (s *Session) run() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		l := s.l
+		s.mu.Unlock()
+		if l == nil {
+			return
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-l.done:
+		}
+		s.mu.Lock()
+		if s.ended != nil {
+			s.mu.Unlock()
+			return
+		}
+		s.l, s.state = nil, Detached
+		s.attached = make(chan struct{})
+		s.fireWatchesLocked()
+		s.setState(Detached)
+		s.mu.Unlock()
+		if err := s.restore(); err != nil {
+			s.end(err)
+			return
+		}
+	}
+}
+
+// restore reconnects and attaches again with a higher seq_no, within the
+// session's timeout.
+func (s *Session) restore() error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	for {
+		l, err := dialLeader(ctx, &s.c.cfg, s.event)
+		if err != nil {
+			return fmt.Errorf("%w: session %d could not be restored within its timeout %v: %v", ErrSessionExpired, s.id, s.timeout, err)
+		}
+		s.mu.Lock()
+		s.seq++
+		seq := s.seq
+		s.mu.Unlock()
+		st, ans, err := l.call(ctx, wire.CoordAttach, s.attachBody(s.id, seq), nil)
+		if errors.Is(err, errLinkLost) {
+			continue
+		}
+		if err != nil {
+			l.close()
+			return fmt.Errorf("%w: session %d: %v", ErrSessionExpired, s.id, err)
+		}
+		if err := statusError(fmt.Sprintf("restore session %d", s.id), st, ans.Message); err != nil {
+			l.close()
+			return err
+		}
+		s.mu.Lock()
+		if s.ended != nil {
+			s.mu.Unlock()
+			l.close()
+			return s.ended
+		}
+		s.l, s.state = l, Attached
+		close(s.attached)
+		s.setState(Attached)
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+// event handles notifications with id 0.
+func (s *Session) event(f wire.Frame) {
+	var b wire.Coord
+	if wire.DecodeCoord(&f, &b) != nil {
+		return
+	}
+	switch f.Op {
+	case wire.CoordLost:
+		s.mu.Lock()
+		le := s.leases[string(b.Name)]
+		if le != nil && le.token == b.OrderID {
+			delete(s.leases, le.name)
+		}
+		s.mu.Unlock()
+		if le != nil && le.token == b.OrderID {
+			le.cancel()
+		}
+	case wire.CoordSessionEnded:
+		if b.Session == s.id {
+			go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d)", ErrSessionExpired, s.id, b.Reason))
+		}
+	}
+}
+
+// end ends the session once: leases and Context are cancelled, watches fire.
+func (s *Session) end(err error) {
+	s.mu.Lock()
+	if s.ended != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = err
+	s.state = Expired
+	l := s.l
+	s.l = nil
+	leases := s.leases
+	s.leases = map[string]*Lease{}
+	s.fireWatchesLocked()
+	s.setState(Expired)
+	close(s.states)
+	s.mu.Unlock()
+	s.cancel()
+	for _, le := range leases {
+		le.cancel()
+	}
+	if l != nil {
+		l.close()
+	}
+}
+
+// Close stops the session: its holds are released at once.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	l, ended := s.l, s.ended
+	s.mu.Unlock()
+	if ended != nil {
+		return nil
+	}
+	var err error
+	if l != nil {
+		var st uint16
+		var ans wire.Coord
+		st, ans, err = l.call(ctx, wire.CoordStop, &wire.Coord{}, nil)
+		if err == nil && st != wire.CoordSessionExpired {
+			err = statusError("stop session", st, ans.Message)
+		} else if errors.Is(err, errLinkLost) {
+			err = nil // the session times out on the server instead
+		}
+	}
+	s.end(fmt.Errorf("%w: session closed", ErrClosed))
+	<-s.done
+	return err
+}
+
+// current waits until the session is attached and returns its connection.
+func (s *Session) current(ctx context.Context) (*link, error) {
+	for {
+		s.mu.Lock()
+		l, ch, ended := s.l, s.attached, s.ended
+		s.mu.Unlock()
+		if ended != nil {
+			return nil, ended
+		}
+		if l != nil {
+			return l, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.ctx.Done():
+		}
+	}
+}
+
+// do sends a request of this session. A safe request is sent again after a
+// restore when its connection was lost; an unsafe one reports
+// ErrIndeterminate.
+func (s *Session) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
+	for {
+		l, err := s.current(ctx)
+		if err != nil {
+			return wire.Coord{}, err
+		}
+		st, ans, err := l.call(ctx, op, body, note)
+		if errors.Is(err, errLinkLost) {
+			if safe {
+				continue
+			}
+			return wire.Coord{}, fmt.Errorf("%w: %s: the connection was lost before the answer", ErrIndeterminate, what)
+		}
+		if err != nil {
+			return wire.Coord{}, err
+		}
+		return ans, statusError(what, st, ans.Message)
+	}
+}
+
+// CreateSemaphore creates a persistent semaphore with limit > 0.
+func (s *Session) CreateSemaphore(ctx context.Context, name string, limit uint64, data []byte) error {
+	_, err := s.do(ctx, "create semaphore "+name, wire.CoordCreateSemaphore, &wire.Coord{Name: []byte(name), Limit: limit, Data: data}, false, nil)
+	return err
+}
+
+// UpdateSemaphore replaces the semaphore's data (no ownership needed).
+func (s *Session) UpdateSemaphore(ctx context.Context, name string, data []byte) error {
+	_, err := s.do(ctx, "update semaphore "+name, wire.CoordUpdateSemaphore, &wire.Coord{Name: []byte(name), Data: data}, false, nil)
+	return err
+}
+
+// DeleteSemaphore deletes the semaphore. Without force a semaphore in use
+// is ErrPreconditionFailed; with force its waiters are aborted and its
+// owners lose their leases (their Context ends).
+func (s *Session) DeleteSemaphore(ctx context.Context, name string, force bool) error {
+	b := &wire.Coord{Name: []byte(name)}
+	if force {
+		b.Flags = wire.CoordFlagForce
+	}
+	_, err := s.do(ctx, "delete semaphore "+name, wire.CoordDeleteSemaphore, b, false, nil)
+	return err
+}
+
+// AcquireOption configures an acquire.
+type AcquireOption func(*acquireOpts)
+
+type acquireOpts struct {
+	count     uint64
+	timeout   time.Duration
+	forever   bool
+	data      []byte
+	ephemeral bool
+	onQueued  func(orderID uint64)
+}
+
+// Count asks for n units (1..limit).
+func Count(n uint64) AcquireOption { return func(o *acquireOpts) { o.count = n } }
+
+// Shared asks for one unit (the default).
+func Shared() AcquireOption { return Count(1) }
+
+// Exclusive asks for the whole limit; it is granted only when nothing is held.
+func Exclusive() AcquireOption { return Count(wire.CoordExclusive) }
+
+// Ephemeral creates the semaphore (limit 2^64-1) if it does not exist; it is
+// deleted when its last owner releases and nobody waits.
+func Ephemeral() AcquireOption { return func(o *acquireOpts) { o.ephemeral = true } }
+
+// Timeout bounds the time spent in the queue; 0 tries once. By default the
+// acquire waits until its context ends.
+func Timeout(d time.Duration) AcquireOption {
+	return func(o *acquireOpts) { o.timeout, o.forever = d, false }
+}
+
+// Data attaches data to the hold (an owner's endpoint, say).
+func Data(b []byte) AcquireOption { return func(o *acquireOpts) { o.data = b } }
+
+// OnQueued calls fn when the acquire is queued, with its order id (again
+// after a restore re-sent it). fn runs on the connection's reader and must
+// not block.
+func OnQueued(fn func(orderID uint64)) AcquireOption { return func(o *acquireOpts) { o.onQueued = fn } }
+
+// Lease is a hold on a semaphore.
+type Lease struct {
+	s      *Session
+	name   string
+	token  uint64
+	count  uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Token is the hold's order id: a fencing token, strictly increasing across
+// the service (the same counter as ticket tokens).
+func (l *Lease) Token() uint64 { return l.token }
+
+// Count is the count held (Exclusive: the semaphore's limit).
+func (l *Lease) Count() uint64 { return l.count }
+
+// Context ends when the hold ends: released, lost to a force delete, or its
+// session ended.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Release ends the hold.
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.s.release(ctx, l.name)
+	l.s.mu.Lock()
+	if l.s.leases[l.name] == l {
+		delete(l.s.leases, l.name)
+	}
+	l.s.mu.Unlock()
+	l.cancel()
+	return err
+}
+
+func (s *Session) release(ctx context.Context, name string) (bool, error) {
+	ans, err := s.do(ctx, "release "+name, wire.CoordRelease, &wire.Coord{Name: []byte(name)}, true, nil)
+	return ans.Flags&wire.CoordFlagReleased != 0, err
+}
+
+// AcquireSemaphore acquires count units of the semaphore, waiting in its
+// FIFO queue. An acquire whose connection is lost is sent again after the
+// session is restored: a repeated acquire replaces the earlier one and keeps
+// its queue position, so this is safe. If ctx ends while queued, the wait is
+// withdrawn (a release) and ctx's error returned. ErrNotAcquired: timeout 0
+// or the queue timeout passed.
+func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	o := acquireOpts{count: 1, forever: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	b := &wire.Coord{Name: []byte(name), Count: o.count, Data: o.data, TimeoutMs: uint64(o.timeout / time.Millisecond)}
+	if o.forever {
+		b.TimeoutMs = wire.CoordWaitForever
+	}
+	if o.ephemeral {
+		b.Flags = wire.CoordFlagEphemeral
+	}
+	var note func(wire.Frame)
+	if o.onQueued != nil {
+		note = func(f wire.Frame) {
+			var q wire.Coord
+			if wire.DecodeCoord(&f, &q) == nil && f.Op == wire.CoordQueued {
+				o.onQueued(q.OrderID)
+			}
+		}
+	}
+	ans, err := s.do(ctx, "acquire "+name, wire.CoordAcquire, b, true, note)
+	if ctx.Err() != nil && err != nil {
+		// Withdraw the wait (or a grant that raced with the cancel).
+		wctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		s.release(wctx, name)
+		cancel()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ans.Flags&wire.CoordFlagAcquired == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotAcquired, name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return nil, s.ended
+	}
+	if old := s.leases[name]; old != nil && old.token == ans.OrderID {
+		old.count = ans.Count // the same hold, count lowered or kept
+		return old, nil
+	} else if old != nil {
+		old.cancel()
+	}
+	lctx, cancel := context.WithCancel(s.ctx)
+	le := &Lease{s: s, name: name, token: ans.OrderID, count: ans.Count, ctx: lctx, cancel: cancel}
+	s.leases[name] = le
+	return le, nil
+}
+
+// Holder is an owner or waiter of a semaphore.
+type Holder struct {
+	OrderID, Session, Count uint64
+	Timeout                 time.Duration
+	Data                    []byte
+}
+
+// SemaphoreDescription is a semaphore as DescribeSemaphore saw it.
+type SemaphoreDescription struct {
+	Name            string
+	Limit, Count    uint64
+	Data            []byte
+	Ephemeral       bool
+	Owners, Waiters []Holder
+}
+
+// DescribeOptions says what DescribeSemaphore includes and watches.
+type DescribeOptions struct {
+	Owners, Waiters        bool
+	WatchData, WatchOwners bool
+}
+
+// Change is what a watch reports, once. Both false: a notification may have
+// been lost (the connection dropped, the session ended, or a newer watch on
+// the same semaphore replaced this one): describe again.
+type Change struct {
+	DataChanged, OwnersChanged bool
+}
+
+type watch struct {
+	ch   chan Change
+	once sync.Once
+}
+
+func (w *watch) fire(c Change) {
+	w.once.Do(func() {
+		w.ch <- c
+		close(w.ch)
+	})
+}
+
+func (s *Session) fireWatchesLocked() {
+	for w := range s.watches {
+		w.fire(Change{})
+	}
+	s.watches = make(map[*watch]struct{})
+}
+
+// DescribeSemaphore describes the semaphore. With a watch option it also
+// returns a channel that receives one Change and is closed.
+func (s *Session) DescribeSemaphore(ctx context.Context, name string, opt DescribeOptions) (SemaphoreDescription, <-chan Change, error) {
+	var flags uint8
+	if opt.Owners {
+		flags |= wire.CoordFlagOwners
+	}
+	if opt.Waiters {
+		flags |= wire.CoordFlagWaiters
+	}
+	if opt.WatchData {
+		flags |= wire.CoordFlagWatchData
+	}
+	if opt.WatchOwners {
+		flags |= wire.CoordFlagWatchOwners
+	}
+	var w *watch
+	var note func(wire.Frame)
+	if opt.WatchData || opt.WatchOwners {
+		w = &watch{ch: make(chan Change, 1)}
+		note = func(f wire.Frame) {
+			var b wire.Coord
+			if wire.DecodeCoord(&f, &b) == nil && f.Op == wire.CoordChanged {
+				s.mu.Lock()
+				delete(s.watches, w)
+				s.mu.Unlock()
+				w.fire(Change{DataChanged: b.Flags&wire.CoordFlagChangedData != 0, OwnersChanged: b.Flags&wire.CoordFlagChangedOwners != 0})
+			}
+		}
+		s.mu.Lock()
+		s.watches[w] = struct{}{}
+		s.mu.Unlock()
+	}
+	b, err := s.do(ctx, "describe semaphore "+name, wire.CoordDescribeSemaphore, &wire.Coord{Name: []byte(name), Flags: flags}, true, note)
+	if err != nil {
+		if w != nil {
+			s.mu.Lock()
+			delete(s.watches, w)
+			s.mu.Unlock()
+		}
+		return SemaphoreDescription{}, nil, err
+	}
+	d := SemaphoreDescription{Name: name, Limit: b.Limit, Count: b.Count, Data: b.Data, Ephemeral: b.Flags&wire.CoordFlagEphemeral != 0,
+		Owners: toHolders(b.Owners), Waiters: toHolders(b.Queue)}
+	if w == nil {
+		return d, nil, nil
+	}
+	return d, w.ch, nil
+}
+
+func toHolders(hs []wire.CoordHolder) []Holder {
+	var out []Holder
+	for _, h := range hs {
+		out = append(out, Holder{OrderID: h.OrderID, Session: h.Session, Count: h.Count,
+			Timeout: time.Duration(min(h.TimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond, Data: h.Data})
+	}
+	return out
+}

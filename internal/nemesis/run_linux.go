@@ -1,0 +1,403 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Config is one harness run.
+type Config struct {
+	Nodes    int           // servers (3 or 5; default 3)
+	Duration time.Duration // how long faults are injected (at least one of each kind in Kinds)
+	Seed     uint64        // the schedule's seed (0: from the clock; the report prints it)
+	Workers  int           // client workers (default 6)
+	Keys     int           // contended keys (default 4)
+	Kinds    []FaultKind   // the kinds to inject (default AllFaults)
+	Hold     time.Duration // how long a fault lasts, drawn in [Hold/2, Hold*3/2) (default 3 s)
+	Dir      string        // data directories, logs and the visualization (default: a new temporary directory)
+	Ticketd  string        // the ticketd binary (default: built from this module into Dir)
+	Log      io.Writer     // progress lines (default: none)
+}
+
+// Liveness is what one fault did to availability.
+type Liveness struct {
+	Event FaultEvent
+	// LongestGap is the longest time without any acknowledged grant from
+	// the fault's start to the next fault's start (or the end of the run).
+	LongestGap time.Duration
+	// HealToGrant is the time from the heal to the next acknowledged
+	// grant; -1 if none came.
+	HealToGrant time.Duration
+	// FaultToGrant is the time from the fault's start to the first
+	// acknowledged grant whose acquire was invoked after it; -1 if none.
+	FaultToGrant time.Duration
+}
+
+// Report is a run's result.
+type Report struct {
+	Seed       uint64
+	Nodes      int
+	Schedule   []FaultEvent
+	Liveness   []Liveness
+	Check      CheckResult
+	ClientErrs map[string]int
+	Anomalies  []string // a server that exited on its own, a fault that could not be applied
+	Dir        string
+	Elapsed    time.Duration
+	ByOutcome  map[string]int
+}
+
+// Failed reports whether the run found a violation or an anomaly.
+func (r *Report) Failed() bool {
+	return len(r.Check.Violations) > 0 || len(r.Anomalies) > 0 || r.Check.Linearizable == porcupine.Illegal
+}
+
+// Run builds (or takes) ticketd, starts the cluster in namespaces, runs the
+// workload while injecting faults from the seeded schedule, heals, and checks
+// the history. The error is for a run that could not be carried out (no
+// root, no cluster); violations are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = AllFaults
+	}
+	if cfg.Hold == 0 {
+		cfg.Hold = 3 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "ticketjepsen-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = d
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(cfg.Log, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05.000")}, args...)...)
+	}
+	rep := &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Dir: cfg.Dir}
+	logf("seed %d (-seed %d repeats this schedule), %d nodes, data and logs in %s", cfg.Seed, cfg.Seed, cfg.Nodes, cfg.Dir)
+	if cfg.Ticketd == "" {
+		bin, err := BuildTicketd(cfg.Dir, false)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Ticketd = bin
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	c, err := StartCluster(sctx, cfg.Ticketd, cfg.Dir, cfg.Nodes)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	logf("cluster up: clients reach %s", c.ClientAddrs())
+	h := NewHistory()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
+	w := NewWorkload(WorkloadConfig{Workers: cfg.Workers, Keys: cfg.Keys, Seed: cfg.Seed}, c.ClientAddrs(), h)
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop()
+		}
+	}()
+	// Warm up: the first grant shows the cluster serves.
+	if _, err := waitGrant(ctx, h, 0, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("no grant within 30 s of the start: %w\n%s", err, tails(c))
+	}
+	n := &nemesis{c: c, h: h, rng: rng}
+	// The schedule: every kind once in a seeded order, then seeded draws
+	// until the duration has passed.
+	order := append([]FaultKind(nil), cfg.Kinds...)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	start := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		var kind FaultKind
+		if i < len(order) {
+			kind = order[i]
+		} else if time.Since(start) < cfg.Duration {
+			kind = cfg.Kinds[rng.IntN(len(cfg.Kinds))]
+		} else {
+			break
+		}
+		hold := cfg.Hold/2 + time.Duration(rng.Int64N(int64(cfg.Hold)))
+		var ev FaultEvent
+		ierr := n.inject(ctx, kind, hold, &ev)
+		if ev.Start == 0 && ierr != nil {
+			// Not applied at all (no leader to aim at): heal, note, go on.
+			ev.Kind, ev.Start, ev.Healed, ev.Err = kind, h.Now(), h.Now(), ierr.Error()
+			n.healAll()
+			n.waitReady(ctx)
+		}
+		rep.Schedule = append(rep.Schedule, ev)
+		logf("fault %-22s %-40s [%v, %v] %s", ev.Kind, ev.Target, ev.Start.Round(time.Millisecond), ev.Healed.Round(time.Millisecond), ev.Err)
+		if ev.Err != "" {
+			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("fault %s (%s): %s", ev.Kind, ev.Target, ev.Err))
+		}
+		// Recovery: the next fault starts once a grant was acknowledged
+		// after the heal (or 30 s passed, which the liveness table shows).
+		if _, err := waitGrant(ctx, h, ev.Healed, 30*time.Second); err != nil {
+			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("no grant within 30 s after healing %s (%s)", ev.Kind, ev.Target))
+			logf("no grant within 30 s after healing %s\n%s", ev.Kind, tails(c))
+		}
+	}
+	end := h.Now()
+	w.Stop()
+	stopped = true
+	if err := FinalReads(c.ClientAddrs(), w.cfg.Keys, h, w.cfg.Workers, 30*time.Second); err != nil {
+		rep.Anomalies = append(rep.Anomalies, "final reads: "+err.Error())
+	}
+	for _, nd := range c.Nodes {
+		if !nd.Running() {
+			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("%s is not running at the end\n%s", nd.ID, nd.LogTail(20)))
+		}
+	}
+	for _, nd := range c.Nodes {
+		if u := unexpectedExits(nd); u != "" {
+			rep.Anomalies = append(rep.Anomalies, u)
+		}
+	}
+	ops := h.Ops()
+	rep.ByOutcome = map[string]int{}
+	for _, op := range ops {
+		rep.ByOutcome[op.Kind.String()+" "+op.Outcome.String()]++
+	}
+	rep.ClientErrs = w.Errors()
+	if err := writeHistory(filepath.Join(cfg.Dir, "history.txt"), ops, rep.Schedule); err != nil {
+		logf("writing the history: %v", err)
+	}
+	logf("checking %d operations", len(ops))
+	rep.Check = Check(ops, CheckOptions{VisualizationFile: filepath.Join(cfg.Dir, "linearizability.html")})
+	rep.Liveness = liveness(ops, rep.Schedule, end)
+	rep.Elapsed = time.Since(h.Start())
+	return rep, nil
+}
+
+// writeHistory writes every operation and fault, by time, one a line
+// (ParseHistory reads the operations back).
+func writeHistory(file string, ops []Op, sched []FaultEvent) error {
+	return os.WriteFile(file, []byte(formatHistory(ops, sched)), 0o644)
+}
+
+func formatHistory(ops []Op, sched []FaultEvent) string {
+	type line struct {
+		t time.Duration
+		s string
+	}
+	var lines []line
+	for _, op := range ops {
+		lines = append(lines, line{op.Call, op.String()})
+	}
+	for _, ev := range sched {
+		lines = append(lines, line{ev.Start, fmt.Sprintf("FAULT %s %s", ev.Kind, ev.Target)}, line{ev.Healed, fmt.Sprintf("HEALED %s", ev.Kind)})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].t < lines[j].t })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%12v %s\n", l.t.Round(time.Microsecond), l.s)
+	}
+	return b.String()
+}
+
+// waitGrant waits until the history holds a grant acknowledged after since.
+func waitGrant(ctx context.Context, h *History, since time.Duration, d time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(d)
+	for {
+		for _, op := range h.Ops() {
+			if op.Kind == Acquire && op.Outcome == OK && op.Return >= since {
+				return op.Return, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("no grant")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond): // polling the history, with a deadline
+		}
+	}
+}
+
+// unexpectedExits looks for a server that ended without being told to
+// (panics and fatal errors in its logs).
+func unexpectedExits(nd *Node) string {
+	files, _ := filepath.Glob(filepath.Join(nd.dir, "ticketd.*.log"))
+	var out []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		s := string(b)
+		for _, marker := range []string{"panic:", "fatal error:", "DATA RACE"} {
+			if i := strings.Index(s, marker); i >= 0 {
+				j := min(len(s), i+2000)
+				out = append(out, fmt.Sprintf("%s: %q in %s:\n%s", nd.ID, marker, f, s[i:j]))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func tails(c *Cluster) string {
+	var b strings.Builder
+	for _, nd := range c.Nodes {
+		b.WriteString(nd.LogTail(15))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// liveness computes, for every fault, the longest window without a grant
+// and the times to the next grant.
+func liveness(ops []Op, sched []FaultEvent, end time.Duration) []Liveness {
+	var grants []Op
+	for _, op := range ops {
+		if op.Kind == Acquire && op.Outcome == OK {
+			grants = append(grants, op)
+		}
+	}
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Return < grants[j].Return })
+	var out []Liveness
+	for i, ev := range sched {
+		to := end
+		if i+1 < len(sched) {
+			to = sched[i+1].Start
+		}
+		l := Liveness{Event: ev, HealToGrant: -1, FaultToGrant: -1}
+		last := ev.Start
+		for _, g := range grants {
+			if g.Return < ev.Start || g.Return > to {
+				continue
+			}
+			l.LongestGap = max(l.LongestGap, g.Return-last)
+			last = g.Return
+			if l.HealToGrant < 0 && g.Return >= ev.Healed {
+				l.HealToGrant = g.Return - ev.Healed
+			}
+			if l.FaultToGrant < 0 && g.Call >= ev.Start {
+				l.FaultToGrant = g.Return - ev.Start
+			}
+		}
+		l.LongestGap = max(l.LongestGap, to-last)
+		out = append(out, l)
+	}
+	return out
+}
+
+// String is the report as printed by ticketjepsen and the CI test.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ticketjepsen: seed %d, %d nodes, %v, data and logs in %s\n", r.Seed, r.Nodes, r.Elapsed.Round(time.Second), r.Dir)
+	fmt.Fprintf(&b, "operations: %d checked, %d grants, %d indeterminate\n", r.Check.Ops, r.Check.Grants, r.Check.Unknown)
+	var oc []string
+	for k, v := range r.ByOutcome {
+		oc = append(oc, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(oc)
+	fmt.Fprintf(&b, "  by outcome: %s\n", strings.Join(oc, ", "))
+	fmt.Fprintf(&b, "faults (schedule; times from the start of the history):\n")
+	fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", "kind", "target", "start", "healed", "longest gap", "heal->grant", "fault->grant")
+	for _, l := range r.Liveness {
+		d := func(x time.Duration) string {
+			if x < 0 {
+				return "none"
+			}
+			return x.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", l.Event.Kind, l.Event.Target,
+			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant))
+	}
+	b.WriteString(r.byKindTable())
+	fmt.Fprintf(&b, "linearizability (porcupine, per key): %v in %v", linName(r.Check.Linearizable), r.Check.LinearizationTime.Round(time.Millisecond))
+	if r.Check.Visualization != "" {
+		fmt.Fprintf(&b, ", visualization %s", r.Check.Visualization)
+	}
+	b.WriteString("\n")
+	if len(r.ClientErrs) > 0 {
+		b.WriteString("client errors (expected under faults; numbers and keys shown as #):\n")
+		for k, v := range r.ClientErrs {
+			fmt.Fprintf(&b, "  %dx %s\n", v, k)
+		}
+	}
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(&b, "ANOMALY: %s\n", a)
+	}
+	for _, v := range r.Check.Violations {
+		fmt.Fprintf(&b, "VIOLATION: %s\n", v)
+	}
+	if r.Failed() {
+		fmt.Fprintf(&b, "RESULT: FAILED (%d violations, %d anomalies); replay with -seed %d\n", len(r.Check.Violations), len(r.Anomalies), r.Seed)
+	} else {
+		b.WriteString("RESULT: ok, 0 violations\n")
+	}
+	return b.String()
+}
+
+// byKindTable summarizes the liveness figures per fault kind: how many
+// times it was injected, and the median and largest longest-gap and
+// fault-to-grant times.
+func (r *Report) byKindTable() string {
+	type agg struct{ gaps, f2g []time.Duration }
+	m := map[FaultKind]*agg{}
+	var kinds []string
+	for _, l := range r.Liveness {
+		a := m[l.Event.Kind]
+		if a == nil {
+			a = &agg{}
+			m[l.Event.Kind] = a
+			kinds = append(kinds, string(l.Event.Kind))
+		}
+		a.gaps = append(a.gaps, l.LongestGap)
+		if l.FaultToGrant >= 0 {
+			a.f2g = append(a.f2g, l.FaultToGrant)
+		}
+	}
+	sort.Strings(kinds)
+	stat := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return fmt.Sprintf("%9s %9s", "-", "-")
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return fmt.Sprintf("%9v %9v", d[len(d)/2].Round(10*time.Millisecond), d[len(d)-1].Round(10*time.Millisecond))
+	}
+	var b strings.Builder
+	b.WriteString("per fault kind (median and max):\n")
+	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap max", "f->g p50", "f->g max")
+	for _, k := range kinds {
+		a := m[FaultKind(k)]
+		fmt.Fprintf(&b, "  %-22s %5d %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g))
+	}
+	return b.String()
+}
+
+func linName(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "ok"
+	case porcupine.Illegal:
+		return "NOT LINEARIZABLE"
+	}
+	return "unknown (timed out; not counted as a violation)"
+}

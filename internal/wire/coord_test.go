@@ -1,0 +1,197 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/ticketing-io/ticketing/internal/fsm"
+)
+
+// fullCoord sets every field, so that each layout takes the ones it has.
+func fullCoord() *Coord {
+	return &Coord{Path: []byte("/p"), Name: []byte("n"), Key: []byte("k"), Desc: []byte("d"), Data: []byte("data"), Message: []byte("m"),
+		Session: 1, SeqNo: 2, TimeoutMs: 3, Limit: 4, Count: 5, OrderID: 6,
+		SelfCheckMs: 7, GraceMs: 8, MaxSessions: 9, MaxSemaphores: 10, MaxWaiters: 11, ReadMode: 1, AttachMode: 2,
+		Flags: 1, Reason: 3, Sessions: 12, Semaphores: 13, Waiters: 14,
+		Owners: []CoordHolder{{OrderID: 1, Session: 2, Count: 3, TimeoutMs: 4, Data: []byte("o")}},
+		Queue:  []CoordHolder{{OrderID: 5, Session: 6, Count: 7, TimeoutMs: math.MaxUint64}, {OrderID: 8, Data: []byte("q")}}}
+}
+
+// coordSamples is one frame of every sub-op in both directions, and a
+// non-zero status.
+func coordSamples() []*Frame {
+	var out []*Frame
+	for _, l := range coordLayouts {
+		if l.request != nil {
+			out = append(out, CoordFrame(false, 9, l.op, 0, fullCoord()))
+		}
+		out = append(out, CoordFrame(true, 9, l.op, 0, fullCoord()), CoordFrame(true, 9, l.op, CoordNotFound, fullCoord()))
+	}
+	return out
+}
+
+func TestCoordBodiesRoundTrip(t *testing.T) {
+	for _, f := range coordSamples() {
+		raw := Append(nil, f)
+		var got Frame
+		if err := NewReader(bytes.NewReader(raw)).Next(&got); err != nil {
+			t.Fatalf("%s op %d: %v", f.Type, f.Op, err)
+		}
+		var c Coord
+		if err := DecodeCoord(&got, &c); err != nil {
+			t.Fatalf("%s op %d status %d: %v", f.Type, f.Op, f.Code, err)
+		}
+		if again := AppendCoordBody(nil, got.Type == TypeCoordReply, got.Op, got.Code, &c); !bytes.Equal(again, f.Text) {
+			t.Fatalf("%s op %d: body re-encodes differently", f.Type, f.Op)
+		}
+		// Every byte is needed, and no byte more is accepted.
+		for n := 0; n < len(f.Text); n++ {
+			cut := *f
+			cut.Text = f.Text[:n]
+			if err := DecodeCoord(&cut, &c); !isCode(err, CodeMalformedFrame) {
+				t.Fatalf("%s op %d cut to %d of %d: %v", f.Type, f.Op, n, len(f.Text), err)
+			}
+		}
+		long := *f
+		long.Text = append(bytes.Clone(f.Text), 0)
+		if err := DecodeCoord(&long, &c); !isCode(err, CodeMalformedFrame) {
+			t.Fatalf("%s op %d with a trailing byte: %v", f.Type, f.Op, err)
+		}
+	}
+}
+
+func isCode(err error, c Code) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Code == c
+}
+
+func TestCoordUnknownOpsAndFlags(t *testing.T) {
+	known := map[uint8]bool{}
+	for _, l := range coordLayouts {
+		known[l.op] = true
+	}
+	for op := 0; op < 256; op++ {
+		var c Coord
+		errK := DecodeCoord(&Frame{Type: TypeCoord, Op: uint8(op)}, &c)
+		errZ := DecodeCoord(&Frame{Type: TypeCoordReply, Op: uint8(op), Code: 1}, &c)
+		if !known[uint8(op)] && (!isCode(errK, CodeUnknownFrame) || !isCode(errZ, CodeUnknownFrame)) {
+			t.Fatalf("unknown sub-op %d: %v, %v", op, errK, errZ)
+		}
+	}
+	for _, c := range []struct {
+		reply bool
+		op    uint8
+		flags uint8
+	}{{false, CoordDeleteSemaphore, 2}, {false, CoordAcquire, 2}, {false, CoordDescribeSemaphore, 16},
+		{true, CoordAcquire, 2}, {true, CoordRelease, 2}, {true, CoordDescribeSemaphore, 2}, {true, CoordChanged, 4}} {
+		f := CoordFrame(c.reply, 1, c.op, 0, &Coord{Flags: c.flags})
+		var d Coord
+		if err := DecodeCoord(f, &d); !isCode(err, CodeMalformedFrame) {
+			t.Errorf("op %d reply %v flags %#x: %v, want malformed", c.op, c.reply, c.flags, err)
+		}
+	}
+	if err := DecodeCoord(&Frame{Type: TypeAcquire}, new(Coord)); !isCode(err, CodeMalformedFrame) {
+		t.Errorf("DecodeCoord of an A frame: %v", err)
+	}
+	// A huge holder count is refused before anything is allocated for it.
+	f := &Frame{Type: TypeCoordReply, Op: CoordDescribeSemaphore, Text: append(make([]byte, 8+8+1+4), 0xff, 0xff, 0xff, 0xff)}
+	if err := DecodeCoord(f, new(Coord)); !isCode(err, CodeMalformedFrame) {
+		t.Errorf("holder count 2^32-1 in a short body: %v", err)
+	}
+}
+
+// TestCoordFrameSizes: by default K and T frames are bounded by MaxFrame
+// like all others; with AllowCoordFrames a K or T frame up to MaxCoordFrame
+// is read (1 MiB of data fits), one byte more is refused, other types keep
+// MaxFrame, and an oversized frame's payload is still never read.
+func TestCoordFrameSizes(t *testing.T) {
+	data := bytes.Repeat([]byte{'d'}, MaxCoordData)
+	f := CoordFrame(false, 1, CoordUpdateSemaphore, 0, &Coord{Name: bytes.Repeat([]byte{'n'}, 1024), Data: data})
+	raw := Append(nil, f)
+	if n := be.Uint32(raw); n > MaxCoordFrame {
+		t.Fatalf("a 1 MiB update with a 1024-byte name is %d bytes, over MaxCoordFrame %d", n, MaxCoordFrame)
+	}
+	var got Frame
+	if err := NewReader(bytes.NewReader(raw)).Next(&got); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("default Reader, 1 MiB K frame: %v, want too large", err)
+	}
+	allowing := func(b []byte) *Reader {
+		r := NewReader(bytes.NewReader(b))
+		r.AllowCoordFrames()
+		return r
+	}
+	if err := allowing(raw).Next(&got); err != nil {
+		t.Fatal(err)
+	}
+	var c Coord
+	if err := DecodeCoord(&got, &c); err != nil || !bytes.Equal(c.Data, data) {
+		t.Fatalf("1 MiB data: %v", err)
+	}
+	exact := Append(nil, &Frame{Type: TypeCoordReply, Op: CoordCreateNode, Code: 1, Text: make([]byte, MaxCoordFrame-8)})
+	if n := be.Uint32(exact); n != MaxCoordFrame {
+		t.Fatalf("length %d", n)
+	}
+	if err := allowing(exact).Next(&got); err != nil {
+		t.Fatalf("T of exactly MaxCoordFrame: %v", err)
+	}
+	over := Append(nil, &Frame{Type: TypeCoordReply, Text: make([]byte, MaxCoordFrame-7)})
+	if err := allowing(over).Next(&got); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("T of MaxCoordFrame+1: %v", err)
+	}
+	admin := Append(nil, &Frame{Type: TypeAdmin, Text: make([]byte, MaxFrame-4)})
+	if err := allowing(admin).Next(&got); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("J of MaxFrame+1: %v", err)
+	}
+	// Only the type byte is read to tell K and T from the rest.
+	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, math.MaxUint32} {
+		hdr := be.AppendUint32(nil, n)
+		if n <= MaxCoordFrame {
+			hdr = append(hdr, byte(TypeAcquire))
+		}
+		src := &headerOnlyReader{t: t, hdr: hdr}
+		r := NewReader(src)
+		r.AllowCoordFrames()
+		if err := r.Next(new(Frame)); !isCode(err, CodeFrameTooLarge) || src.over != 0 || len(src.hdr) != 0 {
+			t.Errorf("length %d: %v, %d reads past the header, %d header bytes unread", n, err, src.over, len(src.hdr))
+		}
+	}
+}
+
+// TestCoordStatusesMatchFSM: the wire numbers are the state machine's.
+func TestCoordStatusesMatchFSM(t *testing.T) {
+	for s := uint16(0); s <= CoordLimitExceeded; s++ {
+		if got, want := CoordStatusName(s), fsm.CoordStatus(s).String(); got != want {
+			t.Errorf("status %d: wire %s, fsm %s", s, got, want)
+		}
+	}
+	if MaxCoordData != fsm.MaxCoordData || CoordExclusive != fsm.Exclusive || CoordWaitForever != fsm.WaitForever {
+		t.Error("limits or special counts differ between wire and fsm")
+	}
+}
+
+// FuzzDecodeCoord: DecodeCoord never panics, fails only with a decoding
+// code, and a body that decodes re-encodes to exactly its bytes.
+func FuzzDecodeCoord(f *testing.F) {
+	for _, fr := range coordSamples() {
+		f.Add(fr.Type == TypeCoordReply, fr.Op, fr.Code, fr.Text)
+	}
+	f.Fuzz(func(t *testing.T, reply bool, op uint8, status uint16, body []byte) {
+		fr := &Frame{Type: TypeCoord, Op: op, Text: body}
+		if reply {
+			fr.Type, fr.Code = TypeCoordReply, status
+		}
+		var c Coord
+		if err := DecodeCoord(fr, &c); err != nil {
+			if !isCode(err, CodeMalformedFrame) && !isCode(err, CodeUnknownFrame) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		if enc := AppendCoordBody(nil, reply, op, fr.Code, &c); !bytes.Equal(enc, body) {
+			t.Fatalf("not canonical:\nread    %x\nencoded %x", body, enc)
+		}
+	})
+}
+
