@@ -147,6 +147,10 @@ var layouts = []layout{
 		{"code", kU16, "status: 0 ok, 1 not the leader, 2 failed"},
 		{"text", kRest, "UTF-8 JSON object; runs to the end of the frame (no length field)"},
 	}, "answer to an admin request"},
+	{TypeForbidden, "Forbidden", "server->client", []fieldSpec{
+		fID(echoID),
+		{"reason", kU8, "why, see [refusal reasons](#refusal-reasons-of-f)"},
+	}, "final: the principal may not make this request; the connection stays open"},
 	{TypePing, "Ping", "both", []fieldSpec{
 		{"nonce", kU64, "any value; the peer echoes it in `O`"},
 	}, "liveness check"},

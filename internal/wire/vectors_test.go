@@ -121,6 +121,9 @@ func genVectors() []genVector {
 		{name: "info-free", frame: &Frame{Type: TypeInfo, ID: 14}},
 		{name: "admin-reply-ok", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 0, Text: []byte(`{"node_id":"node-1","role":"leader"}`)}},
 		{name: "admin-reply-not-leader", frame: &Frame{Type: TypeAdminReply, ID: 16, Code: 1, Text: []byte(`{"leader_addr":"10.0.0.2:5225"}`)}},
+		{name: "forbidden-role", frame: &Frame{Type: TypeForbidden, ID: 15, Reason: ForbiddenRole}},
+		{name: "forbidden-key", frame: &Frame{Type: TypeForbidden, ID: 7, Reason: ForbiddenKey}},
+		{name: "forbidden-owner", frame: &Frame{Type: TypeForbidden, ID: 12, Reason: ForbiddenOwner}},
 
 		// Valid frames, both directions.
 		{name: "ping", frame: ping},
@@ -154,6 +157,8 @@ func genVectors() []genVector {
 			why: "G has a fixed size of 21 bytes after the prefix; this one has 22"},
 		{name: "trailing-cancelled", raw: resize(enc(&Frame{Type: TypeCancelled, ID: 7}), 1), code: CodeMalformedFrame,
 			why: "X is exactly type and id (length 5); this one has length 6"},
+		{name: "truncated-forbidden", raw: resize(enc(&Frame{Type: TypeForbidden, ID: 7, Reason: ForbiddenKey}), -1), code: CodeMalformedFrame,
+			why: "F is exactly type, id and reason (length 6); this one has length 5"},
 		{name: "truncated-ping", raw: resize(enc(ping), -1), code: CodeMalformedFrame,
 			why: "P is exactly type and an 8-byte nonce (length 9); this one has length 8"},
 
