@@ -48,7 +48,11 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		dst = append(dst, byte(op.Kind))
+		if op.Principal != "" {
+			dst = append(dst, byte(op.Kind)|kindPrincipal)
+		} else {
+			dst = append(dst, byte(op.Kind))
+		}
 		switch op.Kind {
 		case OpAcquire:
 			dst = appendStr(dst, op.Key)
@@ -61,9 +65,18 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = appendStr(dst, op.NodeID)
 			dst = appendStr(dst, op.Addr)
 		}
+		if op.Principal != "" {
+			dst = appendStr(dst, op.Principal)
+		}
 	}
 	return appendCRC(dst, start)
 }
+
+// kindPrincipal, set in an op's kind byte, means the op's fields are
+// followed by the principal's name. Ops without a principal are encoded as
+// before authorization existed, so a cluster without principals writes the
+// same log entries as older servers.
+const kindPrincipal = 0x80
 
 func appendStr(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -172,7 +185,8 @@ func DecodeBatch(data []byte) (Batch, error) {
 	for i := uint64(0); i < n; i++ {
 		b.Ops = append(b.Ops, Op{})
 		op := &b.Ops[len(b.Ops)-1]
-		op.Kind = OpKind(d.u8("op kind"))
+		kind := d.u8("op kind")
+		op.Kind = OpKind(kind &^ kindPrincipal)
 		switch op.Kind {
 		case OpAcquire:
 			op.Key = d.str("key")
@@ -187,6 +201,12 @@ func DecodeBatch(data []byte) (Batch, error) {
 		default:
 			if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
+			}
+		}
+		if kind&kindPrincipal != 0 {
+			// Empty would re-encode without the flag: one batch, two encodings.
+			if op.Principal = d.str("principal"); op.Principal == "" && d.err == nil {
+				return Batch{}, fmt.Errorf("%w: op %d has the principal flag and an empty principal", ErrCorrupt, i)
 			}
 		}
 		if d.err != nil {
