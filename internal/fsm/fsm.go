@@ -91,7 +91,9 @@ type Hold struct {
 	LeaseMs   uint32
 	GrantedAt int64 // batch time of the grant
 	ExpiresAt int64 // earliest batch time at which OpExpire may end it
-	Principal string // who it was granted to; empty when granted without one
+
+	// Principal is who it was granted to; empty when granted without one.
+	Principal string
 }
 
 // Result is the outcome of one Op, in the order of the batch.

@@ -35,6 +35,9 @@ type request struct {
 	token uint64
 	key   string
 	at    time.Time
+	// principal: for an acquire the name its hold records, for a release
+	// the principal it is restricted to ("" = unrestricted). See fsm.Op.
+	principal string
 }
 
 // reply is one request waiting for an acquire's final answer.
@@ -50,6 +53,7 @@ type reply struct {
 type waiter struct {
 	key      string
 	owner    fsm.Owner
+	holder   string // principal recorded in the hold
 	leaseMs  uint32
 	wait     uint8
 	arrived  time.Time
@@ -358,7 +362,7 @@ func (c *core) handle(r request) {
 	case wire.TypeAcquire:
 		c.acquire(r)
 	case wire.TypeRelease:
-		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token})
+		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
 	case wire.TypeCancel:
@@ -369,7 +373,12 @@ func (c *core) handle(r request) {
 }
 
 func (c *core) acquire(r request) {
-	if w, ok := c.owners[fsm.Owner(r.owner)]; ok {
+	if w, ok := c.owners[fsm.Owner(r.owner)]; ok && w.holder != r.principal {
+		// Another principal's owner (read from a describe): not its waiter.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
+	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
 		w.replies = append(w.replies, reply{c: r.c, id: r.id})
 		c.track(r.c, w)
@@ -381,7 +390,7 @@ func (c *core) acquire(r request) {
 	q := c.queues[r.key]
 	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
 	h, held := c.holdOf(r.key)
-	if held && h.Owner == fsm.Owner(r.owner) {
+	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
 		// This owner already holds the key: the same grant, no queue entry.
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
 		return
@@ -455,7 +464,7 @@ func (c *core) reject(r request, reason uint8) {
 }
 
 func (c *core) newWaiter(r request) *waiter {
-	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), leaseMs: uint32(r.lease) * 1000, wait: r.wait,
+	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), holder: r.principal, leaseMs: uint32(r.lease) * 1000, wait: r.wait,
 		arrived: r.at, replies: []reply{{c: r.c, id: r.id}}}
 	if r.wait > 0 {
 		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
@@ -494,7 +503,7 @@ func (c *core) startAttempt(q *keyQueue, w *waiter) {
 	q.attempting = w
 	w.attempt = true
 	c.attempts++
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs})
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs, Principal: w.holder})
 	c.pending.causes = append(c.pending.causes, cause{kind: causeAttempt, w: w})
 }
 
@@ -646,6 +655,8 @@ func (c *core) applied(a applied) {
 			if res.Status == fsm.Released {
 				c.s.metrics.releases.Inc()
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
+			} else if res.Status == fsm.Forbidden {
+				cs.c.refuse(cs.id, "release", op.Key, wire.ForbiddenOwner)
 			} else {
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
 			}
