@@ -261,7 +261,7 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 			found = t.byName[LegacyPrincipal]
 		}
 		if found == nil {
-			return nil, "the client token is not accepted by this server; check the client's token against the server's client_tokens or principals"
+			return nil, errBadToken
 		}
 		return found, ""
 	}
@@ -287,8 +287,13 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 			return nil, fmt.Sprintf("no principal has the client certificate's identity (%s %q) and the hello has no token; list it under a principal's certificates", t.certIdentity, strings.Join(ids, ","))
 		}
 	}
-	return nil, "the hello has no token and no client certificate names a principal; configure the client's token"
+	return nil, errBadToken
 }
+
+// errBadToken is the one refusal text for every wrong or missing token, so
+// that nothing tells a near miss from a wild guess.
+const errBadToken = "the client token is missing or not accepted by this server; check the client's token against the server's client_tokens or principals"
+
 
 // SetAuth replaces the authentication settings (client_tokens and auth) of
 // a running server, as ticketd does on SIGHUP. New hellos use them at once;
