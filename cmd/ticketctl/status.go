@@ -45,7 +45,7 @@ func runStatus(e *env) error {
 	}
 	// Any node answers status: ask the first one, whatever its role, so
 	// that each node's own view can be inspected.
-	a, err := ticketing.DialAdmin(ctx, addrs[0], e.options()...)
+	a, err := ticketing.DialAdmin(ctx, addrs[0], e.adminOptions()...)
 	if err != nil {
 		return err
 	}
