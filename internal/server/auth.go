@@ -294,7 +294,6 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 // that nothing tells a near miss from a wild guess.
 const errBadToken = "the client token is missing or not accepted by this server; check the client's token against the server's client_tokens or principals"
 
-
 // SetAuth replaces the authentication settings (client_tokens and auth) of
 // a running server, as ticketd does on SIGHUP. New hellos use them at once;
 // open connections keep the principal they authenticated as, by name, with
