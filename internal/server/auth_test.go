@@ -421,3 +421,19 @@ func TestAuthConfigValidation(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestAuthOwnerSurvivesFailover: the principal a ticket was granted to is
+// replicated state: after the leader dies, the new leader still refuses
+// another principal's release of it (exact token) and lets the owner release.
+func TestAuthOwnerSurvivesFailover(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) { cfg.Auth = authPrincipals() }))
+	old := c.LeaderIndex(t)
+	orders := testcluster.Hello(t, c.Addr(old), ordersToken)
+	g := expect(t, orders.Final(orders.Acquire("shared/1", testcluster.Owner(1), 0, 200)), wire.TypeGranted)
+	c.Kill(old)
+	leader := c.LeaderIndex(t)
+	shipping := testcluster.Hello(t, c.Addr(leader), sharedToken)
+	forbidden(t, shipping.Final(shipping.Release("shared/1", g.Token)), wire.ForbiddenOwner)
+	orders = testcluster.Hello(t, c.Addr(leader), ordersToken)
+	expect(t, orders.Final(orders.Release("shared/1", g.Token)), wire.TypeReleased)
+}
