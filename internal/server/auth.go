@@ -419,8 +419,10 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	}
 	code, out := s.adminDo(body)
 	data, _ := json.Marshal(out)
-	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
+	// Recorded before the answer goes out: whoever sees the answer can
+	// rely on the record existing.
 	outcome := map[int]string{adminOK: "ok", adminNotLeader: "not_leader", adminFailed: "failed"}[code]
 	s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
+	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
 }

@@ -151,6 +151,13 @@ func TestAuthorization(t *testing.T) {
 	expect(t, shipping.Final(shipping.Acquire("shared/1", info.Owner, 0, 10)), wire.TypeNotAcquired)
 	forbidden(t, shipping.Final(shipping.Release("shared/1", sg.Token)), wire.ForbiddenOwner)
 
+	// A refusal is a final answer: its request id is free again at once.
+	reused := orders.ID()
+	orders.Send(&wire.Frame{Type: wire.TypeDescribe, ID: reused, Key: []byte("billing/1")})
+	forbidden(t, orders.Final(reused), wire.ForbiddenKey)
+	orders.Send(&wire.Frame{Type: wire.TypeDescribe, ID: reused, Key: []byte("orders/1")})
+	expect(t, orders.Final(reused), wire.TypeInfo)
+
 	// Every connection is still open and working after its refusals.
 	expect(t, orders.Final(orders.Release("orders/1", og.Token)), wire.TypeReleased)
 	expect(t, orders.Final(orders.Release("shared/1", sg.Token)), wire.TypeReleased)
@@ -436,4 +443,22 @@ func TestAuthOwnerSurvivesFailover(t *testing.T) {
 	forbidden(t, shipping.Final(shipping.Release("shared/1", g.Token)), wire.ForbiddenOwner)
 	orders = testcluster.Hello(t, c.Addr(leader), ordersToken)
 	expect(t, orders.Final(orders.Release("shared/1", g.Token)), wire.TypeReleased)
+
+	// Admin sessions on a follower (status only there) obey the roles too.
+	follower := (leader + 1) % 3
+	if follower == old {
+		follower = (follower + 1) % 3
+	}
+	session := func(token string) *testcluster.Raw {
+		r := testcluster.DialRaw(t, c.Addr(follower))
+		r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloAdmin, Text: []byte(token)})
+		expect(t, r.Recv(), wire.TypeReady)
+		return r
+	}
+	mon := session(monitorToken)
+	if f := adminFirst(t, mon, adminReq(mon, `{"op":"status"}`)); f.Type != wire.TypeAdminReply || f.Code != 0 {
+		t.Fatalf("monitor status on a follower: %s code %d %s", f.Type, f.Code, f.Text)
+	}
+	app := session(ordersToken)
+	forbidden(t, adminFirst(t, app, adminReq(app, `{"op":"status"}`)), wire.ForbiddenRole)
 }
