@@ -426,7 +426,6 @@ func TestAuthConfigValidation(t *testing.T) {
 	if got := server.HashToken("abc"); got != fmt.Sprintf("%x", []byte{0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae, 0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad}) {
 		t.Fatalf("HashToken(abc) = %s, not SHA-256", got)
 	}
-	_ = time.Second
 }
 
 // TestAuthOwnerSurvivesFailover: the principal a ticket was granted to is
@@ -437,6 +436,18 @@ func TestAuthOwnerSurvivesFailover(t *testing.T) {
 	old := c.LeaderIndex(t)
 	orders := testcluster.Hello(t, c.Addr(old), ordersToken)
 	g := expect(t, orders.Final(orders.Acquire("shared/1", testcluster.Owner(1), 0, 200)), wire.TypeGranted)
+	// Every server has applied the grant (and the cluster's first entries)
+	// before the leader dies: the test is about the grant's principal, not
+	// about a failover in the cluster's first moments.
+	want := c.Server(old).Raft().AppliedIndex()
+	testcluster.WaitFor(t, 10*time.Second, "every server applied the grant", func() bool {
+		for i := 0; i < 3; i++ {
+			if c.Server(i).Raft().AppliedIndex() < want {
+				return false
+			}
+		}
+		return true
+	})
 	c.Kill(old)
 	leader := c.LeaderIndex(t)
 	shipping := testcluster.Hello(t, c.Addr(leader), sharedToken)
