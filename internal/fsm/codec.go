@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 )
 
 // batchFormat is the first byte of every encoded Batch, so the log format can
@@ -64,6 +65,9 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		case OpTakeover:
 			dst = appendStr(dst, op.NodeID)
 			dst = appendStr(dst, op.Addr)
+		case OpReleaseOwner:
+			dst = appendStr(dst, op.Key)
+			dst = append(dst, op.Owner[:]...)
 		}
 		if op.Principal != "" {
 			dst = appendStr(dst, op.Principal)
@@ -198,6 +202,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 		case OpTakeover:
 			op.NodeID = d.str("node id")
 			op.Addr = d.str("address")
+		case OpReleaseOwner:
+			op.Key = d.str("key")
+			d.owner(&op.Owner)
 		default:
 			if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
@@ -224,7 +231,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 
 var snapshotMagic = [5]byte{'T', 'K', 'S', 'N', 1}
 
-// WriteSnapshot writes the whole state to w in a compact binary form.
+// WriteSnapshot writes the whole state to w in a compact binary form. Members
+// and holds are written in key order, so equal states give identical bytes
+// (two backups of one state have one checksum).
 func (s *State) WriteSnapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var crc uint32
@@ -233,12 +242,18 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	buf = binary.BigEndian.AppendUint64(buf, s.lastToken)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(s.lastTime))
 	buf = binary.AppendUvarint(buf, uint64(len(s.members)))
-	for id, a := range s.members {
-		buf = appendStr(buf, id)
-		buf = appendStr(buf, a)
+	for _, m := range s.Members() {
+		buf = appendStr(buf, m[0])
+		buf = appendStr(buf, m[1])
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(s.holds)))
-	for k, h := range s.holds {
+	keys := make([]string, 0, len(s.holds))
+	for k := range s.holds {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		h := s.holds[k]
 		buf = appendStr(buf, k)
 		buf = binary.BigEndian.AppendUint64(buf, h.Token)
 		buf = append(buf, h.Owner[:]...)

@@ -24,6 +24,8 @@ func allKindsBatch() Batch {
 		exp("", 0),
 		takeover("node-1", "10.0.0.1:5225"),
 		takeover("", ""),
+		relOwner("orders/42", Owner{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}),
+		relOwner("", Owner{}),
 	}}
 }
 
@@ -73,12 +75,14 @@ func TestBatchLayout(t *testing.T) {
 		rel("k", 9),
 		exp("k", 10),
 		takeover("n", "a"),
+		relOwner("k", Owner{0xbb}),
 	}}
-	want := []byte{1, 1, 2, 3, 4, 5, 6, 7, 8, 4,
+	want := []byte{1, 1, 2, 3, 4, 5, 6, 7, 8, 5,
 		1, 1, 'k', 0xaa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4,
 		2, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 9,
 		3, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 10,
 		4, 1, 'n', 1, 'a',
+		5, 1, 'k', 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 	}
 	want = withCRC(want) // CRC-32C (Castagnoli) of everything before it, big-endian
 	if got := AppendBatch(nil, &b); !bytes.Equal(got, want) {
@@ -112,7 +116,8 @@ func TestDecodeBatchCorrupt(t *testing.T) {
 		{"unknown format", append([]byte{2}, ok[1:len(ok)-crcLen]...)},
 		{"format 0", append([]byte{0}, ok[1:len(ok)-crcLen]...)},
 		{"unknown op kind 0", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0}},
-		{"unknown op kind 5", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 5}},
+		{"unknown op kind 6", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 6}},
+		{"release by owner cut inside the owner", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 5, 1, 'k', 0xbb}},
 		{"op count beyond the data", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 2}},
 		{"huge op count", binary.AppendUvarint([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1}, math.MaxUint64)},
 		{"key length beyond the data", []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0xff, 0x7f, 'k'}},
@@ -198,6 +203,27 @@ func TestSnapshotOfAppliedState(t *testing.T) {
 	}
 	if !reflect.DeepEqual(s, r) {
 		t.Fatal("states differ")
+	}
+}
+
+// Equal states write identical snapshot bytes, whatever order their maps
+// iterate in (issue 9 item 7): two backups of one state have one checksum.
+func TestSnapshotBytesAreDeterministic(t *testing.T) {
+	s := bigState(2000)
+	var first bytes.Buffer
+	if err := s.WriteSnapshot(&first); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		for _, st := range []*State{s, s.Clone(), snapshotRoundTrip(t, s)} {
+			var again bytes.Buffer
+			if err := st.WriteSnapshot(&again); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(first.Bytes(), again.Bytes()) {
+				t.Fatalf("write %d: the same state gave different snapshot bytes", i)
+			}
+		}
 	}
 }
 

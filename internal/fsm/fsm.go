@@ -21,6 +21,10 @@ const (
 	// leader's client address and restarts every remaining lease in full
 	// (a new leader may extend leases, never shorten them).
 	OpTakeover OpKind = 4
+	// OpReleaseOwner ends the hold of Key if Owner is its current owner. A
+	// client whose acquire is indeterminate knows the owner it sent but not
+	// the token, and frees an orphaned grant with it.
+	OpReleaseOwner OpKind = 5
 )
 
 // Op is one operation. Only the fields of its Kind are used.
@@ -53,8 +57,8 @@ const (
 	Granted  Status = 1 // OpAcquire: granted now (Hold is the new hold)
 	Existing Status = 2 // OpAcquire: Owner already held the key (Hold is that hold)
 	Busy     Status = 3 // OpAcquire: held by another owner
-	Released Status = 4 // OpRelease, OpExpire: the hold ended
-	NotHeld  Status = 5 // OpRelease, OpExpire: the token is not the current holder, or not yet expired
+	Released Status = 4 // OpRelease, OpExpire, OpReleaseOwner: the hold ended
+	NotHeld  Status = 5 // OpRelease, OpExpire, OpReleaseOwner: the token (owner) is not the current holder, or not yet expired
 	Done     Status = 6 // OpTakeover
 	Invalid  Status = 7 // an op that cannot be applied (unknown kind, lease 0); state unchanged
 	// Forbidden: OpRelease with a Principal matched the hold's token but the
@@ -99,7 +103,7 @@ type Hold struct {
 // Result is the outcome of one Op, in the order of the batch.
 type Result struct {
 	Status Status
-	Hold   Hold // Granted, Existing: the hold; Released by OpExpire: the ended hold
+	Hold   Hold // Granted, Existing: the hold; Released: the ended hold
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -156,6 +160,13 @@ func (s *State) apply(now int64, op *Op) Result {
 		}
 		if !mayRelease(op.Principal, h) {
 			return Result{Status: Forbidden}
+		}
+		delete(s.holds, op.Key)
+		return Result{Status: Released, Hold: h}
+	case OpReleaseOwner:
+		h, ok := s.holds[op.Key]
+		if !ok || h.Owner != op.Owner {
+			return Result{Status: NotHeld}
 		}
 		delete(s.holds, op.Key)
 		return Result{Status: Released, Hold: h}

@@ -50,7 +50,9 @@ type Limits struct {
 	MaxHeld            int `toml:"max_held"`               // held tickets on the server
 	MaxWaitersPerKey   int `toml:"max_waiters_per_key"`    // queued acquires for one key
 	MaxWaiters         int `toml:"max_waiters"`            // queued acquires on the server
-	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"` // requests without a final answer, per connection
+	// MaxInFlightPerConn bounds, per connection, the acquires without a final
+	// answer and, separately, the other requests (L, U, D, J) without one.
+	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"`
 	MaxConnections     int `toml:"max_connections"`        // open client connections
 }
 
@@ -222,8 +224,13 @@ func (c *Config) Validate() error {
 	if l.MaxHeld < 1 || l.MaxWaitersPerKey < 0 || l.MaxWaiters < 0 || l.MaxInFlightPerConn < 1 || l.MaxConnections < 1 {
 		bad("limits must be positive (waiter limits may be 0 to disable queueing): %+v", l)
 	}
-	if c.HelloTimeout <= 0 || c.PingInterval <= 0 {
-		bad("hello_timeout and ping_interval must be positive")
+	if c.HelloTimeout <= 0 {
+		bad("hello_timeout must be positive")
+	}
+	if c.PingInterval < time.Millisecond {
+		// Y carries it in whole ms, and 0 there means "the server sends no
+		// pings": a smaller interval would silently turn them off.
+		bad("ping_interval %v is below 1ms: give at least 1ms (the default is 5s)", c.PingInterval)
 	}
 	if c.WriteBufferLimit < 64<<10 {
 		bad("write_buffer_limit %d is below 64 KiB", c.WriteBufferLimit)

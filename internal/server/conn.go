@@ -31,7 +31,11 @@ type conn struct {
 	mu       sync.Mutex
 	out      []byte // answers waiting for the writer
 	spare    []byte
-	inflight map[uint32]struct{} // request ids without a final answer
+	inflight map[uint32]bool // request ids without a final answer -> is an acquire
+	// Acquires and other requests (L, U, D, J) have separate in-flight
+	// limits, so acquires waiting in queues never starve releases and
+	// describes of the same connection (protocol.md, capacity reason 4).
+	acquires, others int
 	closing  bool                // no more answers; writer flushes, then closes
 	wake     chan struct{}
 	done     chan struct{} // closed when the writer has closed the socket
@@ -45,7 +49,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, nc: nc, inflight: make(map[uint32]struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // send queues one frame. It reports false when the connection is closing.
@@ -80,28 +84,44 @@ func (c *conn) queueLocked(f *wire.Frame) bool {
 }
 
 // finish sends a request's final answer and frees its id, under one lock.
-func (c *conn) finish(id uint32, f *wire.Frame) {
+// It reports false when the connection is closing and the answer cannot be
+// delivered.
+func (c *conn) finish(id uint32, f *wire.Frame) bool {
 	c.mu.Lock()
-	delete(c.inflight, id)
+	if acq, ok := c.inflight[id]; ok {
+		delete(c.inflight, id)
+		if acq {
+			c.acquires--
+		} else {
+			c.others--
+		}
+	}
 	ok := c.queueLocked(f)
 	c.mu.Unlock()
 	if ok {
 		c.notify()
 	}
+	return ok
 }
 
 // begin registers a request id. It fails on a duplicate id (fatal) or when
-// the connection's in-flight limit is reached (capacity reject).
-func (c *conn) begin(id uint32) (dup, full bool) {
+// the in-flight limit of the request's class (acquires, or everything else)
+// is reached on this connection (capacity reject).
+func (c *conn) begin(id uint32, acquire bool) (dup, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.inflight[id]; ok {
 		return true, false
 	}
-	if len(c.inflight) >= c.srv.cfg.Limits.MaxInFlightPerConn {
+	n := &c.others
+	if acquire {
+		n = &c.acquires
+	}
+	if *n >= c.srv.cfg.Limits.MaxInFlightPerConn {
 		return false, true
 	}
-	c.inflight[id] = struct{}{}
+	*n++
+	c.inflight[id] = acquire
 	return false, false
 }
 
@@ -187,9 +207,8 @@ func (c *conn) serve() {
 		c.notify()
 		<-c.done
 		s.removeConn(c)
-		if !c.admin {
-			s.core.connClosed(c)
-		}
+		// Admin sessions too: on the leader they may have waiters.
+		s.core.connClosed(c)
 	}()
 	go c.writeLoop()
 
@@ -284,7 +303,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeHelloRequired, "a second hello on one connection")
 		return false
 	case wire.TypeAdmin:
-		if dup, full := c.begin(f.ID); dup {
+		if dup, full := c.begin(f.ID, false); dup {
 			c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 			return false
 		} else if full {
@@ -294,7 +313,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		id, body := f.ID, append([]byte(nil), f.Text...)
 		go s.adminAs(c, id, body)
 		return true
-	case wire.TypeAcquire, wire.TypeRelease, wire.TypeDescribe, wire.TypeCancel:
+	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
 	default:
 		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")
 		return false
@@ -311,7 +330,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
 		return true
 	}
-	if dup, full := c.begin(f.ID); dup {
+	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
 	} else if full {

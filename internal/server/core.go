@@ -3,6 +3,7 @@ package server
 import (
 	"container/heap"
 	"container/list"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,16 @@ const (
 	// maxBatchOps bounds one entry. Requests wait in the channel (and then in
 	// the clients' sockets) while a full batch waits for its turn.
 	maxBatchOps = 4096
+	// retryDelay spaces the retries of a batch that Raft refused without
+	// writing it (a leadership transfer in progress) while this server
+	// stays leader, and of a failed leader barrier.
+	retryDelay = 50 * time.Millisecond
 )
+
+// reqClosed is the request kind that tells the core a connection ended. It
+// travels on the request channel, behind every request the connection sent,
+// so the core never sees a connection's close before its last request.
+const reqClosed wire.Type = 0
 
 // request is one client request handed from a connection to the core.
 type request struct {
@@ -44,6 +54,7 @@ type request struct {
 type reply struct {
 	c          *conn
 	id         uint32
+	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
 	queuedSent bool
 }
@@ -62,7 +73,11 @@ type waiter struct {
 	elem     *list.Element // position in its key's queue, nil when not queued
 	timer    *timer        // its wait deadline, nil for wait = 0
 	attempt  bool          // an OpAcquire for it is in a proposed batch
-	done     bool
+	// withdrawn: a release by its owner (U) came while its attempt was
+	// being committed. The OpReleaseOwner follows the attempt in the log and
+	// ends the grant if it is made, so its requests are answered X, never G.
+	withdrawn bool
+	done      bool
 }
 
 func (w *waiter) live() int {
@@ -129,9 +144,17 @@ type proposal struct {
 }
 
 type coreEvent struct {
-	leader      *bool
+	leader      *leadership
 	barrierDone *barrierResult
-	connClosed  *conn
+	pause       <-chan struct{} // tests: the core waits until it is closed
+}
+
+// leadership is Raft's state as the watcher last saw it: whether this server
+// leads, and in which term. A term change while leading is a lost and
+// regained leadership, however few notifications Raft delivered.
+type leadership struct {
+	leader bool
+	term   uint64
 }
 
 type barrierResult struct {
@@ -152,13 +175,16 @@ type core struct {
 	drained chan struct{} // closed when every proposal has an outcome
 
 	epoch     uint64
-	leading   bool // leader, takeover may still be committing
+	term      uint64 // the Raft term this core leads in
+	leading   bool   // leader, takeover may still be committing
 	serving   bool // takeover committed: requests are served
 	clockBase int64
 	clockMono time.Time
 
 	pending  *batch
 	inflight int
+	retry    []*batch    // refused by Raft without being written; proposed again
+	retryT   *time.Timer // fires when the batches in retry are due
 	queues   map[string]*keyQueue
 	owners   map[fsm.Owner]*waiter
 	waiters  int // waiters with wait > 0, server-wide
@@ -183,6 +209,7 @@ func newCore(s *Server) *core {
 		stop:    make(chan struct{}),
 		drained: make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
+		retryT:  time.NewTimer(time.Hour),
 	}
 	c.reset()
 	return c
@@ -201,6 +228,7 @@ func (c *core) reset() {
 		}
 	}
 	c.pending = &batch{}
+	c.retry = nil
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
@@ -208,9 +236,12 @@ func (c *core) reset() {
 	c.leases = make(map[string]*timer)
 }
 
-func (c *core) submit(r request)    { c.send(c.reqs, r) }
-func (c *core) connClosed(cn *conn) { c.event_(coreEvent{connClosed: cn}) }
-func (c *core) leaderChange(l bool) { c.event_(coreEvent{leader: &l}) }
+func (c *core) submit(r request) { c.send(c.reqs, r) }
+
+// connClosed tells the core that cn ended. It must be called after cn's
+// last submit (the reader's exit): it is queued behind cn's requests.
+func (c *core) connClosed(cn *conn)       { c.send(c.reqs, request{kind: reqClosed, c: cn}) }
+func (c *core) leaderChange(l leadership) { c.event_(coreEvent{leader: &l}) }
 
 func (c *core) send(ch chan request, r request) {
 	select {
@@ -265,6 +296,8 @@ func (c *core) run() {
 			c.event(ev)
 		case <-c.timer.C:
 			c.fireTimers()
+		case <-c.retryT.C:
+			c.retryNow()
 		}
 		c.flush()
 		c.waiterGauge.Store(int64(c.waiters))
@@ -321,26 +354,27 @@ func (c *core) awaiter() {
 
 func (c *core) event(ev coreEvent) {
 	switch {
+	case ev.pause != nil:
+		<-ev.pause
 	case ev.leader != nil:
-		c.epoch++
-		c.reset()
-		if *ev.leader {
-			c.leading, c.serving = true, false
-			epoch := c.epoch
-			go func() {
-				err := c.s.node.Raft().Barrier(0).Error()
-				c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
-			}()
-		} else {
-			c.leading, c.serving = false, false
-			c.s.setServing(false)
+		l := *ev.leader
+		if l.leader == c.leading && (!l.leader || l.term == c.term) {
+			return // nothing changed
 		}
+		c.newTerm(l)
 	case ev.barrierDone != nil:
 		if ev.barrierDone.epoch != c.epoch || !c.leading {
 			return
 		}
 		if ev.barrierDone.err != nil {
-			c.s.log.Warn("leader barrier failed; waiting for the next leadership change", "err", ev.barrierDone.err)
+			if c.s.node.Raft().State() != raft.Leader {
+				c.s.log.Info("leader barrier failed; leadership is gone", "err", ev.barrierDone.err)
+				return // the watcher reports the change
+			}
+			// Still leader (a leadership transfer that failed, say): try
+			// again, or this leader would never serve.
+			c.s.log.Warn("leader barrier failed; retrying", "err", ev.barrierDone.err)
+			c.barrier(retryDelay)
 			return
 		}
 		var last int64
@@ -348,12 +382,45 @@ func (c *core) event(ev coreEvent) {
 		c.clockBase, c.clockMono = max(time.Now().UnixMilli(), last), time.Now()
 		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpTakeover, NodeID: c.s.cfg.NodeID, Addr: c.s.cfg.AdvertiseClientAddr})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeTakeover})
-	case ev.connClosed != nil:
-		c.dropConn(ev.connClosed)
 	}
 }
 
+// newTerm starts over after any change of leadership (lost, gained, or lost
+// and regained in a new term): every connection of the previous term ends
+// with M, since its waiters and in-flight requests cannot be answered here,
+// and a new leader takes over again from the applied state.
+func (c *core) newTerm(l leadership) {
+	c.epoch++
+	c.reset()
+	c.leading, c.serving, c.term = l.leader, false, l.term
+	c.s.setServing(false)
+	if l.leader {
+		c.barrier(0)
+	}
+}
+
+// barrier waits (after delay) for a Raft barrier, so that everything earlier
+// leaders committed is applied, and reports it to the core.
+func (c *core) barrier(delay time.Duration) {
+	epoch := c.epoch
+	go func() {
+		if delay > 0 {
+			select {
+			case <-time.After(delay): // backoff before a retry
+			case <-c.stop:
+				return
+			}
+		}
+		err := c.s.node.Raft().Barrier(0).Error()
+		c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
+	}()
+}
+
 func (c *core) handle(r request) {
+	if r.kind == reqClosed {
+		c.dropConn(r.c)
+		return
+	}
 	if !c.serving {
 		r.c.fatal(c.s.notLeaderFrame())
 		return
@@ -365,6 +432,8 @@ func (c *core) handle(r request) {
 		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
+	case wire.TypeReleaseOwner:
+		c.releaseOwner(r)
 	case wire.TypeCancel:
 		c.cancel(r)
 	case wire.TypeDescribe:
@@ -380,7 +449,7 @@ func (c *core) acquire(r request) {
 		return
 	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id})
+		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at})
 		c.track(r.c, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
@@ -391,8 +460,9 @@ func (c *core) acquire(r request) {
 	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
 	h, held := c.holdOf(r.key)
 	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
-		// This owner already holds the key: the same grant, no queue entry.
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs})
+		// This owner already holds the key: the same grant, no queue entry,
+		// and only the lease the leader will still enforce.
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
 		return
 	}
 	if busy || held {
@@ -465,7 +535,7 @@ func (c *core) reject(r request, reason uint8) {
 
 func (c *core) newWaiter(r request) *waiter {
 	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), holder: r.principal, leaseMs: uint32(r.lease) * 1000, wait: r.wait,
-		arrived: r.at, replies: []reply{{c: r.c, id: r.id}}}
+		arrived: r.at, replies: []reply{{c: r.c, id: r.id, at: r.at}}}
 	if r.wait > 0 {
 		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
 		w.timer = &timer{at: w.deadline, w: w}
@@ -557,6 +627,26 @@ func (c *core) cancel(r request) {
 	}
 }
 
+// releaseOwner ends whatever r.owner has of r.key: a waiter of that owner
+// still queued here is withdrawn (its acquires are answered X), and the hold,
+// if that owner has it, is released through Raft like a release by token. A
+// client uses it after an indeterminate acquire: it knows the owner it sent,
+// not the token.
+func (c *core) releaseOwner(r request) {
+	owner := fsm.Owner(r.owner)
+	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done {
+		if w.attempt {
+			w.withdrawn = true // answered when the attempt is applied
+		} else {
+			c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+			c.retire(w)
+		}
+	}
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner})
+	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+	c.handoff(r.key)
+}
+
 // retire removes a waiter that will get no grant: from its queue, the owner
 // index and the counts.
 func (c *core) retire(w *waiter) {
@@ -616,8 +706,119 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 	w.replies = nil
 }
 
+// leaseLeft is what remains, at, of the lease of key's hold h as this leader
+// will enforce it (its expiry timer), in whole ms and never more than the
+// hold's lease: a G for an existing hold must not promise more. It is 0 when
+// the expiry is already being committed.
+func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
+	t := c.leases[key]
+	if t == nil || t.token != h.Token {
+		return 0
+	}
+	left := t.at.Sub(at)
+	if left <= 0 {
+		return 0
+	}
+	return min(uint32(left/time.Millisecond), h.LeaseMs)
+}
+
+// answerGranted answers every request of w with G for hold h. Each G is
+// measured from its own request's receipt (protocol.md, "What G reports"):
+// for a new grant queued_ms runs to now, when the leader's expiry timer
+// started, and lease_ms is the full lease from then; for an existing hold
+// queued_ms is 0 and lease_ms is what remains of it at the receipt.
+// It reports whether any G could be delivered (a connection that is closing
+// takes no more answers).
+func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, now time.Time) bool {
+	delivered := false
+	for _, r := range w.replies {
+		f := wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs}
+		switch {
+		case existing:
+			f.LeaseMs = c.leaseLeft(w.key, h, r.at)
+		case w.wait > 0:
+			f.QueuedMs = uint32(max(now.Sub(r.at), 0) / time.Millisecond)
+		}
+		if r.c.finish(r.id, &f) {
+			delivered = true
+		}
+		if r.c.waiters != nil {
+			delete(r.c.waiters, w)
+		}
+	}
+	w.replies = nil
+	return delivered
+}
+
 func (c *core) queuedMs(w *waiter) uint32 {
 	return uint32(time.Since(w.arrived) / time.Millisecond)
+}
+
+// neverWritten reports whether Raft refused an entry before writing it to
+// its log, so that nothing of it can ever be applied.
+func neverWritten(err error) bool {
+	return errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrEnqueueTimeout)
+}
+
+// failed handles a batch that did not commit. The core's state must end up
+// as if the batch had never been proposed, or this leader must start over.
+func (c *core) failed(b *batch, err error) {
+	if neverWritten(err) {
+		if c.s.node.Raft().State() == raft.Leader {
+			// Still leader (a leadership transfer in progress, which may
+			// fail): the batch is proposed again, with its attempts, expiries
+			// and answers still pending, so no key is wedged and no timer lost.
+			c.s.log.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
+			c.retry = append(c.retry, b)
+			c.retryT.Reset(retryDelay)
+			return
+		}
+		// Not the leader any more, and nothing of the batch happened: its
+		// clients are told so (M), and they retry safely at the new leader.
+		c.s.log.Info("Raft refused a batch: not the leader; its clients are sent to the new leader", "err", err, "ops", len(b.ops))
+		c.tellBatch(b, c.s.notLeaderFrame())
+		return
+	}
+	c.s.log.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", err, "ops", len(b.ops))
+	msg := "the server could not commit the request (" + err.Error() + "); its outcome is unknown"
+	c.tellBatch(b, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte(msg)})
+	// The entry may still be applied: only a fresh takeover (barrier, then
+	// timers rebuilt from the applied state) knows the state again.
+	r := c.s.node.Raft()
+	c.newTerm(leadership{leader: r.State() == raft.Leader, term: r.CurrentTerm()})
+}
+
+// tellBatch ends the connection of every request in b with the frame f.
+func (c *core) tellBatch(b *batch, f *wire.Frame) {
+	for _, cs := range b.causes {
+		switch {
+		case cs.c != nil:
+			cs.c.fatal(f)
+		case cs.w != nil:
+			for _, r := range cs.w.replies {
+				r.c.fatal(f)
+			}
+		}
+	}
+	for _, rd := range b.reads {
+		rd.c.fatal(f)
+	}
+}
+
+// retryNow puts the refused batches back in front of the pending one, in
+// their order, to be proposed again.
+func (c *core) retryNow() {
+	if len(c.retry) == 0 {
+		return
+	}
+	nb := &batch{}
+	for _, b := range append(c.retry, c.pending) {
+		nb.ops = append(nb.ops, b.ops...)
+		nb.causes = append(nb.causes, b.causes...)
+		nb.reads = append(nb.reads, b.reads...)
+	}
+	c.retry, c.pending = nil, nb
 }
 
 func (c *core) applied(a applied) {
@@ -626,21 +827,7 @@ func (c *core) applied(a applied) {
 		return // leadership changed: those connections were closed with M
 	}
 	if a.err != nil {
-		c.s.log.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", a.err, "ops", len(b.ops))
-		msg := "the server could not commit the request (" + a.err.Error() + "); its outcome is unknown"
-		for _, cs := range b.causes {
-			switch {
-			case cs.c != nil:
-				cs.c.fatalErr(wire.CodeInternal, msg)
-			case cs.w != nil:
-				for _, r := range cs.w.replies {
-					r.c.fatalErr(wire.CodeInternal, msg)
-				}
-			}
-		}
-		for _, rd := range b.reads {
-			rd.c.fatalErr(wire.CodeInternal, msg)
-		}
+		c.failed(b, a.err)
 		return
 	}
 	now := time.Now()
@@ -691,26 +878,41 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	if q != nil && q.attempting == w {
 		q.attempting = nil
 	}
+	if w.withdrawn {
+		// Its owner released it (U) while the attempt was committing: its
+		// requests are answered X. The OpReleaseOwner normally follows the
+		// attempt in the log and ends a grant made here; a release of this
+		// exact token ends it too when a retried attempt was applied after
+		// that U (then it finds nothing, or the hold already ended).
+		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+		c.retire(w)
+		if res.Status == fsm.Granted {
+			c.s.metrics.grants.Inc()
+			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
+			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+			c.handoff(w.key)
+		}
+		if q != nil {
+			c.maybeDropQueue(w.key, q)
+		}
+		return
+	}
 	switch res.Status {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
 			c.s.metrics.grants.Inc()
 			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
 		}
-		queued := uint32(0)
 		if w.wait > 0 {
-			// Up to the moment the lease timer starts, so that a client
-			// adding this to its send time never passes the server's deadline.
-			queued = uint32(now.Sub(w.arrived) / time.Millisecond)
-			c.s.metrics.queueWait.Observe(float64(queued) / 1000)
+			c.s.metrics.queueWait.Observe(now.Sub(w.arrived).Seconds())
 		}
-		orphan := len(w.replies) == 0
 		c.s.metrics.acquireSeconds.Observe(time.Since(w.arrived).Seconds())
-		c.answer(w, wire.Frame{Type: wire.TypeGranted, Token: res.Hold.Token, LeaseMs: res.Hold.LeaseMs, QueuedMs: queued})
+		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
 		c.retire(w)
-		if orphan && res.Status == fsm.Granted {
-			// Nobody can ever learn this token (its connections are gone),
-			// so end the hold now instead of at lease expiry.
+		if !delivered && res.Status == fsm.Granted {
+			// Nobody can ever learn this token (its connections are gone or
+			// closing), so end the hold now instead of at lease expiry.
 			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: w.key, Token: res.Hold.Token})
 			c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
 			c.handoff(w.key)

@@ -2,3 +2,27 @@ package server
 
 // Timers is the number of live wait and lease timers on the leader's core.
 func Timers(s *Server) int64 { return s.core.timerGauge.Load() }
+
+// HoldLeadershipWatch stops the leadership watcher from looking at Raft
+// until the returned function is called, so that a test can change
+// leadership more than once between two looks.
+func HoldLeadershipWatch(s *Server) (release func()) {
+	s.watchGate.Lock()
+	return s.watchGate.Unlock
+}
+
+// PauseCore stops the core goroutine until the returned function is called:
+// requests and connection closes queue up meanwhile, as they do when the core
+// is busy, whatever the machine's speed.
+func PauseCore(s *Server) (resume func()) {
+	ch := make(chan struct{})
+	s.core.event_(coreEvent{pause: ch})
+	return func() { close(ch) }
+}
+
+// Conns is the number of open client connections.
+func Conns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

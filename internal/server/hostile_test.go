@@ -457,7 +457,9 @@ func garbage(rng *rand.Rand) ([]byte, bool) {
 		}
 		var owner wire.Owner
 		copy(owner[:], randBytes(16))
-		switch rng.IntN(6) {
+		switch rng.IntN(7) {
+		case 5:
+			return wire.Append(nil, &wire.Frame{Type: wire.TypeReleaseOwner, ID: rng.Uint32(), Owner: owner, Key: key})
 		case 0:
 			return wire.Append(nil, &wire.Frame{Type: wire.TypeAcquire, ID: rng.Uint32(), Owner: owner, Wait: uint8(rng.IntN(3)), Lease: uint8(rng.IntN(256)), Key: key})
 		case 1:

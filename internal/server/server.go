@@ -46,6 +46,8 @@ type Server struct {
 
 	wg   sync.WaitGroup
 	stop chan struct{}
+
+	watchGate sync.Mutex // tests hold it to delay the leadership watcher
 }
 
 // New validates cfg, opens the data directory, starts Raft and begins serving
@@ -277,14 +279,37 @@ func (s *Server) leaderClientAddr() string {
 	return addr
 }
 
+// leadershipPoll bounds how long a change of leadership that Raft's
+// notification channel did not deliver goes unnoticed.
+const leadershipPoll = 100 * time.Millisecond
+
+// watchLeadership reports Raft's leadership (role and term) to the core
+// whenever it changes. Raft's LeaderCh keeps only the latest value, so
+// true -> false -> true can arrive as true -> true: the channel only wakes
+// this loop, which then reads Raft's state and term, and a periodic look
+// catches what no notification announced.
 func (s *Server) watchLeadership() {
-	ch := s.node.Raft().LeaderCh()
+	r := s.node.Raft()
+	ch := r.LeaderCh()
+	t := time.NewTicker(leadershipPoll)
+	defer t.Stop()
+	var last leadership
 	for {
 		select {
 		case <-s.stop:
 			return
-		case l := <-ch:
-			s.core.leaderChange(l)
+		case <-ch:
+		case <-t.C:
+		}
+		s.watchGate.Lock() // held only by tests (export_test.go)
+		s.watchGate.Unlock()
+		cur := leadership{leader: r.State() == raft.Leader}
+		if cur.leader {
+			cur.term = r.CurrentTerm()
+		}
+		if cur != last {
+			last = cur
+			s.core.leaderChange(cur)
 		}
 	}
 }

@@ -95,11 +95,12 @@ func TestFIFOUnderContention(t *testing.T) {
 			t.Fatalf("waiter %d token %d not above %d", i, gi.Token, last)
 		}
 		last = gi.Token
-		// Nobody behind it was granted first: the next waiter has no answer yet.
-		if i+1 < n {
-			if f, err := waiters[i+1].RecvErr(50 * time.Millisecond); err == nil {
-				t.Fatalf("waiter %d answered %s before waiter %d released", i+1, f.Type, i)
-			}
+		// The key is this waiter's, and everyone behind it still waits:
+		// nobody was granted out of order.
+		d := describe(t, holder, "k")
+		if d.Flags != 1 || d.Token != gi.Token || d.Owner != testcluster.Owner(i+1) || d.Count != uint32(n-1-i) {
+			t.Fatalf("after waiter %d's grant: holder token %d owner %x, %d waiting; want token %d owner %x, %d waiting",
+				i, d.Token, d.Owner, d.Count, gi.Token, testcluster.Owner(i+1), n-1-i)
 		}
 		release(waiters[i], gi.Token)
 	}
@@ -278,12 +279,72 @@ func TestCapacityInFlightPerConnection(t *testing.T) {
 	expect(t, w.Recv(), wire.TypeQueued)
 	third := w.Acquire("x", testcluster.Owner(4), 0, 30)
 	if f := expect(t, w.Recv(), wire.TypeCapacity); f.ID != third || f.Reason != wire.CapacityInFlight {
-		t.Fatalf("third request: %+v, want B in-flight for %d", f, third)
+		t.Fatalf("third acquire: %+v, want B in-flight for %d", f, third)
 	}
 	expect(t, r.Final(r.Release("k", g.Token)), wire.TypeReleased)
 	ga := expect(t, w.Final(a), wire.TypeGranted)
 	expect(t, w.Final(w.Release("k", ga.Token)), wire.TypeReleased)
 	expect(t, w.Final(b), wire.TypeGranted)
+}
+
+// Waiting acquires fill only the acquire class: the same connection can
+// still release and describe (issue 17 item 1), and the other class has a
+// limit of its own.
+func TestInFlightLimitsAreSeparatePerClass(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Limits.MaxInFlightPerConn = 2
+	}))
+	h := testcluster.Hello(t, c.Addr(0), "")
+	held := expect(t, h.Final(h.Acquire("k", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+	mine := expect(t, h.Final(h.Acquire("mine", testcluster.Owner(2), 0, 60)), wire.TypeGranted)
+	// Two acquires of this connection wait: the acquire class is full.
+	w1 := h.Acquire("k", testcluster.Owner(3), 60, 30)
+	expect(t, h.Recv(), wire.TypeQueued)
+	w2 := h.Acquire("k", testcluster.Owner(4), 60, 30)
+	expect(t, h.Recv(), wire.TypeQueued)
+	over := h.Acquire("z", testcluster.Owner(5), 0, 30)
+	if f := expect(t, h.Recv(), wire.TypeCapacity); f.ID != over || f.Reason != wire.CapacityInFlight {
+		t.Fatalf("third acquire: %+v, want B in-flight", f)
+	}
+	// Releases, releases by owner and describes still go through.
+	if d := describe(t, h, "k"); d.Count != 2 {
+		t.Fatalf("describe while the acquire class is full: %+v", d)
+	}
+	expect(t, h.Final(h.Release("mine", mine.Token)), wire.TypeReleased)
+	expect(t, h.Final(releaseOwner(t, h, "k", testcluster.Owner(1))), wire.TypeReleased)
+	g1 := expect(t, h.Final(w1), wire.TypeGranted)
+	if g1.Token <= held.Token {
+		t.Fatalf("token %d", g1.Token)
+	}
+	// The other class has its own limit: many describes in one write, and
+	// more than two of them cannot have been answered before the last is read.
+	var b []byte
+	ids := map[uint32]bool{}
+	for range 50 {
+		id := h.ID()
+		ids[id] = true
+		b = wire.Append(b, &wire.Frame{Type: wire.TypeDescribe, ID: id, Key: []byte("k")})
+	}
+	h.SendBytes(b)
+	rejected := 0
+	for len(ids) > 0 {
+		f := h.Recv()
+		if !ids[f.ID] {
+			t.Fatalf("unexpected %s for %d", f.Type, f.ID)
+		}
+		delete(ids, f.ID)
+		switch {
+		case f.Type == wire.TypeCapacity && f.Reason == wire.CapacityInFlight:
+			rejected++
+		case f.Type != wire.TypeInfo:
+			t.Fatalf("describe answered %s", f.Type)
+		}
+	}
+	if rejected == 0 {
+		t.Fatal("50 pipelined describes with a limit of 2: none was refused with B in-flight")
+	}
+	expect(t, h.Final(h.Release("k", g1.Token)), wire.TypeReleased)
+	expect(t, h.Final(w2), wire.TypeGranted)
 }
 
 func TestConnectionLimit(t *testing.T) {

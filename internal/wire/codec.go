@@ -37,6 +37,10 @@ func Append(dst []byte, f *Frame) []byte {
 	case TypeDescribe:
 		dst = putU32(dst, f.ID)
 		dst = putStr(dst, f.Key)
+	case TypeReleaseOwner:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Owner[:]...)
+		dst = putStr(dst, f.Key)
 	case TypeAdmin:
 		dst = putU32(dst, f.ID)
 		dst = append(dst, f.Text...)
@@ -192,6 +196,10 @@ func Decode(body []byte, f *Frame) error {
 	case TypeDescribe:
 		f.ID = d.u32()
 		f.Key = d.str()
+	case TypeReleaseOwner:
+		f.ID = d.u32()
+		d.owner(&f.Owner)
+		f.Key = d.str()
 	case TypeAdmin:
 		f.ID = d.u32()
 		f.Text = d.rest()
@@ -260,7 +268,7 @@ func Validate(f *Frame) error {
 			return errorf(CodeInvalidArgument, "lease %d s is outside %d..%d s", f.Lease, MinLease, MaxLease)
 		}
 		return validKey(f.Key)
-	case TypeRelease, TypeDescribe:
+	case TypeRelease, TypeDescribe, TypeReleaseOwner:
 		return validKey(f.Key)
 	}
 	return nil

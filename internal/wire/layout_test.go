@@ -88,6 +88,11 @@ var layouts = []layout{
 		fID(reqID),
 		{"key", kStr, "the key, 1..1024 bytes"},
 	}, "read the state of one key"},
+	{TypeReleaseOwner, "ReleaseOwner", "client->server", []fieldSpec{
+		fID(reqID),
+		{"owner", kOwner, "the owner whose hold (or queued acquire) of the key is to end"},
+		{"key", kStr, "the key, 1..1024 bytes"},
+	}, "let go of a ticket by its owner (after an indeterminate acquire)"},
 	{TypeAdmin, "Admin", "client->server", []fieldSpec{
 		fID(reqID),
 		{"text", kRest, "UTF-8 JSON object with an `op` field; runs to the end of the frame (no length field)"},
@@ -96,14 +101,14 @@ var layouts = []layout{
 		{"version", kU16, "protocol version the server speaks: 1"},
 		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
-		{"count", kU32, "most requests this connection may have in flight"},
+		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`) and, separately, this many other requests (`L`, `U`, `D`, `J`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
 		fID(echoID),
 		{"token", kU64, "fencing token, larger than every token granted before"},
-		{"lease_ms", kU32, "granted lease in ms"},
-		{"queued_ms", kU32, "time the acquire spent queued in ms, 0 when granted at once"},
+		{"lease_ms", kU32, "lease in ms as the leader will enforce it, counted from the end of `queued_ms` (see [What `G` reports](#what-g-reports))"},
+		{"queued_ms", kU32, "ms from the server's receipt of this request to the start of the leader's lease clock (or earlier); 0 when granted at once"},
 	}, "final: ticket granted"},
 	{TypeNotAcquired, "NotAcquired", "server->client", []fieldSpec{
 		fID(echoID),
@@ -122,10 +127,10 @@ var layouts = []layout{
 	}, "final: capacity reject"},
 	{TypeReleased, "Released", "server->client", []fieldSpec{
 		fID(echoID + " (the release)"),
-	}, "final: released"},
+	}, "final: released (answer to `L` or `U`)"},
 	{TypeNotHeld, "NotHeld", "server->client", []fieldSpec{
 		fID(echoID + " (the release)"),
-	}, "final: the token is not the key's current holder"},
+	}, "final: the token (`L`) or owner (`U`) is not the key's current holder"},
 	{TypeNotLeader, "NotLeader", "server->client", []fieldSpec{
 		{"text", kStr, "client address (`host:port`) of the leader, empty when unknown"},
 	}, "connection-fatal: this server is not the leader"},

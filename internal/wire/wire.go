@@ -40,6 +40,10 @@ const (
 	TypeRelease  Type = 'L' // let go of a ticket by its exact token
 	TypeDescribe Type = 'D' // read the state of one key
 	TypeAdmin    Type = 'J' // status and membership, JSON body
+	// TypeReleaseOwner ends the hold of a key by its owner rather than its
+	// token: a client whose acquire is indeterminate knows the owner it sent,
+	// not the token, and frees an orphaned grant with it.
+	TypeReleaseOwner Type = 'U'
 )
 
 // Server to client.
@@ -122,7 +126,7 @@ type Frame struct {
 	Type Type
 	ID   uint32 // request id chosen by the client, echoed in the answer
 
-	Owner Owner  // A, C, I
+	Owner Owner  // A, C, U, I
 	Wait  uint8  // A: seconds to wait in the queue, 0 = one immediate attempt
 	Lease uint8  // A: lease in seconds
 	Token uint64 // G, L, I
@@ -139,7 +143,7 @@ type Frame struct {
 	Reason   uint8  // B: which limit; F: why refused
 	Nonce    uint64 // P, O
 
-	Key  []byte // A, L, D
+	Key  []byte // A, L, D, U
 	Text []byte // H: token; Y: node id; M: leader address; E: message; J, V: JSON
 }
 
