@@ -409,7 +409,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 // answers reports whether an answer of type a may answer a request of type r.
 func answers(r, a wire.Type) bool {
 	if a == wire.TypeForbidden {
-		return r == wire.TypeAcquire || r == wire.TypeRelease || r == wire.TypeDescribe || r == wire.TypeAdmin || r == 'U'
+		return r == wire.TypeAcquire || r == wire.TypeRelease || r == wire.TypeDescribe || r == wire.TypeAdmin || r == wire.TypeReleaseOwner
 	}
 	switch r {
 	case wire.TypeAcquire:

@@ -36,7 +36,7 @@ type Op struct {
 	LeaseMs uint32
 	NodeID  string // OpTakeover
 	Addr    string // OpTakeover: the leader's client address
-	// Principal names who asks (OpAcquire, OpRelease). An acquire records
+	// Principal names who asks (OpAcquire, OpRelease, OpReleaseOwner). An acquire records
 	// it in the hold; a release with a Principal ends only a hold granted
 	// to that principal (or one recorded without a principal). Empty means
 	// unrestricted: no principals configured, an admin, or the leader itself.
@@ -61,8 +61,9 @@ const (
 	NotHeld  Status = 5 // OpRelease, OpExpire, OpReleaseOwner: the token (owner) is not the current holder, or not yet expired
 	Done     Status = 6 // OpTakeover
 	Invalid  Status = 7 // an op that cannot be applied (unknown kind, lease 0); state unchanged
-	// Forbidden: OpRelease with a Principal matched the hold's token but the
-	// hold was granted to another principal; state unchanged.
+	// Forbidden: OpRelease (OpReleaseOwner) with a Principal matched the
+	// hold's token (owner) but the hold was granted to another principal;
+	// state unchanged.
 	Forbidden Status = 8
 )
 
@@ -167,6 +168,9 @@ func (s *State) apply(now int64, op *Op) Result {
 		h, ok := s.holds[op.Key]
 		if !ok || h.Owner != op.Owner {
 			return Result{Status: NotHeld}
+		}
+		if !mayRelease(op.Principal, h) {
+			return Result{Status: Forbidden}
 		}
 		delete(s.holds, op.Key)
 		return Result{Status: Released, Hold: h}

@@ -105,3 +105,15 @@ func TestPrincipalFuzzSeed(t *testing.T) {
 		t.Errorf("%s missing or stale: run go test ./internal/fsm -run TestPrincipalFuzzSeed -update", path)
 	}
 }
+
+// TestPrincipalReleaseOwner: a release by owner obeys the same rule as one
+// by token.
+func TestPrincipalReleaseOwner(t *testing.T) {
+	s := New()
+	by := func(op Op, p string) Op { op.Principal = p; return op }
+	runSteps(t, s, []step{
+		{1000, []Op{acqBy("k", ownerA, 5000, "orders"), acqBy("j", ownerB, 5000, "orders")}, nil},
+		{1100, []Op{by(relOwner("k", ownerA), "billing"), by(relOwner("k", ownerB), "billing")}, []Result{res(Forbidden), res(NotHeld)}},
+		{1200, []Op{by(relOwner("k", ownerA), "orders"), relOwner("j", ownerB)}, []Result{res(Released), res(Released)}},
+	})
+}

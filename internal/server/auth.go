@@ -161,7 +161,7 @@ func (p *principal) releaseAs() string {
 }
 
 // principalFor is the principal a request carries into the log: the holder
-// name for an acquire, the release restriction for a release.
+// name for an acquire, the release restriction for a release (L or U).
 func (p *principal) principalFor(t wire.Type) string {
 	if t == wire.TypeAcquire {
 		return p.hold
@@ -333,8 +333,7 @@ func opName(t wire.Type) string {
 		return "describe"
 	case wire.TypeAdmin:
 		return "admin"
-	}
-	if t == 'U' { // release by owner
+	case wire.TypeReleaseOwner:
 		return "release_owner"
 	}
 	return t.String()

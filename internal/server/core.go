@@ -634,7 +634,8 @@ func (c *core) cancel(r request) {
 // not the token.
 func (c *core) releaseOwner(r request) {
 	owner := fsm.Owner(r.owner)
-	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done {
+	// Only the waiter's own principal (or an admin) may withdraw it.
+	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done && (r.principal == "" || w.holder == "" || w.holder == r.principal) {
 		if w.attempt {
 			w.withdrawn = true // answered when the attempt is applied
 		} else {
@@ -642,7 +643,7 @@ func (c *core) releaseOwner(r request) {
 			c.retire(w)
 		}
 	}
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner})
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner, Principal: r.principal})
 	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 	c.handoff(r.key)
 }
@@ -843,7 +844,11 @@ func (c *core) applied(a applied) {
 				c.s.metrics.releases.Inc()
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
 			} else if res.Status == fsm.Forbidden {
-				cs.c.refuse(cs.id, "release", op.Key, wire.ForbiddenOwner)
+				name := "release"
+				if op.Kind == fsm.OpReleaseOwner {
+					name = "release_owner"
+				}
+				cs.c.refuse(cs.id, name, op.Key, wire.ForbiddenOwner)
 			} else {
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
 			}
