@@ -139,7 +139,11 @@ func secs(d time.Duration) string {
 // ErrCapacity (a server limit, returned at once, not retried);
 // ErrIndeterminate (the request may have been sent but its final answer was
 // lost: do not enter the critical section; it is never re-sent
-// automatically); ErrBudgetExceeded; ErrUnauthenticated; ErrClosed.
+// automatically; *IndeterminateError has the key and owner, and when the
+// connection ended the broker releases by owner whatever the acquire may
+// have obtained once it reconnects); ErrBudgetExceeded; ErrUnauthenticated;
+// ErrClosed (also when the grant arrived while the broker was closing: it is
+// released).
 //
 // If ctx ends before the request was sent, nothing is sent and the error
 // wraps ctx.Err() (and ErrUnavailable if there was no connection). If it
@@ -158,6 +162,8 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 	var owner wire.Owner
 	rand.Read(owner[:])
+	b.acquireStarted()
+	defer b.acquireDone()
 	for {
 		c, err := b.getConn(ctx, false)
 		if err != nil {
@@ -165,10 +171,17 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 		}
 		cl := newCall(wire.TypeAcquire, key)
 		cl.owner = owner
+		// How long a grant of it can matter: a U after a lost answer is
+		// pointless once the lease would have run out (leader changes
+		// restart leases, hence the second lease).
+		cl.span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
 		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: args.wait, Lease: args.lease, Key: []byte(key)}
 		if err := c.start(ctx, cl, &f); err != nil {
 			if err == errConnGone {
 				continue // nothing was sent: try the next connection
+			}
+			if err == errClosing {
+				return nil, newOpError("acquire", key, true, nil, "the broker was closed while the acquire waited for an in-flight slot; nothing was sent", ErrClosed)
 			}
 			return nil, newOpError("acquire", key, true, nil,
 				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
@@ -177,9 +190,10 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	}
 }
 
-// answerGrace is how long past the wait an acquire waits for its final
-// answer before giving up on it as indeterminate.
-func answerGrace(c *conn) time.Duration { return max(c.silence(), 10*time.Second) }
+// answerGrace is how long a request waits for its final answer on a live
+// connection (an acquire: past its wait) before giving up on it: 3 ping
+// intervals, at least DefaultAnswerGrace.
+func answerGrace(c *conn) time.Duration { return max(c.silence(), c.grace) }
 
 func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
 	timer := time.NewTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
@@ -198,6 +212,16 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
 			ctx.Err())
+	case <-b.closing:
+		// Close cancels what it can still reach; a grant that arrives
+		// anyway is released while Close drains.
+		a := c.abandon(cl)
+		if a != nil {
+			return b.finishAcquire(c, cl, a, args)
+		}
+		return nil, newOpError("acquire", cl.key, true, nil,
+			"outcome unknown: the broker was closed after the request was sent; a cancel was sent and a grant that arrives before the connection closes is released; do not enter the critical section",
+			ErrClosed, &IndeterminateError{Key: cl.key, Owner: cl.owner})
 	case <-timer.C:
 		a := c.abandon(cl)
 		if a != nil {
@@ -206,25 +230,34 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("outcome unknown, the server %s sent no final answer within the wait plus %v although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section",
 				c.addr, answerGrace(c)),
-			ErrIndeterminate)
+			&IndeterminateError{Key: cl.key, Owner: cl.owner})
 	}
 }
 
 func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
 	key := cl.key
 	if a.fail != nil {
-		kinds := []error{ErrIndeterminate}
+		kinds := []error{&IndeterminateError{Key: key, Owner: cl.owner}}
+		msg := "outcome unknown, " + a.fail.what() + " after the request was sent; do not enter the critical section"
 		if a.fail.closed() {
 			kinds = append(kinds, ErrClosed)
+		} else {
+			msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)"
 		}
-		e := newOpError("acquire", key, true, a.fail.cause,
-			"outcome unknown, "+a.fail.what()+" after the request was sent; do not enter the critical section", kinds...)
+		e := newOpError("acquire", key, true, a.fail.cause, msg, kinds...)
 		e.hide = a.fail.explained()
 		return nil, e
 	}
 	f := &a.f
 	switch f.Type {
 	case wire.TypeGranted:
+		if b.isClosed() {
+			// The caller could not release it once Close tears down.
+			b.lateGrant(key, f.Token)
+			return nil, newOpError("acquire", key, true, nil,
+				fmt.Sprintf("granted token %d while the broker was closing; the ticket is being released; do not enter the critical section", f.Token),
+				ErrClosed)
+		}
 		deadline := conservativeDeadline(cl.sent, f.LeaseMs, f.QueuedMs)
 		rem := time.Until(deadline)
 		if rem <= 0 || rem < args.budget {

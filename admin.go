@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -30,15 +31,20 @@ type Admin struct {
 
 // Status is a node's own view of the cluster (admin op "status").
 type Status struct {
-	NodeID       string   `json:"node_id"`
-	Role         string   `json:"role"` // leader, follower, candidate
-	LeaderID     string   `json:"leader_id"`
-	LeaderAddr   string   `json:"leader_addr"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	LastToken    uint64   `json:"last_token"`
-	Held         int      `json:"held"`
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"` // leader, follower, candidate
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	// ClusterID identifies the cluster's history (32 hex digits, "none"
+	// before its first leader set it); Participants are the servers recorded
+	// as holding its state (see docs/deployment.md, Cluster identity).
+	ClusterID    string   `json:"cluster_id"`
+	Participants []string `json:"participants"`
 	Members      []Member `json:"members"`
 }
 
@@ -105,15 +111,18 @@ func (a *Admin) Close() error {
 	return nil
 }
 
-// do sends one J request and decodes a status-0 answer into out.
-func (a *Admin) do(ctx context.Context, req map[string]any, out any) error {
+// do sends one J request and decodes a status-0 answer into out. effect
+// marks operations that change the cluster: when their answer is lost they
+// are ErrIndeterminate (they may have been applied), never ErrUnavailable,
+// so that nobody repeats them elsewhere blindly.
+func (a *Admin) do(ctx context.Context, req map[string]any, out any, effect bool) error {
 	op := req["op"].(string)
 	name := "admin " + op
 	cl := newCall(wire.TypeAdmin, "")
 	if err := a.send(ctx, cl, name, req); err != nil {
 		return err
 	}
-	ans, err := waitAnswer(ctx, a.c, cl, name, "")
+	ans, err := waitAnswer(ctx, a.c, cl, name, "", effect)
 	if err != nil {
 		return err
 	}
@@ -175,23 +184,28 @@ func (a *Admin) reply(name, op string, f *wire.Frame, out any) error {
 // Status asks the node for its view of the cluster.
 func (a *Admin) Status(ctx context.Context) (Status, error) {
 	var s Status
-	err := a.do(ctx, map[string]any{"op": "status"}, &s)
+	err := a.do(ctx, map[string]any{"op": "status"}, &s, false)
 	return s, err
 }
 
 // AddMember adds a voter with the given id and raft address (leader only);
-// it returns once the configuration change is committed.
+// it returns once the configuration change is committed. If the answer is
+// lost after the request was sent (the connection ended, no answer within
+// DefaultAnswerGrace, ctx ended) the error matches ErrIndeterminate: the
+// change may have been applied; check Status before repeating it.
 func (a *Admin) AddMember(ctx context.Context, id, raftAddr string) error {
-	return a.do(ctx, map[string]any{"op": "members.add", "id": id, "raft_addr": raftAddr}, nil)
+	return a.do(ctx, map[string]any{"op": "members.add", "id": id, "raft_addr": raftAddr}, nil, true)
 }
 
-// RemoveMember removes the server with the given id (leader only).
+// RemoveMember removes the server with the given id (leader only). A lost
+// answer is ErrIndeterminate, as for AddMember.
 func (a *Admin) RemoveMember(ctx context.Context, id string) error {
-	return a.do(ctx, map[string]any{"op": "members.remove", "id": id}, nil)
+	return a.do(ctx, map[string]any{"op": "members.remove", "id": id}, nil, true)
 }
 
 // TransferLeader hands leadership to the voter id ("" for any voter) and
-// returns the new leader's id (leader only).
+// returns the new leader's id (leader only). A lost answer is
+// ErrIndeterminate, as for AddMember: leadership may have moved.
 func (a *Admin) TransferLeader(ctx context.Context, id string) (string, error) {
 	req := map[string]any{"op": "leader.transfer"}
 	if id != "" {
@@ -200,7 +214,7 @@ func (a *Admin) TransferLeader(ctx context.Context, id string) (string, error) {
 	var out struct {
 		LeaderID string `json:"leader_id"`
 	}
-	err := a.do(ctx, req, &out)
+	err := a.do(ctx, req, &out, true)
 	return out.LeaderID, err
 }
 
@@ -224,12 +238,10 @@ const snapshotBuffer = 16
 // temporary file and keep it only when SaveSnapshot succeeds (ticketctl
 // snapshot save does). The file restores with "ticketd --restore FILE".
 //
-// Any node serves it, and the snapshot is that node's applied state: a
-// follower's may lag the leader's by the entries it has not applied yet.
-// For a backup of the latest state, ask the leader (ticketctl finds it
-// through Status). A node that answers "not the leader" is reported as for
-// the other admin calls (*NotLeaderError), and one that fails as
-// *AdminError.
+// Only the leader serves it (a follower's state may lag): a follower
+// answers "not the leader", reported as for the other admin calls
+// (*NotLeaderError, naming the leader's address; ticketctl finds the leader
+// through Status), and a node that fails as *AdminError.
 //
 // The node sends the snapshot as fast as SaveSnapshot consumes it. While w
 // blocks, the session reads nothing: other calls on the Admin wait too, and
@@ -263,12 +275,21 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 		return newOpError(name, "", false, werr, fmt.Sprintf("writing the snapshot failed after %d bytes", size))
 	}
 	var ans *answer
+	// The server may not go quiet for longer than answerGrace between pieces.
+	idle := time.NewTimer(answerGrace(a.c))
+	defer idle.Stop()
 	for ans == nil {
 		select {
 		case p := <-cl.chunks:
 			if write(p); werr != nil {
 				a.c.abandon(cl) // the rest of the stream is read and dropped
 				return SnapshotInfo{}, writeFailed()
+			}
+			idle.Reset(answerGrace(a.c))
+		case <-idle.C:
+			if ans = a.c.abandon(cl); ans == nil {
+				return SnapshotInfo{}, newOpError(name, "", false, nil,
+					fmt.Sprintf("incomplete: %s sent nothing for %v after %d bytes although the connection is alive", a.addr, answerGrace(a.c), size), ErrUnavailable)
 			}
 		case got := <-cl.res:
 			ans = &got
@@ -300,7 +321,7 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 		e.hide = ans.fail.explained()
 		return SnapshotInfo{}, e
 	}
-	if err := answerError(a.c, ans, name, ""); err != nil {
+	if err := answerError(a.c, ans, name, "", false); err != nil {
 		return SnapshotInfo{}, err
 	}
 	var meta SnapshotInfo

@@ -243,7 +243,7 @@ func TestTLSModes(t *testing.T) {
 }
 
 func TestConnectConfigErrors(t *testing.T) {
-	for _, addrs := range []string{"", " , ", "no-port", "a:1,,b"} {
+	for _, addrs := range []string{"", " , ", "a:b:c", "[a:1"} {
 		if b, err := Connect(addrs); err == nil {
 			b.Close()
 			t.Errorf("Connect(%q) succeeded", addrs)
@@ -273,7 +273,8 @@ func TestCloseMakesPendingCallsReturnErrClosed(t *testing.T) {
 		}
 		return true // nothing else is ever answered
 	}))
-	b := connect(t, srv.Addr())
+	// Close waits up to the release bound for what it can still reach.
+	b := connect(t, srv.Addr(), withCfg(func(c *config) { c.releaseBound = 300 * time.Millisecond }))
 	ctx := ctxFor(t)
 	tk, err := b.Acquire(ctx, "held", time.Second, 10*time.Second, 0)
 	if err != nil {
@@ -288,7 +289,11 @@ func TestCloseMakesPendingCallsReturnErrClosed(t *testing.T) {
 	r.wait(t, 1, isType(wire.TypeRelease))
 	b.Close()
 	for range 3 {
-		if err := <-errs; !errors.Is(err, ErrClosed) {
+		err := <-errs
+		if strings.Contains(err.Error(), "release") && errors.Is(err, ErrIndeterminate) {
+			continue // the release ran out its own bound while Close waited
+		}
+		if !errors.Is(err, ErrClosed) {
 			t.Errorf("pending call: %v, want ErrClosed", err)
 		} else if strings.Contains(err.Error(), "acquire") && !errors.Is(err, ErrIndeterminate) {
 			t.Errorf("a sent acquire must also be indeterminate: %v", err)

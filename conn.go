@@ -82,7 +82,8 @@ type call struct {
 	id        uint32
 	owner     wire.Owner
 	key       string
-	sent      time.Time // just before its bytes were handed to the writer
+	sent      time.Time     // just before its bytes were handed to the writer
+	span      time.Duration // acquire: wait + lease, the longest a grant of it can matter
 	res       chan answer
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
@@ -106,7 +107,18 @@ type connHooks interface {
 	// lateGrant is called (on the reader goroutine) for a G that answers an
 	// acquire whose caller left: the owner must release that exact token.
 	lateGrant(key string, token uint64)
+	// closingCh is closed when the owner starts closing: acquires waiting
+	// for an in-flight slot give up (nothing sent).
+	closingCh() <-chan struct{}
+	// orphaned is called (once, when the connection ends) for every acquire
+	// that was sent on it and got no final answer: a grant it may have
+	// received can only be ended by its owner (U) from now on.
+	orphaned(key string, owner wire.Owner, until time.Time)
 }
+
+// errClosing is start's answer to an acquire that was waiting for an
+// in-flight slot when the broker began closing; nothing was sent.
+var errClosing = errors.New("the broker is closing")
 
 // conn is one established session: a reader goroutine, a writer goroutine
 // that coalesces every queued frame into one write, and the pending table.
@@ -117,9 +129,16 @@ type conn struct {
 	interval time.Duration // ping interval from Y
 	nodeID   string
 	leader   bool
-	maxIn    uint32 // max in-flight from Y, 0 = no limit
+	maxIn    uint32 // max in-flight per class from Y, 0 = no limit
+	ownPing  bool   // the server sends no pings (interval 0): we ping it
+	grace    time.Duration
 	hooks    connHooks
-	sem      chan struct{} // in-flight slots, nil = no limit
+	// In-flight slots, nil = no limit. Acquires and the other requests
+	// (release, release-by-owner, describe, admin) have separate pools of
+	// maxIn each, as the server counts them (docs/protocol.md): waiting
+	// acquires can never take the slots a release needs.
+	semAcq   chan struct{}
+	semOther chan struct{}
 	born     time.Time
 
 	mu      sync.Mutex
@@ -127,11 +146,16 @@ type conn struct {
 	pending map[uint32]*call
 	nextID  uint32
 	failure *connFailure
+	werr    error         // the write that failed; the reader drains what arrived
+	settle  chan struct{} // closed when an abandoned acquire gets its answer
+	handing int           // late grants taken off pending, not yet handed to the owner
+	drainBy time.Time     // with werr: when the reader stops draining
 
 	wsig chan struct{}
 	done chan struct{}
 
-	slotWaiters atomic.Int32 // tests: callers waiting for an in-flight slot
+	slotWaiters  atomic.Int32 // tests: callers waiting for an in-flight slot
+	onLateAnswer func()       // tests: see config.onLateAnswer
 }
 
 // hello is the result of a handshake.
@@ -150,6 +174,7 @@ type helloError struct {
 	err      error // what callers see
 	hint     string
 	rejected bool
+	reason   string // the kind of refusal, the same from every server; "" = from err
 }
 
 func (e *helloError) Error() string { return e.err.Error() }
@@ -193,13 +218,20 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	nc.SetDeadline(time.Time{})
 	c := &conn{
 		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn,
-		hooks: hooks, born: time.Now(),
+		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
 		pending: make(map[uint32]*call),
 		wsig:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+	if c.interval <= 0 {
+		// The server sends no pings (Y interval 0): without our own, a
+		// frozen server would hold every call and the connection forever.
+		c.interval = cfg.clientPing
+		c.ownPing = true
+	}
 	if h.maxIn > 0 {
-		c.sem = make(chan struct{}, min(h.maxIn, 1<<24))
+		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
+		c.semOther = make(chan struct{}, min(h.maxIn, 1<<24))
 	}
 	wg.Add(2)
 	go c.readLoop(wg)
@@ -299,9 +331,15 @@ func (c *conn) readLoop(wg *sync.WaitGroup) {
 	var f wire.Frame
 	quiet := c.silence()
 	for {
-		if quiet > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(quiet))
+		// Under mu, so that a failed write's shorter drain deadline is never
+		// overwritten by a later one.
+		c.mu.Lock()
+		dl := time.Now().Add(quiet)
+		if c.werr != nil {
+			dl = c.drainBy
 		}
+		c.nc.SetReadDeadline(dl)
+		c.mu.Unlock()
 		if err := c.r.Next(&f); err != nil {
 			c.fail(c.readFailure(err, quiet))
 			return
@@ -314,8 +352,14 @@ func (c *conn) readLoop(wg *sync.WaitGroup) {
 }
 
 func (c *conn) readFailure(err error, quiet time.Duration) *connFailure {
+	c.mu.Lock()
+	werr := c.werr
+	c.mu.Unlock()
 	var we *wire.Error
 	switch {
+	case werr != nil && !errors.As(err, &we):
+		// The write failed first; the reader only drained what had arrived.
+		return &connFailure{kind: failDrop, addr: c.addr, cause: werr}
 	case errors.As(err, &we):
 		return &connFailure{kind: failProtocol, addr: c.addr, cause: err}
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -388,14 +432,34 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		return nil
 	}
 	delete(c.pending, f.ID)
-	if c.sem != nil {
-		<-c.sem
+	if sem := c.slots(cl.typ); sem != nil {
+		<-sem
 	}
 	if cl.abandoned {
+		late := f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil
+		if late {
+			// Counted with the pending table's change, under mu: Close's
+			// drain sees the grant either pending or being handed over,
+			// never neither before its release is running.
+			c.handing++
+		}
 		c.mu.Unlock()
-		if f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil {
+		if c.onLateAnswer != nil {
+			c.onLateAnswer()
+		}
+		if late {
 			c.hooks.lateGrant(cl.key, f.Token)
 		}
+		// After lateGrant: Broker.Close's drain then sees the release running.
+		c.mu.Lock()
+		if late {
+			c.handing--
+		}
+		if c.settle != nil {
+			close(c.settle)
+			c.settle = nil
+		}
+		c.mu.Unlock()
 		return nil
 	}
 	a := answer{f: *f}
@@ -418,7 +482,9 @@ func answers(r, a wire.Type) bool {
 	case wire.TypeRelease:
 		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
 	case wire.TypeDescribe:
-		return a == wire.TypeInfo
+		return a == wire.TypeInfo || a == wire.TypeCapacity
+	case wire.TypeReleaseOwner:
+		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
 	case wire.TypeAdmin:
 		return a == wire.TypeAdminReply || a == wire.TypeCapacity
 	}
@@ -432,14 +498,38 @@ func (c *conn) signal() {
 	}
 }
 
-// writeLoop flushes everything queued since the last write in one Write, so
-// under load many frames share a syscall.
+// maxWrite bounds the bytes handed to one Write, each under its own write
+// deadline: a large coalesced batch on a slow but healthy link is written in
+// pieces rather than failing one deadline meant for a few frames.
+const maxWrite = 256 << 10
+
+// writeDrain is how long the reader keeps reading after a write failed, so
+// that an M, E or final answer the server sent before closing is not lost.
+const writeDrain = time.Second
+
+// writeLoop flushes everything queued since the last write, so under load
+// many frames share a syscall. When the server sends no pings it also sends
+// ours.
 func (c *conn) writeLoop(wg *sync.WaitGroup) {
 	defer wg.Done()
 	var spare []byte
+	var tick <-chan time.Time
+	if c.ownPing {
+		t := time.NewTicker(c.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var nonce uint64
 	for {
 		select {
 		case <-c.wsig:
+		case <-tick:
+			nonce++
+			c.mu.Lock()
+			if c.failure == nil {
+				c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypePing, Nonce: nonce})
+			}
+			c.mu.Unlock()
 		case <-c.done:
 			return
 		}
@@ -451,16 +541,33 @@ func (c *conn) writeLoop(wg *sync.WaitGroup) {
 			spare = buf
 			continue
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout()))
-		if _, err := c.nc.Write(buf); err != nil {
-			c.fail(&connFailure{kind: failDrop, addr: c.addr, cause: err})
-			return
+		for off := 0; off < len(buf); {
+			end := min(off+maxWrite, len(buf))
+			c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout()))
+			if _, err := c.nc.Write(buf[off:end]); err != nil {
+				c.writeFailed(err)
+				return
+			}
+			off = end
 		}
 		if cap(buf) > 256<<10 {
 			buf = nil
 		}
 		spare = buf[:0]
 	}
+}
+
+// writeFailed stops new requests from using the connection and lets the
+// reader drain, for at most writeDrain, what the server sent before the
+// failure; the reader then ends the connection.
+func (c *conn) writeFailed(err error) {
+	c.mu.Lock()
+	if c.failure == nil && c.werr == nil {
+		c.werr = err
+		c.drainBy = time.Now().Add(writeDrain)
+		c.nc.SetReadDeadline(c.drainBy)
+	}
+	c.mu.Unlock()
 }
 
 // fail ends the connection once; every pending caller gets f.
@@ -478,19 +585,39 @@ func (c *conn) fail(f *connFailure) {
 	close(c.done)
 	c.nc.Close()
 	for _, cl := range pend {
+		// Before the caller hears of it: an ErrIndeterminate returned to
+		// the caller then always has its release-by-owner under way.
+		if cl.typ == wire.TypeAcquire && !f.closed() && c.hooks != nil {
+			c.hooks.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span))
+		}
 		if !cl.abandoned {
 			cl.res <- answer{fail: f}
 		}
 	}
 }
 
+// dead reports whether the connection ended or can no longer send.
 func (c *conn) dead() bool {
 	select {
 	case <-c.done:
 		return true
 	default:
-		return false
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.werr != nil
+}
+
+// slots is the in-flight pool a request of type t counts against (nil: no
+// limit, or not counted).
+func (c *conn) slots(t wire.Type) chan struct{} {
+	switch t {
+	case wire.TypeAcquire:
+		return c.semAcq
+	case wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeAdmin:
+		return c.semOther
+	}
+	return nil
 }
 
 func (c *conn) failureCause() *connFailure {
@@ -504,14 +631,22 @@ func (c *conn) failureCause() *connFailure {
 // ctx's error if ctx ended while waiting for an in-flight slot. Once start
 // returns nil the request may have been sent.
 func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
-	if c.sem != nil {
+	sem := c.slots(cl.typ)
+	if sem != nil {
+		var closing <-chan struct{}
+		if cl.typ == wire.TypeAcquire && c.hooks != nil {
+			closing = c.hooks.closingCh()
+		}
 		select {
-		case c.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		default:
 			c.slotWaiters.Add(1)
 			select {
-			case c.sem <- struct{}{}:
+			case sem <- struct{}{}:
 				c.slotWaiters.Add(-1)
+			case <-closing:
+				c.slotWaiters.Add(-1)
+				return errClosing
 			case <-ctx.Done():
 				c.slotWaiters.Add(-1)
 				return ctx.Err()
@@ -522,14 +657,18 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 		}
 	}
 	c.mu.Lock()
-	if c.failure != nil {
+	if c.failure != nil || c.werr != nil {
+		failed := c.failure != nil
 		c.mu.Unlock()
+		if sem != nil && !failed {
+			<-sem
+		}
 		return errConnGone
 	}
 	if err := ctx.Err(); err != nil {
 		c.mu.Unlock()
-		if c.sem != nil {
-			<-c.sem
+		if sem != nil {
+			<-sem
 		}
 		return err
 	}
@@ -550,6 +689,28 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 	c.mu.Unlock()
 	c.signal()
 	return nil
+}
+
+// abandonedAcquires reports whether acquires whose callers left still wait
+// for their final answer (or a late grant of one is still being handed to
+// the owner), and a channel closed when one of them is settled.
+func (c *conn) abandonedAcquires() (bool, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	open := c.handing > 0
+	for _, cl := range c.pending {
+		if open {
+			break
+		}
+		open = cl.abandoned && cl.typ == wire.TypeAcquire
+	}
+	if !open {
+		return false, nil
+	}
+	if c.settle == nil {
+		c.settle = make(chan struct{})
+	}
+	return true, c.settle
 }
 
 // abandon is called when cl's caller stops waiting. If cl is still pending

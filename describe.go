@@ -2,6 +2,7 @@ package ticketing
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -19,7 +20,9 @@ type Description struct {
 }
 
 // Describe reads the state of key (D/I). It is read-only: a connection lost
-// before the answer is ErrUnavailable, and nothing is retried automatically.
+// before the answer, or no answer within DefaultAnswerGrace (or 3 ping
+// intervals) on a live connection, is ErrUnavailable; a capacity reject (B)
+// is ErrCapacity. Nothing is retried automatically.
 func (b *Broker) Describe(ctx context.Context, key string) (Description, error) {
 	if len(key) == 0 || len(key) > MaxKey {
 		return Description{}, invalidArg("describe", key, true, "the key is %d bytes, it must be 1..%d bytes", len(key), MaxKey)
@@ -37,7 +40,7 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 			}
 			return Description{}, newOpError("describe", key, true, nil, "not sent: no free request slot before "+err.Error(), err)
 		}
-		a, err := waitAnswer(ctx, c, cl, "describe", key)
+		a, err := waitAnswer(ctx, c, cl, "describe", key, false)
 		if err != nil {
 			return Description{}, err
 		}
@@ -53,31 +56,59 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 	}
 }
 
-// waitAnswer waits for the answer of a request without effect (describe,
-// admin). A lost connection is ErrUnavailable (ErrClosed when closing).
-func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string) (*answer, error) {
+// waitAnswer waits for the answer of a describe or admin request, for at
+// most answerGrace on a live connection (a server that stops answering but
+// keeps the connection alive cannot hold the caller beyond that, whatever
+// ctx says). effect marks requests that change the cluster: a lost answer
+// is then ErrIndeterminate, otherwise ErrUnavailable (ErrClosed when
+// closing).
+func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string, effect bool) (*answer, error) {
 	hasKey := key != ""
+	timer := time.NewTimer(answerGrace(c))
+	defer timer.Stop()
 	var a *answer
 	select {
 	case got := <-cl.res:
 		a = &got
 	case <-ctx.Done():
 		if a = c.abandon(cl); a == nil {
+			if effect {
+				return nil, newOpError(op, key, hasKey, nil, "outcome unknown: no answer before "+ctx.Err().Error()+
+					" after the request was sent; it may or may not have been applied: check the cluster's state before repeating it", ctx.Err(), ErrIndeterminate)
+			}
 			return nil, newOpError(op, key, hasKey, nil, "no answer before "+ctx.Err().Error(), ctx.Err())
 		}
+	case <-timer.C:
+		if a = c.abandon(cl); a == nil {
+			msg := fmt.Sprintf("no answer from %s within %v although the connection is alive", c.addr, answerGrace(c))
+			if effect {
+				return nil, newOpError(op, key, hasKey, nil, "outcome unknown: "+msg+
+					"; it may or may not have been applied: check the cluster's state before repeating it", ErrIndeterminate)
+			}
+			return nil, newOpError(op, key, hasKey, nil, msg+"; try again", ErrUnavailable)
+		}
 	}
-	if err := answerError(c, a, op, key); err != nil {
+	if err := answerError(c, a, op, key, effect); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// answerError is the error for an answer to a request without effect that
-// is not a reply: the connection failed (ErrUnavailable, or ErrClosed when
+// answerError is the error for an answer to a describe or admin request
+// that is not a reply: the connection failed (ErrUnavailable, or
+// ErrIndeterminate for a request with an effect, plus ErrClosed when
 // closing) or the server rejected it for capacity (ErrCapacity).
-func answerError(c *conn, a *answer, op, key string) error {
+func answerError(c *conn, a *answer, op, key string, effect bool) error {
 	hasKey := key != ""
 	if a.fail != nil {
+		if effect {
+			kinds := []error{ErrIndeterminate}
+			if a.fail.closed() {
+				kinds = append(kinds, ErrClosed)
+			}
+			return newOpError(op, key, hasKey, a.fail.cause, "outcome unknown: "+a.fail.what()+
+				" after the request was sent; it may or may not have been applied: check the cluster's state before repeating it", kinds...)
+		}
 		kind := ErrUnavailable
 		if a.fail.closed() {
 			kind = ErrClosed

@@ -91,7 +91,15 @@
 //     was lost (connection dropped or silent for 3 ping intervals, the
 //     session ended with M or E, the server sent an invalid frame). The
 //     ticket may or may not have been granted: do not enter the critical
-//     section. An acquire is never re-sent automatically.
+//     section. An acquire is never re-sent automatically. For an acquire
+//     the error holds an *IndeterminateError with the key and the owner it
+//     sent; when the connection ended before the answer (also after a
+//     cancel), the broker asks the leader on its next connection to end
+//     whatever that owner holds or waits for on the key (U,
+//     release-by-owner), so an orphaned grant is freed within a reconnect
+//     instead of at the end of its lease. An admin operation that changes
+//     the cluster (AddMember, RemoveMember, TransferLeader) whose answer was
+//     lost is ErrIndeterminate too: it may have been applied.
 //   - ErrBudgetExceeded: granted, but with less conservative time left than
 //     the work budget; the client released it.
 //   - ErrPermissionDenied: the server refused the request for this client's
@@ -123,11 +131,21 @@
 // ErrNotHeld for N, and an error (never presumed success) when no final
 // answer came within ReleaseBound (5 s from the call), across reconnects,
 // always with the exact token. Ticket.Close is a best-effort release in the
-// background for defer: a bounded queue served by a fixed number of
-// workers, retried for ReleaseBound from when it was queued; when the queue
-// is full the release is dropped and ErrReleaseDropped returned. Its outcome
-// goes to WithReleaseObserver and to the logger; callers who need the
-// outcome call Release.
+// background for defer: it is sent at once on its own goroutine, pipelined
+// with every other request on the connection, and retried for ReleaseBound
+// from the call; only when WithReleaseQueue releases (16,384 by default)
+// are already outstanding is it dropped and ErrReleaseDropped returned. Its
+// outcome goes to WithReleaseObserver and to the logger; callers who need
+// the outcome call Release. Compensating releases (a grant that arrived
+// after its acquire was cancelled, or too late for its work budget) run the
+// same way.
+//
+// Broker.Close releases what it can still reach before it closes the
+// connection: it cancels the acquires still waiting (their callers get
+// ErrClosed and ErrIndeterminate), releases any grant that arrives while it
+// waits (an acquire granted during Close returns ErrClosed, never a ticket
+// that could no longer be released), and waits for background releases,
+// each within its own ReleaseBound.
 //
 // Broker.ReleaseToken releases by key and exact token, with the same
 // outcomes and bound, a ticket that is known only by its key and token: one
@@ -153,16 +171,63 @@
 //
 // # Connections
 //
-// Connect returns at once and connects in the background: to the leader
-// named by an M frame when a server knows it, otherwise to the listed
-// addresses in turn with jittered exponential backoff. The broker answers
-// the server's pings and treats 3 ping intervals of silence as a dead
-// connection. It respects the server's per-connection in-flight limit:
-// callers over it wait for a free slot while their ctx allows (having sent
-// nothing). While the server refuses the hello (wrong token, unsupported
-// version, untrusted or refused certificate, TLS on one side only,
-// connection limit), WaitReady and calls return that error promptly and the
-// broker keeps retrying.
+// Connect returns at once and connects in the background. The broker has
+// one session at a time, always with the leader (a follower answers the
+// hello with M).
+//
+// Order. Each round of connection attempts tries, in this order and without
+// repeats: the leader named by the M that ended the last session, the last
+// server that accepted a session, then the listed addresses in their order.
+// The first attempt starts at once; the next one starts as soon as every
+// running attempt has failed, or after DialStagger (250 ms) while one is
+// still running, in parallel: a server that accepts TCP but never answers
+// costs a stagger, not the dial timeout (DefaultDialTimeout, 5 s, which
+// bounds TCP, TLS and the hello of one attempt). The first session
+// established wins; later ones are closed. A hello answered with M naming
+// the leader puts that address next in the round.
+//
+// Backoff. Leader hints (M frames naming the leader, at the hello or ending
+// a session) are followed at once, at most len(addresses)+2 times in a row.
+// After that, after a round in which every attempt failed, and after a
+// session that ended without a hint, the broker waits a jittered
+// exponential backoff: uniform in [d/2, d], d doubling from 25 ms up to
+// 1 s; a session that lasted more than a second resets it. Two servers that
+// each name the other therefore cost at most len(addresses)+3 sessions per
+// backoff period, not a storm. "connection ended" is logged at Info at most
+// once a second (the number of lines left out is added to the next one).
+//
+// Refusals. A server that refuses the hello (a token or client certificate
+// it does not accept, an unsupported version, an untrusted server
+// certificate, TLS on one side only, a peer that does not speak the
+// protocol, its connection limit B reason 5) only makes the broker move on
+// to the next address: the refusal is remembered for that address, and
+// calls keep waiting for a connection until their own context ends. Only
+// when every listed address has refused, for the same reason, do WaitReady
+// and calls return that refusal promptly (ErrUnauthenticated, ErrCapacity,
+// ...); the broker keeps retrying in the background either way. Releases
+// are the exception: they keep retrying through refusals for their
+// ReleaseBound, and return the refusal only when it ends without a
+// connection. A server that has served this broker a session and later
+// closes a hello without answering has stopped mid-hello: that is a failed
+// attempt, not a refusal.
+//
+// Liveness. The broker answers the server's pings and treats 3 ping
+// intervals without any frame as a dead connection. A server that announces
+// interval 0 sends no pings; the broker then sends its own every
+// DefaultClientPing (5 s) and applies the same rule. Every answer is
+// bounded on a live connection too: an acquire waits its wait plus
+// DefaultAnswerGrace (10 s, or 3 ping intervals if longer) before it is
+// indeterminate, a describe or admin request DefaultAnswerGrace before it
+// fails. Writes go out in pieces of at most 256 KiB, each under its own
+// deadline; after a failed write the broker still reads, for up to a second,
+// the answers, M or E the server had already sent.
+//
+// In-flight limits. The server's hello (Y) gives the connection's in-flight
+// limit, which counts two classes separately: acquires, and the other
+// requests (release, release-by-owner, describe, admin). The broker keeps
+// to both; a caller over a limit waits for a free slot of its class while
+// its ctx allows, having sent nothing. Acquires waiting in a key's queue
+// therefore never hold up a release or a describe.
 //
 // TLS has four modes: TLSOff (default), TLSSystemRoots, TLSCAFile and
 // TLSInsecureSkipVerify (tests only). Servers that require client

@@ -122,6 +122,26 @@ func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
 	return e
 }
 
+// IndeterminateError is the ErrIndeterminate of an acquire: the key and the
+// owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find
+// it with errors.As. When the acquire's connection ended before its final
+// answer, the broker itself asks the leader, once it has a connection again,
+// to end whatever that owner holds or waits for on the key (U,
+// release-by-owner), so an orphaned grant is freed within a reconnect rather
+// than at the end of its lease; the caller still must not enter the critical
+// section. Owner also identifies the hold in Broker.Describe.
+type IndeterminateError struct {
+	Key   string
+	Owner [16]byte
+}
+
+func (e *IndeterminateError) Error() string {
+	return fmt.Sprintf("ticketing: outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
+}
+
+// Is makes it match ErrIndeterminate.
+func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeterminate }
+
 // ErrorCode is the stable numeric code of a server E frame.
 type ErrorCode uint16
 
@@ -248,6 +268,7 @@ type opError struct {
 	kinds  []error
 	cause  error
 	hide   bool // msg already says what cause says
+	unsent bool // a release of which nothing was sent (Ticket.Release lets Close retry)
 }
 
 func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...error) *opError {
@@ -308,7 +329,7 @@ func (e *opError) RetryClass() retry.Class {
 func classOf(kinds []error) retry.Class {
 	has := func(t error) bool {
 		for _, k := range kinds {
-			if k == t {
+			if errors.Is(k, t) {
 				return true
 			}
 		}

@@ -2,75 +2,14 @@ package ticketing_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log"
 	"os"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/fence"
 )
-
-// Acquire the ticket of an order, fence the protected write with the
-// ticket's token in the same transaction, then release the ticket.
-func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	// One Broker per process, shared by every goroutine.
-	b, err := ticketing.Connect("127.0.0.1:5225", ticketing.WithToken(os.Getenv("TICKETING_TOKEN")))
-	if err != nil {
-		log.Fatal(err) // bad configuration only; connecting happens in the background
-	}
-	defer b.Close()
-
-	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	f, err := fence.New(fence.Postgres)
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	// Wait up to 5 s in the key's queue, lease 30 s; the work needs at least 2 s.
-	t, err := b.Acquire(ctx, "orders/42", 5*time.Second, 30*time.Second, 2*time.Second)
-	if err != nil {
-		log.Printf("order 42 not paid: %v", err) // do not enter the critical section
-		return
-	}
-	defer t.Close() // best-effort background release if Release is not reached
-
-	// The work must be done before the ticket's conservative deadline.
-	work, cancelWork := context.WithDeadline(ctx, t.Deadline())
-	defer cancelWork()
-	tx, err := db.BeginTx(work, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer tx.Rollback() // no effect after Commit
-	// In the protected write's transaction: the token must be above the
-	// key's high-water mark, which it then becomes.
-	if err := f.Check(work, tx, t.Key(), t.Token()); err != nil {
-		log.Printf("order 42 not paid: %v", err) // fence.ErrStaleToken: a newer holder got the key
-		return
-	}
-	if _, err := tx.ExecContext(work, `UPDATE orders SET status = 'paid' WHERE id = $1`, 42); err != nil {
-		log.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		log.Fatal(err)
-	}
-
-	if err := t.Release(ctx); err != nil {
-		log.Printf("release: %v", err) // the ticket ends with its lease at the latest
-	}
-}
 
 // Connect fails only for a bad configuration; connecting is done in the
 // background.

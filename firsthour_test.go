@@ -34,6 +34,11 @@ func TestTicketContextEndsAtTheConservativeDeadline(t *testing.T) {
 	}
 	work, cancel := tk.Context(ctx)
 	defer cancel()
+	// Not later than the conservative deadline: the lease may end at the
+	// server soon after it (waiting for Done alone would not tell).
+	if dl, ok := work.Deadline(); !ok || !dl.Equal(tk.Deadline()) {
+		t.Errorf("the ticket's context has deadline %v (set %v), want the ticket's deadline %v", dl, ok, tk.Deadline())
+	}
 	select {
 	case <-work.Done():
 	case <-time.After(patience):
@@ -149,4 +154,35 @@ func TestErrorTextsShortKeysAndSeconds(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "lease 300 s is 300 s rounded up, longer than the maximum 250 s") {
 		t.Errorf("long lease: %s", msg)
 	}
+}
+
+// A Release of which nothing was sent (its context had ended) leaves the
+// ticket releasable: the deferred Close of the README's pattern still sends
+// the release, instead of leaving the key held for its whole lease.
+func TestUnsentReleaseLeavesTheTicketToClose(t *testing.T) {
+	r := newRec()
+	l := newLocks(t)
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, normal(l)))
+	obs := newObserved()
+	b := connect(t, srv.Addr(), obs.option())
+	ctx := ctxFor(t)
+	tk, err := b.Acquire(ctx, "request-scoped", 0, 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel() // the request's context ended before the release
+	if err := tk.Release(done); err == nil || !strings.Contains(err.Error(), "not sent") {
+		t.Fatalf("Release with an ended context: %v, want a not-sent error", err)
+	}
+	if n := r.count(isType(wire.TypeRelease)); n != 0 {
+		t.Fatalf("%d releases reached the server from an ended context", n)
+	}
+	if err := tk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := obs.wait(t, tk.Token()); got.err != nil {
+		t.Fatalf("the deferred Close did not release the ticket: %v", got.err)
+	}
+	r.wait(t, 1, isType(wire.TypeRelease))
 }

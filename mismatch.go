@@ -39,7 +39,8 @@ func (e *refusedError) Unwrap() error   { return e.cause }
 func (e *refusedError) Is(t error) bool { return e.auth && t == ErrUnauthenticated }
 
 func refused(addr string, auth bool, cause error, format string, args ...any) *helloError {
-	return &helloError{addr: addr, rejected: true,
+	// The format, without the address, names the kind of refusal.
+	return &helloError{addr: addr, rejected: true, reason: format,
 		err: &refusedError{msg: fmt.Sprintf(format, args...), cause: cause, auth: auth}}
 }
 
@@ -186,10 +187,16 @@ func helloReadError(ctx context.Context, addr string, ts *tlsState, err error, f
 		}
 		// A Ticketing server answers every hello (Y, M, E or B) before it
 		// closes a connection; ticketd's Raft port closes it without a word.
-		return refused(addr, false, err, "the server %s closed the connection without answering the hello (%v): a Ticketing server answers every hello, so this is another service or a proxy without a backend; is it ticketd's client port (5225 by default)? Its Raft port (5226) and metrics port (5227) are not for clients", addr, err)
+		return refused(addr, false, err, closedWithoutAnswer, addr, err)
 	}
 	return &helloError{addr: addr, err: fmt.Errorf("no answer to the hello from %s: %w", addr, err)}
 }
+
+// closedWithoutAnswer is the refusal of a peer that closed the connection
+// without a byte in answer to the hello. From an address that has served a
+// session before it is not a refusal (see Broker.attemptFailed): that server
+// speaks the protocol and stopped mid-hello.
+const closedWithoutAnswer = "the server %s closed the connection without answering the hello (%v): a Ticketing server answers every hello, so this is another service or a proxy without a backend; is it ticketd's client port (5225 by default)? Its Raft port (5226) and metrics port (5227) are not for clients"
 
 // closedEarly reports a connection the peer closed or reset.
 func closedEarly(err error) bool {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,18 +18,21 @@ import (
 type Option func(*config)
 
 type config struct {
-	token          string
-	tlsMode        TLSMode
-	tlsConf        *tls.Config
-	observer       func(key string, token uint64, err error)
-	logger         *slog.Logger
-	dialTimeout    time.Duration
-	releaseQueue   int
-	releaseWorkers int
-	releaseBound   time.Duration
-	drainTimeout   time.Duration
-	backoffBase    time.Duration
-	backoffMax     time.Duration
+	token        string
+	tlsMode      TLSMode
+	tlsConf      *tls.Config
+	observer     func(key string, token uint64, err error)
+	logger       *slog.Logger
+	dialTimeout  time.Duration
+	releaseQueue int
+	releaseBound time.Duration
+	backoffBase  time.Duration
+	backoffMax   time.Duration
+	answerGrace  time.Duration       // least time a request waits for its answer on a live connection
+	clientPing   time.Duration       // our ping interval when the server sends none
+	dialStagger  time.Duration       // before dialing the next address while one attempt is still running
+	onBackoff    func(time.Duration) // tests: called when the broker backs off
+	onLateAnswer func()              // tests: called when the reader has taken an abandoned call's answer off the table
 }
 
 // Defaults.
@@ -37,24 +41,40 @@ const (
 	// compensating) keeps retrying the exact token, across reconnects,
 	// measured from the call (or from when the release was queued).
 	ReleaseBound = 5 * time.Second
-	// DefaultReleaseQueue is the size of the background release queue.
-	DefaultReleaseQueue = 1024
-	// ReleaseWorkers is the fixed number of goroutines running background
-	// releases.
-	ReleaseWorkers = 4
+	// DefaultReleaseQueue is the most background releases (Ticket.Close and
+	// the client's compensating releases) that may be outstanding at once.
+	// Each is sent at once, pipelined over the connection within its
+	// in-flight limit; the bound only keeps memory finite.
+	DefaultReleaseQueue = 1 << 14
+	// DefaultPort is the port of an address given without one.
+	DefaultPort = "5225"
 	// DefaultDialTimeout bounds one connection attempt: TCP, TLS and hello.
 	DefaultDialTimeout = 5 * time.Second
+	// DefaultAnswerGrace is the least time a request waits for its final
+	// answer on a connection that is alive (an acquire: in addition to its
+	// wait); 3 ping intervals when that is longer. A describe or admin
+	// request without an answer by then fails (an acquire is indeterminate).
+	DefaultAnswerGrace = 10 * time.Second
+	// DefaultClientPing is the interval of the client's own pings, sent only
+	// when the server announces a ping interval of 0 (it sends none); 3
+	// intervals without any frame from the server end the connection.
+	DefaultClientPing = 5 * time.Second
+	// DialStagger is how long the broker waits for one connection attempt
+	// before it also starts the next address, in parallel (as happy
+	// eyeballs does); a failed attempt starts the next one at once.
+	DialStagger = 250 * time.Millisecond
 )
 
 func newConfig(opts []Option) (*config, error) {
 	cfg := &config{
-		dialTimeout:    DefaultDialTimeout,
-		releaseQueue:   DefaultReleaseQueue,
-		releaseWorkers: ReleaseWorkers,
-		releaseBound:   ReleaseBound,
-		drainTimeout:   time.Second,
-		backoffBase:    25 * time.Millisecond,
-		backoffMax:     time.Second,
+		dialTimeout:  DefaultDialTimeout,
+		releaseQueue: DefaultReleaseQueue,
+		releaseBound: ReleaseBound,
+		backoffBase:  25 * time.Millisecond,
+		backoffMax:   time.Second,
+		answerGrace:  DefaultAnswerGrace,
+		clientPing:   DefaultClientPing,
+		dialStagger:  DialStagger,
 	}
 	for _, o := range opts {
 		o(cfg)
@@ -104,17 +124,20 @@ func WithReleaseObserver(f func(key string, token uint64, err error)) Option {
 }
 
 // WithLogger sets the logger for background events (failed background
-// releases at Warn, reconnects at Debug/Info). Without it the broker logs
-// nothing: it never writes to slog.Default() on its own.
+// releases at Warn, a release that found the ticket already ended at Debug,
+// reconnects at Debug/Info, each kind of reconnect line at most once a
+// second). Without it the broker logs nothing: it never writes to
+// slog.Default() on its own.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
 // and hello). The default is DefaultDialTimeout.
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
 
-// WithReleaseQueue sets the capacity of the background release queue used by
-// Ticket.Close (default DefaultReleaseQueue). When it is full, Ticket.Close
-// drops the release and reports ErrReleaseDropped.
+// WithReleaseQueue sets how many background releases (Ticket.Close and
+// compensating releases) may be outstanding at once (default
+// DefaultReleaseQueue). Beyond it, Ticket.Close drops the release and
+// reports ErrReleaseDropped.
 func WithReleaseQueue(n int) Option { return func(c *config) { c.releaseQueue = n } }
 
 type tlsKind int
@@ -236,7 +259,8 @@ func configError(cause error, format string, args ...any) error {
 	return newOpError("connect", "", false, cause, fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
 
-// parseAddrs splits a comma-separated list of host:port addresses.
+// parseAddrs splits a comma-separated list of host:port addresses; a host
+// without a port gets DefaultPort.
 func parseAddrs(s string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(s, ",") {
@@ -244,8 +268,18 @@ func parseAddrs(s string) ([]string, error) {
 		if a == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, configError(nil, "address %q is not host:port", a)
+		if host, port, err := net.SplitHostPort(a); err == nil {
+			if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 || host == "" {
+				return nil, configError(nil, "address %q needs a host and a port 1..65535 (or a host alone for port %s)", a, DefaultPort)
+			}
+		} else {
+			// A host alone (name, IPv4, [IPv6] or bare IPv6) means the
+			// default port.
+			host := strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+			if host == "" || strings.ContainsAny(host, "[]/ ") || (strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+				return nil, configError(nil, "address %q is not host or host:port", a)
+			}
+			a = net.JoinHostPort(host, DefaultPort)
 		}
 		out = append(out, a)
 	}

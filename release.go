@@ -40,14 +40,21 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(nil)
 			}
-			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+			return unsent(newOpError(op, key, true, nil, "not sent: "+err.Error(), err))
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
+			var we *waitError
+			if err != ErrClosed && !errors.As(err, &we) && b.awaitChange(ctx) {
+				// Every listed server refuses the reconnect for now (a
+				// connection limit, a server stopping mid-hello): one more
+				// failed reconnect, within the release's own bound.
+				continue
+			}
 			if sent > 0 {
 				return unknown(err)
 			}
-			return connectError(op, key, true, err)
+			return unsent(connectError(op, key, true, err))
 		}
 		cl := newCall(wire.TypeRelease, key)
 		f := wire.Frame{Type: wire.TypeRelease, Token: token, Key: []byte(key)}
@@ -58,7 +65,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(err)
 			}
-			return newOpError(op, key, true, err, "not sent: no free request slot on the connection before the deadline", err)
+			return unsent(newOpError(op, key, true, err, "not sent: no free request slot on the connection before the deadline", err))
 		}
 		sent++
 		var a *answer
@@ -129,44 +136,73 @@ type relJob struct {
 	ticket *Ticket   // nil for compensating releases
 }
 
-// releaser runs background releases: a bounded queue and a fixed number of
-// workers, so releases never pile up without bound and never block callers.
+// releaser runs background releases, each on its own goroutine from the
+// moment it is queued: they are small frames, pipelined over the connection
+// within its in-flight limit for non-acquire requests, never queued behind a
+// fixed pool of workers. limit (WithReleaseQueue) only bounds memory.
 type releaser struct {
-	b    *Broker
-	mu   sync.Mutex
-	q    chan relJob
-	shut bool
-	wg   sync.WaitGroup
+	b     *Broker
+	limit int
 
-	ctx    context.Context // cancelled when the drain grace period is over
-	cancel context.CancelFunc
+	mu      sync.Mutex
+	running int
+	shut    bool          // the broker is torn down: nothing more is sent
+	idle    chan struct{} // closed and replaced whenever running drops
+	wg      sync.WaitGroup
+
+	// Releases by owner wait for a reconnect, possibly for long; Close
+	// does not wait for them but cancels them (ownerCtx).
+	ownerCtx    context.Context
+	ownerCancel context.CancelFunc
+	owners      sync.WaitGroup
 }
 
 func newReleaser(b *Broker) *releaser {
-	r := &releaser{b: b, q: make(chan relJob, b.cfg.releaseQueue)}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	for range b.cfg.releaseWorkers {
-		r.wg.Add(1)
-		go r.work()
-	}
+	r := &releaser{b: b, limit: b.cfg.releaseQueue, idle: make(chan struct{})}
+	r.ownerCtx, r.ownerCancel = context.WithCancel(context.Background())
 	return r
 }
 
-// enqueue queues j without blocking; a full queue drops it (reported).
+// enqueueOwner starts a release by owner (U) of key for an acquire whose
+// answer was lost; it retries across reconnects until until.
+func (r *releaser) enqueueOwner(key string, owner wire.Owner, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shut {
+		return
+	}
+	r.owners.Add(1)
+	go func() {
+		defer r.owners.Done()
+		err := r.b.releaseOwner(r.ownerCtx, key, owner, until)
+		lg := r.b.cfg.logger
+		switch {
+		case err == nil:
+			lg.Info("ticketing: ended the hold of an acquire whose answer was lost (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case errors.Is(err, ErrNotHeld):
+			lg.Debug("ticketing: the acquire whose answer was lost holds nothing (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
+		case r.ownerCtx.Err() == nil:
+			lg.Warn("ticketing: release by owner after a lost acquire answer failed; the key stays held until the lease expires", "key", key, "owner", fmt.Sprintf("%x", owner[:]), "err", err)
+		}
+	}()
+}
+
+// enqueue starts j without blocking; over the limit it is dropped (reported).
 func (r *releaser) enqueue(j relJob) error {
 	r.mu.Lock()
 	var err error
-	if r.shut {
+	switch {
+	case r.shut:
 		err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
 			"not released: the broker is closed; the ticket stays held until its lease expires", ErrClosed)
-	} else {
-		select {
-		case r.q <- j:
-		default:
-			err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
-				fmt.Sprintf("not released: the background release queue (%d) is full; the ticket stays held until its lease expires (use Ticket.Release to release synchronously)", cap(r.q)),
-				ErrReleaseDropped)
-		}
+	case r.running >= r.limit:
+		err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, nil,
+			fmt.Sprintf("not released: %d background releases are already outstanding (WithReleaseQueue); the ticket stays held until its lease expires (use Ticket.Release to release synchronously)", r.limit),
+			ErrReleaseDropped)
+	default:
+		r.running++
+		r.wg.Add(1)
+		go r.run(j)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -175,20 +211,25 @@ func (r *releaser) enqueue(j relJob) error {
 	return err
 }
 
-func (r *releaser) work() {
+func (r *releaser) run(j relJob) {
 	defer r.wg.Done()
-	for j := range r.q {
-		err := r.b.release(r.ctx, j.key, j.token, j.at, true)
-		if err != nil && r.ctx.Err() != nil && !errors.Is(err, ErrClosed) {
-			kinds := []error{ErrClosed}
-			if errors.Is(err, ErrIndeterminate) {
-				kinds = append(kinds, ErrIndeterminate)
-			}
-			err = newOpError(fmt.Sprintf("release of token %d for", j.token), j.key, true, err,
-				"abandoned: the broker was closed before the background release finished; the ticket may stay held until its lease expires", kinds...)
-		}
-		r.report(j, err)
-	}
+	// Bounded by ReleaseBound from j.at, also while the broker closes:
+	// Close waits for it (see Broker.Close).
+	err := r.b.release(context.Background(), j.key, j.token, j.at, true)
+	r.report(j, err)
+	r.mu.Lock()
+	r.running--
+	close(r.idle)
+	r.idle = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// busy reports whether background releases are running, and a channel
+// closed when that number next drops.
+func (r *releaser) busy() (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running > 0, r.idle
 }
 
 func (r *releaser) report(j relJob, err error) {
@@ -207,19 +248,75 @@ func (r *releaser) report(j relJob, err error) {
 	}
 }
 
-// drain stops accepting jobs and lets the workers finish the queue for at
-// most grace; then it cancels what is left and waits for the workers.
-func (r *releaser) drain(grace time.Duration) {
+// shutdown refuses new jobs and waits for the running ones, each of which
+// ends within its own ReleaseBound.
+func (r *releaser) shutdown() {
 	r.mu.Lock()
-	if !r.shut {
-		r.shut = true
-		close(r.q)
-	}
+	r.shut = true
 	r.mu.Unlock()
-	t := time.AfterFunc(grace, r.cancel)
 	r.wg.Wait()
-	t.Stop()
-	r.cancel()
+	r.ownerCancel()
+	r.owners.Wait()
+}
+
+// releaseOwner ends whatever owner holds or waits for on key (U), retrying
+// across reconnects until until (or ctx). nil is R, ErrNotHeld is N.
+func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner, until time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	op := fmt.Sprintf("release by owner %x of", owner[:])
+	for {
+		c, err := b.getConn(ctx, true)
+		if err != nil {
+			var we *waitError
+			if err == ErrClosed || errors.As(err, &we) {
+				return connectError(op, key, true, err)
+			}
+			// Every listed server refuses for now: wait for a change.
+			b.mu.Lock()
+			ch := b.changed
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return connectError(op, key, true, err)
+			}
+		}
+		cl := newCall(wire.TypeReleaseOwner, key)
+		f := wire.Frame{Type: wire.TypeReleaseOwner, Owner: owner, Key: []byte(key)}
+		if err := c.start(ctx, cl, &f); err != nil {
+			if err == errConnGone {
+				continue
+			}
+			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
+		}
+		var a answer
+		select {
+		case a = <-cl.res:
+		case <-ctx.Done():
+			if got := c.abandon(cl); got == nil {
+				return newOpError(op, key, true, nil, "no answer before "+ctx.Err().Error(), ctx.Err(), ErrIndeterminate)
+			} else {
+				a = *got
+			}
+		}
+		if a.fail != nil {
+			if a.fail.closed() {
+				return newOpError(op, key, true, a.fail.cause, "outcome unknown: "+a.fail.what(), ErrClosed, ErrIndeterminate)
+			}
+			continue // U is idempotent: again on the next connection
+		}
+		switch a.f.Type {
+		case wire.TypeReleased:
+			return nil
+		case wire.TypeNotHeld:
+			return newOpError(op, key, true, nil, "that owner holds nothing on the key", ErrNotHeld)
+		default: // B
+			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+			return newOpError(op, key, true, ce, "rejected by a server capacity limit", ErrCapacity)
+		}
+	}
 }
 
 // Ticket is a granted ticket. Its token fences every write made under it
@@ -269,6 +366,20 @@ func (t *Ticket) finish(err error) {
 	t.mu.Unlock()
 }
 
+// unsent marks a release error as "nothing was sent".
+func unsent(err error) error {
+	if e, ok := err.(*opError); ok {
+		e.unsent = true
+	}
+	return err
+}
+
+// wasUnsent reports whether a release failed before anything was sent.
+func wasUnsent(err error) bool {
+	e, ok := err.(*opError)
+	return ok && e.unsent
+}
+
 // Release releases the ticket and reports the outcome: nil when the server
 // answered R, ErrNotHeld when it answered N (the ticket had already expired
 // or been released), and another error when no final answer came within
@@ -276,7 +387,10 @@ func (t *Ticket) finish(err error) {
 // reconnects) or ctx. A failed release is never presumed successful.
 //
 // Release is called once; a second call (or a call after Close) waits for
-// the first release's outcome and returns it.
+// the first release's outcome and returns it. The exception is a release of
+// which nothing was sent (ctx ended first, or no connection could be had):
+// the ticket then stays releasable, so a later Release or the deferred
+// Close still sends it.
 func (t *Ticket) Release(ctx context.Context) error {
 	t.mu.Lock()
 	if t.started {
@@ -296,19 +410,28 @@ func (t *Ticket) Release(ctx context.Context) error {
 	t.done = make(chan struct{})
 	t.endContextsLocked()
 	t.mu.Unlock()
-	err := t.b.release(ctx, t.key, t.token, time.Now(), false)
-	t.finish(err)
+	// Allowed while Broker.Close drains (draining): a ticket handed out
+	// before Close can still be released until the connection is torn down.
+	err := t.b.release(ctx, t.key, t.token, time.Now(), true)
+	t.mu.Lock()
+	t.err = err
+	close(t.done)
+	if wasUnsent(err) {
+		t.started = false // nothing reached the server: let Close try
+	}
+	t.mu.Unlock()
 	return err
 }
 
 // Close releases the ticket in the background, best effort, and returns at
-// once: it is meant for defer. The release is queued (bounded queue, fixed
-// number of workers) and retried with the exact token for ReleaseBound from
-// when it was queued. Its outcome goes to the release observer and the
-// logger (WithReleaseObserver, WithLogger); callers who need it use Release.
-// If the queue is full the release is dropped and Close returns
-// ErrReleaseDropped (the ticket expires with its lease). Close after Release
-// (or a second Close) does nothing and returns nil.
+// once: it is meant for defer. The release is sent at once on its own
+// goroutine (pipelined with every other request on the connection) and
+// retried with the exact token for ReleaseBound from this call. Its outcome
+// goes to the release observer and the logger (WithReleaseObserver,
+// WithLogger); callers who need it use Release. If WithReleaseQueue
+// background releases are already outstanding, the release is dropped and
+// Close returns ErrReleaseDropped (the ticket expires with its lease). Close
+// after Release (or a second Close) does nothing and returns nil.
 func (t *Ticket) Close() error {
 	t.mu.Lock()
 	if t.started {

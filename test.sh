@@ -1,27 +1,47 @@
 #!/usr/bin/env bash
-# The whole test suite, exactly as CI runs it (.ci/run). Needs Go; PostgreSQL 15
-# binaries (initdb, pg_ctl, postgres) on the PATH for the fence tests.
+# The whole test suite, exactly as CI runs it (.ci/run): every test in every
+# language. Needs Go and PostgreSQL 15 binaries (initdb, pg_ctl, postgres);
+# installs from Debian what a fresh machine lacks (mariadb-server for the
+# MySQL fence tests, Mono and NUnit for the C# client, iproute2 for the fault
+# tests). Ends with one line "tests: N passed, N failed" over all languages.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+# apt-get update once, and only when something has to be installed.
+apt_updated=
+need() { # need PACKAGE... : install with apt-get
+  if [ -z "$apt_updated" ]; then apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# The MySQL dialect's tests start a throwaway MariaDB (internal/mysqltest)
+# unless TICKETING_TEST_MYSQL_DSN names a server; they never skip, so the
+# server binaries must be here.
+if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v mariadbd >/dev/null && ! PATH="$PATH:/usr/sbin" command -v mysqld >/dev/null; then
+  echo "== installing mariadb-server (for the MySQL dialect's tests)"
+  need mariadb-server
+fi
 
 echo "== go vet"
 go vet ./...
 
-echo "== tests (race detector on)"
+echo "== Go tests (race detector on)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Verbose into a file, so that every test and subtest is counted; the
 # package lines go to the terminal.
 status=0
-go test -race -count=1 -timeout 20m -v ./... >"$log" 2>&1 || status=$?
+go test -race -count=1 -timeout 25m -v ./... >"$log" 2>&1 || status=$?
 grep -E '^(ok|FAIL|panic:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
-echo "tests: $passed passed, $failed failed"
+echo "go: $passed passed, $failed failed"
 if [ "$status" -ne 0 ]; then
   echo "== go test failed (exit $status); the failing packages again, without -v:"
   pkgs=$(grep -E '^FAIL\s+\S+' "$log" | awk '{print $2}' | sort -u)
   [ -n "$pkgs" ] && go test -race -count=1 -timeout 20m $pkgs || true
+  [ "$failed" -eq 0 ] && failed=1
+  echo "tests: $passed passed, $failed failed"
   exit "$status"
 fi
 
@@ -31,9 +51,39 @@ fuzz ./internal/wire FuzzDecode
 fuzz ./internal/fsm FuzzDecodeBatch
 fuzz ./internal/fsm FuzzReadSnapshot
 fuzz ./cmd/ticketd FuzzLoadConfigFile
+fuzz ./internal/node FuzzReadHandshake
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
 
+# The other languages' suites each build ticketd from this checkout, test
+# against real servers and end with "LANG: N passed, N failed".
+other() { # other NAME SCRIPT
+  local out st=0 line
+  out=$(mktemp)
+  echo "== $1 client"
+  bash "$2" 2>&1 | tee "$out" || st=$?
+  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n1 || true)
+  rm -f "$out"
+  if [ -z "$line" ]; then
+    echo "$1: the suite printed no result line (exit $st)"
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + $(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed.*/\1/')))
+  failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+  if [ "$st" -ne 0 ] && [ "$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')" -eq 0 ]; then
+    failed=$((failed + 1))
+  fi
+}
+for lang in java csharp; do
+  if [ -f "clients/$lang/test.sh" ]; then other "$lang" "clients/$lang/test.sh"; fi
+done
+
+if [ "$failed" -ne 0 ]; then
+  echo "== FAILED"
+  echo "tests: $passed passed, $failed failed"
+  exit 1
+fi
 echo "== all passed"
 echo "tests: $passed passed, 0 failed"

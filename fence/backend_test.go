@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,14 +19,16 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/ticketing-io/ticketing/fence"
+	"github.com/ticketing-io/ticketing/internal/mysqltest"
 	"github.com/ticketing-io/ticketing/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// mysqlEnv names the DSN of an opt-in MySQL or MariaDB server for the MySQL
-// dialect's tests, e.g. "root@tcp(127.0.0.1:3306)/test".
-const mysqlEnv = "TICKETING_TEST_MYSQL_DSN"
+// Both servers are started on first use and stopped at the end; the MySQL
+// dialect runs against a throwaway MariaDB (or TICKETING_TEST_MYSQL_DSN's
+// server), never skipped.
+func TestMain(m *testing.M) {
+	os.Exit(mysqltest.Run(func() int { return pgtest.Main(m) }))
+}
 
 // backend is one way of reaching a database: a dialect plus a driver.
 type backend struct {
@@ -45,19 +46,23 @@ type backend struct {
 	// non-zero while that session waits for a lock (see waitBlocked). Empty
 	// where a waiting session cannot be observed.
 	sessionID, blocked string
+	// pool is the native pgx pool of the postgres/pgx backend, else nil.
+	pool *pgxpool.Pool
 }
 
 // tx is a transaction of the driver under test.
 type tx interface {
 	Check(ctx context.Context, key string, token uint64) error
+	CheckTicket(ctx context.Context, t fence.Ticket) error
 	Exec(ctx context.Context, q string, args ...any) error
+	ExecRows(ctx context.Context, q string, args ...any) (int64, error) // rows affected
 	Int(ctx context.Context, q string, args ...any) (int64, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }
 
 // forEach runs test against a fresh, empty database of every backend, or of
-// the named ones. MySQL is opt-in and skips without its DSN.
+// the named ones.
 func forEach(t *testing.T, test func(t *testing.T, b *backend), only ...string) {
 	for _, bk := range []struct {
 		name string
@@ -119,20 +124,15 @@ func newPostgres(t *testing.T, native bool) *backend {
 		}
 		t.Cleanup(pool.Close)
 		b.begin = pgxBegin(b, pool)
+		b.pool = pool
 		create = func(f *fence.Fence) error { return f.CreateTablePgx(context.Background(), pool) }
 	}
 	setup(t, b, "id bigserial PRIMARY KEY, fence_key text NOT NULL, token bigint NOT NULL", "", create)
 	return b
 }
 
-var mysqlTables atomic.Int64
-
 func newMySQL(t *testing.T) *backend {
-	dsn := os.Getenv(mysqlEnv)
-	if dsn == "" {
-		t.Skipf("MySQL/MariaDB tests are opt-in: set %s to a DSN such as root@tcp(127.0.0.1:3306)/test", mysqlEnv)
-	}
-	db, err := sql.Open("mysql", dsn)
+	db, err := sql.Open("mysql", mysqltest.Shared(t).NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,16 +141,7 @@ func newMySQL(t *testing.T) *backend {
 		sessionID: "SELECT CONNECTION_ID()",
 		blocked:   "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"}
 	b.begin = sqlBegin(b)
-	// The server is shared with whatever else uses the DSN: unique tables.
-	suffix := fmt.Sprintf("_%d_%d", os.Getpid(), mysqlTables.Add(1))
-	setup(t, b, "id BIGINT AUTO_INCREMENT PRIMARY KEY, fence_key VARBINARY(767) NOT NULL, token BIGINT NOT NULL", suffix, nil)
-	t.Cleanup(func() {
-		for _, tbl := range []string{b.f.Table(), b.biz} {
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + tbl); err != nil {
-				t.Errorf("drop %s: %v", tbl, err)
-			}
-		}
-	})
+	setup(t, b, "id BIGINT AUTO_INCREMENT PRIMARY KEY, fence_key VARBINARY(767) NOT NULL, token BIGINT NOT NULL", "", nil)
 	return b
 }
 
@@ -288,9 +279,21 @@ func (s *sqlTx) Check(ctx context.Context, key string, token uint64) error {
 	return s.f.Check(ctx, s.tx, key, token)
 }
 
+func (s *sqlTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return s.f.CheckTicket(ctx, s.tx, t)
+}
+
 func (s *sqlTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := s.tx.ExecContext(ctx, q, args...)
 	return err
+}
+
+func (s *sqlTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := s.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
 }
 
 func (s *sqlTx) Int(ctx context.Context, q string, args ...any) (int64, error) {
@@ -331,9 +334,18 @@ func (p *pgxTx) Check(ctx context.Context, key string, token uint64) error {
 	return p.f.CheckPgx(ctx, p.tx, key, token)
 }
 
+func (p *pgxTx) CheckTicket(ctx context.Context, t fence.Ticket) error {
+	return p.f.CheckTicketPgx(ctx, p.tx, t)
+}
+
 func (p *pgxTx) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := p.tx.Exec(ctx, q, args...)
 	return err
+}
+
+func (p *pgxTx) ExecRows(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := p.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
 }
 
 func (p *pgxTx) Int(ctx context.Context, q string, args ...any) (int64, error) {

@@ -69,6 +69,6 @@ func Example() {
 	// Output:
 	// <nil>
 	// <nil>
-	// true fence: stale token 33 for key "account/42": stored mark is 34
+	// true fence: stale token 33 for key "account/42": stored mark is 34 (a newer holder has committed; roll back)
 	// balance: 200
 }

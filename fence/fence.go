@@ -6,32 +6,62 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
-	// ErrStaleToken is wrapped by the error Check returns when the token is
-	// not above the key's high-water mark. The caller must roll back.
+	// ErrStaleToken is wrapped by the error Check returns when a newer token
+	// has been stored for the key: a later holder of the key has committed a
+	// fenced transaction, so this holder's lease is over. The caller must
+	// roll back. It is never returned for the token already stored (see
+	// ErrTokenCommitted).
 	ErrStaleToken = errors.New("fence: stale token")
+	// ErrTokenCommitted is wrapped by the error Check returns when the key's
+	// stored mark is this very token: a transaction fenced with this ticket
+	// has already committed on this key. Usually that is an earlier attempt
+	// of the same work whose COMMIT reply was lost (a connection cut during
+	// COMMIT, then an idempotent retry). The caller must roll back and must
+	// not redo the work under a new ticket: it is done; read what was
+	// committed and answer from it.
+	ErrTokenCommitted = errors.New("fence: token already committed")
 	// ErrInvalid is wrapped by errors about bad arguments: a table name
 	// that is not an identifier, an empty key, a token of 2^63 or more.
 	ErrInvalid = errors.New("fence: invalid argument")
 )
 
-// StaleError reports a rejected token. It wraps ErrStaleToken.
+// StaleError reports a token below the key's stored mark. It wraps
+// ErrStaleToken.
 type StaleError struct {
 	Key   string
 	Token uint64 // the rejected token
-	Mark  uint64 // the key's stored high-water mark, at least Token
+	Mark  uint64 // the key's stored high-water mark, above Token
 }
 
 func (e *StaleError) Error() string {
-	return fmt.Sprintf("fence: stale token %d for key %q: stored mark is %d", e.Token, e.Key, e.Mark)
+	return fmt.Sprintf("fence: stale token %d for key %q: stored mark is %d (a newer holder has committed; roll back)", e.Token, e.Key, e.Mark)
 }
 
 func (e *StaleError) Unwrap() error { return ErrStaleToken }
+
+// TokenCommittedError reports a token equal to the key's stored mark: a
+// transaction fenced with it already committed. It wraps ErrTokenCommitted,
+// not ErrStaleToken, so that a caller who redoes stale work under a new
+// ticket does not redo work that is already done.
+type TokenCommittedError struct {
+	Key   string
+	Token uint64 // the token, also the key's stored mark
+}
+
+func (e *TokenCommittedError) Error() string {
+	return fmt.Sprintf("fence: token %d for key %q already committed a transaction here (the stored mark is this token): "+
+		"an earlier attempt committed; roll back and read its result instead of redoing the work", e.Token, e.Key)
+}
+
+func (e *TokenCommittedError) Unwrap() error { return ErrTokenCommitted }
 
 // Dialect selects the SQL a Fence speaks.
 type Dialect int
@@ -66,7 +96,8 @@ const maxMySQLKey = 767
 type Fence struct {
 	dialect Dialect
 	table   string
-	create  string
+	ddl     string // the table's definition, as published by DDL
+	create  string // what CreateTable runs: ddl, made safe to run concurrently
 	claim   []stmt // run in order; the last one's row count says whether the token won
 	mark    string // reads the stored mark when the token lost
 }
@@ -98,7 +129,16 @@ func New(d Dialect, opts ...Option) (*Fence, error) {
 	t := f.table
 	switch d {
 	case Postgres:
-		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key text PRIMARY KEY, token bigint NOT NULL)`
+		f.ddl = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key text PRIMARY KEY, token bigint NOT NULL)`
+		// Two sessions creating the same table at once can both pass the
+		// IF NOT EXISTS check and one then fails on the catalog's unique
+		// index (23505 or 42P07). A transaction-scoped advisory lock on the
+		// table's name makes concurrent CreateTable calls take turns; the
+		// later ones then find the table. The DO block is one statement, so
+		// the lock is held to the end of its own transaction (or of the
+		// caller's, when given a *sql.Tx).
+		f.create = `DO $fence$ BEGIN PERFORM pg_advisory_xact_lock(` + strconv.Itoa(advisoryClass) + `, hashtext('` + t + `')); ` +
+			f.ddl + `; END $fence$`
 		// One statement: the conflicting row is locked, and under READ
 		// COMMITTED the WHERE is re-evaluated against the latest committed
 		// version once the lock is granted, so of two transactions with the
@@ -108,7 +148,8 @@ func New(d Dialect, opts ...Option) (*Fence, error) {
 ON CONFLICT (fence_key) DO UPDATE SET token = EXCLUDED.token WHERE f.token < EXCLUDED.token`, keyToken}}
 		f.mark = `SELECT token FROM ` + t + ` WHERE fence_key = $1`
 	case SQLite:
-		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key TEXT NOT NULL PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID`
+		f.ddl = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key TEXT NOT NULL PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID`
+		f.create = f.ddl // SQLite has one writer at a time: concurrent creation is safe
 		// SQLite has one writer at a time; a transaction whose snapshot is
 		// older than the last commit gets SQLITE_BUSY rather than writing.
 		f.claim = []stmt{{`INSERT INTO ` + t + ` (fence_key, token) VALUES (?, ?)
@@ -117,7 +158,10 @@ ON CONFLICT (fence_key) DO UPDATE SET token = excluded.token WHERE token < exclu
 	case MySQL:
 		// VARBINARY compares bytes exactly: no case folding, no trailing
 		// space padding, unlike the usual VARCHAR collations.
-		f.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key VARBINARY(767) NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB`
+		f.ddl = `CREATE TABLE IF NOT EXISTS ` + t + ` (fence_key VARBINARY(767) NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB`
+		// The table name's exclusive metadata lock serialises concurrent
+		// CREATE TABLE IF NOT EXISTS; the later ones only warn.
+		f.create = f.ddl
 		// First make sure the row exists and hold its exclusive lock (a new
 		// row gets mark -1, below every token); then raise the mark only if
 		// the token is higher. UPDATE reads the latest committed row, not
@@ -144,6 +188,19 @@ func (f *Fence) Table() string { return f.table }
 // Dialect returns the fence's dialect.
 func (f *Fence) Dialect() Dialect { return f.dialect }
 
+// advisoryClass is the first key of the PostgreSQL advisory lock that
+// CreateTable takes (the second is hashtext of the table name): "tick" in
+// ASCII, so that it is unlikely to collide with an application's own
+// advisory locks.
+const advisoryClass = 0x7469636b
+
+// DDL returns the CREATE TABLE IF NOT EXISTS statement of the fence table,
+// for a migration tool to run instead of CreateTable. The table's name and
+// columns are what Check uses: fence_key (the key, primary key) and token
+// (the mark, a signed 64-bit integer). The package documentation lists the
+// statement of each dialect for the default table name.
+func (f *Fence) DDL() string { return f.ddl }
+
 // Execer is what CreateTable needs: *sql.DB, *sql.Conn and *sql.Tx have it.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -155,9 +212,19 @@ type PgxExecer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// CreateTable creates the fence table if it does not exist. Run it once at
-// setup, not concurrently: PostgreSQL's CREATE TABLE IF NOT EXISTS can fail
-// when two sessions race to create the same table.
+// CreateTable creates the fence table if it does not exist (the statement
+// DDL returns). It is safe to call from several instances at once:
+//
+//   - PostgreSQL: it takes a transaction-scoped advisory lock (keys
+//     0x7469636b and hashtext of the table name) around the creation, so
+//     that concurrent calls take turns; given a *sql.Tx, it holds the lock
+//     until that transaction ends.
+//   - MySQL and MariaDB: CREATE TABLE IF NOT EXISTS is serialised by the
+//     table name's metadata lock. It commits any open transaction (MySQL
+//     commits implicitly before DDL), so do not pass a *sql.Tx that holds
+//     uncommitted work.
+//   - SQLite: one writer at a time; give the connection a busy timeout so
+//     that a concurrent caller waits instead of failing with SQLITE_BUSY.
 func (f *Fence) CreateTable(ctx context.Context, db Execer) error {
 	if _, err := db.ExecContext(ctx, f.create); err != nil {
 		return fmt.Errorf("fence: create table %s: %w", f.table, err)
@@ -179,13 +246,20 @@ func (f *Fence) CreateTablePgx(ctx context.Context, db PgxExecer) error {
 // Check fences key with token inside tx. If token is above the key's stored
 // mark, or the key has none, it stores token as the new mark and returns
 // nil: the caller's writes in tx are then safe to commit. Otherwise it
-// changes nothing and returns a *StaleError wrapping ErrStaleToken; the
-// caller must roll tx back. Other errors come from the database, and the
-// caller must roll back then too.
+// changes nothing and returns a *StaleError wrapping ErrStaleToken (a
+// larger token is stored) or a *TokenCommittedError wrapping
+// ErrTokenCommitted (this token is stored: its transaction already
+// committed); the caller must roll tx back. Other errors come from the
+// database, and the caller must roll back then too; they match neither
+// refusal, also when the token was refused but reading the stored mark to
+// tell which refusal it is failed (a connection cut, ctx ended): a re-run of
+// the transaction finds out.
 //
 // The mark is raised in tx, so it commits or rolls back with the caller's
 // writes, and it holds the key's row lock until then: a concurrent Check of
 // the same key waits for tx to finish and then compares against its outcome.
+// Check a key once per transaction: a second Check of the same key and token
+// in tx finds the mark tx itself stored and returns ErrTokenCommitted.
 func (f *Fence) Check(ctx context.Context, tx *sql.Tx, key string, token uint64) error {
 	return f.check(ctx, sqlTx{tx}, key, token)
 }
@@ -196,6 +270,41 @@ func (f *Fence) CheckPgx(ctx context.Context, tx pgx.Tx, key string, token uint6
 		return fmt.Errorf("%w: pgx needs the postgres dialect, not %v", ErrInvalid, f.dialect)
 	}
 	return f.check(ctx, pgxTx{tx}, key, token)
+}
+
+// Ticket is what CheckTicket needs of a ticket: its key and its fencing
+// token. The Ticketing client's *ticketing.Ticket has both methods, so it is
+// passed as it is; the interface keeps this package free of the client.
+type Ticket interface {
+	Key() string
+	Token() uint64
+}
+
+// CheckTicket is Check with the key and token taken from t, so that the
+// token cannot be checked against another key by mistake.
+func (f *Fence) CheckTicket(ctx context.Context, tx *sql.Tx, t Ticket) error {
+	if isNil(t) {
+		return fmt.Errorf("%w: nil ticket", ErrInvalid)
+	}
+	return f.Check(ctx, tx, t.Key(), t.Token())
+}
+
+// CheckTicketPgx is CheckTicket for a native pgx transaction.
+func (f *Fence) CheckTicketPgx(ctx context.Context, tx pgx.Tx, t Ticket) error {
+	if isNil(t) {
+		return fmt.Errorf("%w: nil ticket", ErrInvalid)
+	}
+	return f.CheckPgx(ctx, tx, t.Key(), t.Token())
+}
+
+// isNil reports a nil interface or a nil pointer in it, which would panic
+// in Key.
+func isNil(t Ticket) bool {
+	if t == nil {
+		return true
+	}
+	v := reflect.ValueOf(t)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // querier abstracts over *sql.Tx and pgx.Tx.
@@ -229,8 +338,15 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 	}
 	var mark int64
 	if err := q.queryRow(ctx, f.mark, key).Scan(&mark); err != nil {
-		return fmt.Errorf("%w: token %d for key %q was rejected, reading the stored mark failed: %w",
-			ErrStaleToken, token, key, err)
+		// Not ErrStaleToken: the mark may be this very token (an earlier
+		// attempt committed), and a caller who redoes stale work would then
+		// do it twice. The database's error decides the retry; a re-run tells
+		// the two refusals apart.
+		return fmt.Errorf("fence: check key %q token %d: the stored mark is this token or a newer one, and reading it to tell which failed "+
+			"(neither refusal is known: roll back, and run the transaction again to find out): %w", key, token, err)
+	}
+	if uint64(mark) == token {
+		return &TokenCommittedError{Key: key, Token: token}
 	}
 	return &StaleError{Key: key, Token: token, Mark: uint64(mark)}
 }

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"go/build"
 	"math"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/fence"
 	"github.com/ticketing-io/ticketing/retry"
 )
@@ -30,20 +32,39 @@ func checkTx(ctx context.Context, b *backend, key string, token uint64) error {
 	return x.Commit(ctx)
 }
 
+// wantStale checks the refusal of token for key whose stored mark is mark:
+// a *StaleError (ErrStaleToken) when mark is above token, and a
+// *TokenCommittedError (ErrTokenCommitted, never ErrStaleToken) when mark is
+// the token itself.
 func wantStale(t *testing.T, err error, key string, token, mark uint64) {
 	t.Helper()
-	if !errors.Is(err, fence.ErrStaleToken) {
-		t.Fatalf("err = %v, want ErrStaleToken", err)
-	}
-	var se *fence.StaleError
-	if !errors.As(err, &se) || *se != (fence.StaleError{Key: key, Token: token, Mark: mark}) {
-		t.Fatalf("err = %#v, want StaleError{%q, %d, %d}", err, key, token, mark)
+	if mark == token {
+		if !errors.Is(err, fence.ErrTokenCommitted) || errors.Is(err, fence.ErrStaleToken) {
+			t.Fatalf("err = %v, want ErrTokenCommitted and not ErrStaleToken (the stored mark is this token)", err)
+		}
+		var ce *fence.TokenCommittedError
+		if !errors.As(err, &ce) || *ce != (fence.TokenCommittedError{Key: key, Token: token}) {
+			t.Fatalf("err = %#v, want TokenCommittedError{%q, %d}", err, key, token)
+		}
+	} else {
+		if !errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted) {
+			t.Fatalf("err = %v, want ErrStaleToken", err)
+		}
+		var se *fence.StaleError
+		if !errors.As(err, &se) || *se != (fence.StaleError{Key: key, Token: token, Mark: mark}) {
+			t.Fatalf("err = %#v, want StaleError{%q, %d, %d}", err, key, token, mark)
+		}
 	}
 	for _, part := range []string{fmt.Sprintf("%q", key), fmt.Sprint(token), fmt.Sprint(mark)} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("message %q does not name %s", err, part)
 		}
 	}
+}
+
+// refused reports a Check refusal of either kind.
+func refused(err error) bool {
+	return errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted)
 }
 
 func TestCheck(t *testing.T) {
@@ -56,7 +77,7 @@ func TestCheck(t *testing.T) {
 			mark  uint64 // when stale
 		}{
 			{"a", 5, false, 0},
-			{"a", 5, true, 5}, // the same token again
+			{"a", 5, true, 5}, // the same token again: already committed, not stale
 			{"a", 4, true, 5}, // an older one
 			{"a", 6, false, 0},
 			{"b", 1, false, 0}, // keys are independent
@@ -250,10 +271,10 @@ func TestConcurrentSameToken(t *testing.T) {
 				switch {
 				case err == nil:
 					won++
-				case errors.Is(err, fence.ErrStaleToken):
-					var se *fence.StaleError
-					if !errors.As(err, &se) || se.Mark != 7 {
-						t.Errorf("stale error %v, want mark 7", err)
+				case errors.Is(err, fence.ErrTokenCommitted) && !errors.Is(err, fence.ErrStaleToken):
+					var ce *fence.TokenCommittedError
+					if !errors.As(err, &ce) || ce.Token != 7 {
+						t.Errorf("error %v, want token 7 already committed", err)
 					}
 				default:
 					t.Errorf("unexpected error: %v", err)
@@ -291,7 +312,7 @@ func TestConcurrentDistinctTokens(t *testing.T) {
 				winners = append(winners, int64(tokens[i]))
 			case errors.Is(err, fence.ErrStaleToken):
 				var se *fence.StaleError
-				if !errors.As(err, &se) || se.Mark < se.Token || se.Token != tokens[i] {
+				if !errors.As(err, &se) || se.Mark <= se.Token || se.Token != tokens[i] {
 					t.Errorf("token %d: stale error %v", tokens[i], err)
 				}
 				if tokens[i] == maxToken {
@@ -461,7 +482,7 @@ func blockedCase(t *testing.T, b *backend, existing, commit bool) {
 
 // TestPostgresRepeatableRead: under REPEATABLE READ the waiting transaction
 // cannot re-read the row, so PostgreSQL fails it with 40001; retry classifies
-// that ABORTED, and the re-run transaction finds the token stale.
+// that ABORTED, and the re-run transaction finds the token already committed.
 func TestPostgresRepeatableRead(t *testing.T) {
 	for _, native := range []bool{false, true} {
 		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
@@ -515,8 +536,8 @@ func TestPostgresRepeatableRead(t *testing.T) {
 			if retry.Classify(first) != retry.Aborted || !strings.Contains(first.Error(), "40001") {
 				t.Errorf("first attempt: %v, want a 40001 serialization failure", first)
 			}
-			if attempts != 2 || !errors.Is(err, fence.ErrStaleToken) {
-				t.Fatalf("attempts=%d err=%v, want the retry to find the token stale", attempts, err)
+			if attempts != 2 || !errors.Is(err, fence.ErrTokenCommitted) {
+				t.Fatalf("attempts=%d err=%v, want the retry to find the token already committed", attempts, err)
 			}
 		})
 	}
@@ -576,7 +597,7 @@ func TestSQLiteStaleSnapshotRetried(t *testing.T) {
 		switch {
 		case errs[i] == nil:
 			won++
-		case !errors.Is(errs[i], fence.ErrStaleToken):
+		case !errors.Is(errs[i], fence.ErrTokenCommitted):
 			t.Errorf("unexpected error: %v", errs[i])
 		}
 		if firsts[i] != nil && retry.Classify(firsts[i]) == retry.Aborted {
@@ -641,4 +662,154 @@ func TestDatabaseErrorsWrapped(t *testing.T) {
 	if err == nil || errors.Is(err, fence.ErrStaleToken) || !strings.Contains(err.Error(), "no such table") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// TestCreateTableConcurrent: instances starting together may all call
+// CreateTable at once, on their own connections; every call must succeed
+// and leave one working table. Several rounds, each on a table that does
+// not exist yet, because the race is only in creating it.
+func TestCreateTableConcurrent(t *testing.T) {
+	forEach(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		const callers, rounds = 8, 5
+		b.db.SetMaxOpenConns(callers + 1)
+		for round := range rounds {
+			f, err := fence.New(b.dialect, fence.WithTable(fmt.Sprintf("fence_race_%d", round)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One connection per caller, opened before the start, so that
+			// the statements are sent at the same moment. The native pgx
+			// backend calls CreateTablePgx.
+			create := make([]func() error, callers)
+			var release []func()
+			for i := range create {
+				if b.pool != nil {
+					c, err := b.pool.Acquire(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					release = append(release, c.Release)
+					create[i] = func() error { return f.CreateTablePgx(ctx, c.Conn()) }
+					continue
+				}
+				c, err := b.db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release = append(release, func() { c.Close() })
+				if err := c.PingContext(ctx); err != nil {
+					t.Fatal(err)
+				}
+				create[i] = func() error { return f.CreateTable(ctx, c) }
+			}
+			start := make(chan struct{})
+			errs := make([]error, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() {
+					<-start
+					errs[i] = create[i]()
+				})
+			}
+			close(start)
+			wg.Wait()
+			for _, r := range release {
+				r()
+			}
+			for i := range create {
+				if errs[i] != nil {
+					t.Fatalf("round %d, caller %d: %v", round, i, errs[i])
+				}
+			}
+			x, err := b.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Check(ctx, x, "k", 1); err != nil {
+				t.Fatalf("round %d: the created table does not work: %v", round, err)
+			}
+			if err := x.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// The client's ticket is a fence.Ticket as it is.
+var _ fence.Ticket = (*ticketing.Ticket)(nil)
+
+type ticket struct {
+	key   string
+	token uint64
+}
+
+func (t *ticket) Key() string   { return t.key }
+func (t *ticket) Token() uint64 { return t.token }
+
+// TestCheckTicket: the ticket form fences the ticket's own key with its
+// token, and refuses a missing ticket.
+func TestCheckTicket(t *testing.T) {
+	forEach(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		run := func(tk fence.Ticket) error {
+			x, err := b.begin(ctx, sql.LevelDefault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Rollback(ctx)
+			if err := x.CheckTicket(ctx, tk); err != nil {
+				return err
+			}
+			return x.Commit(ctx)
+		}
+		if err := run(&ticket{"orders/1", 5}); err != nil {
+			t.Fatal(err)
+		}
+		if m := b.mark(t, "orders/1"); m != 5 {
+			t.Fatalf("mark of the ticket's key %d, want 5", m)
+		}
+		wantStale(t, run(&ticket{"orders/1", 5}), "orders/1", 5, 5)
+		wantStale(t, run(&ticket{"orders/1", 4}), "orders/1", 4, 5)
+		if err := run(&ticket{"orders/2", 5}); err != nil {
+			t.Fatalf("another key's ticket: %v", err)
+		}
+		var nilTicket *ticket
+		for _, tk := range []fence.Ticket{nil, nilTicket} {
+			if err := run(tk); !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "nil ticket") {
+				t.Errorf("CheckTicket(%#v) = %v, want ErrInvalid naming the nil ticket", tk, err)
+			}
+		}
+	})
+}
+
+// TestNoClientDependency: package fence takes tickets through its own
+// interface and imports no package of this module (the client among them).
+func TestNoClientDependency(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range pkg.Imports {
+		if imp == "github.com/ticketing-io/ticketing" || strings.HasPrefix(imp, "github.com/ticketing-io/ticketing/") {
+			t.Errorf("package fence imports %s", imp)
+		}
+	}
+}
+
+// TestSecondCheckInSameTx: as Check's documentation says, checking a key
+// twice in one transaction finds the transaction's own mark.
+func TestSecondCheckInSameTx(t *testing.T) {
+	forEach(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		x, err := b.begin(ctx, sql.LevelDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Rollback(ctx)
+		if err := x.Check(ctx, "k", 3); err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, x.Check(ctx, "k", 3), "k", 3, 3)
+	})
 }

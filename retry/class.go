@@ -31,7 +31,7 @@ const (
 	// Retried only when the call is marked idempotent: the outcome of the
 	// failed attempt is unknown, so running it again may apply it twice.
 	Undetermined         // commit outcome unknown: fast backoff
-	TransportUnavailable // connection could not be used (refused, bad conn): fast backoff
+	TransportUnavailable // connection could not be used (bad conn): fast backoff
 	ClientTransportError // connection broke mid-call (YDB's CLIENT_GRPC_ERROR): fast backoff
 	SessionExpired       // session expired mid-call: no delay
 
@@ -135,17 +135,22 @@ func (e *classed) RetryClass() Class { return e.class }
 //     on 1205 is harmless); 1040/1203 too many connections are
 //     ClientResourceExhausted;
 //   - an SQLSTATE (any error with a SQLState() string method, such as
-//     *pgconn.PgError): 40001 serialization failure and 40P01 deadlock are
-//     Aborted, 53300 too many connections is ClientResourceExhausted,
+//     *pgconn.PgError): 40001 serialization failure, 40P01 deadlock and
+//     55P03 lock not available (lock_timeout) are Aborted, 53300 too many
+//     connections is ClientResourceExhausted,
 //     57P01..57P03 shutdown/cannot connect now are Unavailable, and class 08
 //     (connection exception) is TransportUnavailable;
 //   - a modernc.org/sqlite error with primary code SQLITE_BUSY or
 //     SQLITE_LOCKED (Aborted);
 //   - a network timeout (Timeout);
+//   - a connection refused at dial time, ECONNREFUSED (Unavailable: nothing
+//     was sent, so it is always retried);
 //   - a connection that could not be used: driver.ErrBadConn,
-//     mysql.ErrInvalidConn, ECONNREFUSED (TransportUnavailable);
-//   - a connection that broke mid-call: ECONNRESET, ECONNABORTED, EPIPE,
-//     io.ErrUnexpectedEOF, other *net.OpError (ClientTransportError).
+//     mysql.ErrInvalidConn (TransportUnavailable);
+//   - a connection that broke mid-call: pgx's "conn closed"
+//     (pgconn.ErrConnClosed, which pgx returns for a COMMIT cut in flight),
+//     ECONNRESET, ECONNABORTED, EPIPE, io.ErrUnexpectedEOF, other
+//     *net.OpError (ClientTransportError).
 //
 // Everything else, including fence.ErrStaleToken and sql.ErrNoRows, is
 // NonRetryable.
@@ -188,10 +193,12 @@ func Classify(err error) Class {
 		return Timeout
 	}
 	switch {
-	case errors.Is(err, driver.ErrBadConn), isMySQLInvalidConn(err),
-		errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Refused at dial time: nothing was sent, so nothing was applied.
+		return Unavailable
+	case errors.Is(err, driver.ErrBadConn), isMySQLInvalidConn(err):
 		return TransportUnavailable
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+	case isPgConnClosed(err), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF):
 		return ClientTransportError
 	}
@@ -205,6 +212,8 @@ func Classify(err error) Class {
 func classifySQLState(code string) Class {
 	switch code {
 	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return Aborted
+	case "55P03": // lock_not_available (lock_timeout, NOWAIT): aborts the transaction, like MySQL's 1205
 		return Aborted
 	case "53300": // too_many_connections
 		return ClientResourceExhausted
@@ -262,6 +271,25 @@ func mysqlNumber(err error) (uint16, bool) {
 }
 
 const mysqlPkg = "github.com/go-sql-driver/mysql"
+
+// isPgConnClosed reports pgconn's "conn closed" error (the unexported
+// error that wraps pgconn.ErrConnClosed), recognised by package path and
+// text so that retry does not import pgx. database/sql over pgx's stdlib
+// returns it from a COMMIT whose connection was lost while the COMMIT was
+// in flight, so the commit may have happened: the outcome is unknown.
+// (pgconn marks the error safe to retry, which is not true there.)
+func isPgConnClosed(err error) bool {
+	for _, e := range chain(err) {
+		t := reflect.TypeOf(e)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.PkgPath() == "github.com/jackc/pgx/v5/pgconn" && e.Error() == "conn closed" {
+			return true
+		}
+	}
+	return false
+}
 
 // isMySQLInvalidConn reports the driver's ErrInvalidConn ("invalid
 // connection"), a plain errors.New value that can only be recognised by its

@@ -35,17 +35,21 @@ const (
 	EnvSlowCap     = "TICKETING_RETRY_SLOW_CAP"     // default 5s
 )
 
-// Config is the global retry configuration. A zero field means its default,
-// so the zero Config is the default configuration; negative values are
-// rejected.
+// Config is the global retry configuration. Its values are taken
+// literally, as the retry document specifies the global settings: a
+// MaxAttempts of 0 (or 1) means the body runs once, a zero base or cap
+// means no delay. Start from DefaultConfig to change only some settings.
+// Negative values are rejected. (Per-call Options differ: there zero means
+// "the global value".)
 type Config struct {
 	// Disabled turns retrying off: every call runs its body once.
 	Disabled bool
 	// MaxAttempts is the most times a body runs, including the first
-	// attempt; 1 means no retries.
+	// attempt; 0 and 1 mean no retries.
 	MaxAttempts int
 	// The fast tier (conflicts, unavailability, transport errors) and the
-	// slow tier (overload) each wait base·2^(n-1) before retry n, capped.
+	// slow tier (overload) each wait base·2^(n-1) before retry n, capped;
+	// a zero base or cap makes the tier's retries immediate.
 	FastBase, FastCap time.Duration
 	SlowBase, SlowCap time.Duration
 }
@@ -77,28 +81,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// withDefaults fills zero fields with the defaults.
-func (c Config) withDefaults() Config {
-	def := DefaultConfig()
-	or := func(v, d time.Duration) time.Duration {
-		if v == 0 {
-			return d
-		}
-		return v
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = def.MaxAttempts
-	}
-	c.FastBase = or(c.FastBase, def.FastBase)
-	c.FastCap = or(c.FastCap, def.FastCap)
-	c.SlowBase = or(c.SlowBase, def.SlowBase)
-	c.SlowCap = or(c.SlowCap, def.SlowCap)
-	return c
-}
-
 // ConfigFromEnv returns DefaultConfig overridden by the TICKETING_RETRY_*
-// environment variables. A malformed or negative value is an error naming
-// the variable.
+// environment variables; a variable set to 0 means 0 (one run, or no delay),
+// an unset or empty one keeps the default. A malformed or negative value is
+// an error naming the variable.
 func ConfigFromEnv() (Config, error) {
 	c := DefaultConfig()
 	if v, ok := env(EnvEnabled); ok {

@@ -46,14 +46,14 @@
 // at spreading out clients that conflict with each other); the slow tier
 // (base 50ms, cap 5s) waits in [ceiling/2, ceiling) ("equal jitter": an
 // overloaded server is guaranteed at least half the ceiling of relief).
-// Zero-backoff classes retry at once. At most 10 attempts are made,
-// including the first. Cancelling the context stops retrying at once, also
+// Zero-backoff classes retry at once. By default at most 10 attempts are
+// made, including the first. Cancelling the context stops retrying at once, also
 // in the middle of a backoff wait.
 //
 // # Configuration
 //
 // The package-level Do reads its global configuration once from the
-// environment; Policy takes a Config directly:
+// environment; Policy takes a *Config directly (nil means the defaults):
 //
 //	TICKETING_RETRY_ENABLED       true   false disables retrying
 //	TICKETING_RETRY_MAX_ATTEMPTS  10     attempts including the first
@@ -61,6 +61,10 @@
 //	TICKETING_RETRY_FAST_CAP      500ms  of milliseconds
 //	TICKETING_RETRY_SLOW_BASE     50ms
 //	TICKETING_RETRY_SLOW_CAP      5s
+//
+// Global settings are taken literally, 0 included: a maximum of 0 attempts
+// (like 1) runs the body once, a base or cap of 0 retries that tier without
+// delay. An unset (or empty) variable keeps its default.
 //
 // Options override the global values for one call: zero means "use the
 // global value" and a negative value is rejected with ErrInvalidConfig.
@@ -70,8 +74,33 @@
 //
 // # Nesting
 //
-// Only the outermost Do retries. Do marks the context it hands the body; a
-// Do called with that context runs its body once and returns the body's
-// error unchanged, so that the outer call re-runs the whole transaction
-// rather than a part of it.
+// Only the outermost Do retries. Nesting is detected per context, not per
+// goroutine or transaction: Do marks the context it hands the body, and a Do
+// called with that context (or one derived from it) runs its body once and
+// returns the body's error unchanged, so that the outer call re-runs the
+// whole transaction rather than a part of it. That is right for a body that
+// joins the outer transaction (Spring's REQUIRED).
+//
+// An inner transaction of its own (Spring's REQUIRES_NEW: its own BEGIN and
+// COMMIT, on another connection) is not retried by itself either when its
+// Do is given the body's context or any context derived from it
+// (context.WithoutCancel included: values are inherited): its transient
+// failure fails the outer body, and the outer Do re-runs everything, the
+// inner transaction included. If the inner transaction had committed
+// before the outer body failed, that re-run commits it again, so it must be
+// idempotent (or fenced). To retry the inner transaction by itself, give
+// its Do Independent(ctx): the inner Do then retries as an outermost one,
+// and when it gives up, its *Error is NonRetryable, so the outer Do does
+// not multiply its attempts.
+//
+// # Refused connections and COMMIT
+//
+// A connection refused at dial time (ECONNREFUSED) sent nothing, so it is
+// UNAVAILABLE and always retried. A connection lost while COMMIT is in
+// flight leaves the outcome unknown (the server may have committed): the
+// drivers report it as "conn closed" (pgx, also through database/sql),
+// "invalid connection" (go-sql-driver/mysql), a reset or an unexpected EOF,
+// all classified as transport errors, retried only with Idempotent(true).
+// A fenced transaction re-run that way finds its own token already stored
+// and gets fence.ErrTokenCommitted: its work is done.
 package retry

@@ -23,7 +23,9 @@ func ExampleDo() {
 }
 
 func ExamplePolicy_Do() {
-	p := retry.Policy{Config: retry.Config{MaxAttempts: 2}}
+	cfg := retry.DefaultConfig()
+	cfg.MaxAttempts = 2
+	p := retry.Policy{Config: &cfg}
 	err := p.Do(context.Background(), func(ctx context.Context) error {
 		return retry.WithClass(errors.New("session lost"), retry.BadSession)
 	})

@@ -9,9 +9,11 @@ import (
 )
 
 // Policy runs transaction bodies with retries. The zero Policy uses the
-// default configuration, real timers and math/rand/v2.
+// default configuration (DefaultConfig), real timers and math/rand/v2.
 type Policy struct {
-	Config Config
+	// Config is the global configuration, taken literally (see Config).
+	// Nil means DefaultConfig().
+	Config *Config
 	// Sleep waits for d or until ctx is done, returning ctx.Err() in the
 	// latter case. Nil means a real timer. Tests inject one so that they
 	// never sleep.
@@ -89,6 +91,18 @@ func (e *Error) RetryClass() Class { return NonRetryable }
 
 type activeKey struct{}
 
+// Independent returns ctx without the mark Do puts on the context it hands
+// its body, so that a Do called with it retries by itself instead of
+// running its body once for the outer Do to retry. Use it for an inner
+// transaction of its own (Spring's REQUIRES_NEW), never for work that joins
+// the outer transaction.
+func Independent(ctx context.Context) context.Context {
+	if ctx.Value(activeKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, activeKey{}, nil) // shadows the mark
+}
+
 // Do runs fn until it succeeds, fails with an error that is not retried
 // (see Classify and Class.Retryable), runs out of attempts, or ctx is done.
 // It returns nil on success and an *Error otherwise.
@@ -135,13 +149,16 @@ func (p Policy) Do(ctx context.Context, fn func(context.Context) error, opts ...
 
 // settings merges the global configuration with the call's overrides.
 func (p Policy) settings(o callOptions) (Config, error) {
-	if err := p.Config.Validate(); err != nil {
+	g := DefaultConfig()
+	if p.Config != nil {
+		g = *p.Config
+	}
+	if err := g.Validate(); err != nil {
 		return Config{}, err
 	}
 	if err := o.cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("per-call option: %w", err)
 	}
-	g := p.Config.withDefaults()
 	c := o.cfg
 	c.Disabled = g.Disabled || o.disabled
 	if c.MaxAttempts == 0 {
@@ -220,7 +237,7 @@ var defaultPolicy = sync.OnceValues(loadDefault)
 
 func loadDefault() (Policy, error) {
 	c, err := ConfigFromEnv()
-	return Policy{Config: c}, err
+	return Policy{Config: &c}, err
 }
 
 // Do runs fn with the global policy, configured once from the

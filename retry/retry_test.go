@@ -162,22 +162,27 @@ func TestZeroBackoffClasses(t *testing.T) {
 }
 
 func TestMaxAttempts(t *testing.T) {
+	at := func(n int) *Config { c := DefaultConfig(); c.MaxAttempts = n; return &c }
 	for _, tc := range []struct {
-		global, call, want int
+		global     *Config
+		call, want int
 	}{
-		{0, 0, 10}, // defaults
-		{3, 0, 3},  // 0 per call = global
-		{3, 5, 5},  // per-call override
-		{3, 1, 1},  // one attempt = no retries
-		{1, 0, 1},
+		{nil, 0, 10},  // defaults
+		{at(3), 0, 3}, // 0 per call = global
+		{at(3), 5, 5}, // per-call override
+		{at(3), 1, 1}, // one attempt = no retries
+		{at(1), 0, 1},
+		{at(0), 0, 1},     // a global 0 means one run, not the default
+		{at(0), 4, 4},     // ... which a call may still override
+		{&Config{}, 0, 1}, // the zero Config is taken literally
 	} {
 		rec := &recorder{}
 		runs := 0
-		p := Policy{Config: Config{MaxAttempts: tc.global}, Sleep: rec.sleep, Rand: func(int64) int64 { return 0 }}
+		p := Policy{Config: tc.global, Sleep: rec.sleep, Rand: func(int64) int64 { return 0 }}
 		err := p.Do(context.Background(), failing(Aborted, &runs), MaxAttempts(tc.call))
 		var re *Error
 		if runs != tc.want || !errors.As(err, &re) || re.Attempts != tc.want {
-			t.Errorf("global %d call %d: runs=%d err=%v, want %d", tc.global, tc.call, runs, err, tc.want)
+			t.Errorf("global %+v call %d: runs=%d err=%v, want %d", tc.global, tc.call, runs, err, tc.want)
 		}
 	}
 }
@@ -239,7 +244,9 @@ func TestEnabledCanOnlyDisable(t *testing.T) {
 		{true, []Option{Enabled(false)}, 1},
 	} {
 		runs := 0
-		p := Policy{Config: Config{Disabled: tc.globalOff}, Sleep: (&recorder{}).sleep}
+		cfg := DefaultConfig()
+		cfg.Disabled = tc.globalOff
+		p := Policy{Config: &cfg, Sleep: (&recorder{}).sleep}
 		err := p.Do(context.Background(), failing(BadSession, &runs), tc.opt...)
 		if runs != tc.want || err == nil {
 			t.Errorf("global disabled=%v opts=%d: runs=%d, want %d", tc.globalOff, len(tc.opt), runs, tc.want)
@@ -271,7 +278,7 @@ func TestBackoffOverrides(t *testing.T) {
 				opts = append(opts, tc.opt)
 			}
 			runs := 0
-			_ = Policy{Config: tc.global, Sleep: rec.sleep, Rand: maxRand}.Do(context.Background(), failing(tc.class, &runs), opts...)
+			_ = Policy{Config: &tc.global, Sleep: rec.sleep, Rand: maxRand}.Do(context.Background(), failing(tc.class, &runs), opts...)
 			var want []time.Duration
 			for _, c := range tc.want {
 				want = append(want, c-1)
@@ -303,7 +310,7 @@ func TestNegativeSettingsRejected(t *testing.T) {
 				opts = append(opts, tc.opt)
 			}
 			runs := 0
-			err := Policy{Config: tc.global}.Do(context.Background(), failing(Aborted, &runs), opts...)
+			err := Policy{Config: &tc.global}.Do(context.Background(), failing(Aborted, &runs), opts...)
 			if !errors.Is(err, ErrInvalidConfig) || runs != 0 {
 				t.Errorf("err=%v runs=%d, want ErrInvalidConfig and no run", err, runs)
 			}
@@ -452,9 +459,6 @@ func TestConfigFromEnv(t *testing.T) {
 		if err != nil || c != DefaultConfig() {
 			t.Fatalf("got %+v, %v", c, err)
 		}
-		if (Config{}).withDefaults() != DefaultConfig() {
-			t.Fatal("zero Config does not mean the defaults")
-		}
 	})
 	t.Run("all set", func(t *testing.T) {
 		set(t, map[string]string{
@@ -506,5 +510,89 @@ func TestPackageDoReadsEnv(t *testing.T) {
 	err = Do(context.Background(), failing(BadSession, &runs))
 	if runs != 0 || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("runs=%d err=%v, want ErrInvalidConfig and no run", runs, err)
+	}
+}
+
+// TestGlobalZeroMeansZero: global settings of 0 mean what the retry
+// document says (0 attempts: one run; a zero base or cap: no delay), not
+// "the default"; a per-call 0 still means the global value.
+func TestGlobalZeroMeansZero(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		class Class
+	}{
+		{"fast base", func(c *Config) { c.FastBase = 0 }, Aborted},
+		{"fast cap", func(c *Config) { c.FastCap = 0 }, Aborted},
+		{"slow base", func(c *Config) { c.SlowBase = 0 }, Overloaded},
+		{"slow cap", func(c *Config) { c.SlowCap = 0 }, Overloaded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.edit(&cfg)
+			rec := &recorder{}
+			runs := 0
+			_ = Policy{Config: &cfg, Sleep: rec.sleep, Rand: func(n int64) int64 { return n - 1 }}.Do(
+				context.Background(), failing(tc.class, &runs), MaxAttempts(4))
+			if runs != 4 || len(rec.delays) != 0 {
+				t.Errorf("runs=%d delays=%v, want 4 runs and no delay", runs, rec.delays)
+			}
+		})
+	}
+
+	// Through the environment, as the package-level Do reads it.
+	old := defaultPolicy
+	t.Cleanup(func() { defaultPolicy = old })
+	t.Setenv(EnvMaxAttempts, "0")
+	t.Setenv(EnvFastBase, "0")
+	c, err := ConfigFromEnv()
+	if err != nil || c.MaxAttempts != 0 || c.FastBase != 0 || c.FastCap != DefaultFastCap {
+		t.Fatalf("ConfigFromEnv = %+v, %v; want MaxAttempts 0, FastBase 0, the rest default", c, err)
+	}
+	defaultPolicy = sync.OnceValues(loadDefault)
+	runs := 0
+	err = Do(context.Background(), failing(BadSession, &runs))
+	if runs != 1 || err == nil {
+		t.Fatalf("%s=0: runs=%d err=%v, want exactly one run", EnvMaxAttempts, runs, err)
+	}
+	p, _ := defaultPolicy()
+	rec := &recorder{}
+	p.Sleep = rec.sleep
+	runs = 0
+	_ = p.Do(context.Background(), failing(Aborted, &runs), MaxAttempts(3))
+	if runs != 3 || len(rec.delays) != 0 {
+		t.Fatalf("%s=0: runs=%d delays=%v, want 3 runs without delay", EnvFastBase, runs, rec.delays)
+	}
+}
+
+// TestNestingIsPerContext: nesting follows the context, whatever derives
+// from the body's context (WithoutCancel included) is nested, and
+// Independent lets an inner transaction of its own (REQUIRES_NEW) retry by
+// itself, its exhausted error then not retried again by the outer Do.
+func TestNestingIsPerContext(t *testing.T) {
+	p := Policy{Sleep: (&recorder{}).sleep}
+	cause := WithClass(errors.New("deadlock"), Aborted)
+	for _, tc := range []struct {
+		name        string
+		derive      func(context.Context) context.Context
+		outer, want int // outer runs; inner runs in total
+	}{
+		{"body context", func(c context.Context) context.Context { return c }, 3, 3},
+		{"WithoutCancel", context.WithoutCancel, 3, 3},
+		{"Independent", Independent, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outer, inner := 0, 0
+			_ = p.Do(context.Background(), func(ctx context.Context) error {
+				outer++
+				return p.Do(tc.derive(ctx), func(context.Context) error { inner++; return cause }, MaxAttempts(4))
+			}, MaxAttempts(3))
+			if outer != tc.outer || inner != tc.want {
+				t.Fatalf("outer=%d inner=%d, want %d and %d", outer, inner, tc.outer, tc.want)
+			}
+		})
+	}
+	if ctx := context.Background(); Independent(ctx) != ctx {
+		t.Error("Independent of an unmarked context made a new one")
 	}
 }

@@ -119,6 +119,10 @@ func (c *cluster) args(i int) []string {
 	}
 	a = append(a, "--node-id", nd.id, "--listen", nd.clientAddr, "--raft-listen", nd.raftAddr,
 		"--http-listen", nd.httpAddr, "--data-dir", nd.dataDir, "--log-level", "warn")
+	if len(c.binPrefix) == 0 {
+		// ticketd bootstraps only when told to once cluster flags are given.
+		a = append(a, "--initial-cluster-state", "new")
+	}
 	if len(c.nodes) > 1 {
 		var peers []string
 		for _, p := range c.nodes {

@@ -311,6 +311,39 @@ func TestAdminUnreachableTriesNext(t *testing.T) {
 	}
 }
 
+// A cluster-changing admin operation whose answer is lost may have been
+// applied: ticketctl reports it as indeterminate (exit 4) and does not send
+// it to the next address.
+func TestAdminLostAnswerNotRetriedElsewhere(t *testing.T) {
+	first := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			return
+		}
+		c.ReadType(wire.TypeAdmin) // then the connection drops, unanswered
+	})
+	second := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
+			return
+		}
+		if f, err := c.ReadType(wire.TypeAdmin); err == nil {
+			c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Text: []byte(`{"leader_id":"n3"}`)})
+		}
+		<-c.Done()
+	})
+	for _, args := range [][]string{{"members", "remove", "n4"}, {"leader", "transfer", "n3"}, {"members", "add", "n4", "10.0.0.4:5226"}} {
+		code, _, stderr := ctl(t, append(args, "--addr", first.Addr()+","+second.Addr())...)
+		if code != exitIndeterminate {
+			t.Errorf("%v with the answer lost: exit %d (%s), want %d", args, code, stderr, exitIndeterminate)
+		}
+		if !strings.Contains(stderr, "may or may not have been applied") || !strings.Contains(stderr, "ticketctl status") {
+			t.Errorf("%v: stderr %q does not say the outcome is unknown and what to do", args, stderr)
+		}
+	}
+	if n := second.Accepted(); n != 0 {
+		t.Errorf("the operation was sent on to the next node (%d sessions)", n)
+	}
+}
+
 func jsonNumber(v uint64) string {
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -419,6 +419,8 @@ func errorMessage(err error) string {
 		return "authentication failed: the server refused the client token (check --token): " + msg
 	case errors.As(err, &pe) && pe.Reason == ticketing.PermissionRole:
 		return msg + " (admin commands take an admin token: --admin-token or $" + adminTokenEnv + ")"
+	case errors.Is(err, ticketing.ErrIndeterminate) && strings.Contains(msg, "admin "):
+		return msg + " (ticketctl did not send it to another node; see ticketctl status before running it again)"
 	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
 		return msg + " (raise --timeout?)"
 	// TLS on one side only: the client says which side; name the flags.
@@ -585,6 +587,10 @@ func (e *env) onLeader(ctx context.Context, op func(context.Context, *ticketing.
 				queue = append([]target{{addr: nl.LeaderAddr, hint: true}}, queue...)
 			}
 		case ctx.Err() != nil, errors.Is(err, ticketing.ErrUnauthenticated), errors.Is(err, ticketing.ErrInvalidArgument):
+			return "", err
+		case errors.Is(err, ticketing.ErrIndeterminate):
+			// The node may have applied it (a transfer, a removal): sending
+			// it to the next node could apply it twice.
 			return "", err
 		case errors.Is(err, ticketing.ErrUnavailable):
 			// that node is unreachable or went away: try the next one

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +13,7 @@ import (
 var statusCmd = &command{
 	name:    "status",
 	args:    "",
-	summary: "show the first --addr node's view: node id, role, leader, term, commit index, members",
+	summary: "show the first reachable --addr node's view: node id, role, leader, term, commit index, members",
 	setup: func(fs *flag.FlagSet) runFunc {
 		return func(e *env, args []string) error {
 			if len(args) != 0 {
@@ -33,6 +34,8 @@ type statusResult struct {
 	AppliedIndex uint64             `json:"applied_index"`
 	LastToken    uint64             `json:"last_token"`
 	Held         int                `json:"held"`
+	ClusterID    string             `json:"cluster_id"`
+	Participants []string           `json:"participants"`
 	Members      []ticketing.Member `json:"members"`
 }
 
@@ -44,20 +47,31 @@ func runStatus(e *env) error {
 		return usageErrorf("--addr is empty")
 	}
 	// Any node answers status: ask the first one, whatever its role, so
-	// that each node's own view can be inspected.
-	a, err := ticketing.DialAdmin(ctx, addrs[0], e.adminOptions()...)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	s, err := a.Status(ctx)
-	if err != nil {
-		return err
+	// that each node's own view can be inspected; when it cannot be
+	// reached, the next one.
+	var s ticketing.Status
+	var errs []error
+	for _, addr := range addrs {
+		a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
+		if err == nil {
+			s, err = a.Status(ctx)
+			a.Close()
+		}
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+		if len(errs) == len(addrs) || ctx.Err() != nil {
+			return errors.Join(errs...)
+		}
 	}
 	res := statusResult{
 		NodeID: s.NodeID, Role: s.Role, Leader: s.LeaderID, LeaderAddr: s.LeaderAddr,
 		Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex,
-		LastToken: s.LastToken, Held: s.Held, Members: s.Members,
+		LastToken: s.LastToken, Held: s.Held, ClusterID: s.ClusterID, Participants: s.Participants, Members: s.Members,
+	}
+	if res.Participants == nil {
+		res.Participants = []string{}
 	}
 	if res.Members == nil {
 		res.Members = []ticketing.Member{}
@@ -69,8 +83,8 @@ func runStatus(e *env) error {
 		} else if s.LeaderAddr != "" {
 			leader += " (" + s.LeaderAddr + ")"
 		}
-		fmt.Fprintf(w, "node_id: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\nmembers:\n",
-			s.NodeID, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held)
+		fmt.Fprintf(w, "node_id: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\ncluster_id: %s\nmembers:\n",
+			s.NodeID, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held, s.ClusterID)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER\tLEADER")
 		for _, m := range s.Members {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,17 +38,17 @@ type flagSpec struct {
 // newFlagSet defines ticketd's flags. Values land in the returned holder;
 // loadConfig copies only the flags that were set on the command line onto the
 // configuration built from the defaults and the config file.
-func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
+func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	def := server.DefaultConfig()
 	fs := flag.NewFlagSet("ticketd", flag.ContinueOnError)
 	fs.SetOutput(out)
 
 	var v server.Config
-	var configFile, bootstrap string
+	var bootstrap, minToken string
 	var tokens stringList
-	var showVersion bool
+	cl := &cmdline{}
 
-	fs.StringVar(&configFile, "config", "", "TOML config `file`; flags given on the command line override it")
+	fs.StringVar(&cl.configFile, "config", "", "TOML config `file`; flags given on the command line override it")
 	fs.StringVar(&v.ClientAddr, "listen", def.ClientAddr, "client listen `address` (host:port)")
 	fs.StringVar(&v.AdvertiseClientAddr, "advertise", "", "client `address` other servers hand out to clients (default: --listen)")
 	fs.StringVar(&v.RaftAddr, "raft-listen", def.RaftAddr, "Raft listen `address` (host:port)")
@@ -55,9 +56,12 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
 	fs.StringVar(&v.HTTPAddr, "http-listen", def.HTTPAddr, "HTTP `address` for /healthz, /readyz and /metrics; empty disables it")
 	fs.StringVar(&v.DataDir, "data-dir", def.DataDir, "`directory` holding the Raft log, stable store and snapshots")
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
-	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (ignored once the data directory holds state)")
-	fs.BoolVar(&v.Join, "join", false, "start without bootstrapping and wait to be added by the leader (ticketctl members add)")
-	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save) into a new single-node cluster; the data directory must be empty")
+	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list or with no config file and no cluster flags, else existing)")
+	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (used only with --initial-cluster-state new and an empty data directory)")
+	fs.BoolVar(&v.Join, "join", false, "start with an empty data directory and wait to be added by the leader (ticketctl members add); refused when the data directory holds state")
+	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save or --export-backup) into a new single-node cluster with a new cluster ID; the data directory must be empty")
+	fs.StringVar(&minToken, "restore-min-token", "", "with --restore: resume tokens above `N` (or the backup's last token, if larger) instead of the time-based floor")
+	fs.StringVar(&cl.exportFile, "export-backup", "", "write the state of this server's data directory (the server must be stopped) to `file` as a backup, and exit")
 	fs.Var(&tokens, "client-token", "`token` a client must present; repeat for several (default: no authentication)")
 	fs.StringVar(&v.TLS.CertFile, "tls-cert", "", "client listener TLS certificate `file` (PEM)")
 	fs.StringVar(&v.TLS.KeyFile, "tls-key", "", "client listener TLS private key `file` (PEM)")
@@ -67,7 +71,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
 	fs.StringVar(&v.RaftTLS.KeyFile, "raft-tls-key", "", "Raft TLS private key `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.CAFile, "raft-tls-ca", "", "CA `file` (PEM) that servers verify each other's Raft certificates with")
 	fs.StringVar(&v.LogLevel, "log-level", def.LogLevel, "log `level`: debug, info, warn or error")
-	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
 
 	specs := []flagSpec{
 		{"listen", func(c *server.Config) error { c.ClientAddr = v.ClientAddr; return nil }},
@@ -85,8 +89,17 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *string, *bool, []flagSpec) {
 			c.Bootstrap = peers
 			return nil
 		}},
+		{"initial-cluster-state", func(c *server.Config) error { c.InitialClusterState = v.InitialClusterState; return nil }},
 		{"join", func(c *server.Config) error { c.Join = v.Join; return nil }},
 		{"restore", func(c *server.Config) error { c.RestoreFile = v.RestoreFile; return nil }},
+		{"restore-min-token", func(c *server.Config) error {
+			n, err := strconv.ParseUint(minToken, 10, 64)
+			if err != nil || n == 0 {
+				return fmt.Errorf("--restore-min-token %q: want a positive integer (a token)", minToken)
+			}
+			c.RestoreMinToken = n
+			return nil
+		}},
 		{"client-token", func(c *server.Config) error { c.ClientTokens = append([]string(nil), tokens...); return nil }},
 		{"tls-cert", func(c *server.Config) error { c.TLS.CertFile = v.TLS.CertFile; return nil }},
 		{"tls-key", func(c *server.Config) error { c.TLS.KeyFile = v.TLS.KeyFile; return nil }},
@@ -114,50 +127,92 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	return fs, &configFile, &showVersion, specs
+	return fs, cl, specs
 }
+
+// cmdline holds the flags that are not server settings.
+type cmdline struct {
+	configFile string
+	exportFile string
+	version    bool
+}
+
+// clusterFlags are the flags that make a server part of a cluster: with
+// any of them (or a config file) and no bootstrap list, an empty data
+// directory waits to be added unless initial_cluster_state says "new".
+var clusterFlags = []string{"node-id", "raft-listen", "raft-advertise", "bootstrap", "join"}
 
 // loadConfig builds the server configuration from command-line arguments:
 // defaults, overridden by the --config file, overridden by the flags set on
 // the command line. The result has passed Validate. usage receives the help
 // text for -h and the flag package's parse errors.
 func loadConfig(args []string, usage io.Writer) (server.Config, error) {
-	fs, configFile, version, specs := newFlagSet(usage)
+	cfg, _, err := loadCmdline(args, usage)
+	return cfg, err
+}
+
+// loadCmdline is loadConfig that also returns the flags that are not settings.
+func loadCmdline(args []string, usage io.Writer) (server.Config, *cmdline, error) {
+	fs, cl, specs := newFlagSet(usage)
 	if err := fs.Parse(args); err != nil {
-		return server.Config{}, err
+		return server.Config{}, cl, err
 	}
 	if fs.NArg() > 0 {
-		return server.Config{}, fmt.Errorf("unexpected argument %q: ticketd takes flags only (see ticketd -h)", fs.Arg(0))
+		return server.Config{}, cl, fmt.Errorf("unexpected argument %q: ticketd takes flags only (see ticketd -h)", fs.Arg(0))
 	}
-	if *version {
-		return server.Config{}, errVersion
+	if cl.version {
+		return server.Config{}, cl, errVersion
 	}
 
 	cfg := server.DefaultConfig()
-	if *configFile != "" {
-		data, err := os.ReadFile(*configFile)
+	if cl.configFile != "" {
+		data, err := os.ReadFile(cl.configFile)
 		if err != nil {
-			return server.Config{}, fmt.Errorf("config file: %w", err)
+			return server.Config{}, cl, fmt.Errorf("config file: %w", err)
 		}
 		if err := decodeConfigFile(data, &cfg); err != nil {
-			return server.Config{}, fmt.Errorf("config file %s: %w", *configFile, err)
+			return server.Config{}, cl, fmt.Errorf("config file %s: %w", cl.configFile, err)
 		}
 	}
 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
 	for _, s := range specs {
 		if !set[s.name] {
 			continue
 		}
 		if err := s.apply(&cfg); err != nil {
-			return server.Config{}, err
+			errs = append(errs, err)
+		}
+	}
+	if cfg.InitialClusterState == "" && !cfg.Join {
+		// A server bootstraps on its own only when given a bootstrap list,
+		// or when it runs with no cluster settings at all (the first command
+		// of the README). A server configured as part of a cluster but
+		// without a bootstrap list waits to be added, so that one started
+		// without its list never forms a cluster alone. (One that lost its
+		// data and bootstraps again from its list is refused by its cluster:
+		// see internal/node, cluster identity.)
+		cfg.InitialClusterState = "new"
+		if len(cfg.Bootstrap) == 0 {
+			if cl.configFile != "" {
+				cfg.InitialClusterState = "existing"
+			}
+			for _, f := range clusterFlags {
+				if set[f] {
+					cfg.InitialClusterState = "existing"
+				}
+			}
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return server.Config{}, err
+		errs = append(errs, err)
 	}
-	return cfg, nil
+	if len(errs) > 0 {
+		return server.Config{}, cl, errors.Join(errs...)
+	}
+	return cfg, cl, nil
 }
 
 // decodeConfigFile decodes a TOML config file on top of cfg. Keys that the
@@ -168,22 +223,24 @@ func decodeConfigFile(data []byte, cfg *server.Config) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		names := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			names[i] = k.String()
 		}
 		if len(names) == 1 {
-			return fmt.Errorf("unknown key %q", names[0])
+			errs = append(errs, fmt.Errorf("unknown key %q", names[0]))
+		} else {
+			errs = append(errs, fmt.Errorf("unknown keys %q", names))
 		}
-		return fmt.Errorf("unknown keys %q", names)
 	}
 	for _, key := range durationKeys() {
 		if md.IsDefined(key...) && md.Type(key...) != "String" {
-			return fmt.Errorf("%s: durations are strings such as \"5s\" or \"500ms\", not %s", strings.Join(key, "."), strings.ToLower(md.Type(key...)))
+			errs = append(errs, fmt.Errorf("%s: durations are strings such as \"5s\" or \"500ms\", not %s", strings.Join(key, "."), strings.ToLower(md.Type(key...))))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // durationKeys lists the TOML keys of every time.Duration in server.Config,

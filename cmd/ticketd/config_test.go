@@ -88,10 +88,12 @@ func TestLoadConfig(t *testing.T) {
 		want    func(*server.Config) // edits applied to DefaultConfig
 		wantErr string               // substring; "" means success
 		errIs   error
+		state   string // initial_cluster_state chosen: "" means new with a bootstrap list, else existing; "-" none (join)
 	}{
 		{
-			name: "no flags is the default single node",
-			args: func(*testing.T) []string { return nil },
+			name:  "no flags is the default single node",
+			args:  func(*testing.T) []string { return nil },
+			state: "new",
 		},
 		{
 			name: "flags only",
@@ -121,9 +123,10 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "restore",
-			args: func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
-			want: func(c *server.Config) { c.RestoreFile = "/backups/b.snap"; c.DataDir = "/tmp/new" },
+			name:  "restore",
+			args:  func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
+			want:  func(c *server.Config) { c.RestoreFile = "/backups/b.snap"; c.DataDir = "/tmp/new" },
+			state: "new",
 		},
 		{
 			name:    "restore with join",
@@ -136,9 +139,10 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: `unknown key "restore"`,
 		},
 		{
-			name: "single dash flags and join",
-			args: func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
-			want: func(c *server.Config) { c.NodeID = "n4"; c.Join = true },
+			name:  "single dash flags and join",
+			args:  func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
+			want:  func(c *server.Config) { c.NodeID = "n4"; c.Join = true },
+			state: "-",
 		},
 		{
 			name: "file only",
@@ -184,7 +188,8 @@ func TestLoadConfig(t *testing.T) {
 			args: func(*testing.T) []string {
 				return []string{"--client-token", "a", "--client-token=b", "-client-token", "c,d"}
 			},
-			want: func(c *server.Config) { c.ClientTokens = []string{"a", "b", "c,d"} },
+			want:  func(c *server.Config) { c.ClientTokens = []string{"a", "b", "c,d"} },
+			state: "new",
 		},
 		{
 			name: "bootstrap as array of tables",
@@ -329,6 +334,15 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("loadConfig: %v", err)
 			}
 			want := validated(t, tc.want)
+			switch {
+			case tc.state == "" && len(want.Bootstrap) > 0:
+				want.InitialClusterState = "new" // a bootstrap list says so
+			case tc.state == "":
+				want.InitialClusterState = "existing"
+			case tc.state == "-":
+			default:
+				want.InitialClusterState = tc.state
+			}
 			// Validate fills in a default logger; compare everything else.
 			got.Logger, want.Logger = nil, nil
 			if !reflect.DeepEqual(got, want) {
@@ -371,7 +385,7 @@ func TestExampleConfig(t *testing.T) {
 // TestFlagsCoverConfig checks that every flag is wired to the configuration
 // (or is one of the flags that are not settings).
 func TestFlagsCoverConfig(t *testing.T) {
-	fs, _, _, specs := newFlagSet(io.Discard)
+	fs, _, specs := newFlagSet(io.Discard)
 	applied := map[string]bool{}
 	for _, s := range specs {
 		applied[s.name] = true
@@ -380,7 +394,7 @@ func TestFlagsCoverConfig(t *testing.T) {
 		}
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if !applied[f.Name] && f.Name != "config" && f.Name != "version" {
+		if !applied[f.Name] && f.Name != "config" && f.Name != "version" && f.Name != "export-backup" {
 			t.Errorf("flag --%s is not applied to the configuration", f.Name)
 		}
 	})
@@ -405,4 +419,94 @@ func TestNewLogger(t *testing.T) {
 	if out := b.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "level=WARN msg=shown k=v") {
 		t.Errorf("log output %q", out)
 	}
+}
+
+// TestConfigErrorsNameKeysAndAll: a config with several wrong values is
+// reported whole, each by its TOML key with the real minimum.
+func TestConfigErrorsNameKeysAndAll(t *testing.T) {
+	file := writeFile(t, `heartbeat_timeout = "9ms"
+election_timeout = "9ms"
+snapshot_interval = "4ms"
+ping_interval = "500us"
+hello_timeout = 5
+initial_cluster_state = "fresh"
+listen = "0.0.0.0:5225"
+[limits]
+max_held = 0
+`)
+	_, err := loadConfig([]string{"--config", file}, io.Discard)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	// hello_timeout = 5 is reported by the file decoder; the rest by Validate.
+	_, err2 := loadConfig([]string{"--config", writeFile(t, strings.Replace(readFile(t, file), "hello_timeout = 5\n", "", 1))}, io.Discard)
+	for _, want := range []string{"heartbeat_timeout = \"9ms\": must be at least 10ms", "election_timeout", "snapshot_interval = \"4ms\": must be at least 5ms",
+		"ping_interval = \"500µs\": must be at least 1ms", "initial_cluster_state \"fresh\"", "listen \"0.0.0.0:5225\" listens on every interface: set advertise",
+		"limits.max_held = 0"} {
+		if err2 == nil || !strings.Contains(err2.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err2)
+		}
+	}
+	if !strings.Contains(err.Error(), "hello_timeout: durations are strings") {
+		t.Errorf("bare-number duration not reported: %v", err)
+	}
+	for _, raftName := range []string{"HeartbeatTimeout", "LeaderLeaseTimeout", "SnapshotInterval"} {
+		if strings.Contains(err2.Error(), raftName) {
+			t.Errorf("error uses Raft's field name %s: %v", raftName, err2)
+		}
+	}
+	// Two duration keys written as numbers: both named.
+	_, err = loadConfig([]string{"--config", writeFile(t, "hello_timeout = 5\nping_interval = 7\n")}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "hello_timeout") || !strings.Contains(err.Error(), "ping_interval") {
+		t.Errorf("want both keys named: %v", err)
+	}
+	// A bad flag value and a bad setting: both reported.
+	_, err = loadConfig([]string{"--restore-min-token", "x", "--listen", "0.0.0.0:1"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--restore-min-token") || !strings.Contains(err.Error(), "listens on every interface") {
+		t.Errorf("want both the flag and the setting reported: %v", err)
+	}
+}
+
+// TestInitialClusterStateDefault: only ticketd with a bootstrap list or
+// without cluster settings bootstraps on its own; a server configured for a
+// cluster without a bootstrap list waits to be added unless told "new".
+func TestInitialClusterStateDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "new"},
+		{[]string{"--data-dir", "/x", "--listen", "127.0.0.1:1"}, "new"},
+		{[]string{"--node-id", "n3"}, "existing"},
+		{[]string{"--raft-listen", "127.0.0.1:1"}, "existing"},
+		{[]string{"--config", writeFile(t, "node_id = \"n3\"\n")}, "existing"},
+		{[]string{"--config", writeFile(t, "initial_cluster_state = \"new\"\n")}, "new"},
+		{[]string{"--node-id", "n3", "--initial-cluster-state", "new"}, "new"},
+		{[]string{"--node-id", "n3", "--bootstrap", "n3=127.0.0.1:1"}, "new"},
+		{[]string{"--config", writeFile(t, "node_id = \"n1\"\nbootstrap = [{id = \"n1\", raft_addr = \"127.0.0.1:1\"}]\n")}, "new"},
+		{[]string{"--config", writeFile(t, "node_id = \"n1\"\nbootstrap = [{id = \"n1\", raft_addr = \"127.0.0.1:1\"}]\n"), "--initial-cluster-state", "existing"}, "existing"},
+		{[]string{"--restore", "b.snap", "--restore-min-token", "77"}, "new"},
+	} {
+		c, err := loadConfig(tc.args, io.Discard)
+		if err != nil || c.InitialClusterState != tc.want {
+			t.Errorf("%q: state %q, %v; want %q", tc.args, c.InitialClusterState, err, tc.want)
+		}
+	}
+	if c, _ := loadConfig([]string{"--restore", "b.snap", "--restore-min-token", "77"}, io.Discard); c.RestoreMinToken != 77 {
+		t.Errorf("restore-min-token not applied: %d", c.RestoreMinToken)
+	}
+	if _, err := loadConfig([]string{"--restore-min-token", "77"}, io.Discard); err == nil {
+		t.Error("restore-min-token without restore accepted")
+	}
+	if _, err := loadConfig([]string{"--join", "--initial-cluster-state", "new"}, io.Discard); err == nil {
+		t.Error("join with initial cluster state new accepted")
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -15,12 +15,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/node"
 	"github.com/ticketing-io/ticketing/internal/server"
 )
 
@@ -56,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	cfg, err := loadConfig(args, stderr)
+	cfg, cl, err := loadCmdline(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -69,6 +71,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	}
 	logger := newLogger(stderr, cfg.LogLevel)
 	cfg.Logger = logger
+	if cl.exportFile != "" {
+		if err := exportBackup(filepath.Join(cfg.DataDir, "raft"), cl.exportFile, stdout); err != nil {
+			fmt.Fprintf(stderr, "ticketd: export backup: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -147,6 +156,32 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 		}
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// exportBackup writes the state of a stopped server's data directory to
+// file, through a temporary file so that a failed export leaves nothing.
+func exportBackup(dir, file string, stdout io.Writer) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	info, err := node.Export(dir, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "exported %s to %s: cluster %s, up to Raft entry %d, last token %d, %d tickets held\n",
+		dir, file, node.FormatClusterID(info.Cluster), info.LastIndex, info.LastToken, info.Held)
+	return nil
 }
 
 func versionString() string {

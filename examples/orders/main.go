@@ -4,7 +4,7 @@
 //
 //	PUT  /orders/{id}       {"amount_cents": 1250}   create an order (idempotent)
 //	GET  /orders/{id}                                read it
-//	POST /orders/{id}/pay                            pay it
+//	POST /orders/{id}/pay                            pay it (send Idempotency-Key to repeat it safely)
 //
 // Paying takes the ticket of the key "order-<id>", records the payment in one
 // PostgreSQL transaction fenced with the ticket's token (package fence),
@@ -138,10 +138,12 @@ type app struct {
 	instance       string
 	log            *slog.Logger
 	acquireTimeout time.Duration
+	lease, budget  time.Duration // of the order's ticket
 }
 
 func newApp(b *ticketing.Broker, s *store, instance string, log *slog.Logger) *app {
-	return &app{broker: b, store: s, instance: instance, log: log, acquireTimeout: acquireTimeout}
+	return &app{broker: b, store: s, instance: instance, log: log, acquireTimeout: acquireTimeout,
+		lease: lease, budget: budget}
 }
 
 func (a *app) routes() http.Handler {
@@ -206,9 +208,20 @@ func (a *app) getOrder(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// validRequestKey is what an Idempotency-Key may be.
+var validRequestKey = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+
 func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 	id, ok := orderID(w, r)
 	if !ok {
+		return
+	}
+	// A client that did not get the answer (a timeout, a dropped
+	// connection) sends the same request again with the same key and gets
+	// the first answer instead of "already paid".
+	requestKey := r.Header.Get("Idempotency-Key")
+	if requestKey != "" && !validRequestKey.MatchString(requestKey) {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces", nil)
 		return
 	}
 	key := lockKey(id)
@@ -220,7 +233,7 @@ func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 	actx, cancel := context.WithTimeout(r.Context(), a.acquireTimeout)
 	var t *ticketing.Ticket
 	err := retry.Do(actx, func(ctx context.Context) (err error) {
-		t, err = a.broker.Acquire(ctx, key, acquireWait, lease, budget)
+		t, err = a.broker.Acquire(ctx, key, acquireWait, a.lease, a.budget)
 		return err
 	}, retry.Idempotent(true))
 	cancel()
@@ -238,7 +251,7 @@ func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 	// ticket's conservative deadline another instance may hold the key. (The
 	// fence would reject the write anyway; this just stops waiting early.)
 	ctx, cancel := context.WithDeadline(r.Context(), t.Deadline())
-	o, err := a.store.pay(ctx, id, t.Token(), a.instance)
+	o, err := a.store.pay(ctx, id, t.Token(), a.instance, requestKey)
 	cancel()
 	// Commit first, then release.
 	if rerr := t.Release(context.WithoutCancel(r.Context())); rerr != nil {
@@ -259,6 +272,8 @@ func (a *app) payOrder(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("payment rejected by the fence", "order", id, "err", err)
 		writeError(w, http.StatusConflict, "this request lost the order's ticket to another one; fetch the order", nil)
 	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+		// Includes a COMMIT that lost the race with the deadline (the store
+		// reports the rollback as the deadline, not as sql.ErrTxDone).
 		a.log.Warn("payment ran out of lease", "order", id, "token", t.Token(), "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "the database was too slow; try again", nil)

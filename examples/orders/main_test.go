@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,16 +260,99 @@ func TestOrders(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tk.Close()
-		first, err := a.store.pay(ctx, "rerun", tk.Token(), a.name)
+		first, err := a.store.pay(ctx, "rerun", tk.Token(), a.name, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// As retry.Do would after a commit whose reply was lost.
-		again, err := a.store.pay(ctx, "rerun", tk.Token(), a.name)
+		again, err := a.store.pay(ctx, "rerun", tk.Token(), a.name, "")
 		if err != nil || again.PaidToken != first.PaidToken || again.PaidBy != a.name {
 			t.Errorf("rerun with the same token: %+v, %v; want the order as first paid (%+v)", again, err, first)
 		}
 		wantPayments(t, a.store, "rerun", 1)
+	})
+
+	t.Run("a repeated request with the same Idempotency-Key gets the first answer", func(t *testing.T) {
+		t.Parallel()
+		createOrder(t, a, "idem", 400)
+		first, raw := payWithKey(t, a, "idem", "req-1")
+		if first != http.StatusOK {
+			t.Fatalf("first pay: %d %s", first, raw)
+		}
+		var paid Order
+		decode(t, raw, &paid)
+		// The response was lost; the client repeats the request, through
+		// either instance.
+		for _, in := range []*instance{a, b} {
+			status, raw := payWithKey(t, in, "idem", "req-1")
+			var again Order
+			decode(t, raw, &again)
+			if status != http.StatusOK || again.PaidToken != paid.PaidToken || again.PaidBy != paid.PaidBy || again.Status != "paid" {
+				t.Errorf("repeat via %s: %d %s, want 200 with the first answer %+v", in.name, status, raw, paid)
+			}
+		}
+		// Another request (another key, or none) is a second payment: refused.
+		for _, k := range []string{"req-2", ""} {
+			if status, raw := payWithKey(t, b, "idem", k); status != http.StatusConflict {
+				t.Errorf("pay with key %q: %d %s, want 409", k, status, raw)
+			}
+		}
+		if status, raw := payWithKey(t, a, "idem", "has space"); status != http.StatusBadRequest {
+			t.Errorf("invalid key: %d %s, want 400", status, raw)
+		}
+		wantPayments(t, a.store, "idem", 1)
+	})
+
+	t.Run("the ledger holds one payment per order even around the fence", func(t *testing.T) {
+		t.Parallel()
+		createOrder(t, a, "backstop", 600)
+		// A writer that bypasses the fence records a payment without
+		// marking the order paid.
+		ins := `INSERT INTO payments (order_id, amount_cents, instance, token) VALUES ('backstop', 600, 'rogue', 1)`
+		if _, err := a.store.db.Exec(ins); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.store.db.Exec(ins); err == nil || !strings.Contains(err.Error(), "23505") {
+			t.Fatalf("second payment row for one order: %v, want a unique violation (23505)", err)
+		}
+		// The service's own payment then hits the backstop: 409, not 500.
+		if status, raw := pay(t, b, "backstop"); status != http.StatusConflict {
+			t.Errorf("pay: %d %s, want 409", status, raw)
+		}
+		wantPayments(t, a.store, "backstop", 1)
+	})
+
+	t.Run("a COMMIT that loses the race with the deadline is a 503, and records nothing", func(t *testing.T) {
+		t.Parallel()
+		createOrder(t, a, "late", 800)
+		late := *a.store
+		late.beforeCommit = func(ctx context.Context, tx *sql.Tx) {
+			<-ctx.Done() // the ticket's deadline passes before COMMIT
+			// Wait until database/sql has rolled the transaction back.
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Error("the transaction was not rolled back after its deadline")
+					return
+				}
+				time.Sleep(time.Millisecond) // polling interval
+			}
+		}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		short := newApp(a.broker, &late, "late", log)
+		short.lease, short.budget = 2*time.Second, 500*time.Millisecond // a deadline soon
+		srv := httptest.NewServer(short.routes())
+		defer srv.Close()
+		status, raw := do(t, http.MethodPost, srv.URL+"/orders/late/pay", nil)
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("pay whose COMMIT came after the deadline: %d %s, want 503", status, raw)
+		}
+		if got := getOrder(t, a, "late"); got.Status != "new" {
+			t.Errorf("order = %+v, want status new", got)
+		}
+		wantPayments(t, a.store, "late", 0)
 	})
 
 	t.Run("a stale ticket's payment is rejected", func(t *testing.T) {
@@ -299,7 +383,7 @@ func TestOrders(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		_, err = a.store.pay(ctx, "stale", old.Token(), a.name)
+		_, err = a.store.pay(ctx, "stale", old.Token(), a.name, "")
 		if !errors.Is(err, fence.ErrStaleToken) {
 			t.Fatalf("pay with the old token: %v, want fence.ErrStaleToken", err)
 		}
@@ -324,6 +408,33 @@ func pay(t *testing.T, in *instance, id string) (int, []byte) {
 		t.Logf("pay %s via %s: 503 %s; trying again", id, in.name, raw)
 	}
 	return do(t, http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+}
+
+// payWithKey is one POST /orders/{id}/pay with an Idempotency-Key ("" for
+// none), retried on 503 like pay.
+func payWithKey(t *testing.T, in *instance, id, key string) (int, []byte) {
+	t.Helper()
+	for try := 0; ; try++ {
+		req, err := http.NewRequest(http.MethodPost, in.url+"/orders/"+id+"/pay", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || try == 5 {
+			return resp.StatusCode, raw
+		}
+	}
 }
 
 // acquireTicket takes an order's ticket as the service does, retried the

@@ -29,6 +29,9 @@ var (
 
 // schema is created at start, next to the fence's table. payments is the
 // ledger: one row per payment recorded, which is what must never double.
+// The fence and the status check keep it to one row per order; the unique
+// index is the backstop that holds even for a writer that bypasses both.
+// request_key is the client's Idempotency-Key of the request that paid.
 const schema = `
 CREATE TABLE IF NOT EXISTS orders (
 	id           text        PRIMARY KEY,
@@ -45,7 +48,9 @@ CREATE TABLE IF NOT EXISTS payments (
 	instance     text        NOT NULL,
 	token        bigint      NOT NULL,
 	created_at   timestamptz NOT NULL DEFAULT now()
-)`
+);
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS request_key text;
+CREATE UNIQUE INDEX IF NOT EXISTS payments_one_per_order ON payments (order_id)`
 
 // schemaLock is a PostgreSQL advisory lock id: instances starting together
 // create the tables one after the other (CREATE TABLE IF NOT EXISTS can fail
@@ -57,6 +62,9 @@ const orderColumns = `id, amount_cents, status, paid_by, paid_token, paid_at`
 type store struct {
 	db    *sql.DB
 	fence *fence.Fence
+	// beforeCommit, if set, runs just before COMMIT (tests use it to lose
+	// the race with the deadline).
+	beforeCommit func(ctx context.Context, tx *sql.Tx)
 }
 
 // openStore creates the tables if needed.
@@ -152,14 +160,18 @@ func (s *store) get(ctx context.Context, id string) (o Order, err error) {
 // lease ran out and whose key went to someone else is rejected with
 // fence.ErrStaleToken, and changes nothing.
 //
+// requestKey is the client's Idempotency-Key ("" for none). Paying an order
+// that a request with the same key already paid is answered with the order
+// (the first request's answer, its response may have been lost); paying it
+// with another key, or none, is errAlreadyPaid.
+//
 // The transaction is retried (retry.Do) on transient errors, including
 // those after which it is unknown whether the commit happened: a fenced
 // transaction is safe to run again, because if the earlier attempt did
-// commit, it stored this very token as the key's mark and the check rejects
-// the rerun with Mark == token. Since only a commit of this transaction can
-// store this token, that rejection means "already done by us" and is
+// commit, it stored this very token as the key's mark and the check of the
+// rerun fails with fence.ErrTokenCommitted ("already done"), which is
 // answered with the order as the earlier attempt left it.
-func (s *store) pay(ctx context.Context, id string, token uint64, instance string) (o Order, err error) {
+func (s *store) pay(ctx context.Context, id string, token uint64, instance, requestKey string) (o Order, err error) {
 	key := lockKey(id)
 	err = retry.Do(ctx, func(ctx context.Context) error {
 		tx, err := s.db.BeginTx(ctx, nil)
@@ -168,13 +180,10 @@ func (s *store) pay(ctx context.Context, id string, token uint64, instance strin
 		}
 		defer tx.Rollback()
 		if err := s.fence.Check(ctx, tx, key, token); err != nil {
-			var stale *fence.StaleError
-			if errors.As(err, &stale) && stale.Mark == token {
-				done, rerr := scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, id))
-				if rerr == nil && done.Status == "paid" && done.PaidToken == token {
-					o = done
-					return nil
-				}
+			if errors.Is(err, fence.ErrTokenCommitted) {
+				// Our own earlier attempt committed: answer with its result.
+				o, err = scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, id))
+				return err
 			}
 			return err
 		}
@@ -186,11 +195,29 @@ func (s *store) pay(ctx context.Context, id string, token uint64, instance strin
 			return err
 		}
 		if o.Status == "paid" {
+			var paidKey sql.NullString
+			err := tx.QueryRowContext(ctx, `SELECT request_key FROM payments WHERE order_id = $1`, id).Scan(&paidKey)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if requestKey != "" && paidKey.Valid && paidKey.String == requestKey {
+				return nil // a repeat of the request that paid: its answer again
+			}
 			return errAlreadyPaid
 		}
+		var rk sql.NullString
+		if requestKey != "" {
+			rk = sql.NullString{String: requestKey, Valid: true}
+		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO payments (order_id, amount_cents, instance, token) VALUES ($1, $2, $3, $4)`,
-			id, o.AmountCents, instance, int64(token)); err != nil {
+			`INSERT INTO payments (order_id, amount_cents, instance, token, request_key) VALUES ($1, $2, $3, $4, $5)`,
+			id, o.AmountCents, instance, int64(token), rk); err != nil {
+			var pg interface{ SQLState() string }
+			if errors.As(err, &pg) && pg.SQLState() == "23505" {
+				// The unique backstop: a payment exists that the order's
+				// status does not show (written around the fence).
+				return fmt.Errorf("%w (the payments ledger already has one)", errAlreadyPaid)
+			}
 			return err
 		}
 		o, err = scanOrder(tx.QueryRowContext(ctx,
@@ -199,7 +226,20 @@ func (s *store) pay(ctx context.Context, id string, token uint64, instance strin
 		if err != nil {
 			return err
 		}
-		return tx.Commit()
+		if s.beforeCommit != nil {
+			s.beforeCommit(ctx, tx)
+		}
+		if err := tx.Commit(); err != nil {
+			if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+				// The deadline (the ticket's) passed before COMMIT, and
+				// database/sql rolled the transaction back: nothing was
+				// recorded. Say so with the context's error, which maps to
+				// "try again", not an internal error.
+				return fmt.Errorf("commit: the transaction was rolled back at the deadline: %w", ctx.Err())
+			}
+			return err
+		}
+		return nil
 	}, retry.Idempotent(true))
 	return o, err
 }

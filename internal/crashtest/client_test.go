@@ -165,6 +165,8 @@ type status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	LastToken    uint64 `json:"last_token"`
 	Held         int    `json:"held"`
+	Term         uint64 `json:"term"`
+	ClusterID    string `json:"cluster_id"`
 }
 
 // adminDo runs one admin request on a fresh admin session with addr.

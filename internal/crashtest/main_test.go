@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// ticketdBin is the ticketd binary built by TestMain.
-var ticketdBin string
+// ticketdBin and ticketctlBin are the binaries built by TestMain.
+var ticketdBin, ticketctlBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -25,8 +25,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ticketdBin = filepath.Join(dir, "ticketd")
-	if err := buildTicketd(ticketdBin); err != nil {
-		fmt.Fprintf(os.Stderr, "crashtest: cannot build cmd/ticketd, so no crash test can run:\n%v\n", err)
+	ticketctlBin = filepath.Join(dir, "ticketctl")
+	if err := buildTicketd(ticketdBin); err == nil {
+		err = build(ticketctlBin, "github.com/ticketing-io/ticketing/cmd/ticketctl")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "crashtest: cannot build cmd/ticketd and cmd/ticketctl, so no crash test can run:\n%v\n", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -36,6 +40,10 @@ func TestMain(m *testing.M) {
 }
 
 func buildTicketd(out string) error {
+	return build(out, "github.com/ticketing-io/ticketing/cmd/ticketd")
+}
+
+func build(out, pkg string) error {
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		if root := os.Getenv("GOROOT"); root != "" {
@@ -48,7 +56,7 @@ func buildTicketd(out string) error {
 	if os.Getenv("TICKETING_CRASH_RACE") != "" {
 		args = append(args, "-race")
 	}
-	args = append(args, "github.com/ticketing-io/ticketing/cmd/ticketd")
+	args = append(args, pkg)
 	cmd := exec.Command(gotool, args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {

@@ -39,7 +39,9 @@ type proc struct {
 	client   string
 	raftAddr string
 	httpAddr string
-	extra    []string // more flags (config file, bootstrap)
+	extra    []string            // more flags (config file, bootstrap)
+	asUser   *syscall.Credential // run as this user (tests of file permissions)
+	asIs     bool                // no --initial-cluster-state: ticketd's default applies
 
 	starts  int
 	logFile string
@@ -66,6 +68,17 @@ func newProc(t testing.TB, id, base string, extra ...string) *proc {
 func (p *proc) args() []string {
 	a := []string{"--listen", p.client, "--raft-listen", p.raftAddr, "--http-listen", p.httpAddr,
 		"--data-dir", p.dataDir, "--node-id", p.id, "--log-level", "info"}
+	// Servers of these tests bootstrap on their first start unless the test
+	// says otherwise (a server with cluster flags waits to be added by default).
+	decided := p.asIs
+	for _, e := range p.extra {
+		if e == "--join" || e == "--initial-cluster-state" || strings.HasPrefix(e, "--initial-cluster-state=") || e == "--restore" {
+			decided = true
+		}
+	}
+	if !decided {
+		a = append(a, "--initial-cluster-state", "new")
+	}
 	return append(a, p.extra...)
 }
 
@@ -85,6 +98,12 @@ func (p *proc) start() {
 	cmd := exec.Command(ticketdBin, p.args()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
+	if p.asUser != nil {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = p.asUser
+	}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.id, err)
 	}

@@ -222,6 +222,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Ready is the content of the Y frame AcceptHello sends.
 type Ready struct {
 	Interval    time.Duration // ping interval; 0 means 5 s
+	NoPings     bool          // announce interval 0: the server sends no pings
 	MaxInFlight uint32        // 0 means 1000
 	NodeID      string        // "" means "fake"
 	Follower    bool          // clear the leader flag
@@ -249,6 +250,9 @@ func (r Ready) Frame() wire.Frame {
 	}
 	if r.NodeID == "" {
 		r.NodeID = "fake"
+	}
+	if r.NoPings {
+		r.Interval = 0
 	}
 	var flags uint8 = wire.ReadyLeader
 	if r.Follower {

@@ -78,7 +78,7 @@ func (l *Locks) state(key string) *keyState {
 }
 
 // Handle answers f as a normal server would. It reports false for frames it
-// does not handle (anything but A, C, L, D, P, O).
+// does not handle (anything but A, C, L, U, D, P, O).
 func (l *Locks) Handle(c *Conn, f wire.Frame) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -119,6 +119,26 @@ func (l *Locks) Handle(c *Conn, f wire.Frame) bool {
 	case wire.TypeRelease:
 		ks := l.state(key)
 		if ks.holder == nil || ks.holder.token != f.Token {
+			c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+			return true
+		}
+		ks.holder.timer.Stop()
+		ks.holder = nil
+		c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
+		l.handoff(key, ks)
+	case wire.TypeReleaseOwner:
+		// Ends that owner's hold (R) and withdraws its waiter on the key
+		// (answered X); N when the owner holds nothing there.
+		ks := l.state(key)
+		for i, w := range ks.waiters {
+			if w.owner == f.Owner {
+				w.timer.Stop()
+				ks.waiters = append(ks.waiters[:i], ks.waiters[i+1:]...)
+				w.c.Send(wire.Frame{Type: wire.TypeCancelled, ID: w.id})
+				break
+			}
+		}
+		if ks.holder == nil || ks.holder.owner != f.Owner {
 			c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
 			return true
 		}

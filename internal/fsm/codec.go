@@ -68,6 +68,10 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		case OpReleaseOwner:
 			dst = appendStr(dst, op.Key)
 			dst = append(dst, op.Owner[:]...)
+		case OpSetCluster:
+			dst = append(dst, op.Cluster[:]...)
+		case OpAdmit, OpForget:
+			dst = appendStr(dst, op.NodeID)
 		}
 		if op.Principal != "" {
 			dst = appendStr(dst, op.Principal)
@@ -168,6 +172,15 @@ func (d *dec) owner(o *Owner) {
 	d.b = d.b[len(o):]
 }
 
+func (d *dec) cluster(c *ClusterID) {
+	if len(d.b) < len(c) {
+		d.fail("cluster id")
+		return
+	}
+	copy(c[:], d.b)
+	d.b = d.b[len(c):]
+}
+
 // DecodeBatch decodes an entry written by AppendBatch.
 func DecodeBatch(data []byte) (Batch, error) {
 	body, err := checkCRC(data, "log entry")
@@ -205,6 +218,10 @@ func DecodeBatch(data []byte) (Batch, error) {
 		case OpReleaseOwner:
 			op.Key = d.str("key")
 			d.owner(&op.Owner)
+		case OpSetCluster:
+			d.cluster(&op.Cluster)
+		case OpAdmit, OpForget:
+			op.NodeID = d.str("node id")
 		default:
 			if d.err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
@@ -229,7 +246,14 @@ func DecodeBatch(data []byte) (Batch, error) {
 	return b, nil
 }
 
-var snapshotMagic = [5]byte{'T', 'K', 'S', 'N', 1}
+// A snapshot starts with "TKSN" and a format version. Version 2 adds the
+// cluster ID and its participants after the holds; version 1 is still read.
+var snapshotMagic = [4]byte{'T', 'K', 'S', 'N'}
+
+const snapshotVersion = 2
+
+// ErrSnapshotVersion reports a snapshot written by a newer ticketd.
+var ErrSnapshotVersion = errors.New("fsm: snapshot format is newer than this ticketd")
 
 // WriteSnapshot writes the whole state to w in a compact binary form. Members
 // and holds are written in key order, so equal states give identical bytes
@@ -239,6 +263,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	var crc uint32
 	var buf []byte
 	buf = append(buf, snapshotMagic[:]...)
+	buf = append(buf, snapshotVersion)
 	buf = binary.BigEndian.AppendUint64(buf, s.lastToken)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(s.lastTime))
 	buf = binary.AppendUvarint(buf, uint64(len(s.members)))
@@ -268,6 +293,12 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 			buf = buf[:0]
 		}
 	}
+	buf = append(buf, s.cluster[:]...)
+	parts := s.Participants()
+	buf = binary.AppendUvarint(buf, uint64(len(parts)))
+	for _, id := range parts {
+		buf = appendStr(buf, id)
+	}
 	crc = crc32.Update(crc, crcTable, buf)
 	buf = binary.BigEndian.AppendUint32(buf, crc)
 	if _, err := bw.Write(buf); err != nil {
@@ -286,8 +317,15 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, err
 	}
 	d := dec{b: data}
-	if len(d.b) < len(snapshotMagic) || [5]byte(d.b[:5]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: not a Ticketing snapshot (bad magic or version)", ErrCorrupt)
+	if len(d.b) < len(snapshotMagic)+1 || [4]byte(d.b[:4]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: not a Ticketing snapshot (it does not start with TKSN)", ErrCorrupt)
+	}
+	version := d.b[4]
+	if version == 0 {
+		return nil, fmt.Errorf("%w: snapshot format version 0 does not exist", ErrCorrupt)
+	}
+	if version > snapshotVersion {
+		return nil, fmt.Errorf("%w: it is format version %d, this ticketd reads versions 1 to %d: use the ticketd version that wrote it, or a newer one", ErrSnapshotVersion, version, snapshotVersion)
 	}
 	d.b = d.b[5:]
 	s := New()
@@ -317,6 +355,16 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		h.GrantedAt = int64(d.u64("granted at"))
 		h.ExpiresAt = int64(d.u64("expires at"))
 		s.holds[k] = h
+	}
+	if version >= 2 && d.err == nil {
+		d.cluster(&s.cluster)
+		np := d.uvarint("participant count")
+		if d.err == nil && np > uint64(len(d.b)) {
+			return nil, fmt.Errorf("%w: %d participants in %d bytes", ErrCorrupt, np, len(d.b))
+		}
+		for i := uint64(0); i < np && d.err == nil; i++ {
+			s.admitted[d.str("participant")] = true
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

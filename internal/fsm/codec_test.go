@@ -244,8 +244,8 @@ func TestSnapshotCorrupt(t *testing.T) {
 		data []byte
 	}{
 		{"empty", nil},
-		{"bad magic", append([]byte("TKSNX"), snap[5:len(snap)-crcLen]...)},
-		{"unknown version", append([]byte{'T', 'K', 'S', 'N', 2}, snap[5:len(snap)-crcLen]...)},
+		{"bad magic", append([]byte("TKSX\x02"), snap[5:len(snap)-crcLen]...)},
+		{"version 0", append([]byte{'T', 'K', 'S', 'N', 0}, snap[5:len(snap)-crcLen]...)},
 		{"hold count beyond the data", binary.AppendUvarint(append([]byte("TKSN\x01"), make([]byte, 17)...), 1<<40)},
 		{"member count beyond the data", binary.AppendUvarint(append([]byte("TKSN\x01"), make([]byte, 16)...), 1<<40)},
 		{"overlong hold count", append(append([]byte("TKSN\x01"), make([]byte, 17)...), 0x80, 0x00)},
@@ -321,4 +321,55 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSnapshotNewerVersion: a snapshot from a newer ticketd is reported as
+// such (ErrSnapshotVersion), not as damaged or as "not a Ticketing snapshot".
+func TestSnapshotNewerVersion(t *testing.T) {
+	var buf bytes.Buffer
+	if err := New().WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	b = append([]byte(nil), b[:len(b)-crcLen]...)
+	b[4] = snapshotVersion + 1
+	_, err := ReadSnapshot(bytes.NewReader(withCRC(b)))
+	if !errors.Is(err, ErrSnapshotVersion) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 3") {
+		t.Fatalf("newer snapshot: got %v, want ErrSnapshotVersion naming version 3", err)
+	}
+}
+
+// TestClusterIdentity: the cluster ID and the participants are replicated
+// state: applied from the log, kept in snapshots, reset by OpSetCluster.
+func TestClusterIdentity(t *testing.T) {
+	s := New()
+	id := ClusterID{1, 2, 3}
+	res := s.Apply(Batch{Time: 1, Ops: []Op{{Kind: OpSetCluster, Cluster: id}, {Kind: OpAdmit, NodeID: "n2"}, {Kind: OpAdmit, NodeID: "n1"},
+		{Kind: OpAdmit, NodeID: "n3"}, {Kind: OpForget, NodeID: "n3"}, {Kind: OpSetCluster}, {Kind: OpAdmit}}})
+	want := []Status{Done, Done, Done, Done, Done, Invalid, Invalid}
+	for i, r := range res {
+		if r.Status != want[i] {
+			t.Errorf("op %d: %v, want %v", i, r.Status, want[i])
+		}
+	}
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Through the log encoding as well.
+	b, err := DecodeBatch(AppendBatch(nil, &Batch{Time: 1, Ops: []Op{{Kind: OpSetCluster, Cluster: id}, {Kind: OpAdmit, NodeID: "n9"}, {Kind: OpForget, NodeID: "n9"}}}))
+	if err != nil || b.Ops[0].Cluster != id || b.Ops[1].NodeID != "n9" || b.Ops[2].Kind != OpForget {
+		t.Fatalf("batch round trip: %+v, %v", b, err)
+	}
+	r, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cluster() != id || !reflect.DeepEqual(r.Participants(), []string{"n1", "n2"}) {
+		t.Fatalf("after snapshot: cluster %x participants %v", r.Cluster(), r.Participants())
+	}
+	r.Apply(Batch{Time: 2, Ops: []Op{{Kind: OpSetCluster, Cluster: ClusterID{9}}}})
+	if r.Cluster() != (ClusterID{9}) || len(r.Participants()) != 0 || r.Admitted("n1") {
+		t.Fatalf("a new cluster ID must forget the participants: %v", r.Participants())
+	}
 }

@@ -25,7 +25,24 @@ const (
 	// client whose acquire is indeterminate knows the owner it sent but not
 	// the token, and frees an orphaned grant with it.
 	OpReleaseOwner OpKind = 5
+
+	// Cluster identity (kinds from 16 on, apart from the ticket operations).
+	// OpSetCluster gives the cluster its ID (Cluster) and forgets every
+	// participant: the first leader of a new cluster proposes it, and a
+	// restore sets a new one.
+	OpSetCluster OpKind = 16
+	// OpAdmit records NodeID as a participant: a server that has held, or
+	// is being sent, this cluster's log. A participant that later shows up
+	// with an empty data directory has lost data the cluster counted on.
+	OpAdmit OpKind = 17
+	// OpForget drops NodeID from the participants (members add of a server
+	// that was removed, or lost its data and is added back empty).
+	OpForget OpKind = 18
 )
+
+// ClusterID identifies one cluster's history: created at bootstrap, new at
+// every restore. The zero value means "none yet".
+type ClusterID [16]byte
 
 // Op is one operation. Only the fields of its Kind are used.
 type Op struct {
@@ -34,12 +51,14 @@ type Op struct {
 	Owner   Owner
 	Token   uint64
 	LeaseMs uint32
-	NodeID  string // OpTakeover
-	Addr    string // OpTakeover: the leader's client address
-	// Principal names who asks (OpAcquire, OpRelease, OpReleaseOwner). An acquire records
-	// it in the hold; a release with a Principal ends only a hold granted
-	// to that principal (or one recorded without a principal). Empty means
-	// unrestricted: no principals configured, an admin, or the leader itself.
+	NodeID  string    // OpTakeover, OpAdmit, OpForget
+	Addr    string    // OpTakeover: the leader's client address
+	Cluster ClusterID // OpSetCluster
+	// Principal names who asks (OpAcquire, OpRelease, OpReleaseOwner). An
+	// acquire records it in the hold; a release with a Principal ends only a
+	// hold granted to that principal (or one recorded without a principal).
+	// Empty means unrestricted: no principals configured, an admin, or the
+	// leader itself.
 	Principal string
 }
 
@@ -113,11 +132,13 @@ type State struct {
 	lastTime  int64
 	holds     map[string]Hold
 	members   map[string]string // node id -> client address
+	cluster   ClusterID
+	admitted  map[string]bool // participants (see OpAdmit)
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), members: make(map[string]string)}
+	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]bool)}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -192,6 +213,23 @@ func (s *State) apply(now int64, op *Op) Result {
 			}
 		}
 		return Result{Status: Done}
+	case OpSetCluster:
+		if op.Cluster == (ClusterID{}) {
+			return Result{Status: Invalid}
+		}
+		s.cluster = op.Cluster
+		clear(s.admitted)
+		return Result{Status: Done}
+	case OpAdmit, OpForget:
+		if op.NodeID == "" {
+			return Result{Status: Invalid}
+		}
+		if op.Kind == OpAdmit {
+			s.admitted[op.NodeID] = true
+		} else {
+			delete(s.admitted, op.NodeID)
+		}
+		return Result{Status: Done}
 	}
 	return Result{Status: Invalid}
 }
@@ -251,10 +289,37 @@ func (s *State) Members() [][2]string {
 	return out
 }
 
+// Cluster returns the cluster's ID (zero before the first leader set it).
+func (s *State) Cluster() ClusterID { return s.cluster }
+
+// SetCluster replaces the cluster ID and forgets the participants. It is
+// used only when a backup is restored, before the state is replicated.
+func (s *State) SetCluster(id ClusterID) {
+	s.cluster = id
+	clear(s.admitted)
+}
+
+// Admitted reports whether nodeID is a participant (see OpAdmit).
+func (s *State) Admitted(nodeID string) bool { return s.admitted[nodeID] }
+
+// Participants returns the participants, sorted.
+func (s *State) Participants() []string {
+	out := make([]string, 0, len(s.admitted))
+	for id := range s.admitted {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Clone returns a deep copy, for snapshots taken while applying continues.
 func (s *State) Clone() *State {
-	c := &State{lastToken: s.lastToken, lastTime: s.lastTime,
-		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members))}
+	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
+		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members)),
+		admitted: make(map[string]bool, len(s.admitted))}
+	for id := range s.admitted {
+		c.admitted[id] = true
+	}
 	for k, h := range s.holds {
 		c.holds[k] = h
 	}

@@ -33,10 +33,18 @@ type Config struct {
 	Advertise string // address peers use to reach this node; defaults to RaftAddr
 	Dir       string // data directory: raft.db and snapshots/
 	// Bootstrap lists the voters of a new cluster; empty means this node
-	// alone. Ignored when Dir already holds Raft state.
+	// alone. Used only with InitialState "new" and an empty Dir.
 	Bootstrap []Peer
-	// Join skips bootstrapping: the node waits to be added by a leader.
+	// InitialState says what an empty Dir means: "new" bootstraps a new
+	// cluster, "existing" waits to be added by a leader (ticketctl members
+	// add). Empty means "new" unless Join is set.
+	InitialState string
+	// Join is InitialState "existing", and also refuses a Dir that already
+	// holds state (a server that has state is restarted without join).
 	Join bool
+	// Restoring: the caller restores a backup into this new cluster, which
+	// sets the cluster ID; the first leader does not set one of its own.
+	Restoring bool
 	// TLS, when set, secures Raft traffic (server and client side).
 	TLS *tls.Config
 
@@ -62,7 +70,13 @@ type Node struct {
 	transport *raft.NetworkTransport
 	store     *raftboltdb.BoltStore
 	snaps     *raft.FileSnapshotStore
+	stream    *clusterStream
+	id        *identity
 	fresh     bool
+	obsCh     chan raft.Observation
+	obs       *raft.Observer
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // Open opens (or creates) the node's data directory, starts Raft, and
@@ -74,10 +88,26 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	switch cfg.InitialState {
+	case "":
+		cfg.InitialState = "new"
+		if cfg.Join {
+			cfg.InitialState = "existing"
+		}
+	case "new", "existing":
+	default:
+		return nil, fmt.Errorf("initial cluster state %q: want new or existing", cfg.InitialState)
 	}
-	n := &Node{cfg: cfg, fsm: &stateMachine{state: fsm.New()}}
+	if cfg.Join && cfg.InitialState == "new" {
+		return nil, fmt.Errorf("join and initial cluster state new are exclusive: a joining server waits to be added")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, accessOr(cfg.Dir, fmt.Errorf("create data directory: %w", err))
+	}
+	if err := checkWritable(cfg.Dir); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, fsm: &stateMachine{state: fsm.New()}, done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -100,11 +130,59 @@ func Open(cfg Config) (*Node, error) {
 	hlog := newHCLog(cfg.Logger)
 	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog)
 	if err != nil {
-		return nil, fmt.Errorf("open snapshot store: %w", err)
+		return nil, accessOr(cfg.Dir, fmt.Errorf("open snapshot store: %w", err))
+	}
+	if err := verifySnapshots(cfg.Dir, n.store, n.snaps); err != nil {
+		return nil, err
 	}
 	if err := verifyLog(dbPath, n.store, n.snaps); err != nil {
 		return nil, err
 	}
+	existing, err := raft.HasExistingState(n.store, n.store, n.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("read Raft state: %w", err)
+	}
+	cluster, err := readClusterFile(cfg.Dir)
+	if err != nil {
+		return nil, accessOr(cfg.Dir, damaged(clusterPath(cfg.Dir), err))
+	}
+	switch {
+	case existing && cfg.Join:
+		return nil, fmt.Errorf("--join (join = true) is given, but the data directory %s already holds Raft state (cluster %s): "+
+			"a server that holds state is restarted without join. To add this server to a cluster as a new member, "+
+			"stop it, empty its data directory, and start it again with join", cfg.Dir, FormatClusterID(cluster))
+	case !existing && cluster != (fsm.ClusterID{}):
+		return nil, damaged(cfg.Dir, fmt.Errorf("%s says this directory held the state of cluster %s, but its Raft state is gone. "+
+			"Do not start it as a new cluster: run ticketctl members remove %s on the cluster, empty this directory, "+
+			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
+	}
+	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing,
+		admitting: map[string]bool{}, seen: map[string]bool{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
+		known: map[string]bool{}}
+	if existing {
+		// Raft applies the log after a restart only once it learns the
+		// commit index from a leader; the participants must be known
+		// before that, from everything this directory holds.
+		local, _, err := replayLocal(dbPath, n.store, n.snaps)
+		if err != nil {
+			return nil, err
+		}
+		if cluster == (fsm.ClusterID{}) && local.Cluster() != (fsm.ClusterID{}) {
+			// The log holds the ID but the file was not written yet (a crash
+			// between the two): this server has the data, so it is settled.
+			cluster = local.Cluster()
+			if err := writeClusterFile(cfg.Dir, cluster); err != nil {
+				return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", clusterPath(cfg.Dir), err))
+			}
+			n.id.cluster = cluster
+		}
+		if local.Cluster() == cluster {
+			for _, id := range local.Participants() {
+				n.id.known[id] = true
+			}
+		}
+	}
+	n.fsm.onCluster = n.id.settle
 	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
 	if err != nil {
 		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.Advertise, err)
@@ -116,9 +194,9 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Advertise == cfg.RaftAddr && adv.Port == 0 {
 		adv = ln.Addr().(*net.TCPAddr) // tests listen on :0
 	}
-	stream := &streamLayer{ln: ln, adv: adv, tls: cfg.TLS}
+	n.stream = newClusterStream(ln, adv, cfg.TLS, n.id)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+		Stream: n.stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	})
 
 	rc := raft.DefaultConfig()
@@ -144,14 +222,10 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 
-	existing, err := raft.HasExistingState(n.store, n.store, n.snaps)
-	if err != nil {
-		return nil, fmt.Errorf("read Raft state: %w", err)
-	}
 	n.fresh = !existing
 	if existing {
 		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
-			return nil, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err)
+			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err))
 		}
 	}
 	n.fsm.mark = func() { writeMarker(cfg.Dir, cfg.ID) }
@@ -166,7 +240,19 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
 	}
-	if !existing && !cfg.Join {
+	n.id.r.Store(n.raft)
+	n.obsCh = make(chan raft.Observation, 16)
+	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool { _, ok := o.Data.(raft.RaftState); return ok })
+	n.raft.RegisterObserver(n.obs)
+	go n.watchLeadership()
+	if !existing && cfg.InitialState == "existing" {
+		cfg.Logger.Info("data directory empty and initial cluster state existing: waiting to be added to a cluster",
+			"fix", fmt.Sprintf("on the cluster run: ticketctl members add %s %s", cfg.ID, n.RaftAddr()))
+	}
+	if !existing && cfg.InitialState == "new" {
+		n.id.mu.Lock()
+		n.id.hasState = true
+		n.id.mu.Unlock()
 		peers := cfg.Bootstrap
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, RaftAddr: string(n.transport.LocalAddr())}}
@@ -183,6 +269,9 @@ func Open(cfg Config) (*Node, error) {
 			n.raft.Shutdown()
 			return nil, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err)
 		}
+	}
+	if n.raft.State() == raft.Leader { // before the observer was registered
+		go n.ensureClusterID()
 	}
 	ok = true
 	return n, nil
@@ -208,31 +297,35 @@ func (n *Node) OpenSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
 	return n.snaps.Open(list[0].ID)
 }
 
-// RestoreFrom replaces the whole state with a snapshot file's content. It
-// must run on the leader; the restored state is then replicated as a
-// snapshot. The file is checked before anything changes.
-func (n *Node) RestoreFrom(r io.Reader) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return fmt.Errorf("read backup: %w", err)
+// RestoreState replaces the whole state with a backup's (already read and
+// checked with fsm.ReadSnapshot) as a new cluster: a new cluster ID, and a
+// token floor above every token the old cluster may have granted. It must
+// run on the leader of a new single-node cluster opened with Restoring; the
+// state is then replicated as a snapshot. minToken, when not zero, replaces
+// the time-based floor: tokens resume above max(minToken, the backup's last
+// token). It returns the token after which grants resume.
+func (n *Node) RestoreState(st *fsm.State, minToken uint64) (uint64, error) {
+	backupLast := st.LastToken()
+	floor := RestoreTokenFloor(backupLast, st.LastTime(), time.Now().UnixMilli())
+	if minToken > 0 {
+		floor = max(minToken, backupLast)
 	}
-	st, err := fsm.ReadSnapshot(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("backup is not a valid Ticketing snapshot: %w", err)
-	}
-	// The old cluster may have granted tokens after this backup was taken.
-	// Skip past every token it could have granted since, so that tokens keep
-	// growing after the restore (see RestoreTokenRate).
-	floor := RestoreTokenFloor(st.LastToken(), st.LastTime(), time.Now().UnixMilli())
 	st.RaiseTokenFloor(floor)
-	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "backup_last_token", st.LastToken(), "tokens_resume_above", floor)
+	st.SetCluster(NewClusterID())
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: n.cfg.ID}}}
+	st.Apply(b)
+	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "backup_last_token", backupLast, "tokens_resume_above", floor,
+		"cluster", FormatClusterID(st.Cluster()))
 	var buf bytes.Buffer
 	if err := st.WriteSnapshot(&buf); err != nil {
-		return err
+		return 0, err
 	}
-	data = buf.Bytes()
+	data := buf.Bytes()
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(len(data))}
-	return n.raft.Restore(meta, bytes.NewReader(data), 0)
+	if err := n.raft.Restore(meta, bytes.NewReader(data), 0); err != nil {
+		return 0, err
+	}
+	return floor, nil
 }
 
 // RestoreTokenRate bounds how many tokens per millisecond a cluster can
@@ -271,6 +364,8 @@ func (n *Node) Held() int { return int(n.fsm.held.Load()) }
 
 // Close shuts Raft down and closes the stores.
 func (n *Node) Close() error {
+	n.raft.DeregisterObserver(n.obs)
+	n.closeOnce.Do(func() { close(n.done) })
 	err := n.raft.Shutdown().Error()
 	n.closeStores()
 	return err
@@ -287,11 +382,15 @@ func (n *Node) closeStores() {
 
 // stateMachine adapts fsm.State to raft.FSM.
 type stateMachine struct {
-	mu     sync.RWMutex
-	state  *fsm.State
-	held   atomic.Int64
-	mark   func()    // records the data directory as a member's (see memberMarker)
-	marked sync.Once // a joining server's first entry or snapshot
+	mu    sync.RWMutex
+	state *fsm.State
+	held  atomic.Int64
+	mark  func() // records the data directory as a member's (see memberMarker)
+	// onCluster is called (outside the lock) when the cluster ID in the
+	// state changes: first set, or replaced by a restore.
+	onCluster   func(fsm.ClusterID)
+	lastCluster fsm.ClusterID
+	marked      sync.Once // a joining server's first entry or snapshot
 
 	// Raft counts entries towards a snapshot, but one entry carries up to
 	// thousands of operations; these count operations, so that the log a
@@ -316,7 +415,9 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	m.mu.Lock()
 	res := m.state.Apply(b)
 	m.held.Store(int64(m.state.Len()))
+	cluster := m.state.Cluster()
 	m.mu.Unlock()
+	m.clusterChanged(cluster)
 	// At least as many operations as tickets held: a snapshot copies the
 	// whole state, so this keeps its cost per operation constant.
 	limit := max(m.snapshotEvery, uint64(m.held.Load()))
@@ -345,7 +446,17 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	m.state = s
 	m.held.Store(int64(s.Len()))
 	m.mu.Unlock()
+	m.clusterChanged(s.Cluster())
 	return nil
+}
+
+func (m *stateMachine) clusterChanged(id fsm.ClusterID) {
+	if id != m.lastCluster && id != (fsm.ClusterID{}) {
+		m.lastCluster = id
+		if m.onCluster != nil {
+			m.onCluster(id)
+		}
+	}
 }
 
 type snapshot struct{ state *fsm.State }
@@ -359,32 +470,6 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) Release() {}
-
-// streamLayer is raft.StreamLayer over TCP, optionally TLS on both sides.
-type streamLayer struct {
-	ln  net.Listener
-	adv net.Addr
-	tls *tls.Config
-}
-
-func (s *streamLayer) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
-	if err != nil || s.tls == nil {
-		return c, err
-	}
-	return tls.Server(c, s.tls), nil
-}
-
-func (s *streamLayer) Close() error   { return s.ln.Close() }
-func (s *streamLayer) Addr() net.Addr { return s.adv }
-
-func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if s.tls == nil {
-		return d.Dial("tcp", string(addr))
-	}
-	return tls.DialWithDialer(d, "tcp", string(addr), s.tls)
-}
 
 // newHCLog routes Raft's logs into slog: warnings and errors only, since
 // Raft is chatty at info level.

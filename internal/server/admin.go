@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/internal/fsm"
+	"github.com/ticketing-io/ticketing/internal/node"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -41,15 +42,19 @@ type MemberStatus struct {
 
 // Status is the answer to the status op: this node's view of the cluster.
 type Status struct {
-	NodeID       string         `json:"node_id"`
-	Role         string         `json:"role"`
-	LeaderID     string         `json:"leader_id"`
-	LeaderAddr   string         `json:"leader_addr"`
-	Term         uint64         `json:"term"`
-	CommitIndex  uint64         `json:"commit_index"`
-	AppliedIndex uint64         `json:"applied_index"`
-	LastToken    uint64         `json:"last_token"`
-	Held         int            `json:"held"`
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"`
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	Cluster      string `json:"cluster_id"`
+	// Participants are the servers recorded as holding this cluster's
+	// state: one of them that shows up empty is refused (it lost data).
+	Participants []string       `json:"participants"`
 	Members      []MemberStatus `json:"members"`
 }
 
@@ -58,6 +63,12 @@ type Status struct {
 func (s *Server) admin(c *conn, id uint32, body []byte) {
 	var req adminRequest
 	if json.Unmarshal(body, &req) == nil && req.Op == "snapshot.save" {
+		// Taken on the leader, as documented: a follower's state may lag.
+		if s.node.Raft().State() != raft.Leader {
+			data, _ := json.Marshal(map[string]string{"error": "this server is not the leader", "leader_addr": s.leaderClientAddr()})
+			c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminNotLeader, Text: data})
+			return
+		}
 		s.sendSnapshot(c, id)
 		return
 	}
@@ -84,6 +95,12 @@ func (s *Server) adminDo(body []byte) (int, any) {
 		if req.ID == "" || req.RaftAddr == "" {
 			return fail(fmt.Errorf("members.add needs id and raft_addr"))
 		}
+		// The server there must be the one named, waiting with an empty
+		// data directory: not a typo, not another cluster's member, not a
+		// member that lost its data.
+		if err := s.node.PrepareJoin(req.ID, req.RaftAddr); err != nil {
+			return fail(err)
+		}
 		if err := r.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, adminTimeout).Error(); err != nil {
 			return fail(fmt.Errorf("add %s at %s: %w", req.ID, req.RaftAddr, err))
 		}
@@ -98,6 +115,9 @@ func (s *Server) adminDo(body []byte) (int, any) {
 		}
 		if err := r.RemoveServer(raft.ServerID(req.ID), 0, adminTimeout).Error(); err != nil {
 			return fail(fmt.Errorf("remove %s: %w", req.ID, err))
+		}
+		if err := s.node.Forget(req.ID); err != nil {
+			s.log.Warn("member removed, but not yet dropped from the participants", "id", req.ID, "err", err)
 		}
 		s.log.Info("member removed", "id", req.ID)
 		return adminOK, map[string]string{}
@@ -116,12 +136,19 @@ func (s *Server) adminDo(body []byte) (int, any) {
 			return fail(fmt.Errorf("leadership transfer: %w", err))
 		}
 		// The transfer is done when the target has won its election; this
-		// server learns that from the new leader's first heartbeat.
+		// server learns that from the new leader's first heartbeat. Success
+		// is reported only for a move that happened, to the voter asked for.
 		var lid raft.ServerID
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if _, lid = r.LeaderWithID(); lid != "" && string(lid) != s.cfg.NodeID {
+			if _, lid = r.LeaderWithID(); lid != "" && string(lid) != s.cfg.NodeID && r.State() != raft.Leader {
 				break
 			}
+		}
+		switch {
+		case lid == "" || string(lid) == s.cfg.NodeID || r.State() == raft.Leader:
+			return fail(fmt.Errorf("leadership transfer: leadership did not move within 5 s (the leader is %q); see ticketctl status", string(lid)))
+		case req.ID != "" && string(lid) != req.ID:
+			return fail(fmt.Errorf("leadership transfer: leadership moved to %s, not to %s as asked", lid, req.ID))
 		}
 		return adminOK, map[string]string{"leader_id": string(lid)}
 	}
@@ -197,9 +224,11 @@ func (s *Server) Status() Status {
 	st := Status{NodeID: s.cfg.NodeID, Role: roleName(r.State()), LeaderID: string(lid),
 		CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), Held: s.node.Held()}
 	st.Term, _ = strconv.ParseUint(r.Stats()["term"], 10, 64)
+	st.Cluster = node.FormatClusterID(s.node.Cluster())
 	addrs := map[string]string{}
 	s.node.Read(func(fs *fsm.State) {
 		st.LastToken = fs.LastToken()
+		st.Participants = fs.Participants()
 		for _, m := range fs.Members() {
 			addrs[m[0]] = m[1]
 		}

@@ -47,13 +47,13 @@ func (t TLSFiles) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 // Limits bound what one server holds, so that overload is answered with a
 // capacity reject instead of unbounded memory.
 type Limits struct {
-	MaxHeld            int `toml:"max_held"`               // held tickets on the server
-	MaxWaitersPerKey   int `toml:"max_waiters_per_key"`    // queued acquires for one key
-	MaxWaiters         int `toml:"max_waiters"`            // queued acquires on the server
+	MaxHeld          int `toml:"max_held"`            // held tickets on the server
+	MaxWaitersPerKey int `toml:"max_waiters_per_key"` // queued acquires for one key
+	MaxWaiters       int `toml:"max_waiters"`         // queued acquires on the server
 	// MaxInFlightPerConn bounds, per connection, the acquires without a final
 	// answer and, separately, the other requests (L, U, D, J) without one.
 	MaxInFlightPerConn int `toml:"max_in_flight_per_conn"`
-	MaxConnections     int `toml:"max_connections"`        // open client connections
+	MaxConnections     int `toml:"max_connections"` // open client connections
 }
 
 // Config is the whole configuration of one ticketd server. Start from
@@ -73,18 +73,28 @@ type Config struct {
 	HTTPAddr string `toml:"http_listen"`
 	DataDir  string `toml:"data_dir"`
 
+	// InitialClusterState says what an empty data directory means: "new"
+	// bootstraps a new cluster from Bootstrap; "existing" waits until a
+	// leader adds this server (ticketctl members add). Ignored once the data
+	// directory holds state. Empty means "new" (ticketd's command line picks
+	// "existing" when cluster settings are given; see cmd/ticketd).
+	InitialClusterState string `toml:"initial_cluster_state"`
 	// Bootstrap lists every voter of a new cluster, this server included.
-	// Empty means a single-node cluster of this server alone. Ignored when the
-	// data directory already holds state.
+	// Empty means a single-node cluster of this server alone. Used only with
+	// InitialClusterState "new" and an empty data directory.
 	Bootstrap []Peer `toml:"bootstrap"`
-	// Join starts a server with an empty data directory without
-	// bootstrapping: it waits until the leader adds it (ticketctl members add).
+	// Join is InitialClusterState "existing" that also refuses a data
+	// directory holding state: it waits until the leader adds it.
 	Join bool `toml:"join"`
 
 	// RestoreFile, when set, loads a backup (ticketctl snapshot save) into a
-	// new single-node cluster: the data directory must be empty. Grow the
-	// cluster afterwards with ticketctl members add.
+	// new single-node cluster with a new cluster ID: the data directory must
+	// be empty. Grow the cluster afterwards with ticketctl members add.
 	RestoreFile string `toml:"-"`
+	// RestoreMinToken, when not zero, replaces the restore's time-based
+	// token floor: tokens resume above max(RestoreMinToken, the backup's
+	// last token).
+	RestoreMinToken uint64 `toml:"-"`
 
 	// ClientTokens, when non-empty, are the tokens a client may present in
 	// its hello; any other client is refused.
@@ -119,6 +129,16 @@ type Config struct {
 	LogLevel string       `toml:"log_level"`
 	Logger   *slog.Logger `toml:"-"`
 }
+
+// The smallest values Validate accepts. Raft needs its leader lease (half
+// the heartbeat timeout) and its snapshot interval to be at least 5 ms.
+const (
+	MinHeartbeatTimeout = 10 * time.Millisecond
+	MinSnapshotInterval = 5 * time.Millisecond
+	// Y carries the ping interval in whole ms, and 0 there means "the
+	// server sends no pings": a smaller interval would silently turn them off.
+	MinPingInterval = time.Millisecond
+)
 
 // DefaultConfig returns the configuration of a single-node server on loopback:
 // what `ticketd` with no flags runs.
@@ -172,6 +192,21 @@ func (c *Config) Validate() error {
 	checkAddr("raft_listen", c.RaftAddr, true)
 	checkAddr("raft_advertise", c.AdvertiseRaftAddr, false)
 	checkAddr("http_listen", c.HTTPAddr, false)
+	// A wildcard listen address is no address to hand out: clients (and
+	// peers) would be sent to [::] or 0.0.0.0.
+	wildcard := func(listen, listenKey, adv, advKey string) {
+		if adv != "" {
+			return
+		}
+		if host, _, err := net.SplitHostPort(listen); err == nil {
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				bad("%s %q listens on every interface: set %s to the address others reach this server at (for example 10.0.0.1%s)",
+					listenKey, listen, advKey, listen[strings.LastIndex(listen, ":"):])
+			}
+		}
+	}
+	wildcard(c.ClientAddr, "listen", c.AdvertiseClientAddr, "advertise")
+	wildcard(c.RaftAddr, "raft_listen", c.AdvertiseRaftAddr, "raft_advertise")
 	if c.DataDir == "" {
 		bad("data_dir is empty")
 	}
@@ -181,17 +216,30 @@ func (c *Config) Validate() error {
 	if c.AdvertiseRaftAddr == "" {
 		c.AdvertiseRaftAddr = c.RaftAddr
 	}
+	switch c.InitialClusterState {
+	case "", "new", "existing":
+	default:
+		bad("initial_cluster_state %q: want \"new\" (bootstrap a new cluster on the first start) or \"existing\" (wait to be added with ticketctl members add)", c.InitialClusterState)
+	}
+	if c.Join && c.InitialClusterState == "new" {
+		bad("join and initial_cluster_state = \"new\" are exclusive: a joining server waits to be added by the leader")
+	}
 	if len(c.Bootstrap) > 0 {
 		if c.Join {
 			bad("bootstrap and join are exclusive: a joining server is added by the leader")
 		}
 		seen := map[string]bool{}
+		addrs := map[string]string{}
 		self := false
 		for _, p := range c.Bootstrap {
 			if seen[p.ID] {
-				bad("bootstrap lists node %q twice", p.ID)
+				bad("bootstrap lists node %q twice: every server needs its own node_id", p.ID)
 			}
 			seen[p.ID] = true
+			if other, ok := addrs[p.RaftAddr]; ok {
+				bad("bootstrap gives %q and %q the same raft_addr %s", other, p.ID, p.RaftAddr)
+			}
+			addrs[p.RaftAddr] = p.ID
 			checkAddr("bootstrap address of "+p.ID, p.RaftAddr, true)
 			if p.ID == c.NodeID {
 				self = true
@@ -203,6 +251,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RestoreFile != "" && (len(c.Bootstrap) > 1 || c.Join) {
 		bad("restore makes a single-node cluster: start it without bootstrap peers or join, then add members")
+	}
+	if c.RestoreMinToken > 0 && c.RestoreFile == "" {
+		bad("restore-min-token is used only with restore")
 	}
 	for i, t := range c.ClientTokens {
 		if t == "" || len(t) > 1024 {
@@ -221,25 +272,36 @@ func (c *Config) Validate() error {
 	tlsPair("tls", c.TLS)
 	tlsPair("raft_tls", c.RaftTLS)
 	l := c.Limits
-	if l.MaxHeld < 1 || l.MaxWaitersPerKey < 0 || l.MaxWaiters < 0 || l.MaxInFlightPerConn < 1 || l.MaxConnections < 1 {
-		bad("limits must be positive (waiter limits may be 0 to disable queueing): %+v", l)
+	atLeast := func(key string, v, min int) {
+		if v < min {
+			bad("limits.%s = %d: must be at least %d", key, v, min)
+		}
 	}
-	if c.HelloTimeout <= 0 {
-		bad("hello_timeout must be positive")
+	atLeast("max_held", l.MaxHeld, 1)
+	atLeast("max_waiters_per_key", l.MaxWaitersPerKey, 0)
+	atLeast("max_waiters", l.MaxWaiters, 0)
+	atLeast("max_in_flight_per_conn", l.MaxInFlightPerConn, 1)
+	atLeast("max_connections", l.MaxConnections, 1)
+	minDur := func(key string, v, min time.Duration) {
+		if v < min {
+			bad("%s = %q: must be at least %v", key, v.String(), min)
+		}
 	}
-	if c.PingInterval < time.Millisecond {
-		// Y carries it in whole ms, and 0 there means "the server sends no
-		// pings": a smaller interval would silently turn them off.
-		bad("ping_interval %v is below 1ms: give at least 1ms (the default is 5s)", c.PingInterval)
-	}
+	minDur("hello_timeout", c.HelloTimeout, time.Millisecond)
+	minDur("ping_interval", c.PingInterval, MinPingInterval)
 	if c.WriteBufferLimit < 64<<10 {
-		bad("write_buffer_limit %d is below 64 KiB", c.WriteBufferLimit)
+		bad("write_buffer_limit = %d: must be at least 65536 (64 KiB)", c.WriteBufferLimit)
 	}
-	if c.SnapshotThreshold < 1 || c.SnapshotInterval <= 0 || c.SnapshotRetain < 1 {
-		bad("snapshot_threshold, snapshot_interval and snapshot_retain must be positive")
+	if c.SnapshotThreshold < 1 {
+		bad("snapshot_threshold = %d: must be at least 1", c.SnapshotThreshold)
 	}
-	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < c.HeartbeatTimeout {
-		bad("heartbeat_timeout must be at least 5ms and election_timeout at least heartbeat_timeout")
+	minDur("snapshot_interval", c.SnapshotInterval, MinSnapshotInterval)
+	if c.SnapshotRetain < 1 {
+		bad("snapshot_retain = %d: must be at least 1", c.SnapshotRetain)
+	}
+	minDur("heartbeat_timeout", c.HeartbeatTimeout, MinHeartbeatTimeout)
+	if c.ElectionTimeout < c.HeartbeatTimeout || c.ElectionTimeout < MinHeartbeatTimeout {
+		bad("election_timeout = %q: must be at least heartbeat_timeout (%v) and at least %v", c.ElectionTimeout.String(), c.HeartbeatTimeout, MinHeartbeatTimeout)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "", "debug", "info", "warn", "error":

@@ -177,7 +177,7 @@ type core struct {
 	epoch     uint64
 	term      uint64 // the Raft term this core leads in
 	leading   bool   // leader, takeover may still be committing
-	serving   bool // takeover committed: requests are served
+	serving   bool   // takeover committed: requests are served
 	clockBase int64
 	clockMono time.Time
 

@@ -26,3 +26,17 @@ func Conns(s *Server) int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// MarkStopping makes s refuse new connections as a stopping server does,
+// while its listener still accepts them (the moment between Shutdown
+// marking the server closed and closing the listener), until undo is called.
+func MarkStopping(s *Server) (undo func()) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.closed = false
+		s.mu.Unlock()
+	}
+}

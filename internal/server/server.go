@@ -70,6 +70,18 @@ func New(cfg Config) (*Server, error) {
 	for _, p := range cfg.Bootstrap {
 		peers = append(peers, node.Peer{ID: p.ID, RaftAddr: p.RaftAddr})
 	}
+	// A restore is all or nothing: the backup is read and checked, and the
+	// data directory found empty, before anything is written there.
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	var backup *fsm.State
+	if cfg.RestoreFile != "" {
+		if backup, err = readBackup(cfg.RestoreFile); err != nil {
+			return nil, err
+		}
+		if err := checkEmptyForRestore(raftDir, cfg); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients on %s: %w", cfg.ClientAddr, err)
@@ -78,24 +90,36 @@ func New(cfg Config) (*Server, error) {
 		ln = tls.NewListener(ln, clientTLS)
 	}
 	s.ln = ln
-	if cfg.AdvertiseClientAddr == cfg.ClientAddr {
+	if _, port, _ := net.SplitHostPort(cfg.AdvertiseClientAddr); cfg.AdvertiseClientAddr == cfg.ClientAddr && port == "0" {
 		s.cfg.AdvertiseClientAddr = ln.Addr().String() // resolves :0 in tests
 	}
+	initial := cfg.InitialClusterState
+	if cfg.RestoreFile != "" {
+		initial = "new" // a restore always makes a new cluster
+	}
 	s.node, err = node.Open(node.Config{
-		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: filepath.Join(cfg.DataDir, "raft"),
-		Bootstrap: peers, Join: cfg.Join, TLS: raftTLS,
+		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
+		Bootstrap: peers, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
 	})
 	if err != nil {
 		ln.Close()
+		if cfg.RestoreFile != "" {
+			removeContents(raftDir) // it was empty: leave it so
+		}
 		return nil, err
 	}
 	if cfg.RestoreFile != "" {
-		if err := s.restore(cfg.RestoreFile); err != nil {
+		if err := s.restore(backup); err != nil {
 			ln.Close()
 			s.node.Close()
-			return nil, err
+			// Leave the directory as it was found: empty. A later start
+			// without --restore then cannot serve a half-made cluster.
+			if rerr := removeContents(raftDir); rerr != nil {
+				s.log.Error("could not clean up after the failed restore", "dir", raftDir, "err", rerr)
+			}
+			return nil, fmt.Errorf("restore %s failed, and the data directory was left empty: %w", cfg.RestoreFile, err)
 		}
 	}
 	s.metrics = newMetrics(s)
@@ -171,10 +195,17 @@ func (s *Server) acceptLoop() {
 			tc.SetNoDelay(true)
 		}
 		c := newConn(s, nc)
-		if !s.addConn(c) {
-			s.metrics.capacityRejects.WithLabelValues("connections").Inc()
+		if ok, stopping := s.addConn(c); !ok {
+			// A connection accepted while the server stops is told so (E 11,
+			// reconnect elsewhere), not that the server is full.
+			f := wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}
+			if stopping {
+				f = wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}
+			} else {
+				s.metrics.capacityRejects.WithLabelValues("connections").Inc()
+			}
 			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}))
+			nc.Write(wire.Append(nil, &f))
 			nc.Close()
 			continue
 		}
@@ -182,15 +213,20 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-func (s *Server) addConn(c *conn) bool {
+// addConn registers c. It refuses it when the server is stopping (stopping
+// true) or at its connection limit.
+func (s *Server) addConn(c *conn) (ok, stopping bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.conns) >= s.cfg.Limits.MaxConnections {
-		return false
+	if s.closed {
+		return false, true
+	}
+	if len(s.conns) >= s.cfg.Limits.MaxConnections {
+		return false, false
 	}
 	s.conns[c] = struct{}{}
 	s.metrics.connections.Set(float64(len(s.conns)))
-	return true
+	return true, false
 }
 
 func (s *Server) removeConn(c *conn) {
@@ -422,29 +458,68 @@ func (s *Server) stopAll(ctx context.Context) error {
 	return err
 }
 
-// restore loads a backup into this new single-node cluster before it serves.
-func (s *Server) restore(file string) error {
-	if !s.node.Fresh() {
-		return fmt.Errorf("refusing to restore %s: the data directory %s already holds state; restore into an empty directory", file, s.cfg.DataDir)
-	}
+// readBackup reads and checks a whole backup file.
+func readBackup(file string) (*fsm.State, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("open backup: %w", err)
+		return nil, fmt.Errorf("restore: open backup: %w (nothing was changed)", err)
 	}
 	defer f.Close()
+	st, err := fsm.ReadSnapshot(f)
+	switch {
+	case errors.Is(err, fsm.ErrSnapshotVersion):
+		return nil, fmt.Errorf("restore: %s: %w (nothing was changed)", file, err)
+	case err != nil:
+		return nil, fmt.Errorf("restore: %s is not a valid Ticketing snapshot: %w (nothing was changed)", file, err)
+	}
+	return st, nil
+}
+
+// checkEmptyForRestore refuses a restore into a data directory that holds anything.
+func checkEmptyForRestore(raftDir string, cfg Config) error {
+	entries, err := os.ReadDir(raftDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore: read data directory: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("refusing to restore %s: the data directory %s already holds state (%s); restore into an empty data directory (nothing was changed)",
+			cfg.RestoreFile, cfg.DataDir, entries[0].Name())
+	}
+	return nil
+}
+
+// removeContents empties dir (it was empty or absent before the restore).
+func removeContents(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore loads a checked backup into this new single-node cluster before it serves.
+func (s *Server) restore(st *fsm.State) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for s.node.Raft().State() != raft.Leader {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("restore: this server did not become leader of its new cluster within 30 s")
+			return fmt.Errorf("this server did not become leader of its new cluster within 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Raft restores only once the cluster's configuration entry is applied.
 	if err := s.node.Raft().Barrier(30 * time.Second).Error(); err != nil {
-		return fmt.Errorf("restore: wait for the new cluster to settle: %w", err)
+		return fmt.Errorf("wait for the new cluster to settle: %w", err)
 	}
-	if err := s.node.RestoreFrom(f); err != nil {
-		return fmt.Errorf("restore %s: %w", file, err)
+	if _, err := s.node.RestoreState(st, s.cfg.RestoreMinToken); err != nil {
+		return err
 	}
 	return nil
 }

@@ -1,0 +1,182 @@
+using System;
+
+namespace Ticketing
+{
+    /// <summary>Which server limit a B frame hit (docs/protocol.md, "Capacity reasons of B").</summary>
+    public enum CapacityReason : byte
+    {
+        Held = 1,
+        KeyWaiters = 2,
+        Waiters = 3,
+        InFlight = 4,
+        Connections = 5,
+    }
+
+    /// <summary>The stable numeric code of a server E frame (docs/protocol.md, "Error codes").</summary>
+    public enum ErrorCode : ushort
+    {
+        MalformedFrame = 1,
+        FrameTooLarge = 2,
+        UnknownFrame = 3,
+        UnsupportedVersion = 4,
+        Unauthenticated = 5,
+        HelloRequired = 6,
+        HelloTimeout = 7,
+        InvalidArgument = 8,
+        PingTimeout = 9,
+        SlowConsumer = 10,
+        ShuttingDown = 11,
+        Internal = 12,
+        DuplicateId = 13,
+        NotAllowed = 14,
+    }
+
+    /// <summary>
+    /// Base of every exception this library throws for an outcome of a call
+    /// (cancellation is the standard OperationCanceledException). Catch the
+    /// subclasses to tell the outcomes apart; the message says what happened
+    /// and what to do.
+    /// </summary>
+    public class TicketingException : Exception
+    {
+        /// <summary>The server that answered or was tried, when known.</summary>
+        public string Addr { get; internal set; }
+        /// <summary>The code of the server's E frame, when the session ended with one.</summary>
+        public ErrorCode? ServerCode { get; internal set; }
+
+        public TicketingException(string message) : base(message) { }
+        public TicketingException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>
+    /// An argument is out of range (wait, lease, budget, key length, token 0,
+    /// configuration). Nothing was sent; the same call always fails again.
+    /// </summary>
+    public sealed class InvalidArgumentException : TicketingException
+    {
+        public InvalidArgumentException(string message) : base(message) { }
+        public InvalidArgumentException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>The key was not granted within the wait (W), or the acquire was withdrawn (X): the only ordinary "no".</summary>
+    public sealed class NotAcquiredException : TicketingException
+    {
+        public NotAcquiredException(string message) : base(message) { }
+    }
+
+    /// <summary>
+    /// The server rejected the request for one of its capacity limits (B). It
+    /// is final and thrown at once; the client does not retry it. A caller may
+    /// start a new acquire (a new owner) after its own backoff.
+    /// </summary>
+    public sealed class CapacityException : TicketingException
+    {
+        public CapacityReason Reason { get; private set; }
+        public CapacityException(string message, CapacityReason reason) : base(message) { Reason = reason; }
+    }
+
+    /// <summary>
+    /// The request may have reached the server but its final answer was lost
+    /// (the connection dropped or went silent, the session ended with M or E,
+    /// the server sent an invalid frame, the broker was closed, or no answer
+    /// came in time). For an acquire the ticket may or may not have been
+    /// granted: do not enter the critical section. An acquire is never re-sent
+    /// automatically.
+    /// </summary>
+    public sealed class IndeterminateException : TicketingException
+    {
+        /// <summary>True when the cause was the broker being closed.</summary>
+        public bool BrokerClosed { get; internal set; }
+        /// <summary>The key of the request (for an acquire: of the acquire).</summary>
+        public string Key { get; internal set; }
+        /// <summary>
+        /// For an acquire: the 16 random owner bytes it sent (KeyDescription.Owner
+        /// shows them if it holds the key). When the acquire's connection ended
+        /// before its final answer, the broker itself asks the leader, once
+        /// reconnected, to end whatever this owner holds or waits for on the key
+        /// (release by owner, U), so an orphaned grant is freed within a
+        /// reconnect rather than at the end of its lease. Null otherwise.
+        /// </summary>
+        public byte[] Owner { get; internal set; }
+        public IndeterminateException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>A release found the key free or held under another token (N): the ticket had already ended.</summary>
+    public sealed class NotHeldException : TicketingException
+    {
+        public NotHeldException(string message) : base(message) { }
+    }
+
+    /// <summary>
+    /// The ticket was granted, but so late that its conservative remaining
+    /// time is below the work budget (or not positive). The client releases it
+    /// in the background; do not enter the critical section.
+    /// </summary>
+    public sealed class BudgetExceededException : TicketingException
+    {
+        public ulong Token { get; private set; }
+        public BudgetExceededException(string message, ulong token) : base(message) { Token = token; }
+    }
+
+    /// <summary>
+    /// The server refused the hello's token (E code 5), or refused the client
+    /// certificate. Calls made while the refusal persists throw it promptly;
+    /// the broker keeps retrying in the background with backoff.
+    /// </summary>
+    public sealed class UnauthenticatedException : TicketingException
+    {
+        public UnauthenticatedException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>
+    /// No usable connection to the cluster leader: none could be made in
+    /// time, the server refuses the connection, or, for a request without an
+    /// effect (describe), the connection was lost before the answer. Requests
+    /// that may have had an effect throw IndeterminateException instead.
+    /// </summary>
+    public sealed class UnavailableException : TicketingException
+    {
+        public UnavailableException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>The broker was closed (disposed) before the call could be sent.</summary>
+    public sealed class ClosedException : TicketingException
+    {
+        public ClosedException(string message) : base(message) { }
+    }
+
+    /// <summary>
+    /// A background release (Ticket.Dispose) could not be queued because the
+    /// release queue was full; the ticket stays held until its lease expires.
+    /// Reported to the release observer.
+    /// </summary>
+    public sealed class ReleaseDroppedException : TicketingException
+    {
+        public ReleaseDroppedException(string message) : base(message) { }
+    }
+
+    /// <summary>The content of a server E frame: it ended the session with a stable code.</summary>
+    public sealed class ServerErrorException : TicketingException
+    {
+        public ErrorCode Code { get; private set; }
+        public string ServerMessage { get; private set; }
+        public ServerErrorException(string addr, ErrorCode code, string serverMessage)
+            : base("the server " + addr + " ended the session with error " + code + " (code " + (ushort)code + "): " + serverMessage)
+        {
+            Addr = addr; Code = code; ServerMessage = serverMessage; ServerCode = code;
+        }
+    }
+
+    /// <summary>The server is not the leader (M), naming the leader's client address when it knows it.</summary>
+    public sealed class NotLeaderException : TicketingException
+    {
+        public string LeaderAddr { get; private set; }
+        public NotLeaderException(string addr, string leaderAddr)
+            : base(leaderAddr.Length > 0
+                ? "the server " + addr + " is not the leader (the leader is " + leaderAddr + ")"
+                : "the server " + addr + " is not the leader and does not know the leader")
+        {
+            Addr = addr; LeaderAddr = leaderAddr;
+        }
+    }
+}

@@ -1,0 +1,492 @@
+using System;
+using System.Diagnostics;
+using System.Security.Cryptography;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Ticketing.Wire;
+
+namespace Ticketing
+{
+    internal struct AcquireArgs
+    {
+        internal byte Wait, Lease;
+        internal TimeSpan Budget;
+    }
+
+    public sealed partial class TicketBroker
+    {
+        static readonly RandomNumberGenerator Rng = RandomNumberGenerator.Create();
+
+        /// <summary>Rounds a non-negative duration up to whole seconds.</summary>
+        internal static long CeilSeconds(TimeSpan d)
+        {
+            long s = d.Ticks / TimeSpan.TicksPerSecond;
+            if (d.Ticks % TimeSpan.TicksPerSecond != 0) s++;
+            return s;
+        }
+
+        internal static AcquireArgs CheckAcquire(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget)
+        {
+            string bad = null;
+            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
+            long l = CeilSeconds(lease);
+            if (klen == 0 || klen > MaxKey)
+                bad = "the key is " + klen + " bytes, it must be 1.." + MaxKey + " bytes";
+            else if (wait < TimeSpan.Zero)
+                bad = "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)";
+            else if (CeilSeconds(wait) > 255)
+                bad = "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s";
+            else if (lease <= TimeSpan.Zero)
+                bad = "lease " + lease + " must be 1..250 s";
+            else if (l > 250)
+                bad = "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s";
+            else if (budget < TimeSpan.Zero)
+                bad = "work budget " + budget + " is negative; it must be 0..lease";
+            else if (budget > MaxLease)
+                bad = "work budget " + budget + " is longer than 250 s: work longer than that is not supported";
+            else if (budget > TimeSpan.FromSeconds(l))
+                bad = "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends";
+            if (bad != null)
+                throw new InvalidArgumentException(Op("acquire", key) + bad + "; nothing was sent");
+            return new AcquireArgs { Wait = (byte)CeilSeconds(wait), Lease = (byte)l, Budget = budget };
+        }
+
+        /// <summary>
+        /// The latest moment, on this machine's monotonic clock (Stopwatch
+        /// ticks), at which the client may still believe it holds the ticket:
+        /// sent + (lease + queued) × (1 − 1 %) − 100 ms. sent precedes the
+        /// server's receipt, and the server starts the lease no earlier than
+        /// receipt + queued, so its lease ends no earlier than sent + queued +
+        /// lease on its clock; the 1 % covers clock rate differences and the
+        /// 100 ms millisecond truncation.
+        /// </summary>
+        internal static long ConservativeDeadline(long sent, uint leaseMs, uint queuedMs)
+        {
+            long spanTicks = ((long)leaseMs + queuedMs) * TimeSpan.TicksPerMillisecond;
+            spanTicks -= spanTicks * ClockDriftPercent / 100;
+            spanTicks -= ClockDriftMargin.Ticks;
+            return sent + (long)(spanTicks * ((double)Stopwatch.Frequency / TimeSpan.TicksPerSecond));
+        }
+
+        internal static TimeSpan SinceTicks(long from, long to)
+        {
+            return TimeSpan.FromTicks((long)((to - from) * ((double)TimeSpan.TicksPerSecond / Stopwatch.Frequency)));
+        }
+
+        /// <summary>
+        /// Asks for the ticket of key and waits for the answer.
+        /// <list type="bullet">
+        /// <item>wait (0..255 s): how long the server keeps the request in the
+        /// key's FIFO queue; 0 is one immediate attempt, never queued.</item>
+        /// <item>lease (1..250 s): how long the ticket is held unless released.</item>
+        /// <item>budget (0..lease, required): the minimum time the caller needs for its
+        /// work; a ticket is handed over only if its conservative remaining
+        /// time is positive and at least budget, otherwise it is released and
+        /// BudgetExceededException thrown.</item>
+        /// </list>
+        /// Fractions of a second are rounded up; values out of range are
+        /// rejected with InvalidArgumentException before anything is sent
+        /// (never clamped). Keys are 1..1024 bytes (UTF-8).
+        /// <para>Outcomes: a Ticket; NotAcquiredException; CapacityException
+        /// (final, thrown at once, not retried); IndeterminateException (the
+        /// request may have been sent but its final answer was lost: do not
+        /// enter the critical section; it is never re-sent automatically);
+        /// BudgetExceededException; UnauthenticatedException; UnavailableException
+        /// / ClosedException (nothing sent).</para>
+        /// <para>If ct is cancelled before the request was sent, nothing is
+        /// sent (OperationCanceledException). If it is cancelled after the
+        /// request may have been sent, the call throws
+        /// OperationCanceledException at once and sends a cancel (C) for the
+        /// acquire; should the server grant it anyway, the client releases that
+        /// exact token in the background. While the connection's in-flight
+        /// limit is reached, the call waits for a free slot as long as ct
+        /// allows (having sent nothing).</para>
+        /// </summary>
+        public async Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
+            CancellationToken ct = default(CancellationToken))
+        {
+            var args = CheckAcquire(key, wait, lease, budget);
+            if (ct.IsCancellationRequested)
+                throw new OperationCanceledException(Op("acquire", key) + "not sent: cancelled before sending", ct);
+            var owner = new byte[16];
+            lock (Rng) Rng.GetBytes(owner);
+            var kb = Encoding.UTF8.GetBytes(key);
+            for (;;)
+            {
+                Connection c;
+                try { c = await GetConnAsync(ct, false).ConfigureAwait(false); }
+                catch (Exception e) { throw ConnectError("acquire", key, e, ct, false); }
+                // Span: how long a grant of it can matter; a release by owner after a
+                // lost answer is pointless once the lease would have run out (leader
+                // changes restart leases, hence the second lease).
+                var cl = new Call(FrameType.Acquire, key)
+                {
+                    Owner = owner,
+                    Span = (long)((args.Wait + 2.0 * args.Lease) * Stopwatch.Frequency),
+                };
+                var f = new Frame { Type = FrameType.Acquire, Owner = owner, Wait = args.Wait, Lease = args.Lease, Key = kb };
+                StartResult r;
+                try { r = await c.StartAsync(cl, f, ct).ConfigureAwait(false); }
+                catch (OperationCanceledException)
+                {
+                    throw new OperationCanceledException(Op("acquire", key) +
+                        "not sent: cancelled while waiting for a free request slot (the connection's in-flight limit was reached)", ct);
+                }
+                if (r == StartResult.Gone) continue; // nothing was sent: try the next connection
+                return await AwaitAcquireAsync(c, cl, args, ct).ConfigureAwait(false);
+            }
+        }
+
+        /// <summary>How long past the wait an acquire waits for its final answer before giving up on it as indeterminate.</summary>
+        TimeSpan AnswerGrace(Connection c)
+        {
+            if (Cfg.AnswerGraceOverride > TimeSpan.Zero) return Cfg.AnswerGraceOverride;
+            return c.Silence > Cfg.MinAnswerGrace ? c.Silence : Cfg.MinAnswerGrace;
+        }
+
+        async Task<Ticket> AwaitAcquireAsync(Connection c, Call cl, AcquireArgs args, CancellationToken ct)
+        {
+            var limit = TimeSpan.FromSeconds(args.Wait) + AnswerGrace(c);
+            using (var timer = CancellationTokenSource.CreateLinkedTokenSource(ct))
+            {
+                var expired = Task.Delay(limit, timer.Token);
+                var done = await Task.WhenAny(cl.Res.Task, expired).ConfigureAwait(false);
+                timer.Cancel();
+                if (done == cl.Res.Task) return FinishAcquire(c, cl, cl.Res.Task.Result, args);
+            }
+            var a = c.Abandon(cl);
+            if (ct.IsCancellationRequested)
+            {
+                if (a != null && a.Fail == null && a.F.Type != FrameType.Granted)
+                    return FinishAcquire(c, cl, a, args); // W, X or B arrived first
+                if (a != null && a.Fail == null && a.F.Type == FrameType.Granted)
+                    LateGrant(cl.Key, a.F.Token);
+                throw new OperationCanceledException(Op("acquire", cl.Key) +
+                    "cancelled after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ct);
+            }
+            if (a != null) return FinishAcquire(c, cl, a, args);
+            throw new IndeterminateException(Op("acquire", cl.Key) + "outcome unknown, the server " + c.Addr +
+                " sent no final answer within the wait plus " + AnswerGrace(c).TotalSeconds + " s although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section", null)
+            { Addr = c.Addr, Key = cl.Key, Owner = cl.Owner };
+        }
+
+        Ticket FinishAcquire(Connection c, Call cl, Answer a, AcquireArgs args)
+        {
+            string key = cl.Key;
+            if (a.Fail != null)
+            {
+                string msg = Op("acquire", key) + "outcome unknown, " + a.Fail.What() + " after the request was sent; do not enter the critical section";
+                if (a.Fail.Closed)
+                    msg += "; a cancel was sent, and a grant that arrives before the connection closes is released";
+                else
+                    msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)";
+                throw new IndeterminateException(msg, a.Fail.Cause)
+                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, Owner = cl.Owner };
+            }
+            var f = a.F;
+            switch (f.Type)
+            {
+                case FrameType.Granted:
+                    {
+                        if (IsClosed)
+                        {
+                            // The caller could not release it once the broker is torn down.
+                            LateGrant(key, f.Token);
+                            throw new ClosedException(Op("acquire", key) + "granted token " + f.Token +
+                                " while the broker was closing; the ticket is being released; do not enter the critical section") { Addr = c.Addr };
+                        }
+                        long deadline = ConservativeDeadline(cl.Sent, f.LeaseMs, f.QueuedMs);
+                        var rem = SinceTicks(Stopwatch.GetTimestamp(), deadline);
+                        if (rem <= TimeSpan.Zero || rem < args.Budget)
+                        {
+                            LateGrant(key, f.Token);
+                            throw new BudgetExceededException(Op("acquire", key) + "granted token " + f.Token + " with a " + f.LeaseMs +
+                                " ms lease after " + f.QueuedMs + " ms in the queue, but only " + Math.Max(0, (long)rem.TotalMilliseconds) +
+                                " ms of it conservatively remain, less than the work budget " + args.Budget + "; the ticket is being released; do not enter the critical section", f.Token) { Addr = c.Addr };
+                        }
+                        return new Ticket(this, key, f.Token, deadline, TimeSpan.FromMilliseconds(f.LeaseMs), TimeSpan.FromMilliseconds(f.QueuedMs));
+                    }
+                case FrameType.NotAcquired:
+                    if (args.Wait == 0)
+                        throw new NotAcquiredException(Op("acquire", key) + "not acquired: the key is held or has waiters (one immediate attempt, wait 0)") { Addr = c.Addr };
+                    throw new NotAcquiredException(Op("acquire", key) + "not acquired within the wait of " + args.Wait + " s") { Addr = c.Addr };
+                case FrameType.Cancelled:
+                    throw new NotAcquiredException(Op("acquire", key) + "not acquired: the server cancelled the request") { Addr = c.Addr };
+                default: // B
+                    {
+                        var reason = (CapacityReason)f.Reason;
+                        throw new CapacityException(Op("acquire", key) + "not acquired: the server " + c.Addr + " rejected it for capacity (" + reason +
+                            "); this is final and not retried: back off and start a new acquire if still needed", reason) { Addr = c.Addr };
+                    }
+            }
+        }
+
+        // ---------------- releasing ----------------
+
+        /// <summary>
+        /// Releases key's exact token, retrying across reconnects until the
+        /// absolute bound start + ReleaseBound (or ct) ends. R: success; N:
+        /// NotHeldException; B: CapacityException; no final answer in time: an
+        /// exception (IndeterminateException if a release may have been sent,
+        /// UnavailableException if none could be), never success.
+        /// </summary>
+        internal async Task ReleaseAsync(string key, ulong token, long start, bool draining, CancellationToken ct)
+        {
+            string op = "release of token " + token + " for";
+            var left = Cfg.ReleaseBound - SinceTicks(start, Stopwatch.GetTimestamp());
+            using (var bound = CancellationTokenSource.CreateLinkedTokenSource(ct))
+            {
+                bound.CancelAfter(left > TimeSpan.Zero ? left : TimeSpan.Zero);
+                var bt = bound.Token;
+                int sent = 0;
+                ConnFailure lastFail = null;
+                var kb = Encoding.UTF8.GetBytes(key);
+                for (;;)
+                {
+                    if (bt.IsCancellationRequested)
+                    {
+                        if (sent > 0) throw Unknown(op, key, lastFail, null);
+                        if (ct.IsCancellationRequested) throw new OperationCanceledException(Op(op, key) + "not sent: cancelled", ct);
+                        throw new UnavailableException(Op(op, key) + "not sent: no connection within " + Cfg.ReleaseBound.TotalSeconds + " s of the call", null);
+                    }
+                    Connection c;
+                    try { c = await GetConnAsync(bt, draining).ConfigureAwait(false); }
+                    catch (Exception e)
+                    {
+                        if (sent > 0) throw Unknown(op, key, lastFail, e);
+                        if (e is NoConnectionYet && ct.IsCancellationRequested)
+                            throw new OperationCanceledException(Op(op, key) + "not sent: " + e.Message + "; cancelled", e, ct);
+                        throw ConnectError(op, key, e, ct, true);
+                    }
+                    var cl = new Call(FrameType.Release, key);
+                    var f = new Frame { Type = FrameType.Release, Token = token, Key = kb };
+                    StartResult r;
+                    try { r = await c.StartAsync(cl, f, bt).ConfigureAwait(false); }
+                    catch (OperationCanceledException e)
+                    {
+                        if (sent > 0) throw Unknown(op, key, lastFail, e);
+                        if (ct.IsCancellationRequested) throw new OperationCanceledException(Op(op, key) + "not sent: cancelled while waiting for a free request slot", ct);
+                        throw new UnavailableException(Op(op, key) + "not sent: no free request slot on the connection within " + Cfg.ReleaseBound.TotalSeconds + " s of the call", e);
+                    }
+                    if (r == StartResult.Gone) continue;
+                    sent++;
+                    Answer a;
+                    var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    using (bt.Register(() => never.TrySetResult(true)))
+                    {
+                        await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                    }
+                    if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
+                    else
+                    {
+                        a = c.Abandon(cl);
+                        if (a == null) throw Unknown(op, key, lastFail, null);
+                    }
+                    if (a.Fail != null)
+                    {
+                        lastFail = a.Fail;
+                        if (a.Fail.Closed || bt.IsCancellationRequested) throw Unknown(op, key, lastFail, a.Fail.Cause);
+                        continue; // the exact token again, on the next connection
+                    }
+                    switch (a.F.Type)
+                    {
+                        case FrameType.Released:
+                            return;
+                        case FrameType.NotHeld:
+                            {
+                                string msg = "the server answered that this token does not hold the key (it expired or was released before)";
+                                if (sent > 1) msg += "; an earlier attempt whose answer was lost may have released it";
+                                throw new NotHeldException(Op(op, key) + msg) { Addr = c.Addr };
+                            }
+                        default: // B
+                            {
+                                var reason = (CapacityReason)a.F.Reason;
+                                throw new CapacityException(Op(op, key) + "not released: rejected by a server capacity limit (" + reason + "); the ticket stays held until its lease expires", reason) { Addr = c.Addr };
+                            }
+                    }
+                }
+            }
+        }
+
+        IndeterminateException Unknown(string op, string key, ConnFailure lastFail, Exception cause)
+        {
+            string why = lastFail != null ? lastFail.What() + " and no final answer came" : "no final answer came";
+            bool closedNow = (lastFail != null && lastFail.Closed) || cause is ClosedException;
+            return new IndeterminateException(Op(op, key) + "outcome unknown: " + why + " within " + Cfg.ReleaseBound.TotalSeconds +
+                " s of the call; the ticket may still be held until its lease expires", cause ?? (lastFail != null ? lastFail.Cause : null))
+            { BrokerClosed = closedNow, ServerCode = lastFail != null ? lastFail.Code : null };
+        }
+
+        /// <summary>
+        /// Releases key's ticket if token still holds it, for a ticket known
+        /// only by its key and token (acquired by another process, or whose
+        /// token was persisted). Completes when the server answered R (the hold
+        /// ended); throws NotHeldException for N (the ticket had already expired
+        /// or been released, or the key is held under another token, which a
+        /// release never ends), CapacityException for a capacity reject, and,
+        /// never presumed success, IndeterminateException when a release may
+        /// have been sent but no final answer came within ReleaseBound (5 s from
+        /// this call) or UnavailableException when none could be sent. Within
+        /// the bound it retries the exact token across reconnects. A key outside
+        /// 1..1024 bytes or token 0 is rejected with InvalidArgumentException
+        /// before anything is sent.
+        /// </summary>
+        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken ct = default(CancellationToken))
+        {
+            string op = "release of token " + token + " for";
+            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
+            if (klen == 0 || klen > MaxKey)
+                throw new InvalidArgumentException(Op(op, key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            if (token == 0)
+                throw new InvalidArgumentException(Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
+            return ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, ct);
+        }
+
+        // ---------------- describing ----------------
+
+        /// <summary>
+        /// Reads the state of key (D/I). Read-only: a connection lost before the
+        /// answer is UnavailableException, and nothing is retried automatically.
+        /// </summary>
+        public async Task<KeyDescription> DescribeAsync(string key, CancellationToken ct = default(CancellationToken))
+        {
+            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
+            if (klen == 0 || klen > MaxKey)
+                throw new InvalidArgumentException(Op("describe", key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            var kb = Encoding.UTF8.GetBytes(key);
+            for (;;)
+            {
+                Connection c;
+                try { c = await GetConnAsync(ct, false).ConfigureAwait(false); }
+                catch (Exception e) { throw ConnectError("describe", key, e, ct, false); }
+                var cl = new Call(FrameType.Describe, key);
+                StartResult r;
+                try { r = await c.StartAsync(cl, new Frame { Type = FrameType.Describe, Key = kb }, ct).ConfigureAwait(false); }
+                catch (OperationCanceledException)
+                {
+                    throw new OperationCanceledException(Op("describe", key) + "not sent: cancelled while waiting for a free request slot", ct);
+                }
+                if (r == StartResult.Gone) continue;
+                var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                using (ct.Register(() => never.TrySetResult(true)))
+                {
+                    await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                }
+                Answer a;
+                if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
+                else
+                {
+                    a = c.Abandon(cl);
+                    if (a == null) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
+                }
+                if (a.Fail != null)
+                {
+                    if (a.Fail.Closed) throw new ClosedException(Op("describe", key) + "no answer: the broker was closed");
+                    throw new UnavailableException(Op("describe", key) + "no answer: " + a.Fail.What(), a.Fail.Cause) { Addr = c.Addr, ServerCode = a.Fail.Code };
+                }
+                if (a.F.Type == FrameType.Capacity)
+                {
+                    var reason = (CapacityReason)a.F.Reason;
+                    throw new CapacityException(Op("describe", key) + "rejected by a server capacity limit (" + reason + ")", reason) { Addr = c.Addr };
+                }
+                var f = a.F;
+                return new KeyDescription(key, (f.Flags & 1) != 0, f.Token, f.Owner,
+                    TimeSpan.FromMilliseconds(f.RemainingMs), TimeSpan.FromMilliseconds(f.LeaseMs), (int)f.Count);
+            }
+        }
+
+        /// <summary>
+        /// Ends whatever owner holds or waits for on key (U), retrying across
+        /// reconnects until the Stopwatch time until (or ct). Completes for R;
+        /// NotHeldException for N; CapacityException for B.
+        /// </summary>
+        internal async Task ReleaseOwnerAsync(string key, byte[] owner, long until, CancellationToken ct)
+        {
+            string op = "release by owner " + BitConverter.ToString(owner).Replace("-", "").ToLowerInvariant() + " of";
+            var left = SinceTicks(Stopwatch.GetTimestamp(), until);
+            using (var bound = CancellationTokenSource.CreateLinkedTokenSource(ct))
+            {
+                bound.CancelAfter(left > TimeSpan.Zero ? left : TimeSpan.Zero);
+                var bt = bound.Token;
+                var kb = Encoding.UTF8.GetBytes(key);
+                for (;;)
+                {
+                    Connection c;
+                    try { c = await GetConnAsync(bt, true).ConfigureAwait(false); }
+                    catch (Exception e)
+                    {
+                        if (e is ClosedException || e is NoConnectionYet) throw ConnectError(op, key, e, ct, true);
+                        // Refused for now (a persistent refusal): wait for a change.
+                        if (!await WaitChangeAsync(bt).ConfigureAwait(false)) throw ConnectError(op, key, e, ct, true);
+                        continue;
+                    }
+                    var cl = new Call(FrameType.ReleaseOwner, key);
+                    StartResult r;
+                    try { r = await c.StartAsync(cl, new Frame { Type = FrameType.ReleaseOwner, Owner = owner, Key = kb }, bt).ConfigureAwait(false); }
+                    catch (OperationCanceledException e)
+                    {
+                        throw new UnavailableException(Op(op, key) + "not sent: no free request slot in time", e);
+                    }
+                    if (r == StartResult.Gone) continue;
+                    var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    using (bt.Register(() => never.TrySetResult(true)))
+                    {
+                        await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                    }
+                    Answer a;
+                    if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
+                    else
+                    {
+                        a = c.Abandon(cl);
+                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, Owner = owner };
+                    }
+                    if (a.Fail != null)
+                    {
+                        if (a.Fail.Closed || bt.IsCancellationRequested)
+                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, Owner = owner, BrokerClosed = a.Fail.Closed };
+                        continue; // U is idempotent: again on the next connection
+                    }
+                    switch (a.F.Type)
+                    {
+                        case FrameType.Released:
+                            return;
+                        case FrameType.NotHeld:
+                            throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Addr = c.Addr };
+                        default:
+                            {
+                                var reason = (CapacityReason)a.F.Reason;
+                                throw new CapacityException(Op(op, key) + "rejected by a server capacity limit (" + reason + ")", reason) { Addr = c.Addr };
+                            }
+                    }
+                }
+            }
+        }
+
+        internal void EnqueueTicketRelease(Ticket t)
+        {
+            rel.Enqueue(new RelJob { Key = t.Key, Token = t.Token, At = Stopwatch.GetTimestamp(), Ticket = t });
+        }
+    }
+
+    /// <summary>The state of one key as the leader saw it when it answered.</summary>
+    public sealed class KeyDescription
+    {
+        public string Key { get; private set; }
+        public bool Held { get; private set; }
+        /// <summary>The holder's token (0 when free).</summary>
+        public ulong Token { get; private set; }
+        /// <summary>The holder's acquire owner (16 bytes; zero when free).</summary>
+        public byte[] Owner { get; private set; }
+        /// <summary>The holder's remaining lease as the leader sees it.</summary>
+        public TimeSpan Remaining { get; private set; }
+        public TimeSpan Lease { get; private set; }
+        /// <summary>Acquires waiting in the key's queue.</summary>
+        public int Waiters { get; private set; }
+
+        internal KeyDescription(string key, bool held, ulong token, byte[] owner, TimeSpan remaining, TimeSpan lease, int waiters)
+        {
+            Key = key; Held = held; Token = token; Owner = owner; Remaining = remaining; Lease = lease; Waiters = waiters;
+        }
+    }
+}

@@ -1,0 +1,399 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Security.Cryptography;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Ticketing.Wire;
+
+namespace Ticketing
+{
+    /// <summary>
+    /// The client: one per process, safe for concurrent use by any number of
+    /// threads. It keeps one connection to the cluster leader and multiplexes
+    /// every request over it, reconnecting in the background (to the leader
+    /// named by an M frame, otherwise to the listed addresses in turn, with
+    /// jittered exponential backoff).
+    /// </summary>
+    public sealed partial class TicketBroker : IDisposable, IConnHooks
+#if NETSTANDARD2_1_OR_GREATER || NET
+        , IAsyncDisposable
+#endif
+    {
+        /// <summary>Longest wait in the key's queue (0 is one immediate attempt).</summary>
+        public static readonly TimeSpan MaxWait = TimeSpan.FromSeconds(255);
+        public static readonly TimeSpan MinLease = TimeSpan.FromSeconds(1);
+        /// <summary>Longest lease, and longest work budget.</summary>
+        public static readonly TimeSpan MaxLease = TimeSpan.FromSeconds(250);
+        public const int MaxKey = 1024;
+        /// <summary>How long a release (explicit, background or compensating) retries the exact token, from the call or from when it was queued.</summary>
+        public static readonly TimeSpan ReleaseBound = TimeSpan.FromSeconds(5);
+        public const int DefaultReleaseQueue = 1024;
+        public const int ReleaseWorkers = 4;
+        public static readonly TimeSpan DefaultDialTimeout = TimeSpan.FromSeconds(5);
+        /// <summary>Assumed worst-case clock rate difference, percent of lease plus queued time.</summary>
+        public const int ClockDriftPercent = 1;
+        /// <summary>Fixed margin subtracted from the deadline for millisecond truncation.</summary>
+        public static readonly TimeSpan ClockDriftMargin = TimeSpan.FromMilliseconds(100);
+
+        internal readonly Config Cfg;
+        readonly CancellationTokenSource life = new CancellationTokenSource();
+        readonly object mu = new object();
+        Connection cur;
+        TaskCompletionSource<bool> changed = NewSignal();
+        bool closed, torn;
+        Exception rejected; // a persistent hello refusal, reported promptly
+        Exception lastErr;  // why the last connection attempt or connection failed
+        readonly Releaser rel;
+        readonly Task manager;
+        readonly TaskCompletionSource<bool> closedDone = NewSignal();
+        readonly Random jitter = new Random();
+        internal int Dials; // tests: connection attempts made
+        internal Connection CurrentForTests { get { lock (mu) return cur; } }
+
+        internal TicketBroker(Config cfg)
+        {
+            Cfg = cfg;
+            rel = new Releaser(this);
+            manager = Task.Run(() => RunAsync());
+        }
+
+        static TaskCompletionSource<bool> NewSignal()
+        {
+            return new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+
+        /// <summary>
+        /// A broker for the comma-separated server addresses ("host:port,host:port"),
+        /// without token or TLS. It returns at once and connects in the
+        /// background; use WaitReadyAsync.
+        /// </summary>
+        public static TicketBroker Connect(string addrs)
+        {
+            return CreateBuilder().Addrs(addrs).Connect();
+        }
+
+        /// <summary>A builder for a broker with a token, TLS or other options.</summary>
+        public static TicketBrokerBuilder CreateBuilder() { return new TicketBrokerBuilder(); }
+
+        internal static string[] ParseAddrs(string s)
+        {
+            var list = new List<string>();
+            foreach (var part in (s ?? "").Split(','))
+            {
+                var a = part.Trim();
+                if (a.Length == 0) continue;
+                string host; int port;
+                Connection.SplitAddr(a, out host, out port);
+                list.Add(a);
+            }
+            if (list.Count == 0) throw new InvalidArgumentException("ticketing: the address list \"" + s + "\" is empty; give host:port[,host:port...]");
+            return list.ToArray();
+        }
+
+        void BroadcastLocked()
+        {
+            changed.TrySetResult(true);
+            changed = NewSignal();
+        }
+
+        // ---------------- connection manager ----------------
+
+        async Task RunAsync()
+        {
+            int next = 0, failures = 0, redirects = 0;
+            string hint = "";
+            var ct = life.Token;
+            while (!ct.IsCancellationRequested)
+            {
+                string addr = hint;
+                hint = "";
+                if (addr.Length == 0) addr = Cfg.Addrs[next++ % Cfg.Addrs.Length];
+                Connection c;
+                try
+                {
+                    Interlocked.Increment(ref Dials);
+                    c = await Connection.DialAsync(addr, Cfg, 0, this, ct).ConfigureAwait(false);
+                }
+                catch (Exception e)
+                {
+                    if (ct.IsCancellationRequested) return;
+                    var he = e as HelloException;
+                    lock (mu)
+                    {
+                        lastErr = he != null ? he.Err : e;
+                        if (he != null && he.Rejected)
+                        {
+                            rejected = he.Err;
+                            BroadcastLocked();
+                        }
+                    }
+                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && redirects < 2 * Cfg.Addrs.Length + 2)
+                    {
+                        redirects++;
+                        hint = he.Hint;
+                        continue;
+                    }
+                    redirects = 0;
+                    failures++;
+                    if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
+                    continue;
+                }
+                redirects = 0;
+                lock (mu)
+                {
+                    if (torn)
+                    {
+                        c.Fail(new ConnFailure { Kind = FailKind.Closed, Addr = addr });
+                        return;
+                    }
+                    cur = c;
+                    rejected = null;
+                    lastErr = null;
+                    BroadcastLocked();
+                }
+                await c.Done.Task.ConfigureAwait(false);
+                var f = c.Failure;
+                lock (mu)
+                {
+                    if (cur == c) cur = null;
+                    if (!f.Closed) lastErr = new TicketingException(f.What(), f.Cause);
+                    BroadcastLocked();
+                }
+                if (ct.IsCancellationRequested) return;
+                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = 0;
+                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr)
+                {
+                    hint = f.Hint;
+                    continue;
+                }
+                failures++;
+                if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
+            }
+        }
+
+        /// <summary>Exponential delay with jitter: uniform in [d/2, d], d doubling from the base up to the cap.</summary>
+        TimeSpan Backoff(int n)
+        {
+            long d = Cfg.BackoffBase.Ticks;
+            for (int i = 1; i < n && d < Cfg.BackoffMax.Ticks; i++) d *= 2;
+            d = Math.Min(d, Cfg.BackoffMax.Ticks);
+            double r;
+            lock (jitter) r = jitter.NextDouble();
+            return TimeSpan.FromTicks(d / 2 + (long)(r * (d / 2)));
+        }
+
+        static async Task<bool> SleepAsync(TimeSpan d, CancellationToken ct)
+        {
+            try { await Task.Delay(d, ct).ConfigureAwait(false); return true; }
+            catch (OperationCanceledException) { return false; }
+        }
+
+        void IConnHooks.LateGrant(string key, ulong token) { LateGrant(key, token); }
+
+        internal bool IsClosed { get { lock (mu) return closed; } }
+
+        /// <summary>An acquire's connection ended before its final answer: release by owner (U) on a later connection.</summary>
+        void IConnHooks.Orphaned(string key, byte[] owner, long until) { rel.EnqueueOwner(key, owner, until); }
+
+        /// <summary>Waits for the next change of the connection state; false when ct ended first.</summary>
+        internal async Task<bool> WaitChangeAsync(CancellationToken ct)
+        {
+            Task wake;
+            lock (mu) wake = changed.Task;
+            var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+            using (ct.Register(() => tcs.TrySetResult(true)))
+            {
+                await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
+            }
+            return !ct.IsCancellationRequested;
+        }
+
+        /// <summary>A G arrived for an acquire whose caller left (or too late for its budget): release that exact token in the background.</summary>
+        internal void LateGrant(string key, ulong token)
+        {
+            rel.Enqueue(new RelJob { Key = key, Token = token, At = Stopwatch.GetTimestamp() });
+        }
+
+        /// <summary>No connection before the caller's token ended.</summary>
+        internal sealed class NoConnectionYet : Exception
+        {
+            internal readonly Exception Last;
+            internal NoConnectionYet(Exception last) : base(last != null ? "no connection to the leader yet (last attempt: " + last.Message + ")" : "no connection to the leader yet") { Last = last; }
+        }
+
+        /// <summary>
+        /// A live connection to the leader, waiting for one while ct allows.
+        /// Throws ClosedException, the persistent refusal, or NoConnectionYet.
+        /// </summary>
+        internal async Task<Connection> GetConnAsync(CancellationToken ct, bool draining)
+        {
+            for (;;)
+            {
+                Task wake;
+                lock (mu)
+                {
+                    if (torn || (closed && !draining)) throw new ClosedException("ticketing: the broker is closed");
+                    if (cur != null && !cur.Dead) return cur;
+                    if (rejected != null) throw rejected;
+                    wake = changed.Task;
+                }
+                if (ct.CanBeCanceled)
+                {
+                    var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    using (ct.Register(() => tcs.TrySetResult(true)))
+                    {
+                        await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
+                    }
+                }
+                else
+                {
+                    await wake.ConfigureAwait(false);
+                }
+                if (ct.IsCancellationRequested)
+                {
+                    Exception last;
+                    lock (mu)
+                    {
+                        if (torn || (closed && !draining)) throw new ClosedException("ticketing: the broker is closed");
+                        if (cur != null && !cur.Dead) return cur;
+                        last = rejected ?? lastErr;
+                    }
+                    throw new NoConnectionYet(last);
+                }
+            }
+        }
+
+        internal static string Op(string op, string key)
+        {
+            return "ticketing: " + op + (key != null ? " \"" + key + "\"" : "") + ": ";
+        }
+
+        /// <summary>Turns a GetConnAsync failure into what an operation throws; nothing was sent.</summary>
+        internal static Exception ConnectError(string op, string key, Exception e, CancellationToken ct, bool timeoutIsUnavailable)
+        {
+            string notSent = op == "connect" ? "" : "not sent: ";
+            if (e is ClosedException)
+                return new ClosedException(Op(op, key) + "the broker is closed" + (op == "connect" ? "" : "; nothing was sent"));
+            var nc = e as NoConnectionYet;
+            if (nc != null)
+            {
+                if (timeoutIsUnavailable || !ct.IsCancellationRequested)
+                    return new UnavailableException(Op(op, key) + notSent + nc.Message, nc.Last);
+                return new OperationCanceledException(Op(op, key) + notSent + nc.Message + "; cancelled", nc.Last, ct);
+            }
+            string msg = Op(op, key) + notSent + "the server refused the connection (" + e.Message + "); the broker keeps retrying in the background";
+            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Addr = ((TicketingException)e).Addr, ServerCode = ((TicketingException)e).ServerCode };
+            var ce = e as CapacityException;
+            if (ce != null) return new CapacityException(msg, ce.Reason) { Addr = ce.Addr };
+            var te = e as TicketingException;
+            return new UnavailableException(msg, e) { ServerCode = te != null ? te.ServerCode : null };
+        }
+
+        /// <summary>
+        /// Waits until the broker is connected to the leader and the hello is
+        /// done. Throws promptly UnauthenticatedException (a refused token or
+        /// client certificate), or UnavailableException / CapacityException for
+        /// another persistent refusal (unsupported version, untrusted server
+        /// certificate, TLS on one side only, connection limit), while the
+        /// server refuses the connection; the broker keeps retrying in the
+        /// background. When timeout passes first: UnavailableException saying
+        /// what the last attempt ran into. When ct ends first:
+        /// OperationCanceledException.
+        /// </summary>
+        public async Task WaitReadyAsync(TimeSpan timeout, CancellationToken ct = default(CancellationToken))
+        {
+            using (var lim = CancellationTokenSource.CreateLinkedTokenSource(ct))
+            {
+                if (timeout != Timeout.InfiniteTimeSpan) lim.CancelAfter(timeout);
+                try
+                {
+                    await GetConnAsync(lim.Token, false).ConfigureAwait(false);
+                }
+                catch (Exception e)
+                {
+                    var nc = e as NoConnectionYet;
+                    if (nc != null && ct.IsCancellationRequested)
+                        throw new OperationCanceledException(Op("connect", null) + nc.Message + "; cancelled", nc.Last, ct);
+                    if (nc != null)
+                        throw new UnavailableException(Op("connect", null) + nc.Message + " within " + timeout.TotalMilliseconds + " ms", nc.Last);
+                    throw ConnectError("connect", null, e, ct, true);
+                }
+            }
+        }
+
+        /// <summary>Waits for the connection as long as ct allows (see the overload with a timeout).</summary>
+        public Task WaitReadyAsync(CancellationToken ct)
+        {
+            return WaitReadyAsync(Timeout.InfiniteTimeSpan, ct);
+        }
+
+        // ---------------- closing ----------------
+
+        /// <summary>
+        /// Closes the broker, releasing what it can still reach first: acquires
+        /// still waiting for their answer are cancelled (C) and their callers
+        /// get IndeterminateException with BrokerClosed set; a grant that races
+        /// with the cancel and arrives within a short grace period (about a
+        /// second) is released with its exact token. Calls that had sent nothing
+        /// end with ClosedException. Background releases already queued get the
+        /// same grace period to finish while the connection is still open;
+        /// whatever remains is abandoned and reported to the release observer
+        /// (those tickets expire with their lease). Safe to call more than once.
+        /// </summary>
+        public async Task CloseAsync()
+        {
+            bool already;
+            lock (mu)
+            {
+                already = closed;
+                if (!closed)
+                {
+                    closed = true;
+                    BroadcastLocked();
+                }
+            }
+            if (already)
+            {
+                await closedDone.Task.ConfigureAwait(false);
+                return;
+            }
+            // Release what can still be reached: cancel the acquires still
+            // waiting, and give a grant that races with the cancel the grace
+            // period to arrive, so that it is released rather than left to its lease.
+            Connection live;
+            lock (mu) live = cur;
+            if (live != null && !live.Dead)
+            {
+                var settled = live.CancelAcquiresForClose(new ConnFailure { Kind = FailKind.Closed, Addr = live.Addr });
+                await Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout)).ConfigureAwait(false);
+            }
+            await rel.DrainAsync(Cfg.DrainTimeout).ConfigureAwait(false);
+            Connection c;
+            lock (mu)
+            {
+                torn = true;
+                c = cur;
+                BroadcastLocked();
+            }
+            life.Cancel();
+            if (c != null) c.Fail(new ConnFailure { Kind = FailKind.Closed, Addr = c.Addr });
+            try { await manager.ConfigureAwait(false); } catch (Exception) { }
+            closedDone.TrySetResult(true);
+        }
+
+        /// <summary>Closes the broker (CloseAsync) and waits for it; blocks for at most about the drain grace period.</summary>
+        public void Dispose()
+        {
+            CloseAsync().GetAwaiter().GetResult();
+        }
+
+#if NETSTANDARD2_1_OR_GREATER || NET
+        public ValueTask DisposeAsync()
+        {
+            return new ValueTask(CloseAsync());
+        }
+#endif
+    }
+}

@@ -1,0 +1,48 @@
+package io.ticketing;
+
+/**
+ * A server capacity limit (B frame): final and reported at once. The client
+ * never retries it; the caller may start a new acquire (with a new owner)
+ * after its own backoff.
+ */
+public final class CapacityException extends TicketingException {
+    /** Held tickets on the server at the limit. */
+    public static final int HELD = 1;
+    /** Waiters on this key at the limit. */
+    public static final int KEY_WAITERS = 2;
+    /** Waiters on the server at the limit. */
+    public static final int WAITERS = 3;
+    /** Requests in flight on this connection at the limit. */
+    public static final int IN_FLIGHT = 4;
+    /** Connections on the server at the limit (the connection was refused). */
+    public static final int CONNECTIONS = 5;
+
+    private final int reason;
+
+    CapacityException(String message, int reason) {
+        super(message, null, 0);
+        this.reason = reason;
+    }
+
+    /** The B frame's reason: {@link #HELD} .. {@link #CONNECTIONS}. */
+    public int reason() {
+        return reason;
+    }
+
+    /** The reason in words. */
+    public static String reasonName(int reason) {
+        return switch (reason) {
+            case HELD -> "held tickets at the server's limit";
+            case KEY_WAITERS -> "waiters on this key at the limit";
+            case WAITERS -> "waiters on the server at the limit";
+            case IN_FLIGHT -> "requests in flight on this connection at the limit";
+            case CONNECTIONS -> "connections on the server at the limit";
+            default -> "capacity reason " + reason;
+        };
+    }
+
+    @Override
+    public RetryClass retryClass() {
+        return RetryClass.OVERLOADED;
+    }
+}

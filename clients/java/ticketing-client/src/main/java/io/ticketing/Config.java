@@ -1,0 +1,24 @@
+package io.ticketing;
+
+import java.util.List;
+import java.util.concurrent.Executor;
+import javax.net.ssl.SSLContext;
+
+/** The broker's settled configuration (built and checked by {@link TicketBroker.Builder}). */
+final class Config {
+    List<String> addrs;
+    String token = "";
+    TlsMode tlsMode = TlsMode.Off;
+    SSLContext ssl;
+    Executor executor;
+    boolean ownExecutor;
+    TicketBroker.ReleaseObserver observer;
+    long dialTimeoutMs = 5000;
+    long connectWaitMs = 10_000;
+    long releaseBoundMs = TicketBroker.RELEASE_BOUND.toMillis();
+    int releaseQueue = TicketBroker.DEFAULT_RELEASE_QUEUE;
+    long drainMs = 1000;
+    long backoffBaseMs = 25;
+    long backoffMaxMs = 1000;
+    long clientPingMs = Conn.CLIENT_PING_MS;
+}

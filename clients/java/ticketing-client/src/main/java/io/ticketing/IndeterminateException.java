@@ -1,0 +1,28 @@
+package io.ticketing;
+
+/**
+ * The request may have reached the server, but its final answer was lost: the
+ * connection dropped or went silent, the session ended with {@code M} or
+ * {@code E}, the server sent an invalid frame, the broker was closed, or no
+ * answer came in time. For an acquire the ticket may or may not have been
+ * granted: do not enter the critical section. The acquire is never re-sent
+ * automatically.
+ */
+public final class IndeterminateException extends TicketingException {
+    private final boolean brokerClosed;
+
+    IndeterminateException(String message, Throwable cause, int serverErrorCode, boolean brokerClosed) {
+        super(message, cause, serverErrorCode);
+        this.brokerClosed = brokerClosed;
+    }
+
+    /** Whether the answer was lost because the broker was closed. */
+    public boolean brokerClosed() {
+        return brokerClosed;
+    }
+
+    @Override
+    public RetryClass retryClass() {
+        return RetryClass.UNDETERMINED;
+    }
+}

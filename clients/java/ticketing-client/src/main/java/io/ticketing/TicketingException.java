@@ -1,0 +1,56 @@
+package io.ticketing;
+
+/**
+ * Every failure of this client. The hierarchy is sealed and small so that a
+ * caller can {@code catch} exactly the outcomes it handles:
+ *
+ * <ul>
+ *   <li>{@link NotAcquiredException}: not granted within the wait (W), the only ordinary "no";
+ *   <li>{@link CapacityException}: a server limit (B), final and reported at once, never retried by the client;
+ *   <li>{@link IndeterminateException}: the request may have been sent but its final answer was lost: the
+ *       ticket may or may not have been granted; do not enter the critical section;
+ *   <li>{@link BudgetExceededException}: granted too late for the work budget; the client released it;
+ *   <li>{@link NotHeldException}: a release found the token no longer holding the key (N);
+ *   <li>{@link InvalidArgumentException}: an argument out of range; nothing was sent;
+ *   <li>{@link UnauthenticatedException}: the server refused the token or the client certificate;
+ *   <li>{@link UnavailableException}: no usable connection to the leader, or a read-only request lost its
+ *       connection; nothing with an effect may have been sent;
+ *   <li>{@link ClosedException}: the broker was closed;
+ *   <li>{@link ReleaseDroppedException}: a background release could not be queued.
+ * </ul>
+ *
+ * The message always says what happened and what to do. When the server ended
+ * the session with an {@code E} frame, {@link #serverErrorCode()} is its stable code.
+ */
+public abstract sealed class TicketingException extends RuntimeException
+        permits NotAcquiredException, CapacityException, IndeterminateException, BudgetExceededException,
+                NotHeldException, InvalidArgumentException, UnauthenticatedException, UnavailableException,
+                ClosedException, ReleaseDroppedException {
+    private final int serverErrorCode;
+
+    TicketingException(String message, Throwable cause, int serverErrorCode) {
+        super(message, cause);
+        this.serverErrorCode = serverErrorCode;
+    }
+
+    /** The code of the server's {@code E} frame behind this failure (docs/protocol.md), or 0 if there was none. */
+    public int serverErrorCode() {
+        return serverErrorCode;
+    }
+
+    /**
+     * How a transaction-retry layer should treat this failure, as the Go
+     * client's retry package does: capacity rejects are {@code OVERLOADED},
+     * unknown outcomes {@code UNDETERMINED} and unusable connections
+     * {@code TRANSPORT_UNAVAILABLE} (both retried only for idempotent work);
+     * everything else is not retried.
+     */
+    public RetryClass retryClass() {
+        return RetryClass.NOT_RETRYABLE;
+    }
+
+    /** See {@link TicketingException#retryClass()}. */
+    public enum RetryClass {
+        NOT_RETRYABLE, OVERLOADED, UNDETERMINED, TRANSPORT_UNAVAILABLE
+    }
+}

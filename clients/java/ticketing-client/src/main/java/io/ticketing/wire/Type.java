@@ -1,0 +1,50 @@
+package io.ticketing.wire;
+
+/** The frame type bytes of protocol version 1 (docs/protocol.md). */
+public final class Type {
+    private Type() {}
+
+    public static final byte HELLO = 'H';
+    public static final byte ACQUIRE = 'A';
+    public static final byte CANCEL = 'C';
+    public static final byte RELEASE = 'L';
+    /** Release by owner: ends the hold (or queued acquire) of an owner on a key. */
+    public static final byte RELEASE_OWNER = 'U';
+    public static final byte DESCRIBE = 'D';
+    public static final byte ADMIN = 'J';
+    public static final byte READY = 'Y';
+    public static final byte GRANTED = 'G';
+    public static final byte NOT_ACQUIRED = 'W';
+    public static final byte QUEUED = 'Q';
+    public static final byte CANCELLED = 'X';
+    public static final byte CAPACITY = 'B';
+    public static final byte RELEASED = 'R';
+    public static final byte NOT_HELD = 'N';
+    public static final byte NOT_LEADER = 'M';
+    public static final byte ERROR = 'E';
+    public static final byte INFO = 'I';
+    public static final byte ADMIN_REPLY = 'V';
+    public static final byte PING = 'P';
+    public static final byte PONG = 'O';
+
+    /** Protocol version spoken by this codec. */
+    public static final int VERSION = 1;
+    /** Largest allowed value of a frame's length prefix. */
+    public static final int MAX_FRAME = 65536;
+    /** Hello flag: administrative session. */
+    public static final int HELLO_ADMIN = 1;
+    /** Ready flag: the server is the leader. */
+    public static final int READY_LEADER = 1;
+    /** Info flag: the key is held. */
+    public static final int INFO_HELD = 1;
+    public static final int MAX_KEY = 1024;
+    public static final int MAX_TOKEN = 1024;
+    public static final int MAX_WAIT = 255;
+    public static final int MIN_LEASE = 1;
+    public static final int MAX_LEASE = 250;
+
+    /** The letter of a type byte, or its hex value when it is not printable. */
+    public static String name(byte t) {
+        return t >= 0x21 && t < 0x7f ? String.valueOf((char) t) : String.format("0x%02x", t & 0xff);
+    }
+}

@@ -1,0 +1,173 @@
+package io.ticketing;
+
+import io.ticketing.wire.Codec;
+import io.ticketing.wire.Frame;
+import io.ticketing.wire.Type;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * Real ticketd processes for the integration tests: a cluster of n nodes on
+ * free loopback ports, each with its own data directory, built from this
+ * repository. The binary is $TICKETD_BIN (clients/java/test.sh builds it);
+ * without it the helper builds it with "go build ./cmd/ticketd" once.
+ */
+final class Ticketd implements AutoCloseable {
+    static final class Node {
+        final String id;
+        final String addr;
+        final String raftAddr;
+        final Path dir;
+        Process proc;
+
+        Node(String id, String addr, String raftAddr, Path dir) {
+            this.id = id;
+            this.addr = addr;
+            this.raftAddr = raftAddr;
+            this.dir = dir;
+        }
+    }
+
+    private static Path binary;
+    final List<Node> nodes = new ArrayList<>();
+    private final Path root;
+    private String token = ""; // the hello token, when the nodes require one
+
+    static synchronized Path binary() throws Exception {
+        if (binary != null) {
+            return binary;
+        }
+        String env = System.getenv("TICKETD_BIN");
+        if (env != null && !env.isEmpty()) {
+            binary = Path.of(env);
+            if (!Files.isExecutable(binary)) {
+                throw new AssertionError("TICKETD_BIN=" + env + " is not an executable file; build it with: go build -o <path> ./cmd/ticketd");
+            }
+            return binary;
+        }
+        Path repo = Path.of(System.getProperty("ticketing.repo.root", "../../..")).toAbsolutePath().normalize();
+        Path out = Path.of("target", "ticketd").toAbsolutePath();
+        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./cmd/ticketd")
+                .directory(repo.toFile()).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes());
+        if (!p.waitFor(5, TimeUnit.MINUTES) || p.exitValue() != 0) {
+            throw new AssertionError("TICKETD_BIN is not set and \"go build ./cmd/ticketd\" in " + repo + " failed (install Go, or set TICKETD_BIN): " + log);
+        }
+        binary = out;
+        return binary;
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket()) {
+            s.bind(new InetSocketAddress("127.0.0.1", 0));
+            return s.getLocalPort();
+        }
+    }
+
+    /** Starts n voters that bootstrap one cluster; extra flags go to every node. */
+    Ticketd(int n, String... extra) throws Exception {
+        root = Files.createTempDirectory("ticketd-java-");
+        for (int i = 0; i + 1 < extra.length; i++) {
+            if (extra[i].equals("-client-token")) {
+                token = extra[i + 1];
+            }
+        }
+        StringBuilder boot = new StringBuilder();
+        for (int i = 1; i <= n; i++) {
+            Node nd = new Node("n" + i, "127.0.0.1:" + freePort(), "127.0.0.1:" + freePort(), root.resolve("n" + i));
+            Files.createDirectories(nd.dir);
+            nodes.add(nd);
+            boot.append(boot.length() > 0 ? "," : "").append(nd.id).append('=').append(nd.raftAddr);
+        }
+        for (Node nd : nodes) {
+            List<String> cmd = new ArrayList<>(List.of(binary().toString(),
+                    "-node-id", nd.id, "-listen", nd.addr, "-raft-listen", nd.raftAddr, "-http-listen", "",
+                    "-data-dir", nd.dir.resolve("data").toString(), "-bootstrap", boot.toString(), "-log-level", "warn"));
+            cmd.addAll(List.of(extra));
+            nd.proc = new ProcessBuilder(cmd).redirectErrorStream(true)
+                    .redirectOutput(nd.dir.resolve("log.txt").toFile()).start();
+        }
+    }
+
+    /** Comma-separated client addresses of the nodes still running. */
+    String addrs() {
+        return String.join(",", nodes.stream().map(x -> x.addr).toList());
+    }
+
+    /** Waits for a node that answers a hello as the leader, with a deadline. */
+    Node awaitLeader(long timeoutMs) throws Exception {
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        while (System.nanoTime() < end) {
+            for (Node nd : nodes) {
+                if (nd.proc.isAlive() && isLeader(nd, token)) {
+                    return nd;
+                }
+            }
+            Thread.sleep(50);
+        }
+        StringBuilder logs = new StringBuilder();
+        for (Node nd : nodes) {
+            logs.append("\n--- ").append(nd.id).append(nd.proc.isAlive() ? "" : " (exited " + nd.proc.exitValue() + ")").append(":\n")
+                    .append(Files.exists(nd.dir.resolve("log.txt")) ? Files.readString(nd.dir.resolve("log.txt")) : "");
+        }
+        throw new AssertionError("no ticketd became leader within " + timeoutMs + " ms" + logs);
+    }
+
+    private static boolean isLeader(Node nd, String token) {
+        String[] hp = nd.addr.split(":");
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress(hp[0], Integer.parseInt(hp[1])), 500);
+            s.setSoTimeout(1000);
+            Frame h = new Frame(Type.HELLO);
+            h.version = 1;
+            h.text = token.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            s.getOutputStream().write(Codec.encode(h));
+            InputStream in = s.getInputStream();
+            Frame f = Codec.read(in);
+            return f.type == Type.READY && (f.flags & Type.READY_LEADER) != 0;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+
+    /** SIGKILL: no shutdown, no leadership hand-over. */
+    void kill(Node nd) throws InterruptedException {
+        nd.proc.destroyForcibly();
+        nd.proc.waitFor(10, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() throws IOException {
+        for (Node nd : nodes) {
+            if (nd.proc != null) {
+                nd.proc.destroyForcibly();
+            }
+        }
+        for (Node nd : nodes) {
+            try {
+                if (nd.proc != null) {
+                    nd.proc.waitFor(10, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (!Files.exists(root)) {
+            return; // closed before
+        }
+        try (Stream<Path> w = Files.walk(root)) {
+            w.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+package io.ticketing.jdbc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The JDBC fence on a real MariaDB (InnoDB) started by the test. */
+@Timeout(120)
+class MariaDbFenceTest {
+    static MariaServer db;
+    String url;
+    JdbcFence fence;
+
+    @BeforeAll
+    static void startDb() throws Exception {
+        db = MariaServer.start();
+    }
+
+    @AfterAll
+    static void stopDb() throws Exception {
+        db.close();
+    }
+
+    @BeforeEach
+    void database() throws Exception {
+        url = db.newDatabase();
+        fence = new JdbcFence(JdbcFence.Dialect.MYSQL);
+        try (Connection c = DriverManager.getConnection(url)) {
+            fence.createTable(c);
+        }
+    }
+
+    Connection tx() throws SQLException {
+        Connection c = DriverManager.getConnection(url);
+        c.setAutoCommit(false);
+        return c;
+    }
+
+    void fenced(String key, long token) throws SQLException {
+        try (Connection c = tx()) {
+            try {
+                fence.check(c, key, token);
+                c.commit();
+            } catch (SQLException e) {
+                c.rollback();
+                throw e;
+            }
+        }
+    }
+
+    @Test
+    void marksRiseAndStaleTokensAreRefused() throws Exception {
+        fenced("k", 3);
+        fenced("k", 10);
+        assertEquals(10, assertThrows(StaleTokenException.class, () -> fenced("k", 4)).mark());
+        assertThrows(TokenCommittedException.class, () -> fenced("k", 10));
+        fenced("K", 1); // VARBINARY: byte for byte, case matters
+        try (Connection c = tx()) {
+            assertThrows(InvalidFenceArgumentException.class, () -> fence.check(c, "x".repeat(768), 1));
+            c.rollback();
+        }
+    }
+
+    @Test
+    void theSameTokenTwiceNeverBothSucceed() throws Exception {
+        try (Connection c1 = tx(); Connection c2 = tx()) {
+            fence.check(c1, "k", 5);
+            CompletableFuture<Throwable> second = CompletableFuture.supplyAsync(() -> {
+                try {
+                    fence.check(c2, "k", 5);
+                    return null;
+                } catch (SQLException e) {
+                    return e;
+                }
+            });
+            try (Connection mon = DriverManager.getConnection(url); Statement st = mon.createStatement()) {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (true) {
+                    try (ResultSet rs = st.executeQuery("SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")) {
+                        rs.next();
+                        if (rs.getInt(1) == 1) {
+                            break;
+                        }
+                    }
+                    assertTrue(System.nanoTime() < end, "the second check did not wait for the first's lock");
+                    Thread.sleep(10);
+                }
+            }
+            c1.commit();
+            assertInstanceOf(TokenCommittedException.class, second.get(20, TimeUnit.SECONDS));
+            c2.rollback();
+        }
+    }
+}

@@ -1,0 +1,193 @@
+package io.ticketing.jdbc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.ticketing.NotHeldException;
+import io.ticketing.Ticket;
+import io.ticketing.TicketBroker;
+import io.ticketing.TicketdAccess;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The JDBC fence on a real PostgreSQL 15 started by the test. */
+@Timeout(120)
+class PostgresFenceTest {
+    static PgServer pg;
+    String url;
+    JdbcFence fence;
+
+    @BeforeAll
+    static void startPg() throws Exception {
+        pg = PgServer.start();
+    }
+
+    @AfterAll
+    static void stopPg() throws Exception {
+        pg.close();
+    }
+
+    @BeforeEach
+    void database() throws Exception {
+        url = pg.newDatabase();
+        fence = new JdbcFence(JdbcFence.Dialect.POSTGRES);
+        try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement()) {
+            fence.createTable(c);
+            fence.createTable(c); // idempotent
+            st.execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)");
+            st.execute("INSERT INTO accounts VALUES (1, 100)");
+        }
+    }
+
+    Connection tx() throws SQLException {
+        Connection c = DriverManager.getConnection(url);
+        c.setAutoCommit(false);
+        return c;
+    }
+
+    int balance() throws SQLException {
+        try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement();
+                ResultSet rs = st.executeQuery("SELECT balance FROM accounts WHERE id = 1")) {
+            rs.next();
+            return rs.getInt(1);
+        }
+    }
+
+    /** A fenced write: check, then write, then commit; rolls back on any failure. */
+    void fencedWrite(String key, long token, int newBalance) throws SQLException {
+        try (Connection c = tx()) {
+            try {
+                fence.check(c, key, token);
+                try (PreparedStatement ps = c.prepareStatement("UPDATE accounts SET balance = ? WHERE id = 1")) {
+                    ps.setInt(1, newBalance);
+                    ps.executeUpdate();
+                }
+                c.commit();
+            } catch (SQLException e) {
+                c.rollback();
+                throw e;
+            }
+        }
+    }
+
+    /**
+     * The paused holder: A holds the ticket, stalls past its lease, B gets the
+     * key with a higher token and commits a fenced write; when A resumes, its
+     * fenced write is refused and rolled back.
+     */
+    @Test
+    void aPausedHolderIsFencedOut() throws Exception {
+        try (AutoCloseable cluster = TicketdAccess.start(1); TicketBroker broker = TicketBroker.connect(TicketdAccess.addrs(cluster))) {
+            broker.waitReadyBlocking(Duration.ofSeconds(30));
+            Ticket a = broker.acquireBlocking("account/1", Duration.ZERO, Duration.ofSeconds(1), Duration.ZERO);
+            // A "pauses" here. B waits in the key's queue and gets it once A's lease has ended.
+            Ticket b = broker.acquireBlocking("account/1", Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ZERO);
+            assertTrue(b.getToken() > a.getToken());
+            fencedWrite("account/1", b.getToken(), 200);
+            b.releaseBlocking();
+            // A resumes, still believing it holds the ticket.
+            StaleTokenException e = assertThrows(StaleTokenException.class, () -> fencedWrite("account/1", a.getToken(), 999));
+            assertEquals(b.getToken(), e.mark());
+            assertEquals(a.getToken(), e.token());
+            assertEquals(200, balance(), "the stale holder's write was committed");
+            assertThrows(NotHeldException.class, a::releaseBlocking);
+        }
+    }
+
+    @Test
+    void higherTokensWinLowerAreStaleAndTheSameIsCommitted() throws Exception {
+        fencedWrite("k", 5, 1);
+        fencedWrite("k", 7, 2);
+        assertThrows(StaleTokenException.class, () -> fencedWrite("k", 6, 3));
+        TokenCommittedException tc = assertThrows(TokenCommittedException.class, () -> fencedWrite("k", 7, 4));
+        assertEquals(7, tc.token());
+        assertEquals(2, balance());
+        fencedWrite("other", 1, 5); // keys are independent
+        assertEquals(5, balance());
+    }
+
+    @Test
+    void aRolledBackCheckLeavesTheMark() throws Exception {
+        fencedWrite("k", 5, 1);
+        try (Connection c = tx()) {
+            fence.check(c, "k", 9);
+            c.rollback();
+        }
+        fencedWrite("k", 6, 2); // 9 was never committed
+        assertEquals(2, balance());
+    }
+
+    /** Two transactions with the same token, interleaved: never both succeed. */
+    @Test
+    void theSameTokenTwiceNeverBothSucceed() throws Exception {
+        try (Connection c1 = tx(); Connection c2 = tx()) {
+            fence.check(c1, "k", 5);
+            CompletableFuture<Throwable> second = CompletableFuture.supplyAsync(() -> {
+                try {
+                    fence.check(c2, "k", 5); // waits for c1's row lock
+                    return null;
+                } catch (SQLException e) {
+                    return e;
+                }
+            });
+            // the second check must be waiting on the row lock, not done
+            try (Connection mon = DriverManager.getConnection(url); Statement st = mon.createStatement()) {
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (true) {
+                    try (ResultSet rs = st.executeQuery("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) {
+                        rs.next();
+                        if (rs.getInt(1) == 1) {
+                            break;
+                        }
+                    }
+                    assertTrue(System.nanoTime() < end, "the second check did not wait for the first's lock");
+                    Thread.sleep(10);
+                }
+            }
+            c1.commit();
+            assertInstanceOf(TokenCommittedException.class, second.get(20, TimeUnit.SECONDS));
+            c2.rollback();
+        }
+        // Under REPEATABLE READ the loser fails with a serialization error instead.
+        try (Connection c1 = tx(); Connection c2 = tx()) {
+            c2.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+            try (Statement st = c2.createStatement()) {
+                st.executeQuery("SELECT 1").close(); // take the snapshot now
+            }
+            fence.check(c1, "k", 8);
+            c1.commit();
+            SQLException e = assertThrows(SQLException.class, () -> fence.check(c2, "k", 8));
+            assertTrue(e instanceof TokenCommittedException || "40001".equals(e.getSQLState()), e.toString());
+            c2.rollback();
+        }
+    }
+
+    @Test
+    void invalidArgumentsAreRefused() throws Exception {
+        assertThrows(InvalidFenceArgumentException.class, () -> new JdbcFence(JdbcFence.Dialect.POSTGRES, "x; drop table y"));
+        assertThrows(InvalidFenceArgumentException.class, () -> new JdbcFence(JdbcFence.Dialect.POSTGRES, "a.b.c"));
+        new JdbcFence(JdbcFence.Dialect.POSTGRES, "public.my_fence");
+        try (Connection c = tx()) {
+            assertThrows(InvalidFenceArgumentException.class, () -> fence.check(c, "", 1));
+            assertThrows(InvalidFenceArgumentException.class, () -> fence.check(c, "k", -1)); // 2^64-1 as unsigned
+            c.rollback();
+        }
+        try (Connection c = DriverManager.getConnection(url)) {
+            assertThrows(InvalidFenceArgumentException.class, () -> fence.check(c, "k", 1), "auto-commit must be refused");
+        }
+    }
+}
