@@ -250,7 +250,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 // cluster ID and its participants after the holds; version 1 is still read.
 var snapshotMagic = [4]byte{'T', 'K', 'S', 'N'}
 
-const snapshotVersion = 2
+// Version 3 adds each hold's principal (who it was granted to) after the
+// hold's other fields; versions 1 and 2 are read with no principals.
+const snapshotVersion = 3
 
 // ErrSnapshotVersion reports a snapshot written by a newer ticketd.
 var ErrSnapshotVersion = errors.New("fsm: snapshot format is newer than this ticketd")
@@ -285,6 +287,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		buf = binary.BigEndian.AppendUint32(buf, h.LeaseMs)
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.GrantedAt))
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.ExpiresAt))
+		buf = appendStr(buf, h.Principal)
 		if len(buf) > 64<<10 {
 			crc = crc32.Update(crc, crcTable, buf)
 			if _, err := bw.Write(buf); err != nil {
@@ -354,6 +357,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		h.LeaseMs = d.u32("lease")
 		h.GrantedAt = int64(d.u64("granted at"))
 		h.ExpiresAt = int64(d.u64("expires at"))
+		if version >= 3 {
+			h.Principal = d.str("principal")
+		}
 		s.holds[k] = h
 	}
 	if version >= 2 && d.err == nil {
