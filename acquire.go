@@ -280,6 +280,8 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 			fmt.Sprintf("not acquired within the wait of %d s", args.wait), ErrNotAcquired)
 	case wire.TypeCancelled:
 		return nil, newOpError("acquire", key, true, nil, "not acquired: the server cancelled the request", ErrNotAcquired)
+	case wire.TypeForbidden:
+		return nil, permissionError(c, f, "acquire", key, "; not acquired")
 	default: // B
 		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(f.Reason)}
 		e := newOpError("acquire", key, true, ce, fmt.Sprintf("not acquired: the server %s rejected it for capacity: %s", c.addr, ce.Reason), ErrCapacity)

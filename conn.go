@@ -390,7 +390,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		return &connFailure{kind: failServerError, addr: c.addr,
 			cause: &ServerError{Addr: c.addr, Code: ErrorCode(f.Code), Message: string(f.Text)}}
 	case wire.TypeGranted, wire.TypeNotAcquired, wire.TypeQueued, wire.TypeCancelled, wire.TypeCapacity,
-		wire.TypeReleased, wire.TypeNotHeld, wire.TypeInfo, wire.TypeAdminReply:
+		wire.TypeReleased, wire.TypeNotHeld, wire.TypeInfo, wire.TypeAdminReply, wire.TypeForbidden:
 	default:
 		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("unexpected %s frame from the server", f.Type)}
 	}
@@ -472,6 +472,9 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 
 // answers reports whether an answer of type a may answer a request of type r.
 func answers(r, a wire.Type) bool {
+	if a == wire.TypeForbidden {
+		return r == wire.TypeAcquire || r == wire.TypeRelease || r == wire.TypeDescribe || r == wire.TypeAdmin || r == wire.TypeReleaseOwner
+	}
 	switch r {
 	case wire.TypeAcquire:
 		return a == wire.TypeGranted || a == wire.TypeNotAcquired || a == wire.TypeQueued ||

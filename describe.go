@@ -115,6 +115,9 @@ func answerError(c *conn, a *answer, op, key string, effect bool) error {
 		}
 		return newOpError(op, key, hasKey, a.fail.cause, "no answer: "+a.fail.what(), kind)
 	}
+	if a.f.Type == wire.TypeForbidden {
+		return permissionError(c, &a.f, op, key, "")
+	}
 	if a.f.Type == wire.TypeCapacity {
 		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
 		return newOpError(op, key, hasKey, ce, "rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)

@@ -102,6 +102,11 @@
 //     lost is ErrIndeterminate too: it may have been applied.
 //   - ErrBudgetExceeded: granted, but with less conservative time left than
 //     the work budget; the client released it.
+//   - ErrPermissionDenied: the server refused the request for this client's
+//     principal (F): its role does not allow it, the key is outside its key
+//     prefixes, or the ticket was granted to another principal. Final, not
+//     retried, nothing happened, the connection stays usable.
+//     *PermissionError has the reason.
 //   - ErrUnauthenticated, ErrClosed, ErrUnavailable, ErrInvalidArgument,
 //     ErrNotHeld (a release found the token no longer holding the key).
 //

@@ -67,7 +67,60 @@ var (
 	// ErrNotLeader: an admin request needs the leader and the node is a
 	// follower. Use errors.As with *NotLeaderError for the leader's address.
 	ErrNotLeader = errors.New("ticketing: the node is not the leader")
+
+	// ErrPermissionDenied: the server refused the request because this
+	// client's principal may not make it (F): its role does not allow it,
+	// the key is outside its key prefixes, or the ticket to release was
+	// granted to another principal. It is final, nothing happened, and the
+	// connection stays usable; the same request is refused again until the
+	// server's configuration changes. Use errors.As with *PermissionError
+	// for the reason.
+	ErrPermissionDenied = errors.New("ticketing: permission denied")
 )
+
+// PermissionReason says why an F frame refused a request.
+type PermissionReason uint8
+
+// Refusal reasons (docs/protocol.md).
+const (
+	PermissionRole  PermissionReason = 1 // the principal's role does not allow the request
+	PermissionKey   PermissionReason = 2 // the key is outside the principal's key prefixes
+	PermissionOwner PermissionReason = 3 // the ticket was granted to another principal
+)
+
+func (r PermissionReason) String() string {
+	switch r {
+	case PermissionRole:
+		return "the client's role does not allow this request (an admin token is needed for admin operations)"
+	case PermissionKey:
+		return "the key is outside the key prefixes the client may use"
+	case PermissionOwner:
+		return "the ticket was granted to another principal"
+	}
+	return fmt.Sprintf("refusal reason %d", uint8(r))
+}
+
+// PermissionError is an F frame: the server refused the request for this
+// client's principal. It matches ErrPermissionDenied.
+type PermissionError struct {
+	Addr   string
+	Reason PermissionReason
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("ticketing: server %s refused the request: %s", e.Addr, e.Reason)
+}
+
+// Is makes it match ErrPermissionDenied.
+func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
+
+// permissionError is the error of an operation answered F.
+func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
+	pe := &PermissionError{Addr: c.addr, Reason: PermissionReason(f.Reason)}
+	e := newOpError(op, key, key != "", pe, "permission denied: "+pe.Reason.String()+effect, ErrPermissionDenied)
+	e.hide = true
+	return e
+}
 
 // IndeterminateError is the ErrIndeterminate of an acquire: the key and the
 // owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find

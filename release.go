@@ -94,6 +94,8 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 				msg += "; an earlier attempt whose answer was lost may have released it"
 			}
 			return newOpError(op, key, true, nil, msg, ErrNotHeld)
+		case wire.TypeForbidden:
+			return permissionError(c, &a.f, op, key, "; not released")
 		default: // B
 			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
 			return newOpError(op, key, true, ce, "not released: rejected by a server capacity limit; the ticket stays held until its lease expires", ErrCapacity)
@@ -310,6 +312,8 @@ func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner,
 			return nil
 		case wire.TypeNotHeld:
 			return newOpError(op, key, true, nil, "that owner holds nothing on the key", ErrNotHeld)
+		case wire.TypeForbidden:
+			return permissionError(c, &a.f, op, key, "; not released")
 		default: // B
 			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
 			return newOpError(op, key, true, ce, "rejected by a server capacity limit", ErrCapacity)

@@ -27,6 +27,7 @@ const (
 	exitNotAcquired   = 2 // not acquired within the wait, or release: not held
 	exitCapacity      = 3 // rejected by a server capacity limit
 	exitIndeterminate = 4 // outcome unknown: the answer was lost
+	exitPermission    = 5 // the server refused the request for this token's principal
 )
 
 func main() {
@@ -37,6 +38,7 @@ func main() {
 type globals struct {
 	addrs       string
 	token       string
+	adminToken  string
 	tlsCA       string
 	tlsInsecure bool
 	tls         bool
@@ -49,11 +51,14 @@ type globals struct {
 const (
 	defaultAddr = "127.0.0.1:5225"
 	tokenEnv    = "TICKETCTL_TOKEN" // used when --token is not given
+	// adminTokenEnv is used when --admin-token is not given.
+	adminTokenEnv = "TICKETCTL_ADMIN_TOKEN"
 )
 
 func defineGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.addrs, "addr", defaultAddr, "comma-separated server client addresses (host:port)")
 	fs.StringVar(&g.token, "token", "", "client token, when the servers require one (default $"+tokenEnv+")")
+	fs.StringVar(&g.adminToken, "admin-token", "", "operator token for status, members, leader and snapshot (default $"+adminTokenEnv+", else --token)")
 	fs.StringVar(&g.tlsCA, "tls-ca", "", "use TLS, verifying the servers against the CA certificates in this PEM file")
 	fs.BoolVar(&g.tlsInsecure, "tls-insecure", false, "use TLS without verifying the servers' certificates (testing only)")
 	fs.BoolVar(&g.tls, "tls", false, "use TLS, verifying the servers against the system's trusted roots")
@@ -268,6 +273,15 @@ func (e *env) addrList() []string {
 	return out
 }
 
+// adminOptions are options() with the admin token, when one is given, in
+// place of the application token: the admin commands use them.
+func (e *env) adminOptions() []ticketing.Option {
+	if e.g.adminToken == "" {
+		return e.options()
+	}
+	return append(e.options(), ticketing.WithToken(e.g.adminToken))
+}
+
 // options are the client options the global flags ask for.
 func (e *env) options() []ticketing.Option {
 	// The client's background logging (reconnects) would only clutter the
@@ -319,6 +333,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Keeps the token out of the process list and shell history.
 		e.g.token = os.Getenv(tokenEnv)
 	}
+	if e.g.adminToken == "" {
+		e.g.adminToken = os.Getenv(adminTokenEnv)
+	}
 	if err != nil {
 		if inv.g.output != "json" {
 			e.g.output = "text"
@@ -364,7 +381,7 @@ func (e *env) fail(err error) int {
 
 type errorResult struct {
 	Error string `json:"error"`
-	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate or error
+	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate, permission_denied or error
 }
 
 // classify maps an error to the exit code and the JSON code name.
@@ -380,6 +397,8 @@ func classify(err error) (int, string) {
 		return exitCapacity, "capacity"
 	case errors.Is(err, ticketing.ErrIndeterminate):
 		return exitIndeterminate, "indeterminate"
+	case errors.Is(err, ticketing.ErrPermissionDenied):
+		return exitPermission, "permission_denied"
 	}
 	return exitError, "error"
 }
@@ -388,6 +407,7 @@ func classify(err error) (int, string) {
 // what happened; authentication failures and timeouts get a hint.
 func errorMessage(err error) string {
 	msg := err.Error()
+	var pe *ticketing.PermissionError
 	switch {
 	case errors.Is(err, ticketing.ErrUnauthenticated):
 		// A refused token is an E frame (code 5); a refused client
@@ -397,6 +417,8 @@ func errorMessage(err error) string {
 			return "authentication failed: the server refused the client certificate (check --tls-cert, --tls-key): " + msg
 		}
 		return "authentication failed: the server refused the client token (check --token): " + msg
+	case errors.As(err, &pe) && pe.Reason == ticketing.PermissionRole:
+		return msg + " (admin commands take an admin token: --admin-token or $" + adminTokenEnv + ")"
 	case errors.Is(err, ticketing.ErrIndeterminate) && strings.Contains(msg, "admin "):
 		return msg + " (ticketctl did not send it to another node; see ticketctl status before running it again)"
 	case errors.Is(err, context.DeadlineExceeded) && !strings.Contains(msg, "--timeout"):
@@ -441,6 +463,10 @@ Exit codes:
   3  rejected by a server capacity limit (code "capacity")
   4  indeterminate: the answer was lost; an acquire may or may not have
      been granted (code "indeterminate")
+  5  permission denied: the token's principal may not do this (an admin
+     command without an admin token, a key outside the application's
+     prefixes, a ticket granted to another application)
+     (code "permission_denied")
 
 Run "ticketctl COMMAND --help" for a command's own flags.
 `)
@@ -545,7 +571,7 @@ func (e *env) onLeader(ctx context.Context, op func(context.Context, *ticketing.
 		}
 		tried[t.addr] = true
 		attempts--
-		a, err := ticketing.DialAdmin(ctx, t.addr, e.options()...)
+		a, err := ticketing.DialAdmin(ctx, t.addr, e.adminOptions()...)
 		if err == nil {
 			err = op(ctx, a)
 			a.Close()

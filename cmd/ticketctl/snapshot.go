@@ -89,7 +89,7 @@ func (e *env) leaderAddr(ctx context.Context) (string, error) {
 		var lastErr error
 		electing := false
 		for _, addr := range addrs {
-			a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
+			a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
 			if err == nil {
 				var s ticketing.Status
 				s, err = a.Status(ctx)
@@ -128,7 +128,7 @@ func (e *env) leaderAddr(ctx context.Context) (string, error) {
 // complete and its size and SHA-256 match what the node sent.
 func saveSnapshot(ctx context.Context, e *env, addr string, tmp *os.File, file string) (snapshotResult, error) {
 	res := snapshotResult{File: file, Node: addr}
-	a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
+	a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
 	if err != nil {
 		return res, err
 	}

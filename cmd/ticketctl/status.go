@@ -52,7 +52,7 @@ func runStatus(e *env) error {
 	var s ticketing.Status
 	var errs []error
 	for _, addr := range addrs {
-		a, err := ticketing.DialAdmin(ctx, addr, e.options()...)
+		a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
 		if err == nil {
 			s, err = a.Status(ctx)
 			a.Close()

@@ -66,6 +66,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.TLS.CertFile, "tls-cert", "", "client listener TLS certificate `file` (PEM)")
 	fs.StringVar(&v.TLS.KeyFile, "tls-key", "", "client listener TLS private key `file` (PEM)")
 	fs.StringVar(&v.TLS.CAFile, "tls-client-ca", "", "CA `file` (PEM) that client certificates must be signed by (mTLS)")
+	fs.StringVar(&v.Auth.CertIdentity, "cert-identity", "", "which part of a verified client certificate names a principal: `cn` (default), uri or dns")
 	fs.StringVar(&v.RaftTLS.CertFile, "raft-tls-cert", "", "Raft TLS certificate `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.KeyFile, "raft-tls-key", "", "Raft TLS private key `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.CAFile, "raft-tls-ca", "", "CA `file` (PEM) that servers verify each other's Raft certificates with")
@@ -103,6 +104,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"tls-cert", func(c *server.Config) error { c.TLS.CertFile = v.TLS.CertFile; return nil }},
 		{"tls-key", func(c *server.Config) error { c.TLS.KeyFile = v.TLS.KeyFile; return nil }},
 		{"tls-client-ca", func(c *server.Config) error { c.TLS.CAFile = v.TLS.CAFile; return nil }},
+		{"cert-identity", func(c *server.Config) error { c.Auth.CertIdentity = v.Auth.CertIdentity; return nil }},
 		{"raft-tls-cert", func(c *server.Config) error { c.RaftTLS.CertFile = v.RaftTLS.CertFile; return nil }},
 		{"raft-tls-key", func(c *server.Config) error { c.RaftTLS.KeyFile = v.RaftTLS.KeyFile; return nil }},
 		{"raft-tls-ca", func(c *server.Config) error { c.RaftTLS.CAFile = v.RaftTLS.CAFile; return nil }},
@@ -110,13 +112,15 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: ticketd [flags]
+       ticketd hash-token < token-file     (prints token_sha256 for a principal)
 
 ticketd serves tickets (fenced, leased locks) replicated with Raft.
 With no flags it runs a single-node server on 127.0.0.1 (client port 5225,
 Raft 5226, HTTP 5227) with its data in ./ticketd-data.
 
 Settings come from the defaults, then the --config file, then the flags
-given on the command line, later ones winning. Config file keys are the
+given on the command line, later ones winning. SIGHUP reloads client_tokens
+and the [auth] settings (principals) without a restart. Config file keys are the
 ones in examples/ticketd.toml; durations there are strings such as "5s".
 
 Flags:

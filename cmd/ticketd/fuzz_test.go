@@ -25,5 +25,15 @@ func FuzzLoadConfigFile(f *testing.F) {
 		if cfg.NodeID == "" || cfg.AdvertiseClientAddr == "" || cfg.AdvertiseRaftAddr == "" || cfg.Logger == nil {
 			t.Fatalf("Validate accepted an incomplete config: %+v", cfg)
 		}
+		for _, p := range cfg.Auth.Principals {
+			for _, h := range p.TokenSHA256 {
+				if len(h) != 64 {
+					t.Fatalf("Validate accepted token_sha256 %q of principal %q", h, p.Name)
+				}
+			}
+			if p.Name == "" || p.Role == server.RoleClient && len(p.KeyPrefixes) == 0 || len(p.TokenSHA256)+len(p.Certificates) == 0 {
+				t.Fatalf("Validate accepted an unusable principal: %+v", p)
+			}
+		}
 	})
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -49,6 +50,14 @@ func main() {
 // done, then shuts down. started, when non-nil, is called once the server
 // is serving. It returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, started func(*server.Server)) int {
+	if len(args) > 0 && args[0] == "hash-token" {
+		return hashToken(args[1:], stdin, stdout, stderr)
+	}
+	// Registered before the server starts, so that a SIGHUP arriving early
+	// is a reload, not the default action (ending the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, cl, err := loadCmdline(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -81,7 +90,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		started(srv)
 	}
 
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-hup:
+			reloadAuth(srv, args, logger)
+		}
+	}
 	logger.Info("shutting down", "timeout", shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -91,6 +106,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	}
 	logger.Info("stopped")
 	return 0
+}
+
+// stdin is where hash-token reads the token (a variable for tests).
+var stdin io.Reader = os.Stdin
+
+// hashToken implements `ticketd hash-token`: it reads one token from the
+// first line of standard input (not from the command line, where other
+// users could see it) and prints its SHA-256 as token_sha256 expects.
+func hashToken(args []string, in io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, `ticketd hash-token: takes no arguments; give the token on standard input, e.g. echo "$TOKEN" | ticketd hash-token`)
+		return 2
+	}
+	line, err := bufio.NewReader(io.LimitReader(in, 4096)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		fmt.Fprintf(stderr, "ticketd hash-token: read the token from standard input: %v\n", err)
+		return 1
+	}
+	tok := strings.TrimRight(line, "\r\n")
+	if tok == "" || len(tok) > 1024 {
+		fmt.Fprintln(stderr, "ticketd hash-token: the token on standard input must be 1..1024 bytes (one line)")
+		return 1
+	}
+	fmt.Fprintln(stdout, server.HashToken(tok))
+	return 0
+}
+
+// reloadAuth re-reads the configuration (file and flags, as at start) and
+// applies its client_tokens and [auth] settings; other settings need a
+// restart. A configuration that does not load changes nothing.
+func reloadAuth(srv *server.Server, args []string, logger *slog.Logger) {
+	cfg, err := loadConfig(args, io.Discard)
+	if err == nil {
+		err = srv.SetAuth(cfg.ClientTokens, cfg.Auth)
+	}
+	if err != nil {
+		logger.Error("SIGHUP: auth settings not reloaded; the current ones stay in force", "err", err)
+	}
 }
 
 // newLogger returns a text logger to w at the given level (Validate has

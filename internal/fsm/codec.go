@@ -49,7 +49,11 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		dst = append(dst, byte(op.Kind))
+		if op.Principal != "" {
+			dst = append(dst, byte(op.Kind)|kindPrincipal)
+		} else {
+			dst = append(dst, byte(op.Kind))
+		}
 		switch op.Kind {
 		case OpAcquire:
 			dst = appendStr(dst, op.Key)
@@ -73,9 +77,18 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 				dst = appendCoordOp(dst, op.Kind, op.Coord)
 			}
 		}
+		if op.Principal != "" {
+			dst = appendStr(dst, op.Principal)
+		}
 	}
 	return appendCRC(dst, start)
 }
+
+// kindPrincipal, set in an op's kind byte, means the op's fields are
+// followed by the principal's name. Ops without a principal are encoded as
+// before authorization existed, so a cluster without principals writes the
+// same log entries as older servers.
+const kindPrincipal = 0x80
 
 func appendStr(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -193,7 +206,8 @@ func DecodeBatch(data []byte) (Batch, error) {
 	for i := uint64(0); i < n; i++ {
 		b.Ops = append(b.Ops, Op{})
 		op := &b.Ops[len(b.Ops)-1]
-		op.Kind = OpKind(d.u8("op kind"))
+		kind := d.u8("op kind")
+		op.Kind = OpKind(kind &^ kindPrincipal)
 		switch op.Kind {
 		case OpAcquire:
 			op.Key = d.str("key")
@@ -219,6 +233,12 @@ func DecodeBatch(data []byte) (Batch, error) {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
 			}
 		}
+		if kind&kindPrincipal != 0 {
+			// Empty would re-encode without the flag: one batch, two encodings.
+			if op.Principal = d.str("principal"); op.Principal == "" && d.err == nil {
+				return Batch{}, fmt.Errorf("%w: op %d has the principal flag and an empty principal", ErrCorrupt, i)
+			}
+		}
 		if d.err != nil {
 			return Batch{}, d.err
 		}
@@ -236,7 +256,9 @@ func DecodeBatch(data []byte) (Batch, error) {
 // cluster ID and its participants after the holds; version 1 is still read.
 var snapshotMagic = [4]byte{'T', 'K', 'S', 'N'}
 
-const snapshotVersion = 2
+// Version 3 adds each hold's principal (who it was granted to) after the
+// hold's other fields; versions 1 and 2 are read with no principals.
+const snapshotVersion = 3
 
 // ErrSnapshotVersion reports a snapshot written by a newer ticketd.
 var ErrSnapshotVersion = errors.New("fsm: snapshot format is newer than this ticketd")
@@ -271,6 +293,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		buf = binary.BigEndian.AppendUint32(buf, h.LeaseMs)
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.GrantedAt))
 		buf = binary.BigEndian.AppendUint64(buf, uint64(h.ExpiresAt))
+		buf = appendStr(buf, h.Principal)
 		if len(buf) > 64<<10 {
 			crc = crc32.Update(crc, crcTable, buf)
 			if _, err := bw.Write(buf); err != nil {
@@ -342,6 +365,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		h.LeaseMs = d.u32("lease")
 		h.GrantedAt = int64(d.u64("granted at"))
 		h.ExpiresAt = int64(d.u64("expires at"))
+		if version >= 3 {
+			h.Principal = d.str("principal")
+		}
 		s.holds[k] = h
 	}
 	if version >= 2 && d.err == nil {

@@ -54,6 +54,12 @@ type Op struct {
 	NodeID  string    // OpTakeover, OpAdmit, OpForget
 	Addr    string    // OpTakeover: the leader's client address
 	Cluster ClusterID // OpSetCluster
+	// Principal names who asks (OpAcquire, OpRelease, OpReleaseOwner). An
+	// acquire records it in the hold; a release with a Principal ends only a
+	// hold granted to that principal (or one recorded without a principal).
+	// Empty means unrestricted: no principals configured, an admin, or the
+	// leader itself.
+	Principal string
 
 	Coord *CoordOp // OpCoord* (coord.go)
 }
@@ -76,6 +82,10 @@ const (
 	NotHeld  Status = 5 // OpRelease, OpExpire, OpReleaseOwner: the token (owner) is not the current holder, or not yet expired
 	Done     Status = 6 // OpTakeover
 	Invalid  Status = 7 // an op that cannot be applied (unknown kind, lease 0); state unchanged
+	// Forbidden: OpRelease (OpReleaseOwner) with a Principal matched the
+	// hold's token (owner) but the hold was granted to another principal;
+	// state unchanged.
+	Forbidden Status = 8
 )
 
 func (s Status) String() string {
@@ -94,6 +104,8 @@ func (s Status) String() string {
 		return "done"
 	case Invalid:
 		return "invalid"
+	case Forbidden:
+		return "forbidden"
 	}
 	return "unknown"
 }
@@ -105,6 +117,9 @@ type Hold struct {
 	LeaseMs   uint32
 	GrantedAt int64 // batch time of the grant
 	ExpiresAt int64 // earliest batch time at which OpExpire may end it
+
+	// Principal is who it was granted to; empty when granted without one.
+	Principal string
 }
 
 // Result is the outcome of one Op, in the order of the batch.
@@ -156,13 +171,13 @@ func (s *State) apply(now int64, op *Op) Result {
 			return Result{Status: Invalid}
 		}
 		if h, ok := s.holds[op.Key]; ok {
-			if h.Owner == op.Owner {
+			if h.Owner == op.Owner && h.Principal == op.Principal {
 				return Result{Status: Existing, Hold: h}
 			}
 			return Result{Status: Busy}
 		}
 		s.lastToken++
-		h := Hold{Token: s.lastToken, Owner: op.Owner, LeaseMs: op.LeaseMs, GrantedAt: now, ExpiresAt: now + int64(op.LeaseMs)}
+		h := Hold{Token: s.lastToken, Owner: op.Owner, LeaseMs: op.LeaseMs, GrantedAt: now, ExpiresAt: now + int64(op.LeaseMs), Principal: op.Principal}
 		s.holds[op.Key] = h
 		return Result{Status: Granted, Hold: h}
 	case OpRelease:
@@ -170,12 +185,18 @@ func (s *State) apply(now int64, op *Op) Result {
 		if !ok || h.Token != op.Token {
 			return Result{Status: NotHeld}
 		}
+		if !mayRelease(op.Principal, h) {
+			return Result{Status: Forbidden}
+		}
 		delete(s.holds, op.Key)
 		return Result{Status: Released, Hold: h}
 	case OpReleaseOwner:
 		h, ok := s.holds[op.Key]
 		if !ok || h.Owner != op.Owner {
 			return Result{Status: NotHeld}
+		}
+		if !mayRelease(op.Principal, h) {
+			return Result{Status: Forbidden}
 		}
 		delete(s.holds, op.Key)
 		return Result{Status: Released, Hold: h}
@@ -220,6 +241,13 @@ func (s *State) apply(now int64, op *Op) Result {
 		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
+}
+
+// mayRelease: a release without a principal (unrestricted) ends any hold; one
+// with a principal ends holds granted to it, or granted without a principal
+// (before principals were configured).
+func mayRelease(principal string, h Hold) bool {
+	return principal == "" || h.Principal == "" || h.Principal == principal
 }
 
 // Get returns the hold of key, if any.

@@ -102,6 +102,9 @@ type Config struct {
 	TLS          TLSFiles `toml:"tls"`
 	RaftTLS      TLSFiles `toml:"raft_tls"`
 
+	// Auth names principals with roles and key prefixes (auth.go).
+	Auth AuthConfig `toml:"auth"`
+
 	Limits Limits `toml:"limits"`
 
 	HelloTimeout time.Duration `toml:"hello_timeout"`
@@ -257,6 +260,7 @@ func (c *Config) Validate() error {
 			bad("client_tokens[%d] must be 1..1024 bytes", i)
 		}
 	}
+	c.Auth.validate(c, bad)
 	tlsPair := func(name string, t TLSFiles) {
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			bad("%s: cert and key must be given together", name)

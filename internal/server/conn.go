@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"errors"
 	"io"
 	"net"
@@ -25,6 +24,9 @@ type conn struct {
 	srv   *Server
 	nc    net.Conn
 	admin bool
+	// principal is the name of who authenticated in the hello; its rights
+	// are looked up per request, so a reload applies to open connections.
+	principal string
 
 	mu       sync.Mutex
 	out      []byte // answers waiting for the writer
@@ -263,11 +265,14 @@ func (c *conn) hello(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeInvalidArgument, err.(*wire.Error).Msg)
 		return false
 	}
-	if len(s.cfg.ClientTokens) > 0 && !s.tokenOK(f.Text) {
+	p, why := s.auth.Load().authenticate(f.Text, c.nc)
+	if p == nil {
 		s.metrics.authFailures.Inc()
-		c.fatalErr(wire.CodeUnauthenticated, "the client token is missing or not accepted by this server; check the client's token against the server's client_tokens")
+		s.log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", c.nc.RemoteAddr().String())
+		c.fatalErr(wire.CodeUnauthenticated, why)
 		return false
 	}
+	c.principal = p.name
 	c.admin = f.Flags&wire.HelloAdmin != 0
 	if !c.admin {
 		if !s.waitServing(s.cfg.HelloTimeout) {
@@ -284,16 +289,6 @@ func (c *conn) hello(f *wire.Frame) bool {
 		Text: []byte(s.cfg.NodeID)})
 	c.ready.Store(true)
 	return true
-}
-
-// tokenOK compares the presented token with every configured one in
-// constant time, so timing reveals neither which token nor how much matched.
-func (s *Server) tokenOK(tok []byte) bool {
-	ok := 0
-	for _, t := range s.cfg.ClientTokens {
-		ok |= subtle.ConstantTimeCompare(tok, []byte(t))
-	}
-	return ok == 1
 }
 
 // handle acts on one request; it returns false when the connection must end.
@@ -317,7 +312,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 			return true
 		}
 		id, body := f.ID, append([]byte(nil), f.Text...)
-		go s.admin(c, id, body)
+		go s.adminAs(c, id, body)
 		return true
 	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
 	case wire.TypeCoord:
@@ -346,7 +341,11 @@ func (c *conn) handle(f *wire.Frame) bool {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
 		return true
 	}
+	p, ok := c.authorize(f)
+	if !ok {
+		return true
+	}
 	s.core.submit(request{kind: f.Type, c: c, id: f.ID, owner: f.Owner, wait: f.Wait, lease: f.Lease,
-		token: f.Token, key: string(f.Key), at: time.Now()})
+		token: f.Token, key: string(f.Key), at: time.Now(), principal: p.principalFor(f.Type)})
 	return true
 }

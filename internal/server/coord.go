@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/fsm"
@@ -84,8 +86,39 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
 		return true
 	}
+	if reason, ok := c.authorizeCoord(&body); !ok {
+		c.refuseCoord(f.ID, f.Op, string(body.Path), reason)
+		return true
+	}
 	s.core.submit(request{kind: wire.TypeCoord, c: c, id: f.ID, op: f.Op, body: bytes.Clone(f.Text), at: time.Now()})
 	return true
+}
+
+// authorizeCoord checks a coordination request against the connection's
+// principal: a monitor (or a removed principal) may not use coordination
+// nodes; a client only nodes whose path, without its leading '/', lies under
+// one of its key prefixes. Requests without a path act inside a session,
+// which was authorized by the path it attached to.
+func (c *conn) authorizeCoord(body *wire.Coord) (uint8, bool) {
+	p := c.lookup()
+	switch {
+	case p == nil || p.role == RoleMonitor:
+		return wire.ForbiddenRole, false
+	case len(body.Path) > 0 && !p.keyAllowed(bytes.TrimPrefix(body.Path, []byte("/"))):
+		return wire.ForbiddenKey, false
+	}
+	return 0, true
+}
+
+// refuseCoord answers a coordination request UNAUTHORIZED and records the
+// refusal like a ticket request's (audit log and metric).
+func (c *conn) refuseCoord(id uint32, op uint8, path string, reason uint8) {
+	s := c.srv
+	s.metrics.authzRefusals.WithLabelValues("coordination", forbiddenName(reason)).Inc()
+	s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", c.principal),
+		slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
+		slog.String("path", path), slog.String("remote", c.nc.RemoteAddr().String()))
+	coordAnswer(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
 }
 
 // coordAnswer finishes request id with status and, on success, body.

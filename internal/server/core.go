@@ -45,6 +45,9 @@ type request struct {
 	token uint64
 	key   string
 	at    time.Time
+	// principal: for an acquire the name its hold records, for a release
+	// the principal it is restricted to ("" = unrestricted). See fsm.Op.
+	principal string
 
 	op   uint8  // K: the coordination sub-op (coord.go)
 	body []byte // K: its body, copied
@@ -65,6 +68,7 @@ type reply struct {
 type waiter struct {
 	key      string
 	owner    fsm.Owner
+	holder   string // principal recorded in the hold
 	leaseMs  uint32
 	wait     uint8
 	arrived  time.Time
@@ -456,7 +460,7 @@ func (c *core) handle(r request) {
 	case wire.TypeAcquire:
 		c.acquire(r)
 	case wire.TypeRelease:
-		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token})
+		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal})
 		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
 	case wire.TypeReleaseOwner:
@@ -478,6 +482,11 @@ func (c *core) acquire(r request) {
 		c.s.metrics.notAcquired.Inc()
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 		return
+	} else if ok && w.holder != r.principal {
+		// Another principal's owner (read from a describe): not its waiter.
+		c.s.metrics.notAcquired.Inc()
+		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		return
 	} else if ok && w.elem != nil && r.wait == 0 {
 		// wait = 0 is one immediate attempt, never queued: the owner's
 		// waiter is queued, so that attempt would find the key taken.
@@ -496,7 +505,7 @@ func (c *core) acquire(r request) {
 	q := c.queues[r.key]
 	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
 	h, held := c.holdOf(r.key)
-	if held && h.Owner == fsm.Owner(r.owner) {
+	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
 		// This owner already holds the key: the same grant, no queue entry,
 		// and only the lease the leader will still enforce.
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
@@ -571,7 +580,7 @@ func (c *core) reject(r request, reason uint8) {
 }
 
 func (c *core) newWaiter(r request) *waiter {
-	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), leaseMs: uint32(r.lease) * 1000, wait: r.wait,
+	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), holder: r.principal, leaseMs: uint32(r.lease) * 1000, wait: r.wait,
 		arrived: r.at, replies: []reply{{c: r.c, id: r.id, at: r.at}}}
 	if r.wait > 0 {
 		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
@@ -610,7 +619,7 @@ func (c *core) startAttempt(q *keyQueue, w *waiter) {
 	q.attempting = w
 	w.attempt = true
 	c.attempts++
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs})
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs, Principal: w.holder})
 	c.pending.causes = append(c.pending.causes, cause{kind: causeAttempt, w: w})
 }
 
@@ -671,7 +680,8 @@ func (c *core) cancel(r request) {
 // not the token.
 func (c *core) releaseOwner(r request) {
 	owner := fsm.Owner(r.owner)
-	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done {
+	// Only the waiter's own principal (or an admin) may withdraw it.
+	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done && (r.principal == "" || w.holder == "" || w.holder == r.principal) {
 		if w.attempt {
 			w.withdrawn = true // answered when the attempt is applied
 		} else {
@@ -679,7 +689,7 @@ func (c *core) releaseOwner(r request) {
 			c.retire(w)
 		}
 	}
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner})
+	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner, Principal: r.principal})
 	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
 	c.handoff(r.key)
 }
@@ -881,6 +891,12 @@ func (c *core) applied(a applied) {
 			if res.Status == fsm.Released {
 				c.s.metrics.releases.Inc()
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
+			} else if res.Status == fsm.Forbidden {
+				name := "release"
+				if op.Kind == fsm.OpReleaseOwner {
+					name = "release_owner"
+				}
+				cs.c.refuse(cs.id, name, op.Key, wire.ForbiddenOwner)
 			} else {
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
 			}

@@ -24,6 +24,14 @@ type metrics struct {
 	queueWait       prometheus.Histogram
 	commitSeconds   prometheus.Histogram
 	connections     prometheus.Gauge
+	authMetrics
+}
+
+// authMetrics count authorization: refusals, admin operations, reloads.
+type authMetrics struct {
+	authzRefusals *prometheus.CounterVec // op, reason
+	adminOps      *prometheus.CounterVec // op, outcome
+	authReloads   *prometheus.CounterVec // outcome
 }
 
 func newMetrics(s *Server) *metrics {
@@ -53,6 +61,14 @@ func newMetrics(s *Server) *metrics {
 	m.acquireSeconds = hist("ticketing_acquire_seconds", "Time from an acquire's arrival to its grant.", lat)
 	m.queueWait = hist("ticketing_queue_wait_seconds", "Time granted acquires spent queued.", lat)
 	m.commitSeconds = hist("ticketing_commit_seconds", "Time from proposing a batch to its being applied (includes fsync and replication).", lat)
+	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	m.authzRefusals = vec("ticketing_authz_refusals_total", "Requests refused (F) because the principal may not make them, by request and reason (role, key, owner).", "op", "reason")
+	m.adminOps = vec("ticketing_admin_ops_total", "Admin requests, by operation and outcome (ok, failed, not_leader, done, denied).", "op", "outcome")
+	m.authReloads = vec("ticketing_auth_reloads_total", "Reloads of the auth settings (SIGHUP), by outcome (ok, failed).", "outcome")
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ticketing_connections", Help: "Open client connections."})
 	reg.MustRegister(m.connections)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_tickets_held", Help: "Tickets currently held."},

@@ -31,6 +31,7 @@ type Server struct {
 	node    *node.Node
 	core    *core
 	metrics *metrics
+	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
 
 	ln     net.Listener
 	httpLn net.Listener
@@ -126,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.metrics = newMetrics(s)
+	s.auth.Store(newAuthTable(&s.cfg))
 	s.core = newCore(s)
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -141,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)
 	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(),
-		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0)
+		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
 }
 

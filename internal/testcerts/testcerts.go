@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -65,13 +66,21 @@ func New(t testing.TB) *CA {
 // CA, and returns their PEM files (name.crt, name.key in the CA's dir).
 func (ca *CA) Issue(t testing.TB, name string) (certFile, keyFile string) {
 	t.Helper()
+	return ca.IssueSAN(t, name, nil, nil)
+}
+
+// IssueSAN is Issue with extra DNS and URI subject alternative names (for
+// tests that map a client certificate's SAN to an identity).
+func (ca *CA) IssueSAN(t testing.TB, name string, dns []string, uris []*url.URL) (certFile, keyFile string) {
+	t.Helper()
 	key := newKey(t)
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:    []string{"localhost"},
+		DNSNames:    append([]string{"localhost"}, dns...),
+		URIs:        uris,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

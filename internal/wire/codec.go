@@ -64,6 +64,9 @@ func Append(dst []byte, f *Frame) []byte {
 	case TypeCapacity:
 		dst = putU32(dst, f.ID)
 		dst = append(dst, f.Reason)
+	case TypeForbidden:
+		dst = putU32(dst, f.ID)
+		dst = append(dst, f.Reason)
 	case TypeNotLeader:
 		dst = putStr(dst, f.Text)
 	case TypeError:
@@ -227,6 +230,9 @@ func Decode(body []byte, f *Frame) error {
 	case TypeCancelled, TypeReleased, TypeNotHeld:
 		f.ID = d.u32()
 	case TypeCapacity:
+		f.ID = d.u32()
+		f.Reason = d.u8()
+	case TypeForbidden:
 		f.ID = d.u32()
 		f.Reason = d.u8()
 	case TypeNotLeader:

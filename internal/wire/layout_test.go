@@ -152,6 +152,10 @@ var layouts = []layout{
 		{"code", kU16, "status: 0 ok, 1 not the leader, 2 failed (all final), 3 one chunk of a streamed answer (not final)"},
 		{"text", kRest, "status 0, 1, 2: UTF-8 JSON object; status 3: raw bytes of the stream; runs to the end of the frame (no length field)"},
 	}, "answer to an admin request"},
+	{TypeForbidden, "Forbidden", "server->client", []fieldSpec{
+		fID(echoID),
+		{"reason", kU8, "why, see [refusal reasons](#refusal-reasons-of-f)"},
+	}, "final: the principal may not make this request; the connection stays open"},
 	{TypePing, "Ping", "both", []fieldSpec{
 		{"nonce", kU64, "any value; the peer echoes it in `O`"},
 	}, "liveness check"},

@@ -128,6 +128,9 @@ func genVectors() []genVector {
 		{name: "admin-reply-ok", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 0, Text: []byte(`{"node_id":"node-1","role":"leader"}`)}},
 		{name: "admin-reply-chunk", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 3, Text: []byte{'T', 'K', 'S', 'N', 0x00, 0x01, 0xff, 0xfe}}},
 		{name: "admin-reply-not-leader", frame: &Frame{Type: TypeAdminReply, ID: 16, Code: 1, Text: []byte(`{"leader_addr":"10.0.0.2:5225"}`)}},
+		{name: "forbidden-role", frame: &Frame{Type: TypeForbidden, ID: 15, Reason: ForbiddenRole}},
+		{name: "forbidden-key", frame: &Frame{Type: TypeForbidden, ID: 7, Reason: ForbiddenKey}},
+		{name: "forbidden-owner", frame: &Frame{Type: TypeForbidden, ID: 12, Reason: ForbiddenOwner}},
 
 		// Valid frames, both directions.
 		{name: "ping", frame: ping},
@@ -163,6 +166,8 @@ func genVectors() []genVector {
 			why: "X is exactly type and id (length 5); this one has length 6"},
 		{name: "truncated-release-owner", raw: resize(enc(&Frame{Type: TypeReleaseOwner, ID: 18, Owner: owner1, Key: []byte("k")}), -1), code: CodeMalformedFrame,
 			why: "U with its one key byte cut off and the length prefix adjusted: key_len says 1, no byte follows"},
+		{name: "truncated-forbidden", raw: resize(enc(&Frame{Type: TypeForbidden, ID: 7, Reason: ForbiddenKey}), -1), code: CodeMalformedFrame,
+			why: "F is exactly type, id and reason (length 6); this one has length 5"},
 		{name: "truncated-ping", raw: resize(enc(ping), -1), code: CodeMalformedFrame,
 			why: "P is exactly type and an 8-byte nonce (length 9); this one has length 8"},
 

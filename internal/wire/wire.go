@@ -60,6 +60,10 @@ const (
 	TypeError       Type = 'E' // connection-fatal: error with a stable code
 	TypeInfo        Type = 'I' // answer to a describe
 	TypeAdminReply  Type = 'V' // answer to an admin request, JSON body
+	// TypeForbidden is the final answer to a request the connection's
+	// principal may not make (reason: Forbidden*). Unlike E it does not end
+	// the connection: other requests go on.
+	TypeForbidden Type = 'F'
 )
 
 // Both directions.
@@ -98,6 +102,20 @@ const (
 	CapacityConnections uint8 = 5 // too many connections (hello answered with B, then closed)
 )
 
+// Refusal reasons carried by TypeForbidden. They are stable: a client maps
+// every one of them to "permission denied" and may show which it was.
+const (
+	// ForbiddenRole: the principal's role does not allow this request (an
+	// application asking for an admin operation, a monitor acquiring).
+	ForbiddenRole uint8 = 1
+	// ForbiddenKey: the key is outside the principal's key prefixes. Given
+	// before the key is looked at, so it says nothing about the key's state.
+	ForbiddenKey uint8 = 2
+	// ForbiddenOwner: a release of a ticket that was granted to another
+	// principal (the token or owner matched, the principal did not).
+	ForbiddenOwner uint8 = 3
+)
+
 // Owner identifies one acquire attempt.
 type Owner [OwnerLen]byte
 
@@ -122,7 +140,7 @@ type Frame struct {
 	Flags    uint8  // H, Y; I: 1 when held
 	Interval uint32 // Y: ping interval in ms
 	Code     uint16 // E: error code; V: admin status (0 = ok)
-	Reason   uint8  // B: which limit
+	Reason   uint8  // B: which limit; F: why refused
 	Nonce    uint64 // P, O
 
 	Key  []byte // A, L, D, U
