@@ -73,7 +73,8 @@ other() { # other NAME SCRIPT
   out=$(mktemp)
   echo "== $1 client"
   bash "$2" 2>&1 | tee "$out" || st=$?
-  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n1 || true)
+  # -o: Maven may put colour escapes before the line.
+  line=$(grep -oE "$1: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n1 || true)
   rm -f "$out"
   if [ -z "$line" ]; then
     echo "$1: the suite printed no result line (exit $st)"

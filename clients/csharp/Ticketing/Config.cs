@@ -19,7 +19,10 @@ namespace Ticketing
         internal TimeSpan ReleaseBound = TicketBroker.ReleaseBound;
         internal Action<string, ulong, Exception> Observer;
         internal Action<string, byte[], Exception> OwnerObserver; // tests: outcomes of releases by owner
-        internal TimeSpan DrainTimeout = TimeSpan.FromSeconds(1);
+        // Close gives cancelled acquires' late grants and queued background
+        // releases up to their own release bound (as the Go client does),
+        // not a fixed second that a loaded machine can overrun.
+        internal TimeSpan DrainTimeout = TicketBroker.ReleaseBound;
         internal TimeSpan BackoffBase = TimeSpan.FromMilliseconds(25);
         internal TimeSpan BackoffMax = TimeSpan.FromSeconds(1);
         internal TimeSpan OwnPingInterval = TimeSpan.FromSeconds(5);

@@ -335,8 +335,8 @@ namespace Ticketing
         /// Closes the broker, releasing what it can still reach first: acquires
         /// still waiting for their answer are cancelled (C) and their callers
         /// get IndeterminateException with BrokerClosed set; a grant that races
-        /// with the cancel and arrives within a short grace period (about a
-        /// second) is released with its exact token. Calls that had sent nothing
+        /// with the cancel and arrives within a grace period (up to
+        /// ReleaseBound, 5 s) is released with its exact token. Calls that had sent nothing
         /// end with ClosedException. Background releases already queued get the
         /// same grace period to finish while the connection is still open;
         /// whatever remains is abandoned and reported to the release observer
@@ -383,7 +383,7 @@ namespace Ticketing
             closedDone.TrySetResult(true);
         }
 
-        /// <summary>Closes the broker (CloseAsync) and waits for it; blocks for at most about the drain grace period.</summary>
+        /// <summary>Closes the broker (CloseAsync) and waits for it; blocks for at most about the drain grace period (ReleaseBound).</summary>
         public void Dispose()
         {
             CloseAsync().GetAwaiter().GetResult();
