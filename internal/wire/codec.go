@@ -309,7 +309,7 @@ type Reader struct {
 	max int
 	// coordMax, when set, bounds K and Z frames instead of max.
 	coordMax int
-	hdr [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
+	hdr      [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
 }
 
 // NewReader returns a Reader that accepts frames up to MaxFrame.

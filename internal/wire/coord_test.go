@@ -194,4 +194,3 @@ func FuzzDecodeCoord(f *testing.F) {
 		}
 	})
 }
-
