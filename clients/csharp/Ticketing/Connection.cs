@@ -493,6 +493,8 @@ namespace Ticketing
                     return Protocol("unexpected " + FrameType.Name(f.Type) + " frame from the server");
             }
             Call cl;
+            TaskCompletionSource<bool> settled = null;
+            bool late;
             lock (mu)
             {
                 if (failure != null) return null;
@@ -507,20 +509,25 @@ namespace Ticketing
                     return null;
                 }
                 pending.Remove(f.Id);
+                // Close waits for this (CancelAcquiresForClose); it is told
+                // only after a late grant's release was queued below, or Close
+                // could stop the releaser first.
                 if (acquiresSettled != null && cl.Type == FrameType.Acquire && !AnyAcquirePendingLocked())
-                    acquiresSettled.TrySetResult(true);
+                    settled = acquiresSettled;
                 var sem = Slots(cl.Type);
                 if (sem != null) sem.Release();
                 if (!cl.Abandoned)
                 {
                     cl.Res.TrySetResult(new Answer { F = f });
+                    if (settled != null) settled.TrySetResult(true);
                     return null;
                 }
-                if (f.Type != FrameType.Granted || cl.Type != FrameType.Acquire || hooks == null) return null;
+                late = f.Type == FrameType.Granted && cl.Type == FrameType.Acquire && hooks != null;
             }
             // A grant for a caller that left: released outside the lock (the
             // hook may report to the user's observer).
-            hooks.LateGrant(cl.Key, f.Token);
+            if (late) hooks.LateGrant(cl.Key, f.Token);
+            if (settled != null) settled.TrySetResult(true);
             return null;
         }
 
