@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/internal/faketicketd"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -18,18 +17,7 @@ import (
 // its whole lease.
 func TestCloseReleasesLateGrantBeingHandedOver(t *testing.T) {
 	r := newRec()
-	acq := make(chan wire.Frame, 1)
-	var conn atomic.Pointer[faketicketd.Conn]
-	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
-		conn.Store(c)
-		switch f.Type {
-		case wire.TypeAcquire:
-			acq <- f
-		case wire.TypeRelease:
-			c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
-		}
-		return true // the cancel is ignored: the grant "crossed" it
-	}))
+	srv, acq, conn := heldAcquires(t, r)
 	var armed atomic.Bool
 	inWindow := make(chan struct{})
 	proceed := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,4 +271,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// heldAcquires starts a fake server that records every frame in r, hands
+// each acquire to the test on the returned channel (answering nothing: the
+// test grants it when it wants, through conn), answers releases R and
+// ignores cancels (a grant the test sends then "crossed" the cancel).
+func heldAcquires(t *testing.T, r *rec) (srv *faketicketd.Server, acq <-chan wire.Frame, conn *atomic.Pointer[faketicketd.Conn]) {
+	ch := make(chan wire.Frame, 1)
+	conn = new(atomic.Pointer[faketicketd.Conn])
+	srv = faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+		conn.Store(c)
+		switch f.Type {
+		case wire.TypeAcquire:
+			ch <- f
+		case wire.TypeRelease:
+			c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
+		}
+		return true
+	}))
+	return srv, ch, conn
 }

@@ -500,18 +500,7 @@ func TestStuckAddressDoesNotDelayReconnect(t *testing.T) {
 func TestCloseReleasesGrantsArrivingDuringClose(t *testing.T) {
 	t.Run("pending acquire", func(t *testing.T) {
 		r := newRec()
-		acq := make(chan wire.Frame, 1)
-		var conn atomic.Pointer[faketicketd.Conn]
-		srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
-			conn.Store(c)
-			switch f.Type {
-			case wire.TypeAcquire:
-				acq <- f
-			case wire.TypeRelease:
-				c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
-			}
-			return true
-		}))
+		srv, acq, conn := heldAcquires(t, r)
 		b := connect(t, srv.Addr())
 		ctx := ctxFor(t)
 		got := make(chan error, 1)
@@ -539,18 +528,7 @@ func TestCloseReleasesGrantsArrivingDuringClose(t *testing.T) {
 	})
 	t.Run("cancelled acquire", func(t *testing.T) {
 		r := newRec()
-		acq := make(chan wire.Frame, 1)
-		var conn atomic.Pointer[faketicketd.Conn]
-		srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
-			conn.Store(c)
-			switch f.Type {
-			case wire.TypeAcquire:
-				acq <- f
-			case wire.TypeRelease:
-				c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
-			}
-			return true // the cancel is ignored: the grant "crossed" it
-		}))
+		srv, acq, conn := heldAcquires(t, r)
 		o := newObserved()
 		b := connect(t, srv.Addr(), o.option())
 		cctx, cancel := context.WithCancel(ctxFor(t))
