@@ -19,7 +19,7 @@ import (
 // TestMain fails the run if a goroutine of this package or of faketicketd
 // outlives the tests. (goleak.VerifyTestMain would also flag the real
 // servers of the integration tests, whose raft transport and core leave
-// goroutines behind after Close; those belong to internal/server. Close's own
+// goroutines behind after Close; those belong to server/internal/server. Close's own
 // leak check, TestCloseLeavesNoGoroutines, uses goleak.)
 func TestMain(m *testing.M) {
 	code := m.Run()

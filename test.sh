@@ -14,7 +14,7 @@ need() { # need PACKAGE... : install with apt-get
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# The MySQL dialect's tests start a throwaway MariaDB (internal/mysqltest)
+# The MySQL dialect's tests start a throwaway MariaDB (server/internal/mysqltest)
 # unless TICKETING_TEST_MYSQL_DSN names a server; they never skip, so the
 # server binaries must be here.
 if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v mariadbd >/dev/null && ! PATH="$PATH:/usr/sbin" command -v mysqld >/dev/null; then
@@ -22,15 +22,20 @@ if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v
   need mariadb-server
 fi
 
-# The nemesis test (internal/nemesis) puts servers in network namespaces: it
+# The nemesis test (server/internal/nemesis) puts servers in network namespaces: it
 # needs root and iproute2's ip and tc.
 if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
   echo "== installing iproute2 (ip and tc, for the nemesis test)"
   need iproute2
 fi
 
+# Every Go module of the checkout, through go.work: the client module (the
+# root), the native-pgx fence module and the server module (ticketd, tools
+# and every end-to-end, crash and fault test).
+GO_PKGS="./... ./fence/pgxfence/... ./server/..."
+
 echo "== go vet"
-go vet ./...
+go vet $GO_PKGS
 
 echo "== Go tests (race detector on)"
 log=$(mktemp)
@@ -38,7 +43,7 @@ trap 'rm -f "$log"' EXIT
 # Verbose into a file, so that every test and subtest is counted; the
 # package lines go to the terminal.
 status=0
-go test -race -count=1 -timeout 25m -v ./... >"$log" 2>&1 || status=$?
+go test -race -count=1 -timeout 25m -v $GO_PKGS >"$log" 2>&1 || status=$?
 grep -E '^(ok|FAIL|panic:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
@@ -55,16 +60,16 @@ fi
 echo "== fuzzers, briefly (corpus in each package's testdata/fuzz)"
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-5s}" "$1"; }
 fuzz ./internal/wire FuzzDecode
-fuzz ./internal/fsm FuzzDecodeBatch
-fuzz ./internal/fsm FuzzReadSnapshot
-fuzz ./cmd/ticketd FuzzLoadConfigFile
-fuzz ./internal/node FuzzReadHandshake
+fuzz ./server/internal/fsm FuzzDecodeBatch
+fuzz ./server/internal/fsm FuzzReadSnapshot
+fuzz ./server/cmd/ticketd FuzzLoadConfigFile
+fuzz ./server/internal/node FuzzReadHandshake
 fuzz ./internal/wire FuzzDecodeCoord
-fuzz ./internal/fsm FuzzDecodeCoordBatch
-fuzz ./internal/fsm FuzzReadCoordSnapshot
+fuzz ./server/internal/fsm FuzzDecodeCoordBatch
+fuzz ./server/internal/fsm FuzzReadCoordSnapshot
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
-go test -run '^$' -bench . -benchtime 1x ./... > /dev/null
+go test -run '^$' -bench . -benchtime 1x $GO_PKGS > /dev/null
 
 # The other languages' suites each build ticketd from this checkout, test
 # against real servers and end with "LANG: N passed, N failed".

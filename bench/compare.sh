@@ -60,9 +60,9 @@ echo "compare: open files limit $NOFILE; etcd idle clients: $ETCD_CONNS_1 on 1 n
 BIN=$(mktemp -d)
 trap 'rm -rf "$BIN"' EXIT
 echo "compare: building into $BIN" >&2
-go build -o "$BIN/ticketbench" ./cmd/ticketbench || exit 1
-go build -o "$BIN/ticketd" ./cmd/ticketd || exit 1 # ticketbench finds it next to itself
-(cd bench/etcd && go build -o "$BIN/etcdbench" ./cmd/etcdbench) || exit 1
+go build -o "$BIN/ticketbench" ./server/cmd/ticketbench || exit 1
+go build -o "$BIN/ticketd" ./server/cmd/ticketd || exit 1 # ticketbench finds it next to itself
+(cd bench/etcd && GOWORK=off go build -o "$BIN/etcdbench" ./cmd/etcdbench) || exit 1
 
 busy_cores() { # machine busy cores over 2 s, from /proc/stat
 	local a b busy=0 i

@@ -76,7 +76,8 @@
 // Key() string and Token() uint64, such as *ticketing.Ticket; this package
 // does not import the client). Check(ctx, tx, key, token) is the same with
 // the key and token given separately, for a token persisted elsewhere. With
-// native pgx use CheckTicketPgx or CheckPgx.
+// native pgx use the fence/pgxfence module (CheckTicket, Check
+// and CreateTable there); another driver can implement Tx and call CheckTx.
 //
 // # The two refusals
 //
@@ -107,7 +108,7 @@
 // overwrite an older holder's write that committed in between (with a
 // smaller token, accepted because no larger one was stored yet). So read
 // every value the write depends on inside the fenced transaction, after
-// Check (internal/e2e TestFenceOrdersWritesNotEarlierReads shows both cases).
+// Check (server/internal/e2e TestFenceOrdersWritesNotEarlierReads shows both cases).
 //
 // # Bounding the window
 //
@@ -191,7 +192,7 @@
 // # Tests
 //
 // Every dialect's tests always run, none skips: PostgreSQL is started by
-// internal/pgtest, MariaDB by internal/mysqltest (or the tests use the
+// server/internal/pgtest, MariaDB by server/internal/mysqltest (or the tests use the
 // server named by TICKETING_TEST_MYSQL_DSN, for example
 // root@tcp(127.0.0.1:3306)/test), SQLite is in-process.
 package fence

@@ -8,13 +8,19 @@ import (
 	"os"
 	"path/filepath"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/ticketing-io/ticketing/fence"
 )
 
 // A holder with token 33 pauses; the key is taken over with token 34, whose
-// write lands; when the first holder wakes up its write is refused.
+// write lands; when the first holder wakes up its write is refused. The
+// program needs a SQLite driver registered as "sqlite" (for example
+// modernc.org/sqlite, imported for its side effect); the fence package
+// itself imports no driver. It prints:
+//
+//	<nil>
+//	<nil>
+//	true fence: stale token 33 for key "account/42": stored mark is 34 (a newer holder has committed; roll back)
+//	balance: 200
 func Example() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "fence-example")
@@ -66,9 +72,4 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("balance:", balance)
-	// Output:
-	// <nil>
-	// <nil>
-	// true fence: stale token 33 for key "account/42": stored mark is 34 (a newer holder has committed; roll back)
-	// balance: 200
 }

@@ -8,9 +8,6 @@ import (
 	"math"
 	"reflect"
 	"strconv"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -206,12 +203,6 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// PgxExecer is what CreateTablePgx needs: *pgx.Conn, pgx.Tx and
-// *pgxpool.Pool have it.
-type PgxExecer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // CreateTable creates the fence table if it does not exist (the statement
 // DDL returns). It is safe to call from several instances at once:
 //
@@ -232,12 +223,11 @@ func (f *Fence) CreateTable(ctx context.Context, db Execer) error {
 	return nil
 }
 
-// CreateTablePgx is CreateTable for native pgx. The fence must be Postgres.
-func (f *Fence) CreateTablePgx(ctx context.Context, db PgxExecer) error {
-	if f.dialect != Postgres {
-		return fmt.Errorf("%w: pgx needs the postgres dialect, not %v", ErrInvalid, f.dialect)
-	}
-	if _, err := db.Exec(ctx, f.create); err != nil {
+// CreateTableFunc is CreateTable for a driver other than database/sql:
+// exec runs one statement (see the fence/pgxfence module for native pgx).
+// The fence's dialect must be the database's.
+func (f *Fence) CreateTableFunc(ctx context.Context, exec func(ctx context.Context, query string) error) error {
+	if err := exec(ctx, f.create); err != nil {
 		return fmt.Errorf("fence: create table %s: %w", f.table, err)
 	}
 	return nil
@@ -264,12 +254,35 @@ func (f *Fence) Check(ctx context.Context, tx *sql.Tx, key string, token uint64)
 	return f.check(ctx, sqlTx{tx}, key, token)
 }
 
-// CheckPgx is Check for a native pgx transaction. The fence must be Postgres.
-func (f *Fence) CheckPgx(ctx context.Context, tx pgx.Tx, key string, token uint64) error {
-	if f.dialect != Postgres {
-		return fmt.Errorf("%w: pgx needs the postgres dialect, not %v", ErrInvalid, f.dialect)
+// Tx is a transaction of a driver other than database/sql, as CheckTx
+// needs it (the fence/pgxfence module adapts a native pgx.Tx). Exec runs a
+// statement and returns the number of rows it changed; QueryRow runs a query
+// returning at most one row.
+type Tx interface {
+	Exec(ctx context.Context, query string, args ...any) (rowsAffected int64, err error)
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// Row is one result row, as *sql.Row and pgx.Row have it.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// CheckTx is Check for a transaction of another driver. Its statements use
+// the fence's dialect, so the dialect must be the database's.
+func (f *Fence) CheckTx(ctx context.Context, tx Tx, key string, token uint64) error {
+	if tx == nil {
+		return fmt.Errorf("%w: nil transaction", ErrInvalid)
 	}
-	return f.check(ctx, pgxTx{tx}, key, token)
+	return f.check(ctx, tx, key, token)
+}
+
+// CheckTicketTx is CheckTicket for a transaction of another driver.
+func (f *Fence) CheckTicketTx(ctx context.Context, tx Tx, t Ticket) error {
+	if isNil(t) {
+		return fmt.Errorf("%w: nil ticket", ErrInvalid)
+	}
+	return f.CheckTx(ctx, tx, t.Key(), t.Token())
 }
 
 // Ticket is what CheckTicket needs of a ticket: its key and its fencing
@@ -289,14 +302,6 @@ func (f *Fence) CheckTicket(ctx context.Context, tx *sql.Tx, t Ticket) error {
 	return f.Check(ctx, tx, t.Key(), t.Token())
 }
 
-// CheckTicketPgx is CheckTicket for a native pgx transaction.
-func (f *Fence) CheckTicketPgx(ctx context.Context, tx pgx.Tx, t Ticket) error {
-	if isNil(t) {
-		return fmt.Errorf("%w: nil ticket", ErrInvalid)
-	}
-	return f.CheckPgx(ctx, tx, t.Key(), t.Token())
-}
-
 // isNil reports a nil interface or a nil pointer in it, which would panic
 // in Key.
 func isNil(t Ticket) bool {
@@ -307,13 +312,7 @@ func isNil(t Ticket) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// querier abstracts over *sql.Tx and pgx.Tx.
-type querier interface {
-	exec(ctx context.Context, q string, args ...any) (rows int64, err error)
-	queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error }
-}
-
-func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) error {
+func (f *Fence) check(ctx context.Context, q Tx, key string, token uint64) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalid)
 	}
@@ -327,7 +326,7 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 	t := int64(token)
 	var won int64
 	for _, st := range f.claim {
-		n, err := q.exec(ctx, st.sql, st.args(key, t)...)
+		n, err := q.Exec(ctx, st.sql, st.args(key, t)...)
 		if err != nil {
 			return fmt.Errorf("fence: check key %q token %d: %w", key, token, err)
 		}
@@ -337,7 +336,7 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 		return nil
 	}
 	var mark int64
-	if err := q.queryRow(ctx, f.mark, key).Scan(&mark); err != nil {
+	if err := q.QueryRow(ctx, f.mark, key).Scan(&mark); err != nil {
 		// Not ErrStaleToken: the mark may be this very token (an earlier
 		// attempt committed), and a caller who redoes stale work would then
 		// do it twice. The database's error decides the retry; a re-run tells
@@ -353,7 +352,7 @@ func (f *Fence) check(ctx context.Context, q querier, key string, token uint64) 
 
 type sqlTx struct{ tx *sql.Tx }
 
-func (s sqlTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+func (s sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	r, err := s.tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, err
@@ -361,22 +360,8 @@ func (s sqlTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	return r.RowsAffected()
 }
 
-func (s sqlTx) queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error } {
+func (s sqlTx) QueryRow(ctx context.Context, q string, args ...any) Row {
 	return s.tx.QueryRowContext(ctx, q, args...)
-}
-
-type pgxTx struct{ tx pgx.Tx }
-
-func (p pgxTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := p.tx.Exec(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
-}
-
-func (p pgxTx) queryRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error } {
-	return p.tx.QueryRow(ctx, q, args...)
 }
 
 // validTable reports whether name is an identifier, optionally qualified

@@ -34,7 +34,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== building ticketd and ticketbench for the C# integration tests"
-(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./cmd/ticketbench)
+(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./server/cmd/ticketbench)
 
 echo "== compiling the C# client and its tests with mcs (C# 7.0)"
 compile() {

@@ -34,7 +34,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "== building ticketd for the Java integration tests"
-(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./cmd/ticketd)
+(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd)
 export TICKETD_BIN="$tmp/ticketd"
 
 # Old reports would be counted again.

@@ -1,4 +1,4 @@
-// Package benchkit holds what the Ticketing load generator (cmd/ticketbench)
+// Package benchkit holds what the Ticketing load generator (server/cmd/ticketbench)
 // and the etcd comparison benchmark (bench/etcd) share: the JSON result
 // schema and its printing, nearest-rank latency percentiles, /proc readers
 // for server RSS and CPU, and a bounded parallel loop.

@@ -6,7 +6,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/ticketing-io/ticketing/internal/fsm"
 )
 
 // fullCoord sets every field, so that each layout takes the ones it has.
@@ -156,18 +155,6 @@ func TestCoordFrameSizes(t *testing.T) {
 		if err := r.Next(new(Frame)); !isCode(err, CodeFrameTooLarge) || src.over != 0 || len(src.hdr) != 0 {
 			t.Errorf("length %d: %v, %d reads past the header, %d header bytes unread", n, err, src.over, len(src.hdr))
 		}
-	}
-}
-
-// TestCoordStatusesMatchFSM: the wire numbers are the state machine's.
-func TestCoordStatusesMatchFSM(t *testing.T) {
-	for s := uint16(0); s <= CoordLimitExceeded; s++ {
-		if got, want := CoordStatusName(s), fsm.CoordStatus(s).String(); got != want {
-			t.Errorf("status %d: wire %s, fsm %s", s, got, want)
-		}
-	}
-	if MaxCoordData != fsm.MaxCoordData || CoordExclusive != fsm.Exclusive || CoordWaitForever != fsm.WaitForever {
-		t.Error("limits or special counts differ between wire and fsm")
 	}
 }
 

@@ -20,7 +20,7 @@ TRIES=${TRIES:-4}            # ... else retry; keep the least disturbed try
 ALL=${OUT%.jsonl}.all.jsonl  # every try, for transparency
 mkdir -p "$(dirname "$OUT")"
 BIN=$(mktemp -d)/etcdbench
-go build -o "$BIN" ./cmd/etcdbench
+GOWORK=off go build -o "$BIN" ./cmd/etcdbench
 trap 'rm -rf "$(dirname "$BIN")"' EXIT
 
 busy_cores() { # machine busy cores over 1 s, from /proc/stat

@@ -30,7 +30,7 @@ namespace Ticketing.Tests
         {
             var bin = Environment.GetEnvironmentVariable("TICKETD_BIN");
             if (string.IsNullOrEmpty(bin) || !File.Exists(bin))
-                Assert.Fail("TICKETD_BIN must name a ticketd binary built from this repository (clients/csharp/test.sh does: go build -o DIR/ticketd ./cmd/ticketd); it is \"" + bin + "\"");
+                Assert.Fail("TICKETD_BIN must name a ticketd binary built from this repository (clients/csharp/test.sh does: go build -o DIR/ticketd ./server/cmd/ticketd); it is \"" + bin + "\"");
             return bin;
         }
 

@@ -21,7 +21,7 @@ import java.util.stream.Stream;
  * Real ticketd processes for the integration tests: a cluster of n nodes on
  * free loopback ports, each with its own data directory, built from this
  * repository. The binary is $TICKETD_BIN (clients/java/test.sh builds it);
- * without it the helper builds it with "go build ./cmd/ticketd" once.
+ * without it the helper builds it with "go build ./server/cmd/ticketd" once.
  */
 final class Ticketd implements AutoCloseable {
     static final class Node {
@@ -52,17 +52,17 @@ final class Ticketd implements AutoCloseable {
         if (env != null && !env.isEmpty()) {
             binary = Path.of(env);
             if (!Files.isExecutable(binary)) {
-                throw new AssertionError("TICKETD_BIN=" + env + " is not an executable file; build it with: go build -o <path> ./cmd/ticketd");
+                throw new AssertionError("TICKETD_BIN=" + env + " is not an executable file; build it with: go build -o <path> ./server/cmd/ticketd");
             }
             return binary;
         }
         Path repo = Path.of(System.getProperty("ticketing.repo.root", "../../..")).toAbsolutePath().normalize();
         Path out = Path.of("target", "ticketd").toAbsolutePath();
-        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./cmd/ticketd")
+        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./server/cmd/ticketd")
                 .directory(repo.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes());
         if (!p.waitFor(5, TimeUnit.MINUTES) || p.exitValue() != 0) {
-            throw new AssertionError("TICKETD_BIN is not set and \"go build ./cmd/ticketd\" in " + repo + " failed (install Go, or set TICKETD_BIN): " + log);
+            throw new AssertionError("TICKETD_BIN is not set and \"go build ./server/cmd/ticketd\" in " + repo + " failed (install Go, or set TICKETD_BIN): " + log);
         }
         binary = out;
         return binary;

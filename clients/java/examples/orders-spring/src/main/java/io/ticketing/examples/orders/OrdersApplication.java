@@ -5,7 +5,7 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
 
 /**
  * Paying an order exactly once, from any instance: the Spring Boot version of
- * the repository's examples/orders. Settings: spring.datasource.* (PostgreSQL),
+ * the repository's server/examples/orders. Settings: spring.datasource.* (PostgreSQL),
  * ticketing.addrs (and ticketing.token, ticketing.tls.*), orders.instance.
  */
 @SpringBootApplication

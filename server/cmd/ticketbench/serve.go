@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"github.com/ticketing-io/ticketing/server/internal/server"
+)
+
+// serveCommand is the hidden subcommand that runs one server in this
+// process, like ticketd, optionally writing a CPU profile of the server
+// alone (ticketd has no pprof endpoint). It takes the subset of ticketd's
+// flags that the benchmark passes.
+const serveCommand = "serve"
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func serveMain(args []string) int {
+	cfg := server.DefaultConfig()
+	fs := flag.NewFlagSet("ticketbench serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "node id")
+	fs.StringVar(&cfg.ClientAddr, "listen", cfg.ClientAddr, "client address")
+	fs.StringVar(&cfg.RaftAddr, "raft-listen", cfg.RaftAddr, "Raft address")
+	fs.StringVar(&cfg.HTTPAddr, "http-listen", cfg.HTTPAddr, "HTTP address")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level")
+	bootstrap := fs.String("bootstrap", "", "ID=RAFTADDR,...")
+	var tokens stringList
+	fs.Var(&tokens, "client-token", "client token (repeatable)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this server to `file` (until SIGTERM)")
+	memprofile := fs.String("memprofile", "", "write a heap profile of this server to `file` at SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	peers, err := server.ParsePeers(*bootstrap)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 2
+	}
+	cfg.Bootstrap = peers
+	cfg.ClientTokens = tokens
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(cfg.LogLevel))
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var pf *os.File
+	if *cpuprofile != "" {
+		if pf, err = os.Create(*cpuprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			return 1
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 1
+	}
+	<-ctx.Done()
+	if pf != nil {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}
+	if *memprofile != "" {
+		runtime.GC()
+		if f, err := os.Create(*memprofile); err == nil {
+			pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	srv.Close() // like a crash to peers: the benchmark discards the data
+	return 0
+}

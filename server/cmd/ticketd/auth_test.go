@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// authFile is a configuration with principals, as in docs/deployment.md.
+const authFile = `
+client_tokens = ["legacy"]
+
+[auth]
+cert_identity = "uri"
+
+[[auth.principals]]
+name = "orders"
+role = "client"
+key_prefixes = ["orders/"]
+token_sha256 = ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"]
+
+[[auth.principals]]
+name = "ops"
+role = "admin"
+token_sha256 = ["60303AE22B998861BCE3B28F33EEC1BE758A213C86C93C076DBE9F558C11C752"]
+
+[[auth.principals]]
+name = "grafana"
+role = "monitor"
+token_sha256 = ["fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9"]
+`
+
+func TestConfigFileAuth(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", writeFile(t, authFile)}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Auth
+	if a.CertIdentity != "uri" || len(a.Principals) != 3 || a.Principals[0].Name != "orders" || a.Principals[0].Role != "client" ||
+		a.Principals[0].KeyPrefixes[0] != "orders/" || a.Principals[0].TokenSHA256[0] != server.HashToken("test") ||
+		a.Principals[1].Role != "admin" || a.Principals[2].Role != "monitor" {
+		t.Fatalf("auth settings: %+v", a)
+	}
+	// The flag overrides the file.
+	cfg, err = loadConfig([]string{"--config", writeFile(t, authFile), "--cert-identity", "dns"}, &bytes.Buffer{})
+	if err != nil || cfg.Auth.CertIdentity != "dns" {
+		t.Fatalf("--cert-identity: %v %q", err, cfg.Auth.CertIdentity)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"[[auth.principals]]\nname = \"a\"\nrole = \"client\"\ntoken_sha256 = [\"" + server.HashToken("a") + "\"]\n", "key_prefixes"},
+		{"[[auth.principals]]\nname = \"a\"\nrole = \"admin\"\ntoken = \"plain\"\n", `unknown key "auth.principals.token"`},
+		{"[[auth.principals]]\nname = \"a\"\nrole = \"admin\"\ntoken_sha256 = [\"plain\"]\n", "64 hex digits"},
+		{"[auth]\ncert_identity = \"serial\"\n", "cert_identity"},
+	} {
+		_, err := loadConfig([]string{"--config", writeFile(t, tc.file)}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config %q: got %v, want an error containing %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+func TestHashToken(t *testing.T) {
+	old := stdin
+	defer func() { stdin = old }()
+	for _, in := range []string{"test\n", "test", "test\r\n"} {
+		stdin = strings.NewReader(in)
+		var out, errb bytes.Buffer
+		if c := run(context.Background(), []string{"hash-token"}, &out, &errb, nil); c != 0 || out.String() != server.HashToken("test")+"\n" {
+			t.Fatalf("hash-token of %q: exit %d, %q %q", in, c, out.String(), errb.String())
+		}
+	}
+	stdin = strings.NewReader("\n")
+	var out, errb bytes.Buffer
+	if c := run(context.Background(), []string{"hash-token"}, &out, &errb, nil); c != 1 || !strings.Contains(errb.String(), "1..1024 bytes") {
+		t.Fatalf("empty token: exit %d %q", c, errb.String())
+	}
+	if c := run(context.Background(), []string{"hash-token", "secret"}, &out, &errb, nil); c != 2 || !strings.Contains(errb.String(), "standard input") {
+		t.Fatalf("token as an argument: exit %d %q", c, errb.String())
+	}
+}
+
+// helloCode says how a real ticketd answers a hello with token: 0 for Y,
+// else the E code.
+func helloCode(t *testing.T, addr, token string) int {
+	r := testcluster.DialRaw(t, addr)
+	defer r.Conn.Close()
+	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Text: []byte(token)})
+	f, err := r.RecvErr(10 * time.Second)
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if f.Type == wire.TypeReady {
+		return 0
+	}
+	return int(f.Code)
+}
+
+// TestSIGHUPReloadsTokens: a real ticketd rotates a principal's token on
+// SIGHUP without a restart, and keeps its settings when the file is broken.
+func TestSIGHUPReloadsTokens(t *testing.T) {
+	principal := func(token string) string {
+		return fmt.Sprintf("[[auth.principals]]\nname = \"orders\"\nrole = \"client\"\nkey_prefixes = [\"orders/\"]\ntoken_sha256 = [%q]\n", server.HashToken(token))
+	}
+	file := filepath.Join(t.TempDir(), "ticketd.toml")
+	if err := os.WriteFile(file, []byte(principal("old-token")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	srvCh := make(chan *server.Server, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--config", file,
+			"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "",
+			"--data-dir", t.TempDir(), "--node-id", "solo",
+		}, &stdout, &stderr, func(s *server.Server) { srvCh <- s })
+	}()
+	var addr string
+	select {
+	case s := <-srvCh:
+		addr = s.ClientAddr().String()
+	case c := <-code:
+		t.Fatalf("run exited with %d before serving:\n%s", c, stderr.String())
+	}
+	testcluster.WaitFor(t, 10*time.Second, "the old token accepted", func() bool { return helloCode(t, addr, "old-token") == 0 })
+
+	if err := os.WriteFile(file, []byte(principal("new-token")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	testcluster.WaitFor(t, 10*time.Second, "the new token accepted after SIGHUP", func() bool { return helloCode(t, addr, "new-token") == 0 })
+	if c := helloCode(t, addr, "old-token"); c != int(wire.CodeUnauthenticated) {
+		t.Fatalf("old token after the reload: %d, want E 5", c)
+	}
+
+	// A broken file: logged, and the settings in force stay.
+	if err := os.WriteFile(file, []byte("[[auth.principals]]\nname = \"orders\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	testcluster.WaitFor(t, 10*time.Second, "the failed reload logged", func() bool {
+		return strings.Contains(stderr.String(), "auth settings not reloaded")
+	})
+	if c := helloCode(t, addr, "new-token"); c != 0 {
+		t.Fatalf("new token after a failed reload: %d, want Y", c)
+	}
+	if strings.Contains(stderr.String(), "new-token") || strings.Contains(stderr.String(), "old-token") {
+		t.Fatalf("a token was logged:\n%s", stderr.String())
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d:\n%s", c, stderr.String())
+	}
+}

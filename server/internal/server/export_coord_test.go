@@ -1,0 +1,13 @@
+package server
+
+import "github.com/ticketing-io/ticketing/server/internal/fsm"
+
+// CoordSession is session id as this server's applied state has it, with the
+// state's last batch time.
+func CoordSession(s *Server, id uint64) (info fsm.SessionInfo, lastTime int64, ok bool) {
+	s.node.Read(func(st *fsm.State) {
+		info, ok = st.Session(id)
+		lastTime = st.LastTime()
+	})
+	return info, lastTime, ok
+}

@@ -1,0 +1,618 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/node"
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
+
+// Server is one running ticketd: a Raft node, the client listener and the
+// HTTP endpoints.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	node    *node.Node
+	core    *core
+	metrics *metrics
+	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
+
+	ln     net.Listener
+	httpLn net.Listener
+	http   *http.Server
+
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	serving   bool
+	servingCh chan struct{} // closed while serving; replaced when serving stops
+	closed    bool
+	nconns    atomic.Int64
+	// transferTo is the id of the voter that a leadership transfer started
+	// here was sent to, until Raft names the new leader: M names it meanwhile
+	// instead of nothing.
+	transferTo atomic.Pointer[string]
+
+	wg   sync.WaitGroup
+	stop chan struct{}
+
+	watchGate sync.Mutex // tests hold it to delay the leadership watcher
+}
+
+// New validates cfg, opens the data directory, starts Raft and begins serving
+// clients. The returned server runs until Shutdown.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
+
+	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
+	if err != nil {
+		return nil, err
+	}
+	clientTLS, err := clientTLSConfig(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	var peers []node.Peer
+	for _, p := range cfg.Bootstrap {
+		peers = append(peers, node.Peer{ID: p.ID, RaftAddr: p.RaftAddr})
+	}
+	// A restore is all or nothing: the backup is read and checked, and the
+	// data directory found empty, before anything is written there.
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	var backup *fsm.State
+	if cfg.RestoreFile != "" {
+		if backup, err = readBackup(cfg.RestoreFile); err != nil {
+			return nil, err
+		}
+		if err := checkEmptyForRestore(raftDir, cfg); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for clients on %s: %w", cfg.ClientAddr, err)
+	}
+	if clientTLS != nil {
+		ln = tls.NewListener(ln, clientTLS)
+	}
+	s.ln = ln
+	if _, port, _ := net.SplitHostPort(cfg.AdvertiseClientAddr); cfg.AdvertiseClientAddr == cfg.ClientAddr && port == "0" {
+		s.cfg.AdvertiseClientAddr = ln.Addr().String() // resolves :0 in tests
+	}
+	initial := cfg.InitialClusterState
+	if cfg.RestoreFile != "" {
+		initial = "new" // a restore always makes a new cluster
+	}
+	s.node, err = node.Open(node.Config{
+		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
+		Bootstrap: peers, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		ln.Close()
+		if cfg.RestoreFile != "" {
+			removeContents(raftDir) // it was empty: leave it so
+		}
+		return nil, err
+	}
+	if cfg.RestoreFile != "" {
+		if err := s.restore(backup); err != nil {
+			ln.Close()
+			s.node.Close()
+			// Leave the directory as it was found: empty. A later start
+			// without --restore then cannot serve a half-made cluster.
+			if rerr := removeContents(raftDir); rerr != nil {
+				s.log.Error("could not clean up after the failed restore", "dir", raftDir, "err", rerr)
+			}
+			return nil, fmt.Errorf("restore %s failed, and the data directory was left empty: %w", cfg.RestoreFile, err)
+		}
+	}
+	s.metrics = newMetrics(s)
+	s.auth.Store(newAuthTable(&s.cfg))
+	s.core = newCore(s)
+	if cfg.HTTPAddr != "" {
+		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			ln.Close()
+			s.node.Close()
+			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
+		}
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		s.goRun(func() { s.http.Serve(s.httpLn) })
+	}
+	s.goRun(s.core.run)
+	s.goRun(s.watchLeadership)
+	s.goRun(s.pinger)
+	s.goRun(s.acceptLoop)
+	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(),
+		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
+	return s, nil
+}
+
+func (s *Server) goRun(fn func()) {
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); fn() }()
+}
+
+// ClientAddr is the address the client listener is bound to.
+func (s *Server) ClientAddr() net.Addr { return s.ln.Addr() }
+
+// HTTPAddr is the address of the HTTP listener, or nil.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
+}
+
+// RaftAddr is the address peers reach this server's Raft at.
+func (s *Server) RaftAddr() string { return s.node.RaftAddr() }
+
+// NodeID is this server's id.
+func (s *Server) NodeID() string { return s.cfg.NodeID }
+
+// Raft exposes the Raft instance (tests and admin).
+func (s *Server) Raft() *raft.Raft { return s.node.Raft() }
+
+// IsServing reports whether this server is the leader and serves clients.
+func (s *Server) IsServing() bool { return s.isServing() }
+
+func (s *Server) acceptLoop() {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("accept failed", "err", err)
+			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: don't spin
+			continue
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := newConn(s, nc)
+		if ok, stopping := s.addConn(c); !ok {
+			// A connection accepted while the server stops is told so (E 11,
+			// reconnect elsewhere), not that the server is full.
+			f := wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityConnections}
+			if stopping {
+				f = wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}
+			} else {
+				s.metrics.capacityRejects.WithLabelValues("connections").Inc()
+			}
+			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			nc.Write(wire.Append(nil, &f))
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// addConn registers c. It refuses it when the server is stopping (stopping
+// true) or at its connection limit.
+func (s *Server) addConn(c *conn) (ok, stopping bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, true
+	}
+	if len(s.conns) >= s.cfg.Limits.MaxConnections {
+		return false, false
+	}
+	s.conns[c] = struct{}{}
+	s.metrics.connections.Set(float64(len(s.conns)))
+	return true, false
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.metrics.connections.Set(float64(len(s.conns)))
+	s.mu.Unlock()
+}
+
+func (s *Server) isServing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
+}
+
+// setServing is called by the core when the takeover entry is applied (true)
+// or leadership is lost (false). Losing it ends every client connection with
+// M, since their waiters and in-flight requests cannot be answered here.
+func (s *Server) setServing(on bool) {
+	s.mu.Lock()
+	if on == s.serving {
+		s.mu.Unlock()
+		return
+	}
+	s.serving = on
+	var drop []*conn
+	if on {
+		close(s.servingCh)
+	} else {
+		s.servingCh = make(chan struct{})
+		for c := range s.conns {
+			if !c.admin {
+				drop = append(drop, c)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(drop) > 0 {
+		m := s.notLeaderFrame()
+		for _, c := range drop {
+			c.fatal(m)
+		}
+	}
+}
+
+// waitServing waits up to d for this server to serve clients as leader. It
+// returns at once when the server is not the leader at all.
+func (s *Server) waitServing(d time.Duration) bool {
+	s.mu.Lock()
+	if s.serving {
+		s.mu.Unlock()
+		return true
+	}
+	ch := s.servingCh
+	s.mu.Unlock()
+	if s.node.Raft().State() != raft.Leader {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-s.stop:
+		return false
+	}
+}
+
+// notLeaderFrame is M with the leader's client address when this server knows it.
+func (s *Server) notLeaderFrame() *wire.Frame {
+	return &wire.Frame{Type: wire.TypeNotLeader, Text: []byte(s.leaderClientAddr())}
+}
+
+func (s *Server) leaderClientAddr() string {
+	_, id := s.node.Raft().LeaderWithID()
+	if id != "" {
+		s.transferTo.Store(nil) // Raft knows the leader: the hint is no longer needed
+	} else if t := s.transferTo.Load(); t != nil && *t != s.cfg.NodeID {
+		// Stepped down for a transfer and no leader elected yet: the target
+		// is the one about to win, and clients can start dialling it now.
+		id = raft.ServerID(*t)
+	} else {
+		return ""
+	}
+	var addr string
+	s.node.Read(func(st *fsm.State) { addr, _ = st.MemberAddr(string(id)) })
+	if string(id) == s.cfg.NodeID && !s.isServing() {
+		return "" // we are electing ourselves; don't send clients back here yet
+	}
+	return addr
+}
+
+// leadershipPoll bounds how long a change of leadership that Raft's
+// notification channel did not deliver goes unnoticed.
+const leadershipPoll = 100 * time.Millisecond
+
+// watchLeadership reports Raft's leadership (role and term) to the core
+// whenever it changes. Raft's LeaderCh keeps only the latest value, so
+// true -> false -> true can arrive as true -> true: the channel only wakes
+// this loop, which then reads Raft's state and term, and a periodic look
+// catches what no notification announced.
+func (s *Server) watchLeadership() {
+	r := s.node.Raft()
+	ch := r.LeaderCh()
+	t := time.NewTicker(leadershipPoll)
+	defer t.Stop()
+	var last leadership
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ch:
+		case <-t.C:
+		}
+		s.watchGate.Lock() // held only by tests (export_test.go)
+		s.watchGate.Unlock()
+		cur := leadership{leader: r.State() == raft.Leader}
+		if cur.leader {
+			cur.term = r.CurrentTerm()
+		}
+		if cur != last {
+			last = cur
+			s.core.leaderChange(cur)
+		}
+	}
+}
+
+// pinger sends P to every client each interval and ends connections that
+// sent nothing (not even O) for two intervals.
+func (s *Server) pinger() {
+	t := time.NewTicker(s.cfg.PingInterval)
+	defer t.Stop()
+	var nonce uint64
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		nonce++
+		s.mu.Lock()
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, c := range conns {
+			if !c.ready.Load() {
+				continue // before the hello only its own deadline applies
+			}
+			rx := c.rx.Load()
+			if rx == c.pingRx {
+				c.missed++
+			} else {
+				c.pingRx, c.missed = rx, 0
+			}
+			if c.missed > 2 { // two whole intervals since an unanswered ping
+				c.fatalErr(wire.CodePingTimeout, "no answer to the server's pings")
+				continue
+			}
+			c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
+		}
+	}
+}
+
+// Close stops the server at once, without handing leadership over and
+// without telling clients: to the rest of the cluster it looks like a crash.
+// What was committed is on disk (every append is fsynced).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	return s.stopAll(context.Background())
+}
+
+// Shutdown stops serving: it hands leadership to another voter when there is
+// one, ends client connections with E (shutting down), and closes Raft.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.ln.Close()
+	r := s.node.Raft()
+	if r.State() == raft.Leader {
+		if cf := r.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 1 {
+			if err := r.LeadershipTransfer().Error(); err != nil {
+				s.log.Warn("leadership transfer before shutdown failed", "err", err)
+			}
+		}
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.fatalErr(wire.CodeShuttingDown, "the server is shutting down; reconnect to another server")
+	}
+	s.mu.Unlock()
+	return s.stopAll(ctx)
+}
+
+func (s *Server) stopAll(ctx context.Context) error {
+	s.ln.Close()
+	close(s.stop)
+	close(s.core.stop)
+	if s.http != nil {
+		s.http.Shutdown(ctx)
+	}
+	// Let Raft answer every entry already proposed before shutting it down.
+	drain := time.NewTimer(10 * time.Second)
+	select {
+	case <-s.core.drained:
+	case <-drain.C:
+		s.log.Warn("stopping with Raft entries still unanswered")
+	}
+	drain.Stop()
+	err := s.node.Close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// readBackup reads and checks a whole backup file.
+func readBackup(file string) (*fsm.State, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("restore: open backup: %w (nothing was changed)", err)
+	}
+	defer f.Close()
+	st, err := fsm.ReadSnapshot(f)
+	switch {
+	case errors.Is(err, fsm.ErrSnapshotVersion):
+		return nil, fmt.Errorf("restore: %s: %w (nothing was changed)", file, err)
+	case err != nil:
+		return nil, fmt.Errorf("restore: %s is not a valid Ticketing snapshot: %w (nothing was changed)", file, err)
+	}
+	return st, nil
+}
+
+// checkEmptyForRestore refuses a restore into a data directory that holds anything.
+func checkEmptyForRestore(raftDir string, cfg Config) error {
+	entries, err := os.ReadDir(raftDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore: read data directory: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("refusing to restore %s: the data directory %s already holds state (%s); restore into an empty data directory (nothing was changed)",
+			cfg.RestoreFile, cfg.DataDir, entries[0].Name())
+	}
+	return nil
+}
+
+// removeContents empties dir (it was empty or absent before the restore).
+func removeContents(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore loads a checked backup into this new single-node cluster before it serves.
+func (s *Server) restore(st *fsm.State) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for s.node.Raft().State() != raft.Leader {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("this server did not become leader of its new cluster within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Raft restores only once the cluster's configuration entry is applied.
+	if err := s.node.Raft().Barrier(30 * time.Second).Error(); err != nil {
+		return fmt.Errorf("wait for the new cluster to settle: %w", err)
+	}
+	if _, err := s.node.RestoreState(st, s.cfg.RestoreMinToken); err != nil {
+		return err
+	}
+	return nil
+}
+
+func loadCertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", file)
+	}
+	return p, nil
+}
+
+func clientTLSConfig(t TLSFiles) (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		if c.ClientCAs, err = loadCertPool(t.CAFile); err != nil {
+			return nil, fmt.Errorf("tls client CA: %w", err)
+		}
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// raftTLSConfig builds one config for both sides of Raft traffic: servers
+// present the same certificate and verify each other against the CA.
+func raftTLSConfig(t TLSFiles) (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load Raft TLS certificate: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pool, err := loadCertPool(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("raft TLS CA: %w", err)
+		}
+		c.RootCAs, c.ClientCAs, c.ClientAuth = pool, pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := s.ready(); !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// ready: a member of a cluster with a known leader, and applied up to the
+// commit index (a follower that is far behind is not ready).
+func (s *Server) ready() (bool, string) {
+	r := s.node.Raft()
+	if addr, _ := r.LeaderWithID(); addr == "" {
+		return false, "no known leader\n"
+	}
+	if r.State() == raft.Leader && !s.isServing() {
+		return false, "leader taking over\n"
+	}
+	if lag := int64(r.CommitIndex()) - int64(r.AppliedIndex()); lag > 1000 {
+		return false, fmt.Sprintf("applying the log: %d entries behind\n", lag)
+	}
+	return true, ""
+}

@@ -1,0 +1,225 @@
+// Package testcluster starts real ticketd servers in-process for tests: one,
+// three or five of them on loopback, each with its own data directory, Raft
+// and client listener. It also has Raw, a byte-level client for protocol tests.
+//
+//	c := testcluster.Start(t, 3)
+//	leader := c.LeaderIndex(t)
+//	c.Kill(leader)           // stops at once, as a crash looks to peers
+//	c.LeaderIndex(t)         // a new leader serves
+//	c.Restart(leader)        // rejoins with its data
+package testcluster
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/server"
+)
+
+// Option adjusts every server's configuration before start.
+type Option func(*server.Config)
+
+// WithConfig applies fn to each server's configuration.
+func WithConfig(fn func(*server.Config)) Option { return Option(fn) }
+
+// Cluster is a set of in-process servers.
+type Cluster struct {
+	t       testing.TB
+	mu      sync.Mutex
+	cfgs    []server.Config
+	servers []*server.Server // nil while killed
+}
+
+// FreePort returns a loopback address with a port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Logger returns a logger for test servers: silent unless TICKETING_TEST_LOG
+// is set (then debug level to stderr).
+func Logger() *slog.Logger {
+	if os.Getenv("TICKETING_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Config returns a configuration for a test server with fresh loopback ports,
+// fast failure detection and its data under dir.
+func Config(t testing.TB, id, dir string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.NodeID = id
+	cfg.ClientAddr = FreePort(t)
+	cfg.RaftAddr = FreePort(t)
+	cfg.HTTPAddr = FreePort(t)
+	cfg.DataDir = dir
+	// Faster failure detection than production (1 s), but not so fast that
+	// a race-detector build on a busy 2-core machine loses its leader.
+	cfg.HeartbeatTimeout = 500 * time.Millisecond
+	cfg.ElectionTimeout = 500 * time.Millisecond
+	cfg.Logger = Logger()
+	return cfg
+}
+
+// Start starts n servers bootstrapped as one cluster and waits until one of
+// them leads and serves clients. They are stopped when the test ends.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	// Free ports are found by listening and closing, so another process may
+	// take one before the server binds it: start again on fresh ports then.
+	for attempt := 1; ; attempt++ {
+		c, err := start(t, n, opts)
+		if err == nil {
+			t.Cleanup(c.stopAll)
+			c.LeaderIndex(t)
+			return c
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+func start(t testing.TB, n int, opts []Option) (*Cluster, error) {
+	c := &Cluster{t: t}
+	base := t.TempDir()
+	var peers []server.Peer
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		cfg := Config(t, id, filepath.Join(base, id))
+		c.cfgs = append(c.cfgs, cfg)
+		peers = append(peers, server.Peer{ID: id, RaftAddr: cfg.RaftAddr})
+	}
+	for i := range c.cfgs {
+		if n > 1 {
+			c.cfgs[i].Bootstrap = peers
+		}
+		for _, o := range opts {
+			o(&c.cfgs[i])
+		}
+	}
+	c.servers = make([]*server.Server, n)
+	for i := range c.cfgs {
+		s, err := server.New(c.cfgs[i])
+		if err != nil {
+			c.stopAll()
+			return nil, fmt.Errorf("start server %s: %w", c.cfgs[i].NodeID, err)
+		}
+		c.servers[i] = s
+	}
+	return c, nil
+}
+
+func (c *Cluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.servers {
+		if s != nil {
+			s.Close()
+			c.servers[i] = nil
+		}
+	}
+}
+
+// Len is the number of servers (running or killed).
+func (c *Cluster) Len() int { return len(c.cfgs) }
+
+// Server returns server i, or nil while it is killed.
+func (c *Cluster) Server(i int) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.servers[i]
+}
+
+// Config returns server i's configuration.
+func (c *Cluster) Config(i int) server.Config { return c.cfgs[i] }
+
+// Addr is server i's client address.
+func (c *Cluster) Addr(i int) string { return c.cfgs[i].ClientAddr }
+
+// ClientAddrs lists every server's client address.
+func (c *Cluster) ClientAddrs() []string {
+	out := make([]string, len(c.cfgs))
+	for i := range c.cfgs {
+		out[i] = c.cfgs[i].ClientAddr
+	}
+	return out
+}
+
+// AddrList is ClientAddrs joined with commas, as clients take it.
+func (c *Cluster) AddrList() string { return strings.Join(c.ClientAddrs(), ",") }
+
+// LeaderIndex waits (up to 30 s) until a running server leads and serves, and
+// returns its index.
+func (c *Cluster) LeaderIndex(t testing.TB) int {
+	t.Helper()
+	leader := -1
+	WaitFor(t, 30*time.Second, "no server became a serving leader", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, s := range c.servers {
+			if s != nil && s.IsServing() {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// Kill stops server i at once, as a crash looks to its peers and clients.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	s := c.servers[i]
+	c.servers[i] = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+// Restart starts server i again on its data directory and addresses.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.servers[i] != nil {
+		c.t.Fatalf("restart %s: it is running", c.cfgs[i].NodeID)
+	}
+	var err error
+	for attempt := 0; attempt < 50; attempt++ { // the old listeners may linger briefly
+		if c.servers[i], err = server.New(c.cfgs[i]); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("restart %s: %v", c.cfgs[i].NodeID, err)
+}
+
+// WaitFor polls cond every few milliseconds until it holds, and fails the
+// test with what (and cond's last state, if it gives one) after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
