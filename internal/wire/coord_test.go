@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"testing"
-
 )
 
 // fullCoord sets every field, so that each layout takes the ones it has.

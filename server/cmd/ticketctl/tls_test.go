@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
+	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 

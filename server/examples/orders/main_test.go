@@ -19,9 +19,9 @@ import (
 
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/fence"
+	"github.com/ticketing-io/ticketing/retry"
 	"github.com/ticketing-io/ticketing/server/internal/pgtest"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/retry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -16,10 +16,10 @@ import (
 
 	"github.com/ticketing-io/ticketing/fence"
 	"github.com/ticketing-io/ticketing/fence/pgxfence"
+	"github.com/ticketing-io/ticketing/retry"
 	"github.com/ticketing-io/ticketing/server/internal/cutproxy"
 	"github.com/ticketing-io/ticketing/server/internal/mysqltest"
 	"github.com/ticketing-io/ticketing/server/internal/pgtest"
-	"github.com/ticketing-io/ticketing/retry"
 )
 
 func TestMain(m *testing.M) {

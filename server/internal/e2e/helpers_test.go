@@ -16,8 +16,8 @@ import (
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/fence"
 	"github.com/ticketing-io/ticketing/fence/pgxfence"
-	"github.com/ticketing-io/ticketing/server/internal/pgtest"
 	"github.com/ticketing-io/ticketing/retry"
+	"github.com/ticketing-io/ticketing/server/internal/pgtest"
 )
 
 // One PostgreSQL server for the package; every test gets its own database.

@@ -17,4 +17,3 @@ func TestCoordStatusesMatchFSM(t *testing.T) {
 		t.Error("limits or special counts differ between wire and fsm")
 	}
 }
-

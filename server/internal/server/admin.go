@@ -11,9 +11,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/node"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // Admin answer statuses carried by V frames.

@@ -3,9 +3,9 @@ package server_test
 import (
 	"testing"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // TestAuthReleaseOwner: U obeys the same rules as L: outside the prefixes

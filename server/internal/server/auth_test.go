@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // logBuf collects a server's log records for the audit checks.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 func describe(t *testing.T, r *testcluster.Raw, key string) wire.Frame {

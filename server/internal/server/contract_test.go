@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // A describe pipelined behind a release (both in one write, no wait for R)

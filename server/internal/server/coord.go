@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
 // Coordination nodes on the leader (docs/coordination.md). Everything that

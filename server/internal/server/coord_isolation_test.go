@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // raftProxy stands between the Raft peers and one server's Raft port (the

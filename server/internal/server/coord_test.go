@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // coordClient speaks K/T over a raw connection. Frames that are not the

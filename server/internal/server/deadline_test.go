@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // deadline is what a client computes from a G, as protocol.md says: the

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // Hostile and careless clients: none of them may stall the server or other

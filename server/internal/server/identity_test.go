@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // TestSnapshotSaveOnlyOnLeader: a follower does not serve snapshot.save

@@ -12,9 +12,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // logBuffer collects what servers log, for tests that check log levels.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // Clients that acquire and close their connection at once, many together,

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // expectFatal reads the E frame and then the end of the connection.

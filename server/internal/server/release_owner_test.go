@@ -3,8 +3,8 @@ package server_test
 import (
 	"testing"
 
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // releaseOwner sends U and returns its id.

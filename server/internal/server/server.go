@@ -18,9 +18,9 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/node"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // Server is one running ticketd: a Raft node, the client listener and the

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 func expect(t *testing.T, f wire.Frame, typ wire.Type) wire.Frame {
