@@ -65,6 +65,34 @@ type rowKey struct {
 	workload string
 	nodes    int
 	clients  int
+	conns    int // Brokers / clientv3.Clients the workers share (0: not part of the row)
+}
+
+// connsOf reads how many client connections (Brokers, clientv3.Clients) a
+// run's workers shared; 0 when the run does not say.
+func connsOf(r *result) int {
+	for _, k := range []string{"brokers", "clientv3_clients"} {
+		if v, ok := r.noteFloat(k); ok {
+			return int(v)
+		}
+	}
+	return 0
+}
+
+// fsyncFloor is the median p50 of the disk's write+fdatasync runs
+// (ticketbench -workload fsync, system "disk") in the input.
+func fsyncFloor(results []*result) (float64, bool) {
+	var v []float64
+	for _, r := range results {
+		if r.System == "disk" && r.Workload == "fsync" {
+			v = append(v, r.Latency.P50)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Float64s(v)
+	return v[(len(v)-1)/2], true
 }
 
 // pair is one Ticketing run and the etcd run made next to it.
@@ -131,9 +159,12 @@ func pairs(results []*result) (map[rowKey][]pair, []rowKey) {
 	byRow := map[rowKey]map[string][]*result{}
 	var keys []rowKey
 	for _, r := range results {
-		k := rowKey{r.Workload, r.Nodes, r.Clients}
+		if r.System == "disk" {
+			continue // the fsync floor is not a row of its own (see fsyncFloor)
+		}
+		k := rowKey{r.Workload, r.Nodes, r.Clients, connsOf(r)}
 		if r.Workload == "hold" || r.Workload == "connections" {
-			k.clients = 0 // sample / trickle size is not what the row is about
+			k.clients, k.conns = 0, 0 // sample / trickle size is not what the row is about
 		}
 		if byRow[k] == nil {
 			byRow[k] = map[string][]*result{}
@@ -168,13 +199,16 @@ func pairs(results []*result) (map[rowKey][]pair, []rowKey) {
 		if order[a.workload] != order[b.workload] {
 			return order[a.workload] < order[b.workload]
 		}
-		return a.clients > b.clients
+		if a.clients != b.clients {
+			return a.clients > b.clients
+		}
+		return a.conns < b.conns
 	})
 	return out, keys
 }
 
 // metric is one figure of a row: how to read it from a result, its unit,
-// and the target of issue 6 when there is one.
+// and the target of issue 11 when there is one.
 type metric struct {
 	name   string
 	unit   string
@@ -196,6 +230,24 @@ var cpuPerOp = metric{"server CPU per op", "µs", func(r *result) (float64, bool
 	return v / float64(r.Ops) * 1e6, true
 }, nil}
 
+// genCPUPerOp is the load generator's CPU per op (the client side).
+var genCPUPerOp = metric{"generator CPU per op", "µs", func(r *result) (float64, bool) {
+	v, ok := r.noteFloat("bench_cpu_s")
+	if !ok || r.Ops == 0 {
+		return 0, false
+	}
+	return v / float64(r.Ops) * 1e6, true
+}, nil}
+
+// cpuCores are the cores the servers and the generator used in the window.
+var cpuCores = []metric{
+	{"server CPU", "cores", func(r *result) (float64, bool) { return r.noteFloat("server_cpu_cores") }, nil},
+	{"generator CPU", "cores", func(r *result) (float64, bool) { return r.noteFloat("bench_cpu_cores") }, nil},
+}
+
+// floor is the disk's fsync floor of this input (0 when not measured).
+var floor float64
+
 func metricsFor(k rowKey) (string, []metric) {
 	ratioTarget := func(min float64) func(t, e *result) (string, bool, bool) {
 		return func(t, e *result) (string, bool, bool) {
@@ -207,15 +259,38 @@ func metricsFor(k rowKey) (string, []metric) {
 	}
 	switch {
 	case k.workload == "uncontended" && k.clients == 1:
-		return "single client, uncontended", []metric{
-			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }), nil},
-			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }),
-				func(t, e *result) (string, bool, bool) { return "< 1 ms", t.Acquire.P50 < 1, true }},
+		maxRatio := 0.5
+		if k.nodes > 1 {
+			maxRatio = 0.7
+		}
+		ms := []metric{
+			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }),
+				func(t, e *result) (string, bool, bool) {
+					txt := fmt.Sprintf("≤%gx etcd", maxRatio)
+					if e == nil || e.Latency.P50 == 0 {
+						return txt, false, false
+					}
+					return txt, t.Latency.P50 <= maxRatio*e.Latency.P50, true
+				}},
+			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
 		}
+		if k.nodes == 1 {
+			ms[1].target = func(t, e *result) (string, bool, bool) {
+				if floor == 0 {
+					return "≤ 2x fsync floor", false, false
+				}
+				return fmt.Sprintf("≤ 2x fsync floor (%.3f ms)", floor), t.Acquire.P50 <= 2*floor, true
+			}
+		}
+		return "single client, uncontended", append(append(ms, cpuCores...), cpuPerOp, genCPUPerOp)
 	case k.workload == "uncontended":
-		return fmt.Sprintf("uncontended, %d clients", k.clients), []metric{
-			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), ratioTarget(10)},
+		target := ratioTarget(5)
+		if k.conns != 1 {
+			target = nil // issue 11's targets are for one shared connection
+		}
+		return fmt.Sprintf("uncontended, %d clients, %d conn(s)", k.clients, k.conns), append([]metric{
+			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), target},
 			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }), nil},
 			{"pair p99", "ms", fixed(func(r *result) float64 { return r.Latency.P99 }),
 				func(t, e *result) (string, bool, bool) {
@@ -225,20 +300,18 @@ func metricsFor(k rowKey) (string, []metric) {
 					return fmt.Sprintf("< etcd p50 (%.1f ms)", e.Latency.P50), t.Latency.P99 < e.Latency.P50, true
 				}},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
-			cpuPerOp,
-		}
+		}, append(cpuCores, cpuPerOp, genCPUPerOp)...)
 	case k.workload == "contended":
 		ms := []metric{
-			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
+			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), ratioTarget(6)},
 			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
-			cpuPerOp,
 		}
 		if k.nodes == 1 {
 			ms[0].target = ratioTarget(10)
 			ms[2].target = func(t, e *result) (string, bool, bool) { return "< 20 ms", t.Acquire.P99 < 20, true }
 		}
-		return fmt.Sprintf("contended, %d clients", k.clients), ms
+		return fmt.Sprintf("contended, %d clients, %d conn(s)", k.clients, k.conns), append(append(ms, cpuCores...), cpuPerOp, genCPUPerOp)
 	case k.workload == "hold":
 		return "hold", []metric{
 			{"held N", "", func(r *result) (float64, bool) { return r.noteFloat("held") }, nil},
@@ -262,6 +335,13 @@ func metricsFor(k rowKey) (string, []metric) {
 	case k.workload == "connections":
 		return "idle connections", []metric{
 			{"idle connections", "", func(r *result) (float64, bool) { return r.noteFloat("n") }, nil},
+			{"RSS idle, before the connections, per server", "MiB", func(r *result) (float64, bool) {
+				v, ok := r.noteFloat("rss_before_idle")
+				return v / float64(max(r.Nodes, 1)) / (1 << 20), ok
+			}, func(t, e *result) (string, bool, bool) {
+				v, ok := t.noteFloat("rss_before_idle")
+				return "< 64 MiB", ok && v/float64(max(t.Nodes, 1)) < 64<<20, ok
+			}},
 			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }),
 				func(t, e *result) (string, bool, bool) {
@@ -385,10 +465,14 @@ func summary(ps map[rowKey][]pair, keys []rowKey) string {
 }
 
 func render(title string, results []*result) string {
+	floor, _ = fsyncFloor(results)
 	ps, keys := pairs(results)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "### %s\n\n", title)
 	sb.WriteString("Each cell lists the runs in order (run 1 / run 2 / ...); each ratio is Ticketing/etcd of the same run.\n\n")
+	if f, ok := fsyncFloor(results); ok {
+		fmt.Fprintf(&sb, "Disk floor in this run (ticketbench -workload fsync, 4 KiB append + fdatasync, queue depth 1): p50 %.3f ms (median of the floor runs).\n\n", f)
+	}
 	sb.WriteString(summary(ps, keys))
 	sb.WriteString("\n#### Per run, with machine noise\n\n")
 	sb.WriteString("| nodes | row | metric | run | Ticketing | etcd | Ticketing/etcd | target | met | noise T/E |\n")

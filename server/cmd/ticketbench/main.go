@@ -30,6 +30,7 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
 func main() {
@@ -42,12 +43,13 @@ func main() {
 func run(args []string) int {
 	var cfg Config
 	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
-	fs.StringVar(&cfg.Workload, "workload", Uncontended, "workload: "+strings.Join(Workloads, "|"))
+	fs.StringVar(&cfg.Workload, "workload", Uncontended, "workload: "+strings.Join(Workloads, "|")+"|"+Fsync+" (the disk's floor: 4 KiB append+fdatasync, no server)")
 	fs.IntVar(&cfg.Nodes, "nodes", 1, "servers to start: 1 or 3 (ignored with -addr)")
 	fs.IntVar(&cfg.Clients, "clients", 0, "active workers (0: 128 uncontended, 16 contended, 8 hold sample, 4 connections trickle)")
-	fs.IntVar(&cfg.PerConn, "per-conn", 8, "workers sharing one Broker (one connection), as etcdbench's -per-conn")
+	fs.IntVar(&cfg.Conns, "conns", 1, "Brokers (connections) the workers share; 1 is the documented usage (as etcdbench's -conns)")
+	fs.IntVar(&cfg.PerConn, "per-conn", 0, "when > 0: ceil(workers/per-conn) Brokers instead of -conns")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window")
-	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "unmeasured warmup before the window")
+	fs.DurationVar(&cfg.Warmup, "warmup", 10*time.Second, "unmeasured warmup before the window")
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease of the measured acquires")
 	wait := fs.Duration("wait", -1, "wait of the measured acquires (default: 0, contended 10s)")
 	fs.IntVar(&cfg.N, "n", 0, "hold: tickets to hold (default 1000000); connections: idle Brokers (default 10000)")
@@ -77,7 +79,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "ticketbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	valid := false
+	valid := cfg.Workload == Fsync
 	for _, w := range Workloads {
 		valid = valid || w == cfg.Workload
 	}
@@ -111,6 +113,16 @@ func run(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	if cfg.Workload == Fsync {
+		logf("ticketbench: fsync floor in %s: warmup=%v duration=%v", os.TempDir(), cfg.Warmup, cfg.Duration)
+		res, err := runFsync(ctx, cfg, os.TempDir())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ticketbench:", err)
+			return 1
+		}
+		return printResult(res, *jsonOut)
+	}
 
 	env := Env{Logf: logf, Token: *token}
 	if *token != "" {
@@ -199,7 +211,13 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "ticketbench:", err)
 		return 1
 	}
-	if *jsonOut {
+	return printResult(res, *jsonOut)
+}
+
+// printResult prints res as one JSON line (and the human line on stderr)
+// or as the human line.
+func printResult(res *benchkit.Result, jsonOut bool) int {
+	if jsonOut {
 		fmt.Fprintln(os.Stderr, res.Human())
 		if err := res.WriteJSON(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "ticketbench:", err)

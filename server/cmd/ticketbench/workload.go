@@ -33,7 +33,8 @@ type Config struct {
 	Workload    string
 	Nodes       int
 	Clients     int           // active workers (0: workload default)
-	PerConn     int           // workers sharing one Broker (one connection)
+	Conns       int           // Brokers (connections) the workers share (default 1: the documented usage)
+	PerConn     int           // when > 0: ceil(workers/PerConn) Brokers instead of Conns
 	Duration    time.Duration // measured window
 	Warmup      time.Duration // unmeasured run-in
 	Lease       time.Duration // lease of the measured acquires
@@ -76,8 +77,8 @@ func (c *Config) ApplyDefaults() {
 			c.Wait = 10 * time.Second
 		}
 	}
-	if c.PerConn <= 0 {
-		c.PerConn = 8
+	if c.Conns <= 0 {
+		c.Conns = 1
 	}
 	if c.FillPar <= 0 {
 		c.FillPar = 512
@@ -208,19 +209,20 @@ func (c *sharedKeyCheck) enter(tok uint64) bool {
 func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
 
 // lockLoop acquires and releases key until the window ends (or ctx, or
-// MaxOps iterations). Every call has OpTimeout.
+// MaxOps iterations). Each pair has one context of 2×OpTimeout.
 func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, win benchkit.Window, mode loopMode, check heldCheck, rec *benchkit.Recorder) {
 	cfg := b.cfg
 	for it := int64(0); it < cfg.MaxOps; it++ {
 		if ctx.Err() != nil || !time.Now().Before(win.End) {
 			return
 		}
-		actx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		// One context per pair (as etcdbench), bounding acquire and release.
+		pctx, cancel := context.WithTimeout(ctx, 2*cfg.OpTimeout)
 		t0 := time.Now()
-		t, err := br.Acquire(actx, key, cfg.Wait, cfg.Lease, 0)
+		t, err := br.Acquire(pctx, key, cfg.Wait, cfg.Lease, 0)
 		t1 := time.Now()
-		cancel()
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -242,8 +244,7 @@ func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, 
 			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 		check.leave()
-		rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
-		err = t.Release(rctx)
+		err = t.Release(pctx)
 		t2 := time.Now()
 		cancel()
 		if err != nil {
@@ -293,13 +294,23 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
 }
 
-// runLoops runs cfg.Clients workers over ceil(Clients/PerConn) Brokers for
+// brokersFor says how many Brokers n concurrent workers share: Conns, or
+// ceil(n/PerConn) when PerConn is set; never more than n.
+func (c *Config) brokersFor(n int) int {
+	k := c.Conns
+	if c.PerConn > 0 {
+		k = (n + c.PerConn - 1) / c.PerConn
+	}
+	return max(1, min(k, n))
+}
+
+// runLoops runs cfg.Clients workers over cfg.brokersFor(Clients) Brokers for
 // warmup+duration and summarizes; decorate lets hold and connections add to
 // the result.
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
 	C := cfg.Clients
-	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
+	nConn := cfg.brokersFor(C)
 	brs, err := b.newBrokers(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("brokers: %w", err)
@@ -347,7 +358,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	notes := []string{
 		"ticketing client Broker.Acquire/Ticket.Release",
 		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
-		fmt.Sprintf("workers_per_broker=%d brokers=%d", cfg.PerConn, nConn),
+		fmt.Sprintf("brokers=%d", nConn),
 		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
 		"token=fencing token",
 		fmt.Sprintf("token_violations=%d", violations),
@@ -367,14 +378,14 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 }
 
 // runHold fills the server with N held tickets (FillPar acquires in flight
-// over ceil(FillPar/PerConn) Brokers, lease 250 s), reads the servers' RSS,
+// over cfg.brokersFor(FillPar) Brokers, lease 250 s), reads the servers' RSS,
 // runs a sample of uncontended workers on other keys at that size, and
 // then, when it owns the servers, SIGKILLs and restarts them on the same
 // data and times how long until an acquire is granted again.
 func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := b.env.rss()
-	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
+	nConn := cfg.brokersFor(cfg.FillPar)
 	brs, err := b.newBrokers(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("fill brokers: %w", err)

@@ -33,7 +33,8 @@ type Config struct {
 	Workload        string
 	Nodes           int
 	Clients         int           // active lock workers (0: workload default)
-	PerConn         int           // workers sharing one clientv3.Client
+	Conns           int           // clientv3.Clients the workers share (default 1: one per process)
+	PerConn         int           // when > 0: ceil(workers/PerConn) clients instead of Conns
 	Duration        time.Duration // measured window
 	Warmup          time.Duration // unmeasured run-in before the window
 	LeaseTTL        int           // session TTL, seconds
@@ -78,8 +79,8 @@ func (c *Config) ApplyDefaults() {
 			c.N = 1000
 		}
 	}
-	if c.PerConn <= 0 {
-		c.PerConn = 8
+	if c.Conns <= 0 {
+		c.Conns = 1
 	}
 	if c.LocksPerSession <= 0 {
 		c.LocksPerSession = 1
@@ -91,7 +92,7 @@ func (c *Config) ApplyDefaults() {
 		c.FillTimeout = 10 * time.Minute
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 10
+		c.LeaseTTL = 60 // concurrency.NewSession's default
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 30 * time.Second
@@ -102,6 +103,16 @@ func (c *Config) ApplyDefaults() {
 	if c.Prefix == "" {
 		c.Prefix = "/lock"
 	}
+}
+
+// clientsFor says how many clientv3.Clients n concurrent workers share:
+// Conns, or ceil(n/PerConn) when PerConn is set; never more than n.
+func (c *Config) clientsFor(n int) int {
+	k := c.Conns
+	if c.PerConn > 0 {
+		k = (n + c.PerConn - 1) / c.PerConn
+	}
+	return max(1, min(k, n))
 }
 
 // createRev returns the create revision of the mutex's own key, which is
@@ -284,12 +295,13 @@ func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concur
 		default:
 		}
 
-		lctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		// One context per pair, bounding Lock and Unlock (as ticketbench).
+		pctx, cancel := context.WithTimeout(ctx, 2*cfg.OpTimeout)
 		t0 := time.Now()
-		err := m.Lock(lctx)
+		err := m.Lock(pctx)
 		t1 := time.Now()
-		cancel()
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -309,8 +321,7 @@ func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concur
 			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
 		}
 		check.leave()
-		uctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
-		err = m.Unlock(uctx)
+		err = m.Unlock(pctx)
 		t2 := time.Now()
 		cancel()
 		if err != nil {
@@ -404,7 +415,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
 	C := cfg.Clients
-	nConn := (C + cfg.PerConn - 1) / cfg.PerConn
+	nConn := cfg.clientsFor(C)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("clients: %w", err)
@@ -469,7 +480,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	notes := []string{
 		"etcd v3.7.3 concurrency.Mutex",
 		fmt.Sprintf("fsync=on lease_ttl_s=%d", cfg.LeaseTTL),
-		fmt.Sprintf("sessions=1/worker workers_per_client=%d clientv3_clients=%d", cfg.PerConn, nConn),
+		fmt.Sprintf("sessions=1/worker clientv3_clients=%d", nConn),
 		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
 		"token=key create_revision",
 		fmt.Sprintf("token_violations=%d", violations),
@@ -501,11 +512,11 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 // The N locks are held by ceil(N/LocksPerSession) sessions (one lease
 // each); by default LocksPerSession=1, i.e. N independent holders, each with
 // its own lease and keepalive, which is what N separate lock holders look
-// like to etcd. Fill sessions are spread over ceil(FillPar/PerConn) clients.
+// like to etcd. Fill sessions are spread over clientsFor(FillPar) clients.
 func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := benchkit.SumRSS(b.env.ServerPids)
-	nConn := (cfg.FillPar + cfg.PerConn - 1) / cfg.PerConn
+	nConn := cfg.clientsFor(cfg.FillPar)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("fill clients: %w", err)
