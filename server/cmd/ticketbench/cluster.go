@@ -112,7 +112,7 @@ func (c *cluster) args(i int) []string {
 	if len(c.binPrefix) > 0 && len(c.nodes) > 1 {
 		// one CPU profile per server in the serve mode
 		for j := range a {
-			if (a[j] == "-cpuprofile" || a[j] == "-memprofile") && j+1 < len(a) && a[j+1] != "" {
+			if (a[j] == "-cpuprofile" || a[j] == "-memprofile" || a[j] == "-timings") && j+1 < len(a) && a[j+1] != "" {
 				a[j+1] = fmt.Sprintf("%s.%s", a[j+1], nd.id)
 			}
 		}

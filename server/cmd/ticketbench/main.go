@@ -65,6 +65,7 @@ func run(args []string) int {
 	cpuprofile := fs.String("server-cpuprofile", "", "run the servers as this binary's in-process server and write their CPU profile to `file` (.nX appended with 3 nodes)")
 	selfprofile := fs.String("cpuprofile", "", "write a CPU profile of ticketbench itself (the client side) to `file`")
 	memprofile := fs.String("server-memprofile", "", "like -server-cpuprofile, for a heap profile written when the servers stop")
+	timings := fs.String("server-timings", "", "like -server-cpuprofile, for Raft's internal timings (p50/p90/mean per stage) written when the servers stop")
 	token := fs.String("token", "", "client token (given to the started servers too)")
 	tlsCA := fs.String("tls-ca", "", "with -addr: TLS verified against this CA `file` (PEM)")
 	jsonOut := fs.Bool("json", false, "print exactly one JSON object on stdout (the human line goes to stderr)")
@@ -169,7 +170,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "ticketbench: -nodes must be 1 or 3")
 			return 2
 		}
-		bin, prefix, cleanup, err := serverBinary(ctx, *ticketd, *cpuprofile, *memprofile, logf)
+		bin, prefix, cleanup, err := serverBinary(ctx, *ticketd, *cpuprofile, *memprofile, *timings, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "ticketbench:", err)
 			return 1
@@ -233,15 +234,15 @@ func printResult(res *benchkit.Result, jsonOut bool) int {
 // subcommand when a server CPU profile is wanted, else -ticketd, else a
 // ticketd next to this binary, else one built with go build into a temp
 // dir from the module this binary was run in.
-func serverBinary(ctx context.Context, flagPath, cpuprofile, memprofile string, logf func(string, ...any)) (bin string, prefix []string, cleanup func(), err error) {
+func serverBinary(ctx context.Context, flagPath, cpuprofile, memprofile, timings string, logf func(string, ...any)) (bin string, prefix []string, cleanup func(), err error) {
 	cleanup = func() {}
-	if cpuprofile != "" || memprofile != "" {
+	if cpuprofile != "" || memprofile != "" || timings != "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return "", nil, cleanup, err
 		}
 		prefix = []string{serveCommand}
-		for _, p := range []struct{ flag, path string }{{"-cpuprofile", cpuprofile}, {"-memprofile", memprofile}} {
+		for _, p := range []struct{ flag, path string }{{"-cpuprofile", cpuprofile}, {"-memprofile", memprofile}, {"-timings", timings}} {
 			if p.path == "" {
 				continue
 			}

@@ -40,6 +40,7 @@ func serveMain(args []string) int {
 	fs.Var(&tokens, "client-token", "client token (repeatable)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this server to `file` (until SIGTERM)")
 	memprofile := fs.String("memprofile", "", "write a heap profile of this server to `file` at SIGTERM")
+	timings := fs.String("timings", "", "write Raft's internal timings (p50/p90/mean per stage, ms) to `file` at SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,6 +68,14 @@ func serveMain(args []string) int {
 			return 1
 		}
 	}
+	var ts *timingSink
+	if *timings != "" {
+		ts = newTimingSink()
+		if err := installTimings(ts); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			return 1
+		}
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
@@ -81,6 +90,12 @@ func serveMain(args []string) int {
 		runtime.GC()
 		if f, err := os.Create(*memprofile); err == nil {
 			pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if ts != nil {
+		if f, err := os.Create(*timings); err == nil {
+			ts.write(f)
 			f.Close()
 		}
 	}
