@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -198,9 +199,36 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 // intervals, at least DefaultAnswerGrace.
 func answerGrace(c *conn) time.Duration { return max(c.silence(), c.grace) }
 
+// timers recycles the acquire's answer timers: a timer per acquire was a
+// tenth of the client's allocations per acquire+release.
+var timers sync.Pool
+
+// getTimer returns a running timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for reuse. The drain matters only under
+// GODEBUG asynctimerchan=1 (a main module older than Go 1.23), where a
+// fired timer's value stays in its channel after Stop; without it the next
+// acquire would see that stale value at once.
+func putTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	timers.Put(t)
+}
+
 func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
-	timer := time.NewTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
-	defer timer.Stop()
+	timer := getTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
+	defer putTimer(timer)
 	select {
 	case a := <-cl.res:
 		return b.finishAcquire(c, cl, &a, args)

@@ -18,7 +18,9 @@ import (
 func (b *Broker) release(ctx context.Context, key string, token uint64, start time.Time, draining bool) error {
 	ctx, cancel := context.WithDeadline(ctx, start.Add(b.cfg.releaseBound))
 	defer cancel()
-	op := fmt.Sprintf("release of token %d for", token)
+	// The operation's name is formatted only for an error: a release that
+	// succeeds allocates nothing for it.
+	op := func() string { return fmt.Sprintf("release of token %d for", token) }
 	sent := 0                 // attempts that may have reached the server
 	var lastFail *connFailure // why the last sent attempt got no answer
 	unknown := func(cause error) error {
@@ -33,14 +35,14 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		if errors.Is(cause, ErrClosed) || (lastFail != nil && lastFail.closed()) {
 			kinds = append(kinds, ErrClosed)
 		}
-		return newOpError(op, key, true, cause, fmt.Sprintf("outcome unknown: %s within %v of the call; the ticket may still be held until its lease expires", why, b.cfg.releaseBound), kinds...)
+		return newOpError(op(), key, true, cause, fmt.Sprintf("outcome unknown: %s within %v of the call; the ticket may still be held until its lease expires", why, b.cfg.releaseBound), kinds...)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			if sent > 0 {
 				return unknown(nil)
 			}
-			return unsent(newOpError(op, key, true, nil, "not sent: "+err.Error(), err))
+			return unsent(newOpError(op(), key, true, nil, "not sent: "+err.Error(), err))
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
@@ -54,7 +56,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(err)
 			}
-			return unsent(connectError(op, key, true, err))
+			return unsent(connectError(op(), key, true, err))
 		}
 		cl := newCall(wire.TypeRelease, key)
 		f := wire.Frame{Type: wire.TypeRelease, Token: token, Key: []byte(key)}
@@ -65,7 +67,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(err)
 			}
-			return unsent(newOpError(op, key, true, err, "not sent: no free request slot on the connection before the deadline", err))
+			return unsent(newOpError(op(), key, true, err, "not sent: no free request slot on the connection before the deadline", err))
 		}
 		sent++
 		var a *answer
@@ -93,12 +95,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 1 {
 				msg += "; an earlier attempt whose answer was lost may have released it"
 			}
-			return newOpError(op, key, true, nil, msg, ErrNotHeld)
+			return newOpError(op(), key, true, nil, msg, ErrNotHeld)
 		case wire.TypeForbidden:
-			return permissionError(c, &a.f, op, key, "; not released")
+			return permissionError(c, &a.f, op(), key, "; not released")
 		default: // B
 			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
-			return newOpError(op, key, true, ce, "not released: rejected by a server capacity limit; the ticket stays held until its lease expires", ErrCapacity)
+			return newOpError(op(), key, true, ce, "not released: rejected by a server capacity limit; the ticket stays held until its lease expires", ErrCapacity)
 		}
 	}
 }
