@@ -289,16 +289,19 @@ func metricsFor(k rowKey) (string, []metric) {
 		if k.conns != 1 {
 			target = nil // issue 11's targets are for one shared connection
 		}
+		p99Target := func(t, e *result) (string, bool, bool) {
+			if e == nil {
+				return "< etcd p50", false, false
+			}
+			return fmt.Sprintf("< etcd p50 (%.1f ms)", e.Latency.P50), t.Latency.P99 < e.Latency.P50, true
+		}
+		if k.conns != 1 {
+			p99Target = nil
+		}
 		return fmt.Sprintf("uncontended, %d clients, %d conn(s)", k.clients, k.conns), append([]metric{
 			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), target},
 			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }), nil},
-			{"pair p99", "ms", fixed(func(r *result) float64 { return r.Latency.P99 }),
-				func(t, e *result) (string, bool, bool) {
-					if e == nil {
-						return "< etcd p50", false, false
-					}
-					return fmt.Sprintf("< etcd p50 (%.1f ms)", e.Latency.P50), t.Latency.P99 < e.Latency.P50, true
-				}},
+			{"pair p99", "ms", fixed(func(r *result) float64 { return r.Latency.P99 }), p99Target},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
 		}, append(cpuCores, cpuPerOp, genCPUPerOp)...)
 	case k.workload == "contended":
