@@ -39,8 +39,10 @@
 #   MAX_OTHER [0.3]     other load (cores) a run may have had to be accepted
 #   TRIES [4] (2)       tries per pair before the least disturbed is kept
 #   QUIET_WAIT [60] (30) seconds to wait for a quiet machine before a try
-#   BUDGET [0] (780)    seconds after which no pair is retried (0: no bound),
-#                       so that quick mode ends within 15 minutes
+#   BUDGET [0] (840)    seconds the whole run may take (0: no bound): a noisy
+#                       pair is retried only while the retry and the pairs
+#                       still to come (at the average time per try so far)
+#                       fit in it, so that quick mode ends within 15 minutes
 #   OUT                 output .jsonl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +54,7 @@ full)
 		"${TRIES:=4}" "${QUIET_WAIT:=60}" "${BUDGET:=0}" ;;
 quick)
 	: "${REPS:=1}" "${DURATION:=5s}" "${WARMUP:=10s}" "${HOLD_N:=100000}" "${ETCD_HOLD_N:=10000}" "${CONNS:=1000}" \
-		"${TRIES:=2}" "${QUIET_WAIT:=30}" "${BUDGET:=780}" ;;
+		"${TRIES:=3}" "${QUIET_WAIT:=20}" "${BUDGET:=840}" ;;
 *)
 	echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
@@ -112,8 +114,26 @@ other_of() { # other_cpu_cores of a JSON line (9 when absent: never accepted)
 	echo "${v:-9}"
 }
 
+has() { case " $1 " in *" $2 "*) return 0 ;; esac; return 1; }
 failed=0
 START=$SECONDS
+TRIES_DONE=0
+# pairs per pass: 4 rows + hold + connections where they run
+PAIRS_LEFT=0
+for nodes in $NODES; do
+	n=4
+	has "$HOLD_NODES" "$nodes" && n=$((n + 1))
+	has "$CONN_NODES" "$nodes" && n=$((n + 1))
+	PAIRS_LEFT=$((PAIRS_LEFT + n * REPS))
+done
+# may_retry: whether one more try of this pair and one try of every pair
+# still to come fit in BUDGET, at the average time per try so far.
+may_retry() {
+	[ "$BUDGET" -gt 0 ] || return 0
+	local spent=$((SECONDS - START)) avg
+	avg=$((spent / (TRIES_DONE > 0 ? TRIES_DONE : 1)))
+	((spent + avg * PAIRS_LEFT <= BUDGET))
+}
 # one SYSTEM NODES WORKLOAD ARGS...: one run; its JSON line on stdout.
 one() {
 	local sys=$1 nodes=$2 wl=$3 line bin=$BIN/ticketbench
@@ -142,8 +162,9 @@ pair() {
 	local try best=99 bt="" be="" t e ot oe worst
 	for try in $(seq 1 "$TRIES"); do
 		wait_quiet
-		t=$(one ticketing "$nodes" "$wl" "${cargs[@]}" "${targs[@]}") || { failed=$((failed + 1)); return; }
-		e=$(one etcd "$nodes" "$wl" "${cargs[@]}" "${eargs[@]}") || { failed=$((failed + 1)); return; }
+		TRIES_DONE=$((TRIES_DONE + 1))
+		t=$(one ticketing "$nodes" "$wl" "${cargs[@]}" "${targs[@]}") || { failed=$((failed + 1)); PAIRS_LEFT=$((PAIRS_LEFT - 1)); return; }
+		e=$(one etcd "$nodes" "$wl" "${cargs[@]}" "${eargs[@]}") || { failed=$((failed + 1)); PAIRS_LEFT=$((PAIRS_LEFT - 1)); return; }
 		ot=$(other_of "$t"); oe=$(other_of "$e")
 		worst=$(awk -v a="$ot" -v b="$oe" 'BEGIN { print (a > b ? a : b) }')
 		if lt "$worst" "$best"; then best=$worst bt=$t be=$e; fi
@@ -153,18 +174,17 @@ pair() {
 		fi
 		printf '%s\n%s\n' "$t" "$e" >>"$REJECTED"
 		echo "compare: pair rejected, other load $ot / $oe cores (try $try/$TRIES)" >&2
-		if [ "$BUDGET" -gt 0 ] && ((SECONDS - START > BUDGET)); then
-			echo "compare: time budget spent; keeping the least disturbed try" >&2
+		if [ "$try" -lt "$TRIES" ] && ! may_retry; then
+			echo "compare: no time left in the budget (${BUDGET}s) for another try; keeping the least disturbed" >&2
 			break
 		fi
 	done
+	PAIRS_LEFT=$((PAIRS_LEFT - 1))
 	if ! lt "$best" "$MAX_OTHER"; then
 		echo "compare: no quiet pair for nodes=$nodes $wl ${cargs[*]}; kept the least disturbed (other load $best cores)" >&2
 	fi
 	printf '%s\n%s\n' "$bt" "$be" >>"$OUT"
 }
-has() { case " $1 " in *" $2 "*) return 0 ;; esac; return 1; }
-
 echo "compare: mode=$MODE reps=$REPS nodes=[$NODES] duration=$DURATION warmup=$WARMUP hold_n=$HOLD_N etcd_hold_n=$ETCD_HOLD_N conns=$CONNS max_other=$MAX_OTHER tries=$TRIES -> $OUT" >&2
 for nodes in $NODES; do
 	for rep in $(seq 1 "$REPS"); do
