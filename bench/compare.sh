@@ -96,6 +96,7 @@ busy_cores() { # machine busy cores over 2 s, from /proc/stat (nothing of ours r
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 wait_quiet() {
 	[ "$QUIET_WAIT" -gt 0 ] || return 0
+	may_retry || return 0 # no time left to wait in the budget
 	local deadline=$((SECONDS + QUIET_WAIT)) b
 	while :; do
 		b=$(busy_cores)
