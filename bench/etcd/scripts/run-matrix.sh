@@ -2,7 +2,7 @@
 # Runs the standard etcd comparison matrix and appends one JSON object per
 # run to the output file (default: results/etcd-<date>.jsonl):
 #   nodes 1 and 3 x {uncontended 128 clients, contended 16 clients} x REPS,
-#   each -duration 10s after -warmup 2s.
+#   each -duration 10s after -warmup 10s (etcdbench's defaults: one clientv3.Client, 60 s sessions).
 # Before each run it waits (bounded, QUIET_WAIT seconds) until the shared
 # machine is nearly idle, since other work on the 2 cores skews results;
 # each run's notes carry machine_busy_cores / other_cpu_cores anyway.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-results/etcd-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 REPS=${REPS:-2}
 DURATION=${DURATION:-10s}
-WARMUP=${WARMUP:-2s}
+WARMUP=${WARMUP:-10s}
 QUIET_WAIT=${QUIET_WAIT:-300}
 MAX_OTHER=${MAX_OTHER:-0.25} # accept a run only if other processes took < this many cores
 TRIES=${TRIES:-4}            # ... else retry; keep the least disturbed try
