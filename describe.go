@@ -46,7 +46,7 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 		}
 		return Description{
 			Key:       key,
-			Held:      a.f.Flags&1 != 0,
+			Held:      a.f.Flags&wire.InfoHeld != 0,
 			Token:     a.f.Token,
 			Owner:     a.f.Owner,
 			Remaining: time.Duration(a.f.Remaining) * time.Millisecond,

@@ -15,7 +15,7 @@ import (
 var (
 	// ErrInvalidArgument: an argument is out of range (wait, lease, budget,
 	// key length). Nothing was sent.
-	ErrInvalidArgument = errors.New("ticketing: invalid argument")
+	ErrInvalidArgument error = &sentinel{"invalid argument"}
 
 	// ErrIndeterminate: the request may have reached the server, but its
 	// final answer was lost (the connection dropped or went silent, the
@@ -23,50 +23,50 @@ var (
 	// time). For an acquire it means the ticket may or may not have been
 	// granted: do not enter the critical section. The acquire is never
 	// re-sent automatically.
-	ErrIndeterminate = errors.New("ticketing: outcome unknown")
+	ErrIndeterminate error = &sentinel{"outcome unknown"}
 
 	// ErrNotAcquired: the key was not granted within the wait (W), the only
 	// ordinary "no".
-	ErrNotAcquired = errors.New("ticketing: not acquired within the wait")
+	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
 
 	// ErrCapacity: the server rejected the request for one of its capacity
 	// limits (B). It is final and returned at once; the client does not
 	// retry it. Use errors.As with *CapacityError for the reason.
-	ErrCapacity = errors.New("ticketing: rejected by a server capacity limit")
+	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
 
 	// ErrNotHeld: a release found the key free or held under another token
 	// (N): the ticket had already ended (expired, or released earlier).
-	ErrNotHeld = errors.New("ticketing: the token no longer holds the key")
+	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
 
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
 	// conservative remaining time is below the work budget (or not positive).
 	// The client released it; do not enter the critical section.
-	ErrBudgetExceeded = errors.New("ticketing: granted too late for the work budget")
+	ErrBudgetExceeded error = &sentinel{"granted too late for the work budget"}
 
 	// ErrUnauthenticated: the server refused the hello's token (E code 5),
 	// or refused the client certificate or required one (mutual TLS).
 	// WaitReady and calls made while the refusal persists return it promptly;
 	// the broker keeps retrying in the background with backoff.
-	ErrUnauthenticated = errors.New("ticketing: unauthenticated")
+	ErrUnauthenticated error = &sentinel{"unauthenticated"}
 
 	// ErrUnavailable: no usable connection to the cluster leader: it could
 	// not be reached before the context ended, or, for requests without an
 	// effect (Describe, admin requests), the connection was lost before the
 	// answer. Requests that may have had an effect report ErrIndeterminate
 	// instead.
-	ErrUnavailable = errors.New("ticketing: leader unavailable")
+	ErrUnavailable error = &sentinel{"leader unavailable"}
 
 	// ErrClosed: the Broker (or Admin) was closed.
-	ErrClosed = errors.New("ticketing: closed")
+	ErrClosed error = &sentinel{"closed"}
 
 	// ErrReleaseDropped: Ticket.Close could not queue its background release
 	// because the release queue was full. The ticket stays held until its
 	// lease expires.
-	ErrReleaseDropped = errors.New("ticketing: background release dropped, the release queue is full")
+	ErrReleaseDropped error = &sentinel{"background release dropped, the release queue is full"}
 
 	// ErrNotLeader: an admin request needs the leader and the node is a
 	// follower. Use errors.As with *NotLeaderError for the leader's address.
-	ErrNotLeader = errors.New("ticketing: the node is not the leader")
+	ErrNotLeader error = &sentinel{"the node is not the leader"}
 
 	// ErrPermissionDenied: the server refused the request because this
 	// client's principal may not make it (F): its role does not allow it,
@@ -75,8 +75,30 @@ var (
 	// connection stays usable; the same request is refused again until the
 	// server's configuration changes. Use errors.As with *PermissionError
 	// for the reason.
-	ErrPermissionDenied = errors.New("ticketing: permission denied")
+	ErrPermissionDenied error = &sentinel{"permission denied"}
 )
+
+// prefix starts the text of every error of this package.
+const prefix = "ticketing: "
+
+// detailer is an error of this package: detail is its text without prefix,
+// so that an error quoting another builds its text from the parts rather
+// than by cutting the prefix off a string.
+type detailer interface{ detail() string }
+
+// detailOf is err's text, without prefix when err is this package's own.
+func detailOf(err error) string {
+	if d, ok := err.(detailer); ok {
+		return d.detail()
+	}
+	return err.Error()
+}
+
+// sentinel is the type of the Err* values.
+type sentinel struct{ msg string }
+
+func (e *sentinel) Error() string  { return prefix + e.msg }
+func (e *sentinel) detail() string { return e.msg }
 
 // PermissionReason says why an F frame refused a request.
 type PermissionReason uint8
@@ -107,8 +129,9 @@ type PermissionError struct {
 	Reason PermissionReason
 }
 
-func (e *PermissionError) Error() string {
-	return fmt.Sprintf("ticketing: server %s refused the request: %s", e.Addr, e.Reason)
+func (e *PermissionError) Error() string { return prefix + e.detail() }
+func (e *PermissionError) detail() string {
+	return fmt.Sprintf("server %s refused the request: %s", e.Addr, e.Reason)
 }
 
 // Is makes it match ErrPermissionDenied.
@@ -135,8 +158,9 @@ type IndeterminateError struct {
 	Owner [16]byte
 }
 
-func (e *IndeterminateError) Error() string {
-	return fmt.Sprintf("ticketing: outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
+func (e *IndeterminateError) Error() string { return prefix + e.detail() }
+func (e *IndeterminateError) detail() string {
+	return fmt.Sprintf("outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
 }
 
 // Is makes it match ErrIndeterminate.
@@ -174,8 +198,9 @@ type ServerError struct {
 	Message string    // the server's explanation
 }
 
-func (e *ServerError) Error() string {
-	return fmt.Sprintf("ticketing: server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
+func (e *ServerError) Error() string { return prefix + e.detail() }
+func (e *ServerError) detail() string {
+	return fmt.Sprintf("server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
 }
 
 // Is makes a code-5 error match ErrUnauthenticated.
@@ -217,8 +242,9 @@ type CapacityError struct {
 	Reason CapacityReason
 }
 
-func (e *CapacityError) Error() string {
-	return fmt.Sprintf("ticketing: server %s rejected the request: %s", e.Addr, e.Reason)
+func (e *CapacityError) Error() string { return prefix + e.detail() }
+func (e *CapacityError) detail() string {
+	return fmt.Sprintf("server %s rejected the request: %s", e.Addr, e.Reason)
 }
 
 // Is makes it match ErrCapacity.
@@ -236,11 +262,12 @@ type NotLeaderError struct {
 	LeaderAddr string // the leader's client address, "" if unknown
 }
 
-func (e *NotLeaderError) Error() string {
+func (e *NotLeaderError) Error() string { return prefix + e.detail() }
+func (e *NotLeaderError) detail() string {
 	if e.LeaderAddr == "" {
-		return fmt.Sprintf("ticketing: %s is not the leader and does not know the leader", e.Addr)
+		return fmt.Sprintf("%s is not the leader and does not know the leader", e.Addr)
 	}
-	return fmt.Sprintf("ticketing: %s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
+	return fmt.Sprintf("%s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
 }
 
 // Is makes it match ErrNotLeader.
@@ -254,8 +281,9 @@ type AdminError struct {
 	Message string
 }
 
-func (e *AdminError) Error() string {
-	return fmt.Sprintf("ticketing: admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
+func (e *AdminError) Error() string { return prefix + e.detail() }
+func (e *AdminError) detail() string {
+	return fmt.Sprintf("admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
 }
 
 // opError is what every call returns: which operation on which key, what
@@ -275,9 +303,10 @@ func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...e
 	return &opError{op: op, key: key, hasKey: hasKey, msg: msg, kinds: kinds, cause: cause}
 }
 
-func (e *opError) Error() string {
+func (e *opError) Error() string { return prefix + e.detail() }
+
+func (e *opError) detail() string {
 	var sb strings.Builder
-	sb.WriteString("ticketing: ")
 	sb.WriteString(e.op)
 	if e.hasKey {
 		sb.WriteString(" ")
@@ -286,7 +315,7 @@ func (e *opError) Error() string {
 	sb.WriteString(": ")
 	sb.WriteString(e.msg)
 	if e.cause != nil && !e.hide {
-		cs := strings.TrimPrefix(e.cause.Error(), "ticketing: ")
+		cs := detailOf(e.cause)
 		if !strings.Contains(e.msg, cs) {
 			sb.WriteString(" (")
 			sb.WriteString(cs)

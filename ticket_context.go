@@ -2,7 +2,6 @@ package ticketing
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 )
@@ -12,9 +11,9 @@ var (
 	// ErrTicketExpired: the ticket's conservative deadline (Ticket.Deadline)
 	// has passed; the server may already have granted the key to another
 	// holder.
-	ErrTicketExpired = errors.New("ticketing: the ticket's conservative deadline has passed")
+	ErrTicketExpired error = &sentinel{"the ticket's conservative deadline has passed"}
 	// ErrTicketReleased: Release or Close was called on the ticket.
-	ErrTicketReleased = errors.New("ticketing: the ticket was released")
+	ErrTicketReleased error = &sentinel{"the ticket was released"}
 )
 
 // Context returns a copy of parent that is done when the ticket ends: at its
@@ -77,11 +76,12 @@ type tokenError struct {
 	err   error
 }
 
-func (e *tokenError) Error() string {
+func (e *tokenError) Error() string { return prefix + e.detail() }
+func (e *tokenError) detail() string {
 	if e.err == ErrTicketExpired {
-		return "ticketing: ticket " + quoteKey(e.key) + " token " + strconv.FormatUint(e.token, 10) + ": its conservative deadline passed (" + e.at.Format(time.RFC3339Nano) + "); stop the protected work"
+		return "ticket " + quoteKey(e.key) + " token " + strconv.FormatUint(e.token, 10) + ": its conservative deadline passed (" + e.at.Format(time.RFC3339Nano) + "); stop the protected work"
 	}
-	return "ticketing: ticket " + quoteKey(e.key) + " token " + strconv.FormatUint(e.token, 10) + ": released; stop the protected work"
+	return "ticket " + quoteKey(e.key) + " token " + strconv.FormatUint(e.token, 10) + ": released; stop the protected work"
 }
 
 func (e *tokenError) Unwrap() error { return e.err }
