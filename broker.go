@@ -508,7 +508,7 @@ func (b *Broker) WaitReady(ctx context.Context) error {
 // Close closes the broker. New calls fail with ErrClosed at once. Close then
 // releases what it can still reach, while the connection stays open:
 //
-//   - every acquire still waiting for its answer is cancelled (C) and its
+//   - every acquire still waiting for its answer is cancelled and its
 //     caller gets ErrClosed and ErrIndeterminate; a grant that arrives
 //     anyway (also one that answers an acquire during Close) is released;
 //   - background releases (Ticket.Close, compensating releases) run to

@@ -19,23 +19,23 @@ var (
 
 	// ErrIndeterminate: the request may have reached the server, but its
 	// final answer was lost (the connection dropped or went silent, the
-	// session ended with M or E, the broker was closed, or no answer came in
+	// server ended the session ("not the leader" or an error), the broker was closed, or no answer came in
 	// time). For an acquire it means the ticket may or may not have been
 	// granted: do not enter the critical section. The acquire is never
 	// re-sent automatically.
 	ErrIndeterminate error = &sentinel{"outcome unknown"}
 
-	// ErrNotAcquired: the key was not granted within the wait (W), the only
+	// ErrNotAcquired: the key was not granted within the wait, the only
 	// ordinary "no".
 	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
 
 	// ErrCapacity: the server rejected the request for one of its capacity
-	// limits (B). It is final and returned at once; the client does not
+	// limits (a capacity reject). It is final and returned at once; the client does not
 	// retry it. Use errors.As with *CapacityError for the reason.
 	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
 
 	// ErrNotHeld: a release found the key free or held under another token
-	// (N): the ticket had already ended (expired, or released earlier).
+	// ("not held"): the ticket had already ended (expired, or released earlier).
 	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
 
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
@@ -43,7 +43,8 @@ var (
 	// The client released it; do not enter the critical section.
 	ErrBudgetExceeded error = &sentinel{"granted too late for the work budget"}
 
-	// ErrUnauthenticated: the server refused the hello's token (E code 5),
+	// ErrUnauthenticated: the server refused the hello's token
+	// (CodeUnauthenticated),
 	// or refused the client certificate or required one (mutual TLS).
 	// WaitReady and calls made while the refusal persists return it promptly;
 	// the broker keeps retrying in the background with backoff.
@@ -69,7 +70,7 @@ var (
 	ErrNotLeader error = &sentinel{"the node is not the leader"}
 
 	// ErrPermissionDenied: the server refused the request because this
-	// client's principal may not make it (F): its role does not allow it,
+	// client's principal may not make it ("forbidden"): its role does not allow it,
 	// the key is outside its key prefixes, or the ticket to release was
 	// granted to another principal. It is final, nothing happened, and the
 	// connection stays usable; the same request is refused again until the
@@ -100,7 +101,7 @@ type sentinel struct{ msg string }
 func (e *sentinel) Error() string  { return prefix + e.msg }
 func (e *sentinel) detail() string { return e.msg }
 
-// PermissionReason says why an F frame refused a request.
+// PermissionReason says why the server refused a request as forbidden.
 type PermissionReason uint8
 
 // Refusal reasons (docs/protocol.md).
@@ -122,7 +123,7 @@ func (r PermissionReason) String() string {
 	return fmt.Sprintf("refusal reason %d", uint8(r))
 }
 
-// PermissionError is an F frame: the server refused the request for this
+// PermissionError is a "forbidden" answer: the server refused the request for this
 // client's principal. It matches ErrPermissionDenied.
 type PermissionError struct {
 	Addr   string
@@ -149,8 +150,8 @@ func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
 // owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find
 // it with errors.As. When the acquire's connection ended before its final
 // answer, the broker itself asks the leader, once it has a connection again,
-// to end whatever that owner holds or waits for on the key (U,
-// release-by-owner), so an orphaned grant is freed within a reconnect rather
+// to end whatever that owner holds or waits for on the key (release
+// by owner), so an orphaned grant is freed within a reconnect rather
 // than at the end of its lease; the caller still must not enter the critical
 // section. Owner also identifies the hold in Broker.Describe.
 type IndeterminateError struct {
@@ -166,7 +167,8 @@ func (e *IndeterminateError) detail() string {
 // Is makes it match ErrIndeterminate.
 func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeterminate }
 
-// ErrorCode is the stable numeric code of a server E frame.
+// ErrorCode is the stable numeric code of an error with which a server ends
+// a session.
 type ErrorCode uint16
 
 // Server error codes (docs/protocol.md).
@@ -189,8 +191,7 @@ const (
 
 func (c ErrorCode) String() string { return wire.Code(c).String() }
 
-// ServerError is the content of an E frame: the server ended the session
-// with a stable error code. It is found with errors.As in the error a call
+// ServerError is a server ending the session with a stable error code. It is found with errors.As in the error a call
 // returns. Code 5 (CodeUnauthenticated) also matches ErrUnauthenticated.
 type ServerError struct {
 	Addr    string    // the server that sent it
@@ -208,7 +209,7 @@ func (e *ServerError) Is(target error) bool {
 	return target == ErrUnauthenticated && e.Code == CodeUnauthenticated
 }
 
-// CapacityReason says which server limit a B frame hit.
+// CapacityReason says which server limit a capacity reject hit.
 type CapacityReason uint8
 
 // Capacity reasons (docs/protocol.md).
@@ -236,7 +237,7 @@ func (r CapacityReason) String() string {
 	return fmt.Sprintf("capacity reason %d", uint8(r))
 }
 
-// CapacityError is a B frame: a final capacity reject. It matches ErrCapacity.
+// CapacityError is a final capacity reject. It matches ErrCapacity.
 type CapacityError struct {
 	Addr   string
 	Reason CapacityReason
@@ -254,8 +255,8 @@ func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
 func (e *CapacityError) RetryClass() retry.Class { return retry.Overloaded }
 
 // NotLeaderError is returned by admin requests that only the leader serves
-// when sent to a follower (V status 1), and reported when a server answers a
-// hello or ends a session with M. LeaderAddr is the leader's client address
+// when sent to a follower, and reported when a server answers a hello or
+// ends a session with "not the leader". LeaderAddr is the leader's client address
 // when the node knows it, so a tool can follow it.
 type NotLeaderError struct {
 	Addr       string // the node that answered
@@ -273,8 +274,7 @@ func (e *NotLeaderError) detail() string {
 // Is makes it match ErrNotLeader.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
-// AdminError is an admin request that the node answered with "failed" (V
-// status 2).
+// AdminError is an admin request that the node answered with "failed".
 type AdminError struct {
 	Addr    string
 	Op      string
