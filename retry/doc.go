@@ -52,8 +52,18 @@
 //
 // # Configuration
 //
-// The package-level Do reads its global configuration once from the
-// environment; Policy takes a *Config directly (nil means the defaults):
+// The package-level Do uses DefaultConfig. A Policy takes a *Config (nil
+// means the defaults); ConfigFromEnv builds one from the environment, which
+// nothing reads unless asked:
+//
+//	cfg, err := retry.ConfigFromEnv()
+//	if err != nil {
+//		return err // names the malformed variable
+//	}
+//	p := retry.Policy{Config: &cfg}
+//	err = p.Do(ctx, body)
+//
+// The variables and their defaults:
 //
 //	TICKETING_RETRY_ENABLED       true   false disables retrying
 //	TICKETING_RETRY_MAX_ATTEMPTS  10     attempts including the first
