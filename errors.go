@@ -349,8 +349,10 @@ func (e *opError) Unwrap() []error {
 // RetryClass reports the retry class for package retry: capacity rejects
 // are OVERLOADED (slow tier), unknown outcomes UNDETERMINED and unusable
 // connections TRANSPORT_UNAVAILABLE (both retried only when the caller's
-// work is idempotent); everything else (not acquired, invalid argument, not
-// held, budget exceeded, unauthenticated, closed, cancelled) is not retried.
+// work is idempotent); invalid arguments are INVALID_ARGUMENT, a cancelled
+// context CANCELED and an ended deadline TIMEOUT; everything else (not
+// acquired, not held, budget exceeded, unauthenticated, closed) is
+// NON_RETRYABLE. None of those is retried.
 func (e *opError) RetryClass() retry.Class {
 	return classOf(e.kinds)
 }
@@ -365,7 +367,9 @@ func classOf(kinds []error) retry.Class {
 		return false
 	}
 	switch {
-	case has(ErrClosed), has(ErrUnauthenticated), has(ErrInvalidArgument), has(ErrNotAcquired),
+	case has(ErrInvalidArgument):
+		return retry.InvalidArgument
+	case has(ErrClosed), has(ErrUnauthenticated), has(ErrNotAcquired),
 		has(ErrNotHeld), has(ErrBudgetExceeded), has(ErrReleaseDropped):
 		return retry.NonRetryable
 	case has(ErrCapacity):

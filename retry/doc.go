@@ -26,7 +26,6 @@
 //	OVERLOADED                 always              slow
 //	CLIENT_RESOURCE_EXHAUSTED  always              slow
 //	BAD_SESSION                always              none
-//	SESSION_BUSY               always              none
 //	UNDETERMINED               if idempotent       fast
 //	TRANSPORT_UNAVAILABLE      if idempotent       fast
 //	CLIENT_TRANSPORT_ERROR     if idempotent       fast   (YDB's CLIENT_GRPC_ERROR)
@@ -34,7 +33,9 @@
 //	anything else              never
 //
 // Classify maps errors to classes: errors implementing RetryClasser (the
-// Ticketing client's errors do), PostgreSQL SQLSTATEs, MySQL error numbers,
+// Ticketing client's errors do, and so do fence's refusals,
+// PRECONDITION_FAILED, and coordination status errors, each the class of
+// the same-named status), PostgreSQL SQLSTATEs, MySQL error numbers,
 // SQLite busy/locked codes, and network errors. Timeouts, cancellation,
 // precondition failures such as a stale fencing token, not-found and invalid
 // arguments are never retried.

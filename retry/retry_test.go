@@ -151,7 +151,7 @@ func TestBackoffRandom(t *testing.T) {
 }
 
 func TestZeroBackoffClasses(t *testing.T) {
-	for _, c := range []Class{BadSession, SessionBusy, SessionExpired} {
+	for _, c := range []Class{BadSession, SessionExpired} {
 		rec := &recorder{}
 		runs := 0
 		err := Policy{Sleep: rec.sleep}.Do(context.Background(), failing(c, &runs), Idempotent(true))
