@@ -201,11 +201,12 @@ func (a *Admin) TransferLeader(ctx context.Context, id string) (string, error) {
 }
 
 // SnapshotInfo describes a snapshot written by SaveSnapshot.
+// (The node's own report, checked against it, is adminwire.SnapshotMeta.)
 type SnapshotInfo struct {
-	Index  uint64 // the last Raft log index the snapshot includes
-	Term   uint64 // the term of that entry
-	Size   int64  // bytes written to w
-	SHA256 string // SHA-256 of those bytes, lowercase hex
+	Index  uint64 `json:"index"`  // the last Raft log index the snapshot includes
+	Term   uint64 `json:"term"`   // the term of that entry
+	Size   int64  `json:"size"`   // bytes written to w
+	SHA256 string `json:"sha256"` // SHA-256 of those bytes, lowercase hex
 }
 
 // snapshotBuffer is how many pieces of a snapshot (up to 60 KiB each) may
