@@ -29,8 +29,10 @@ const reqClosed wire.Type = 0
 
 // core owns every piece of leader-local state: the queues, the batch being
 // gathered, the timers. It runs on one goroutine, so none of it needs a lock.
+// It reaches Raft, the applied state, metrics, the server and the clock only
+// through its ports (core_ports.go).
 type core struct {
-	s       *Server
+	corePorts
 	reqs    chan request
 	results chan applied
 	events  chan coreEvent
@@ -48,8 +50,8 @@ type core struct {
 
 	pending  *batch
 	inflight int
-	retry    []*batch    // refused by Raft without being written; proposed again
-	retryT   *time.Timer // fires when the batches in retry are due
+	retry    []*batch   // refused by Raft without being written; proposed again
+	retryT   clockTimer // fires when the batches in retry are due
 	queues   map[string]*keyQueue
 	owners   map[fsm.Owner]*waiter
 	waiters  int // waiters with wait > 0, server-wide
@@ -61,7 +63,7 @@ type core struct {
 
 	timers timerHeap
 	leases map[string]*timer // key -> the lease timer of its hold
-	timer  *time.Timer
+	timer  clockTimer
 
 	co coordCore // coordination sessions, waiters and watches (coord.go)
 
@@ -73,18 +75,18 @@ type core struct {
 	timerGauge  atomic.Int64 // len(c.timers), for tests
 }
 
-func newCore(s *Server) *core {
+func newCore(p corePorts) *core {
 	c := &core{
-		s:       s,
-		reqs:    make(chan request, 8192),
-		results: make(chan applied, maxInFlightBatches+1),
-		events:  make(chan coreEvent, 64),
-		propose: make(chan *batch, maxInFlightBatches),
-		await:   make(chan proposal, maxInFlightBatches),
-		stop:    make(chan struct{}),
-		drained: make(chan struct{}),
-		timer:   time.NewTimer(time.Hour),
-		retryT:  time.NewTimer(time.Hour),
+		corePorts: p,
+		reqs:      make(chan request, 8192),
+		results:   make(chan applied, maxInFlightBatches+1),
+		events:    make(chan coreEvent, 64),
+		propose:   make(chan *batch, maxInFlightBatches),
+		await:     make(chan proposal, maxInFlightBatches),
+		stop:      make(chan struct{}),
+		drained:   make(chan struct{}),
+		timer:     p.clk.NewTimer(time.Hour),
+		retryT:    p.clk.NewTimer(time.Hour),
 	}
 	c.reset()
 	return c
@@ -108,7 +110,7 @@ func (c *core) reset() {
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0
 	for cn := range c.admins {
-		cn.fatal(c.s.notLeaderFrame())
+		cn.fatal(c.srv.notLeaderFrame())
 	}
 	c.admins = make(map[*conn]struct{})
 	c.timers = nil

@@ -2,10 +2,7 @@ package server
 
 import (
 	"container/heap"
-	"errors"
 	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
@@ -15,39 +12,31 @@ import (
 // is applied (answers, grants, handoffs, takeover) or fails to commit
 // (re-proposed, or the leader starts over).
 
-// neverWritten reports whether Raft refused an entry before writing it to
-// its log, so that nothing of it can ever be applied.
-func neverWritten(err error) bool {
-	return errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrNotLeader) ||
-		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrEnqueueTimeout)
-}
-
 // failed handles a batch that did not commit. The core's state must end up
 // as if the batch had never been proposed, or this leader must start over.
-func (c *core) failed(b *batch, err error) {
-	if neverWritten(err) {
-		if c.s.node.Raft().State() == raft.Leader {
+func (c *core) failed(b *batch, o outcome, err error) {
+	if o == outcomeRefused {
+		if c.log.leadership().leader {
 			// Still leader (a leadership transfer in progress, which may
 			// fail): the batch is proposed again, with its attempts, expiries
 			// and answers still pending, so no key is wedged and no timer lost.
-			c.s.log.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
+			c.logger.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
 			c.retry = append(c.retry, b)
 			c.retryT.Reset(retryDelay)
 			return
 		}
 		// Not the leader any more, and nothing of the batch happened: its
 		// clients are told so (M), and they retry safely at the new leader.
-		c.s.log.Info("Raft refused a batch: not the leader; its clients are sent to the new leader", "err", err, "ops", len(b.ops))
-		c.tellBatch(b, c.s.notLeaderFrame())
+		c.logger.Info("Raft refused a batch: not the leader; its clients are sent to the new leader", "err", err, "ops", len(b.ops))
+		c.tellBatch(b, c.srv.notLeaderFrame())
 		return
 	}
-	c.s.log.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", err, "ops", len(b.ops))
+	c.logger.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", err, "ops", len(b.ops))
 	msg := "the server could not commit the request (" + err.Error() + "); its outcome is unknown"
 	c.tellBatch(b, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte(msg)})
 	// The entry may still be applied: only a fresh takeover (barrier, then
 	// timers rebuilt from the applied state) knows the state again.
-	r := c.s.node.Raft()
-	c.newTerm(leadership{leader: r.State() == raft.Leader, term: r.CurrentTerm()})
+	c.newTerm(c.log.leadership())
 }
 
 // tellBatch ends the connection of every request in b with the frame f.
@@ -75,9 +64,7 @@ func (c *core) retryNow() {
 	}
 	nb := &batch{}
 	for _, b := range append(c.retry, c.pending) {
-		nb.ops = append(nb.ops, b.ops...)
-		nb.causes = append(nb.causes, b.causes...)
-		nb.reads = append(nb.reads, b.reads...)
+		nb.merge(b)
 	}
 	c.retry, c.pending = nil, nb
 }
@@ -87,13 +74,12 @@ func (c *core) applied(a applied) {
 	if b.epoch != c.epoch || !c.leading {
 		return // leadership changed: those connections were closed with M
 	}
-	if a.err != nil {
-		c.failed(b, a.err)
+	if a.o != outcomeApplied {
+		c.failed(b, a.o, a.err)
 		return
 	}
-	now := time.Now()
-	for i, res := range a.res.Results {
-		op, cs := &b.ops[i], b.causes[i]
+	now := c.clk.Now()
+	b.each(a.res.Results, func(op *fsm.Op, cs cause, res fsm.Result) {
 		switch cs.kind {
 		case causeTakeover:
 			c.takeoverDone(now)
@@ -101,7 +87,7 @@ func (c *core) applied(a applied) {
 			c.attemptDone(cs.w, res, now)
 		case causeRelease:
 			if res.Status == fsm.Released {
-				c.s.metrics.releases.Inc()
+				c.metrics.release()
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
 			} else if res.Status == fsm.Forbidden {
 				name := "release"
@@ -115,7 +101,7 @@ func (c *core) applied(a applied) {
 			c.freed(op.Key, res)
 		case causeExpire:
 			if res.Status == fsm.Released {
-				c.s.metrics.expiries.Inc()
+				c.metrics.expiry()
 			} else {
 				c.recheckExpiry(op.Key, op.Token, now)
 			}
@@ -125,7 +111,7 @@ func (c *core) applied(a applied) {
 		case causeCoord:
 			c.coordApplied(op, res, cs, now)
 		}
-	}
+	})
 	if len(b.reads) > 0 {
 		c.answerReads(b.reads)
 	}
@@ -154,7 +140,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
 		c.retire(w)
 		if res.Status == fsm.Granted {
-			c.s.metrics.grants.Inc()
+			c.metrics.grant()
 			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 		if q != nil {
@@ -165,13 +151,13 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	switch res.Status {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
-			c.s.metrics.grants.Inc()
+			c.metrics.grant()
 			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
 		}
 		if w.wait > 0 {
-			c.s.metrics.queueWait.Observe(now.Sub(w.arrived).Seconds())
+			c.metrics.queueWait(now.Sub(w.arrived))
 		}
-		c.s.metrics.acquireSeconds.Observe(time.Since(w.arrived).Seconds())
+		c.metrics.acquireSeconds(c.clk.Now().Sub(w.arrived))
 		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
 		c.retire(w)
 		if !delivered && res.Status == fsm.Granted {
@@ -188,7 +174,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 			} else if r.once && w.wait > 0 {
 				// A wait-0 request that joined a waiter: its one attempt
 				// failed, and it is never queued.
-				c.s.metrics.notAcquired.Inc()
+				c.metrics.notAcquired()
 				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			} else {
 				kept = append(kept, r)
@@ -199,11 +185,11 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 		case len(w.replies) == 0:
 			c.retire(w)
 		case w.wait == 0:
-			c.s.metrics.notAcquired.Inc()
+			c.metrics.notAcquired()
 			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired})
 			c.retire(w)
 		case !now.Before(w.deadline):
-			c.s.metrics.notAcquired.Inc()
+			c.metrics.notAcquired()
 			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
 			c.retire(w)
 		default:
@@ -232,8 +218,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 // If the release never commits, a new term rebuilds the timers.
 func (c *core) releaseOrphan(key string, token uint64) {
 	c.leaseEnded(key, token)
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token})
-	c.pending.causes = append(c.pending.causes, cause{kind: causeOrphan})
+	c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token}, cause{kind: causeOrphan})
 	c.handoff(key)
 }
 
@@ -246,7 +231,7 @@ func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 func (c *core) takeoverDone(now time.Time) {
 	// Every remaining lease restarts in full from now: a new leader extends
 	// leases, never shortens them (the state machine did the same to ExpiresAt).
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		st.Range(func(k string, h fsm.Hold) bool {
 			t := &timer{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
@@ -258,13 +243,13 @@ func (c *core) takeoverDone(now time.Time) {
 	heap.Init(&c.timers)
 	c.resetTimer()
 	c.serving = true
-	c.s.setServing(true)
-	c.s.log.Info("leading: serving clients", "node", c.s.cfg.NodeID, "held", c.s.node.Held())
+	c.srv.setServing(true)
+	c.logger.Info("leading: serving clients", "node", c.cfg.nodeID, "held", c.state.Held())
 }
 
 func (c *core) answerReads(reads []readReq) {
 	clock := c.clock()
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		for _, rd := range reads {
 			if rd.fn != nil {
 				rd.fn(st)

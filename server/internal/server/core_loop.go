@@ -1,13 +1,9 @@
 package server
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // This file holds the core's loop and pipeline: the select loop, sealing and
@@ -37,15 +33,18 @@ type barrierResult struct {
 // backwards across leaders (it starts at the state's last time at least) and
 // advances with the monotonic clock.
 func (c *core) clock() int64 {
-	return c.clockBase + time.Since(c.clockMono).Milliseconds()
+	return c.clockBase + c.clk.Now().Sub(c.clockMono).Milliseconds()
 }
 
+// run is the core's goroutine. Each turn takes one thing (a request with
+// everything queued behind it, an outcome, an event, a timer) and then
+// proposes what it gathered; unit tests drive the same steps without run.
 func (c *core) run() {
 	go c.proposer()
 	go c.awaiter()
 	for {
 		reqs := c.reqs
-		if len(c.pending.ops) >= maxBatchOps {
+		if c.pending.len() >= maxBatchOps {
 			reqs = nil // backpressure: let the batch in flight finish first
 		}
 		select {
@@ -53,54 +52,69 @@ func (c *core) run() {
 			close(c.propose) // the proposer and awaiter drain what is in flight
 			return
 		case r := <-reqs:
-			c.handle(r)
-			// Gather everything already waiting into this batch.
-		gather:
-			for len(c.pending.ops) < maxBatchOps {
-				select {
-				case r := <-c.reqs:
-					c.handle(r)
-				default:
-					break gather
-				}
-			}
+			c.onRequest(r)
 		case a := <-c.results:
-			c.inflight--
-			c.applied(a)
+			c.onResult(a)
 		case ev := <-c.events:
 			c.event(ev)
-		case <-c.timer.C:
+		case <-c.timer.C():
 			c.fireTimers()
-		case <-c.retryT.C:
+		case <-c.retryT.C():
 			c.retryNow()
 		}
-		c.flush()
-		c.waiterGauge.Store(int64(c.waiters))
-		c.timerGauge.Store(int64(len(c.timers)))
+		c.afterStep()
 	}
+}
+
+// onRequest handles r and every request already waiting behind it, so that
+// they share one batch.
+func (c *core) onRequest(r request) {
+	c.handle(r)
+	for c.pending.len() < maxBatchOps {
+		select {
+		case r := <-c.reqs:
+			c.handle(r)
+		default:
+			return
+		}
+	}
+}
+
+// onResult handles the outcome of one proposed batch.
+func (c *core) onResult(a applied) {
+	c.inflight--
+	c.applied(a)
+}
+
+// afterStep ends every turn of the loop: propose what was gathered, publish
+// the gauges.
+func (c *core) afterStep() {
+	c.flush()
+	c.waiterGauge.Store(int64(c.waiters))
+	c.timerGauge.Store(int64(len(c.timers)))
 }
 
 // flush proposes the gathered batch when a slot is free.
 func (c *core) flush() {
 	b := c.pending
-	if c.inflight >= maxInFlightBatches || (len(b.ops) == 0 && len(b.reads) == 0) || !c.leading {
+	if c.inflight >= maxInFlightBatches || b.empty() || !c.leading {
 		return
 	}
 	b.epoch = c.epoch
 	b.time = c.clock()
 	b.data = fsm.AppendBatch(nil, &fsm.Batch{Time: b.time, Ops: b.ops})
-	b.sealed = time.Now()
+	b.sealed = c.clk.Now()
 	c.pending = &batch{}
 	c.inflight++
 	c.propose <- b // never blocks: at most maxInFlightBatches are out
 }
 
-// proposer hands sealed batches to Raft in order. It ends when the core
+// proposer hands sealed batches to the log in order. It ends when the core
 // closes propose, and then closes await.
 func (c *core) proposer() {
 	defer close(c.await)
 	for b := range c.propose {
-		c.await <- proposal{b: b, f: c.s.node.Raft().Apply(b.data, 0)}
+		c.await <- proposal{b: b, wait: c.log.propose(b.data)}
 	}
 }
 
@@ -111,15 +125,8 @@ func (c *core) proposer() {
 func (c *core) awaiter() {
 	defer close(c.drained)
 	for p := range c.await {
-		err := p.f.Error()
-		var res *node.Applied
-		if err == nil {
-			res, _ = p.f.Response().(*node.Applied)
-			if res == nil {
-				err = fmt.Errorf("no result from the state machine")
-			}
-		}
-		c.s.metrics.commitSeconds.Observe(time.Since(p.b.sealed).Seconds())
+		res, o, err := p.wait()
+		c.metrics.commitSeconds(c.clk.Now().Sub(p.b.sealed))
 		if g := c.resultGate.Load(); g != nil {
 			select {
 			case <-*g:
@@ -127,7 +134,7 @@ func (c *core) awaiter() {
 			}
 		}
 		select {
-		case c.results <- applied{b: p.b, res: res, err: err}:
+		case c.results <- applied{b: p.b, res: res, o: o, err: err}:
 		case <-c.stop:
 		}
 	}
@@ -148,21 +155,20 @@ func (c *core) event(ev coreEvent) {
 			return
 		}
 		if ev.barrierDone.err != nil {
-			if c.s.node.Raft().State() != raft.Leader {
-				c.s.log.Info("leader barrier failed; leadership is gone", "err", ev.barrierDone.err)
+			if !c.log.leadership().leader {
+				c.logger.Info("leader barrier failed; leadership is gone", "err", ev.barrierDone.err)
 				return // the watcher reports the change
 			}
 			// Still leader (a leadership transfer that failed, say): try
 			// again, or this leader would never serve.
-			c.s.log.Warn("leader barrier failed; retrying", "err", ev.barrierDone.err)
+			c.logger.Warn("leader barrier failed; retrying", "err", ev.barrierDone.err)
 			c.barrier(retryDelay)
 			return
 		}
 		var last int64
-		c.s.node.Read(func(st *fsm.State) { last = st.LastTime() })
-		c.clockBase, c.clockMono = max(time.Now().UnixMilli(), last), time.Now()
-		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpTakeover, NodeID: c.s.cfg.NodeID, Addr: c.s.cfg.AdvertiseClientAddr})
-		c.pending.causes = append(c.pending.causes, cause{kind: causeTakeover})
+		c.state.Read(func(st *fsm.State) { last = st.LastTime() })
+		c.clockBase, c.clockMono = max(c.clk.Now().UnixMilli(), last), c.clk.Now()
+		c.pending.add(fsm.Op{Kind: fsm.OpTakeover, NodeID: c.cfg.nodeID, Addr: c.cfg.advertise}, cause{kind: causeTakeover})
 	}
 }
 
@@ -174,7 +180,7 @@ func (c *core) newTerm(l leadership) {
 	c.epoch++
 	c.reset()
 	c.leading, c.serving, c.term = l.leader, false, l.term
-	c.s.setServing(false)
+	c.srv.setServing(false)
 	if l.leader {
 		c.barrier(0)
 	}
@@ -187,12 +193,12 @@ func (c *core) barrier(delay time.Duration) {
 	go func() {
 		if delay > 0 {
 			select {
-			case <-time.After(delay): // backoff before a retry
+			case <-c.clk.After(delay): // backoff before a retry
 			case <-c.stop:
 				return
 			}
 		}
-		err := c.s.node.Raft().Barrier(0).Error()
+		err := c.log.barrier()
 		c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
 	}()
 }

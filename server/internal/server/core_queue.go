@@ -86,7 +86,7 @@ func (c *core) handle(r request) {
 		return
 	}
 	if !c.serving {
-		r.c.fatal(c.s.notLeaderFrame())
+		r.c.fatal(c.srv.notLeaderFrame())
 		return
 	}
 	if r.c.admin {
@@ -96,15 +96,14 @@ func (c *core) handle(r request) {
 	case wire.TypeAcquire:
 		c.acquire(r)
 	case wire.TypeRelease:
-		c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal})
-		c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+		c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal}, cause{kind: causeRelease, c: r.c, id: r.id})
 		c.handoff(r.key)
 	case wire.TypeReleaseOwner:
 		c.releaseOwner(r)
 	case wire.TypeCancel:
 		c.cancel(r)
 	case wire.TypeDescribe:
-		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, key: r.key})
+		c.pending.addRead(readReq{c: r.c, id: r.id, key: r.key})
 	case wire.TypeCoord:
 		c.coordRequest(r)
 	}
@@ -115,18 +114,18 @@ func (c *core) acquire(r request) {
 		// An owner names one attempt on one key. Joining the waiter of
 		// another key would answer this key's request with that key's
 		// grant; not acquiring is the safe answer.
-		c.s.metrics.notAcquired.Inc()
+		c.metrics.notAcquired()
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 		return
 	} else if ok && w.holder != r.principal {
 		// Another principal's owner (read from a describe): not its waiter.
-		c.s.metrics.notAcquired.Inc()
+		c.metrics.notAcquired()
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 		return
 	} else if ok && w.elem != nil && r.wait == 0 {
 		// wait = 0 is one immediate attempt, never queued: the owner's
 		// waiter is queued, so that attempt would find the key taken.
-		c.s.metrics.notAcquired.Inc()
+		c.metrics.notAcquired()
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 		return
 	} else if ok {
@@ -153,7 +152,7 @@ func (c *core) acquire(r request) {
 		// answered from here; a waiter queues without a commit and is tried
 		// when the release or expiry that frees the key is applied.
 		if r.wait == 0 {
-			c.s.metrics.notAcquired.Inc()
+			c.metrics.notAcquired()
 			r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			return
 		}
@@ -172,7 +171,7 @@ func (c *core) acquire(r request) {
 		c.sendQueued(w, 0)
 		return
 	}
-	if c.s.node.Held()+c.attempts >= c.s.cfg.Limits.MaxHeld {
+	if c.state.Held()+c.attempts >= c.cfg.limits.MaxHeld {
 		c.reject(r, wire.CapacityHeld)
 		return
 	}
@@ -195,12 +194,12 @@ func (c *core) acquire(r request) {
 }
 
 func (c *core) holdOf(key string) (h fsm.Hold, ok bool) {
-	c.s.node.Read(func(st *fsm.State) { h, ok = st.Get(key) })
+	c.state.Read(func(st *fsm.State) { h, ok = st.Get(key) })
 	return h, ok
 }
 
 func (c *core) waiterRoom(q *keyQueue) (uint8, bool) {
-	l := c.s.cfg.Limits
+	l := c.cfg.limits
 	if q.n >= l.MaxWaitersPerKey {
 		return wire.CapacityKeyWaiters, false
 	}
@@ -211,7 +210,7 @@ func (c *core) waiterRoom(q *keyQueue) (uint8, bool) {
 }
 
 func (c *core) reject(r request, reason uint8) {
-	c.s.metrics.capacityRejects.WithLabelValues(capacityLabel(reason)).Inc()
+	c.metrics.capacityReject(capacityLabel(reason))
 	r.c.finish(r.id, &wire.Frame{Type: wire.TypeCapacity, ID: r.id, Reason: reason})
 }
 
@@ -255,8 +254,7 @@ func (c *core) startAttempt(q *keyQueue, w *waiter) {
 	q.attempting = w
 	w.attempt = true
 	c.attempts++
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs, Principal: w.holder})
-	c.pending.causes = append(c.pending.causes, cause{kind: causeAttempt, w: w})
+	c.pending.add(fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs, Principal: w.holder}, cause{kind: causeAttempt, w: w})
 }
 
 // handoff puts an attempt for the head waiter of key into the pending batch,
@@ -325,8 +323,7 @@ func (c *core) releaseOwner(r request) {
 			c.retire(w)
 		}
 	}
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner, Principal: r.principal})
-	c.pending.causes = append(c.pending.causes, cause{kind: causeRelease, c: r.c, id: r.id})
+	c.pending.add(fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner, Principal: r.principal}, cause{kind: causeRelease, c: r.c, id: r.id})
 	c.handoff(r.key)
 }
 
@@ -436,7 +433,7 @@ func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, now time.Time
 }
 
 func (c *core) queuedMs(w *waiter) uint32 {
-	return uint32(time.Since(w.arrived) / time.Millisecond)
+	return uint32(c.clk.Now().Sub(w.arrived) / time.Millisecond)
 }
 
 func capacityLabel(reason uint8) string {

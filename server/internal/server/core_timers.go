@@ -79,11 +79,11 @@ func (c *core) resetTimer() {
 		c.timer.Reset(time.Hour)
 		return
 	}
-	c.timer.Reset(max(time.Until(c.timers[0].at), 0))
+	c.timer.Reset(max(c.timers[0].at.Sub(c.clk.Now()), 0))
 }
 
 func (c *core) fireTimers() {
-	now := time.Now()
+	now := c.clk.Now()
 	var expire []*timer
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
 		t := heap.Pop(&c.timers).(*timer)
@@ -104,7 +104,7 @@ func (c *core) fireTimers() {
 		}
 	}
 	if len(expire) > 0 {
-		c.s.node.Read(func(st *fsm.State) {
+		c.state.Read(func(st *fsm.State) {
 			kept := expire[:0]
 			for _, t := range expire {
 				if h, ok := st.Get(t.key); ok && h.Token == t.token {
@@ -114,8 +114,7 @@ func (c *core) fireTimers() {
 			expire = kept
 		})
 		for _, t := range expire {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpExpire, Key: t.key, Token: t.token})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeExpire})
+			c.pending.add(fsm.Op{Kind: fsm.OpExpire, Key: t.key, Token: t.token}, cause{kind: causeExpire})
 			c.handoff(t.key)
 		}
 	}
@@ -126,7 +125,7 @@ func (c *core) waitExpired(w *waiter) {
 	if w.done || w.attempt {
 		return // an attempt in flight decides: granted stands, busy answers W
 	}
-	c.s.metrics.notAcquired.Inc()
+	c.metrics.notAcquired()
 	c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
 	c.retire(w)
 }
