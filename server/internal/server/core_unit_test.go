@@ -282,3 +282,33 @@ func TestCoreUnknownOutcomeStartsOver(t *testing.T) {
 		t.Fatal("the hold applied by the unknown entry was never expired: no timer after the restart")
 	}
 }
+
+// A batch keeps each op with its cause through add and merge (retryNow
+// merges refused batches in front of the pending one), so result i is
+// answered for cause i.
+func TestBatchKeepsOpsAndCausesInStep(t *testing.T) {
+	var a, b, c batch
+	a.add(fsm.Op{Kind: fsm.OpAcquire, Key: "a"}, cause{kind: causeAttempt})
+	b.addRead(readReq{key: "r"})
+	b.add(fsm.Op{Kind: fsm.OpRelease, Key: "b"}, cause{kind: causeRelease, id: 7})
+	b.add(fsm.Op{Kind: fsm.OpExpire, Key: "c"}, cause{kind: causeExpire})
+	c.merge(&a)
+	c.merge(&b)
+	if c.len() != 3 || len(c.reads) != 1 || c.empty() {
+		t.Fatalf("merged batch has %d ops and %d reads, want 3 and 1", c.len(), len(c.reads))
+	}
+	want := []struct {
+		key  string
+		kind causeKind
+	}{{"a", causeAttempt}, {"b", causeRelease}, {"c", causeExpire}}
+	i := 0
+	c.each(make([]fsm.Result, 3), func(op *fsm.Op, cs cause, _ fsm.Result) {
+		if op.Key != want[i].key || cs.kind != want[i].kind {
+			t.Fatalf("op %d is %q with cause %d, want %q with %d", i, op.Key, cs.kind, want[i].key, want[i].kind)
+		}
+		i++
+	})
+	if i != 3 {
+		t.Fatalf("each visited %d ops, want 3", i)
+	}
+}
