@@ -124,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.auth.Store(newAuthTable(&s.cfg))
-	s.core = newCore(s)
+	s.core = newCore(serverPorts(s))
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			ln.Close()
