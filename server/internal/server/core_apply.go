@@ -257,7 +257,7 @@ func (c *core) answerReads(reads []readReq) {
 			}
 			f := wire.Frame{Type: wire.TypeInfo, ID: rd.id}
 			if h, ok := st.Get(rd.key); ok {
-				f.Flags = 1
+				f.Flags = wire.InfoHeld
 				f.Token, f.Owner, f.LeaseMs = h.Token, wire.Owner(h.Owner), h.LeaseMs
 				if rem := h.ExpiresAt - clock; rem > 0 {
 					f.Remaining = uint32(rem)
