@@ -151,8 +151,13 @@ func (a *Admin) reply(name, op string, f *wire.Frame, out any) error {
 	case adminwire.StatusNotLeader:
 		var nl adminwire.NotLeaderReply
 		if err := adminwire.Decode("the not-the-leader answer", f.Text, &nl); err != nil {
-			return newOpError(name, "", false, err,
-				fmt.Sprintf("the node %s answered that it is not the leader, in JSON that does not decode (the leader's address is unknown)", a.addr), ErrNotLeader)
+			// Still a *NotLeaderError (without the leader's address), so
+			// that a tool moves on to the next node; the decode error is
+			// kept beside it.
+			e := newOpError(name, "", false, errors.Join(&NotLeaderError{Addr: a.addr}, err),
+				fmt.Sprintf("the node %s answered that it is not the leader, in JSON that does not decode, so the leader's address is unknown (%v)", a.addr, err), ErrNotLeader)
+			e.hide = true
+			return e
 		}
 		e := &NotLeaderError{Addr: a.addr, LeaderAddr: nl.LeaderAddr}
 		return newOpError(name, "", false, e, e.detail(), ErrNotLeader)

@@ -74,11 +74,12 @@ func TestAdminNotLeaderBodyThatDoesNotDecode(t *testing.T) {
 	a := dialAdmin(t, srv.Addr())
 	err := a.RemoveMember(ctxFor(t), "n4")
 	var se *json.SyntaxError
-	if !errors.Is(err, ErrNotLeader) || !errors.As(err, &se) {
-		t.Fatalf("RemoveMember answered status 1 with a body that is not JSON: %v; want ErrNotLeader wrapping the JSON error", err)
+	var nl *NotLeaderError
+	if !errors.Is(err, ErrNotLeader) || !errors.As(err, &se) || !errors.As(err, &nl) || nl.LeaderAddr != "" {
+		t.Fatalf("RemoveMember answered status 1 with a body that is not JSON: %v; want ErrNotLeader, a *NotLeaderError without an address and the JSON error", err)
 	}
 	want := "ticketing: admin members.remove: the node " + srv.Addr() +
-		" answered that it is not the leader, in JSON that does not decode (the leader's address is unknown) (the not-the-leader answer is not the expected JSON object: " + se.Error() + ")"
+		" answered that it is not the leader, in JSON that does not decode, so the leader's address is unknown (the not-the-leader answer is not the expected JSON object: " + se.Error() + ")"
 	if err.Error() != want {
 		t.Errorf("error text\n%s\nwant\n%s", err, want)
 	}
