@@ -17,12 +17,12 @@ var (
 	// key length). Nothing was sent.
 	ErrInvalidArgument error = &sentinel{"invalid argument"}
 
-	// ErrIndeterminate: the request may have reached the server, but its
-	// final answer was lost (the connection dropped or went silent, the
-	// server ended the session ("not the leader" or an error), the broker was closed, or no answer came in
-	// time). For an acquire it means the ticket may or may not have been
-	// granted: do not enter the critical section. The acquire is never
-	// re-sent automatically.
+	// ErrIndeterminate: the request may have reached the server, but its final
+	// answer was lost (the connection dropped or went silent, the server ended
+	// the session ("not the leader" or an error), the broker was closed, or no
+	// answer came in time). For an acquire it means the ticket may or may not
+	// have been granted: do not enter the critical section. The acquire is
+	// never re-sent automatically.
 	ErrIndeterminate error = &sentinel{"outcome unknown"}
 
 	// ErrNotAcquired: the key was not granted within the wait, the only
@@ -30,12 +30,13 @@ var (
 	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
 
 	// ErrCapacity: the server rejected the request for one of its capacity
-	// limits (a capacity reject). It is final and returned at once; the client does not
-	// retry it. Use errors.As with *CapacityError for the reason.
+	// limits (a capacity reject). It is final and returned at once; the client
+	// does not retry it. Use errors.As with *CapacityError for the reason.
 	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
 
 	// ErrNotHeld: a release found the key free or held under another token
-	// ("not held"): the ticket had already ended (expired, or released earlier).
+	// ("not held"): the ticket had already ended (expired, or released
+	// earlier).
 	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
 
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
@@ -70,12 +71,12 @@ var (
 	ErrNotLeader error = &sentinel{"the node is not the leader"}
 
 	// ErrPermissionDenied: the server refused the request because this
-	// client's principal may not make it ("forbidden"): its role does not allow it,
-	// the key is outside its key prefixes, or the ticket to release was
-	// granted to another principal. It is final, nothing happened, and the
+	// client's principal may not make it ("forbidden"): its role does not
+	// allow it, the key is outside its key prefixes, or the ticket to release
+	// was granted to another principal. It is final, nothing happened, and the
 	// connection stays usable; the same request is refused again until the
-	// server's configuration changes. Use errors.As with *PermissionError
-	// for the reason.
+	// server's configuration changes. Use errors.As with *PermissionError for
+	// the reason.
 	ErrPermissionDenied error = &sentinel{"permission denied"}
 )
 
@@ -123,8 +124,8 @@ func (r PermissionReason) String() string {
 	return fmt.Sprintf("refusal reason %d", uint8(r))
 }
 
-// PermissionError is a "forbidden" answer: the server refused the request for this
-// client's principal. It matches ErrPermissionDenied.
+// PermissionError is a "forbidden" answer: the server refused the request for
+// this client's principal. It matches ErrPermissionDenied.
 type PermissionError struct {
 	Addr   string
 	Reason PermissionReason
@@ -255,8 +256,8 @@ func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
 func (e *CapacityError) RetryClass() retry.Class { return retry.Overloaded }
 
 // NotLeaderError is returned by admin requests that only the leader serves
-// when sent to a follower, and reported when a server answers a hello or
-// ends a session with "not the leader". LeaderAddr is the leader's client address
+// when sent to a follower, and reported when a server answers a hello or ends
+// a session with "not the leader". LeaderAddr is the leader's client address
 // when the node knows it, so a tool can follow it.
 type NotLeaderError struct {
 	Addr       string // the node that answered

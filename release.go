@@ -104,12 +104,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 }
 
 // ReleaseToken releases key's ticket if token still holds it, for a ticket
-// known only by its key and token: one acquired by another process or
-// Broker, or whose token was persisted (ticketctl release uses it). The
-// outcome is that of Ticket.Release: nil when the server answered
-// "released" (the hold ended), ErrNotHeld when it answered "not held" (the ticket had already expired
-// or been released, or the key is held under another token, which a release
-// never ends), ErrCapacity for a capacity reject, and an error, never
+// known only by its key and token: one acquired by another process or Broker,
+// or whose token was persisted (ticketctl release uses it). The outcome is
+// that of Ticket.Release: nil when the server answered "released" (the hold
+// ended), ErrNotHeld when it answered "not held" (the ticket had already
+// expired or been released, or the key is held under another token, which a
+// release never ends), ErrCapacity for a capacity reject, and an error, never
 // presumed success, when no final answer came within ReleaseBound (5 s from
 // this call) or ctx: ErrIndeterminate if a release may have reached the
 // server, ErrUnavailable if none could be sent. Within the bound it retries

@@ -56,10 +56,10 @@ func (t *Ticket) finish(err error) {
 }
 
 // Release releases the ticket and reports the outcome: nil when the server
-// answered "released", ErrNotHeld when it answered "not held" (the ticket had already expired
-// or been released), and another error when no final answer came within
-// ReleaseBound (5 s from this call; retried with the exact token across
-// reconnects) or ctx. A failed release is never presumed successful.
+// answered "released", ErrNotHeld when it answered "not held" (the ticket had
+// already expired or been released), and another error when no final answer
+// came within ReleaseBound (5 s from this call; retried with the exact token
+// across reconnects) or ctx. A failed release is never presumed successful.
 //
 // Release is called once; a second call (or a call after Close) waits for
 // the first release's outcome and returns it. The exception is a release of
