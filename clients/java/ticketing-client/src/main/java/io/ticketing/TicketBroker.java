@@ -91,6 +91,7 @@ public final class TicketBroker implements AutoCloseable {
          * Called on the client's own threads; must not block.
          *
          * @param error null when released (R); {@link NotHeldException} for N;
+         *     {@link PermissionDeniedException} for F (not retried);
          *     {@link ReleaseDroppedException} when it could not be queued; another
          *     exception when no final answer came within {@link #RELEASE_BOUND}
          */
@@ -472,6 +473,7 @@ public final class TicketBroker implements AutoCloseable {
                     case Type.NOT_HELD -> {
                         return "not held";
                     }
+                    case Type.FORBIDDEN -> throw forbidden(op, c.addr, a.frame().reason, "; not released");
                     default -> throw new CapacityException(op + ": rejected by a server capacity limit ("
                             + CapacityException.reasonName(a.frame().reason) + ")", a.frame().reason);
                 }
@@ -658,6 +660,13 @@ public final class TicketBroker implements AutoCloseable {
         return new AcquireArgs((int) w, (int) l, budget.toNanos());
     }
 
+    /** The exception of a request answered F: final, nothing happened, the connection stays open. */
+    static PermissionDeniedException forbidden(String op, String addr, int reason, String effect) {
+        return new PermissionDeniedException(op + ": permission denied by the server " + addr + ": "
+                + PermissionDeniedException.reasonName(reason) + effect + "; the same request is refused until the server's "
+                + "principals change (docs/deployment.md, Authorization)", reason, addr);
+    }
+
     static String quote(String key) {
         return key.length() > 64 ? "\"" + key.substring(0, 64) + "…\"" : "\"" + key + "\"";
     }
@@ -678,6 +687,7 @@ public final class TicketBroker implements AutoCloseable {
      * @throws BudgetExceededException granted too late for the budget (released)
      * @throws InvalidArgumentException out-of-range arguments, nothing sent
      * @throws UnauthenticatedException the server refuses the token or certificate
+     * @throws PermissionDeniedException F: this client's principal may not acquire the key (final, nothing happened)
      * @throws UnavailableException no connection to the leader within the connect wait, nothing sent
      * @throws ClosedException the broker is closed
      * @throws CancellationException the thread was interrupted (the interrupt flag stays set)
@@ -798,6 +808,7 @@ public final class TicketBroker implements AutoCloseable {
                 throw new NotAcquiredException(op + ": not acquired within the wait of " + args.waitSec() + " s");
             }
             case Type.CANCELLED -> throw new NotAcquiredException(op + ": not acquired: the server cancelled the request");
+            case Type.FORBIDDEN -> throw forbidden(op, c.addr, f.reason, "; not acquired");
             default -> throw new CapacityException(op + ": not acquired: the server " + c.addr + " rejected it for capacity: "
                     + CapacityException.reasonName(f.reason) + "; the client does not retry it, back off before a new acquire", f.reason);
         }
@@ -829,6 +840,8 @@ public final class TicketBroker implements AutoCloseable {
      * @throws NotHeldException N: the ticket had already expired or been released, or the key is held under
      *     another token (a release never ends it)
      * @throws CapacityException B
+     * @throws PermissionDeniedException F: this client's principal may not release it (the key is outside its
+     *     prefixes, or the ticket was granted to another principal): final, not retried, the ticket stays held
      * @throws IndeterminateException no final answer within {@link #RELEASE_BOUND} (5 s from this call),
      *     although a release may have reached the server; never presumed success
      * @throws UnavailableException no release could be sent within the bound
@@ -939,6 +952,8 @@ public final class TicketBroker implements AutoCloseable {
                         }
                         throw new NotHeldException(m);
                     }
+                    // final: the same release would be refused again, so it is not retried
+                    case Type.FORBIDDEN -> throw forbidden(op, c.addr, a.frame().reason, "; not released, the ticket stays held");
                     default -> throw new CapacityException(op + ": not released: rejected by a server capacity limit ("
                             + CapacityException.reasonName(a.frame().reason) + "); the ticket stays held until its lease expires", a.frame().reason);
                 }
@@ -1047,7 +1062,8 @@ public final class TicketBroker implements AutoCloseable {
     // ---- describe ----
 
     /**
-     * Reads the state of key (D/I). Read-only: a connection lost before the
+     * Reads the state of key (D/I). A refusal (F) is {@link PermissionDeniedException}, a capacity reject (B,
+     * too many requests in flight) {@link CapacityException}. Read-only: a connection lost before the
      * answer is {@link UnavailableException}; nothing is retried.
      */
     public Description describeBlocking(String key) {
@@ -1083,6 +1099,13 @@ public final class TicketBroker implements AutoCloseable {
                     throw new UnavailableException(op + ": " + a.fail().what() + " before the answer", null, a.fail().code());
                 }
                 Frame i = a.frame();
+                if (i.type == Type.FORBIDDEN) {
+                    throw forbidden(op, c.addr, i.reason, "");
+                }
+                if (i.type == Type.CAPACITY) {
+                    throw new CapacityException(op + ": rejected by a server capacity limit (" + CapacityException.reasonName(i.reason)
+                            + "); back off before asking again", i.reason);
+                }
                 return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, i.owner, Duration.ofMillis(i.remainingMs),
                         Duration.ofMillis(i.leaseMs), i.count);
             }

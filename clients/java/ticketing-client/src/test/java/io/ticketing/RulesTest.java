@@ -818,4 +818,102 @@ class RulesTest {
         t.releaseBlocking();
         assertFalse(b.describeBlocking("k").held());
     }
+
+    // ---- authorization: F is a final answer, the connection stays open ----
+
+    static Frame forbidden(long id, int reason) {
+        Frame f = new Frame(Type.FORBIDDEN);
+        f.id = id;
+        f.reason = reason;
+        return f;
+    }
+
+    /**
+     * A server that refuses every request on keys under "no/" (acquire and
+     * describe by key, releases by owner) and serves the rest; a describe of
+     * "busy" is a capacity reject (B 4), which a describe may get too.
+     */
+    FakeServer refusingServer(FakeServer.Locks locks) throws Exception {
+        return server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                String key = new String(f.key, java.nio.charset.StandardCharsets.UTF_8);
+                Frame a;
+                if (key.startsWith("no/")) {
+                    a = switch (f.type) {
+                        case Type.ACQUIRE -> forbidden(f.id, PermissionDeniedException.KEY);
+                        case Type.DESCRIBE -> forbidden(f.id, PermissionDeniedException.ROLE);
+                        case Type.RELEASE, Type.RELEASE_OWNER -> forbidden(f.id, PermissionDeniedException.OWNER);
+                        default -> null;
+                    };
+                } else if (f.type == Type.DESCRIBE && key.equals("busy")) {
+                    a = FakeServer.capacity(f.id, CapacityException.IN_FLIGHT);
+                } else {
+                    a = locks.answer(f);
+                }
+                if (a != null) {
+                    s.send(a);
+                }
+            }
+        });
+    }
+
+    @Test
+    void forbiddenIsAFinalPermissionDeniedAndTheConnectionStaysOpen() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = refusingServer(locks);
+        TicketBroker b = broker(srv.addr());
+        b.waitReadyBlocking(Duration.ofSeconds(10));
+
+        PermissionDeniedException e = assertThrows(PermissionDeniedException.class,
+                () -> b.acquireBlocking("no/1", Duration.ofSeconds(5), S, ZERO));
+        assertEquals(PermissionDeniedException.KEY, e.reason());
+        assertEquals(srv.addr(), e.addr());
+        assertTrue(e.getMessage().contains("permission denied") && e.getMessage().contains(e.reasonText())
+                && e.getMessage().contains("not acquired"), e.getMessage());
+        assertEquals(TicketingException.RetryClass.NOT_RETRYABLE, e.retryClass());
+        ExecutionException ae = assertThrows(ExecutionException.class,
+                () -> b.acquireAsync("no/2", ZERO, S, ZERO).get(30, TimeUnit.SECONDS));
+        assertInstanceOf(PermissionDeniedException.class, ae.getCause());
+
+        PermissionDeniedException d = assertThrows(PermissionDeniedException.class, () -> b.describeBlocking("no/1"));
+        assertEquals(PermissionDeniedException.ROLE, d.reason());
+        CapacityException c = assertThrows(CapacityException.class, () -> b.describeBlocking("busy"));
+        assertEquals(CapacityException.IN_FLIGHT, c.reason());
+
+        // A refused release is final: it is sent once, never retried.
+        PermissionDeniedException r = assertThrows(PermissionDeniedException.class, () -> b.releaseTokenBlocking("no/1", 7));
+        assertEquals(PermissionDeniedException.OWNER, r.reason());
+        assertTrue(r.getMessage().contains("not released"), r.getMessage());
+        assertEquals(1, srv.received(f -> f.type == Type.RELEASE).size(), "a release answered F was sent again");
+
+        // Every refusal left the connection open: the same one serves the next requests.
+        Ticket t = b.acquireBlocking("yes/1", ZERO, S, ZERO);
+        t.releaseBlocking();
+        assertFalse(b.describeBlocking("yes/1").held());
+        assertEquals(1, srv.connections.get(), "a refusal ended the connection");
+    }
+
+    @Test
+    void aTicketsReleaseRefusedWithForbiddenIsReportedNotRetried() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                s.send(f.type == Type.RELEASE ? forbidden(f.id, PermissionDeniedException.OWNER) : locks.answer(f));
+            }
+        });
+        List<TicketingException> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+        TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).releaseObserver((k, tok, err) -> seen.add(err)));
+        Ticket t = b.acquireBlocking("k", ZERO, S, ZERO);
+        assertThrows(PermissionDeniedException.class, t::releaseBlocking);
+        Ticket t2 = b.acquireBlocking("k2", ZERO, S, ZERO);
+        t2.close(); // the background release reports the refusal to the observer
+        eventually("the observer got the background release's outcome", () -> !seen.isEmpty());
+        assertInstanceOf(PermissionDeniedException.class, seen.get(0));
+        assertEquals(2, srv.received(f -> f.type == Type.RELEASE).size(), "a release answered F was sent again");
+        assertEquals(1, srv.connections.get(), "a refusal ended the connection");
+    }
 }
