@@ -69,6 +69,80 @@ namespace Ticketing.Tests
             }
         }
 
+        // ---------- Authorization: F is a final answer; the connection stays open ----------
+
+        /// <summary>
+        /// Refuses every request on keys under "no/" (acquire by key, describe by
+        /// role, releases by owner) and the releases of keys under "deny/",
+        /// answers a describe of "busy" with B 4, and serves the rest from table.
+        /// </summary>
+        static Action<FakeConn> Refusing(LockTable table)
+        {
+            return c =>
+            {
+                c.Hello(); c.Ready();
+                for (;;)
+                {
+                    var f = c.Next(120000);
+                    var key = Str(f.Key);
+                    Frame a;
+                    if (key.StartsWith("no/"))
+                    {
+                        byte reason = f.Type == FrameType.Acquire ? (byte)PermissionReason.Key
+                            : f.Type == FrameType.Describe ? (byte)PermissionReason.Role : (byte)PermissionReason.Owner;
+                        a = f.Type == FrameType.Cancel ? null : new Frame { Type = FrameType.Forbidden, Id = f.Id, Reason = reason };
+                    }
+                    else if (key.StartsWith("deny/") && (f.Type == FrameType.Release || f.Type == FrameType.ReleaseOwner))
+                        a = new Frame { Type = FrameType.Forbidden, Id = f.Id, Reason = (byte)PermissionReason.Owner };
+                    else if (f.Type == FrameType.Describe && key == "busy")
+                        a = new Frame { Type = FrameType.Capacity, Id = f.Id, Reason = (byte)CapacityReason.InFlight };
+                    else
+                        a = table.Answer(f);
+                    if (a != null) c.Send(a);
+                }
+            };
+        }
+
+        [Test]
+        public void Forbidden_IsAFinalPermissionDeniedAndTheConnectionStaysOpen()
+        {
+            var table = new LockTable();
+            var obs = new U.Observed();
+            using (var srv = new FakeServer(Refusing(table)))
+            using (var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).Connect()))
+            {
+                var e = U.Throws<PermissionDeniedException>(() => b.AcquireAsync("no/1", TimeSpan.FromSeconds(5), S, TimeSpan.Zero));
+                Assert.AreEqual(PermissionReason.Key, e.Reason);
+                Assert.AreEqual(srv.Addr, e.Addr);
+                StringAssert.Contains("permission denied", e.Message);
+                StringAssert.Contains(e.ReasonText, e.Message);
+                StringAssert.Contains("not acquired", e.Message);
+
+                Assert.AreEqual(PermissionReason.Role, U.Throws<PermissionDeniedException>(() => b.DescribeAsync("no/1")).Reason);
+                Assert.AreEqual(CapacityReason.InFlight, U.Throws<CapacityException>(() => b.DescribeAsync("busy")).Reason);
+
+                // A refused release is final: sent once, never retried.
+                var r = U.Throws<PermissionDeniedException>(() => b.ReleaseTokenAsync("no/1", 7));
+                Assert.AreEqual(PermissionReason.Owner, r.Reason);
+                StringAssert.Contains("not released", r.Message);
+                Assert.AreEqual(1, srv.Count(FrameType.Release), "a release answered F was sent again");
+
+                // A ticket's release refused: thrown by ReleaseAsync, reported to the
+                // observer by the background release of Dispose; each sent once.
+                var held = U.Get(b.AcquireAsync("deny/1", TimeSpan.Zero, S, TimeSpan.Zero));
+                Assert.AreEqual(PermissionReason.Owner, U.Throws<PermissionDeniedException>(() => held.ReleaseAsync()).Reason);
+                var held2 = U.Get(b.AcquireAsync("deny/2", TimeSpan.Zero, S, TimeSpan.Zero));
+                held2.Dispose();
+                U.WaitUntil("the background release's refusal reaches the observer", () => obs.Has("deny/2/" + held2.Token + "/PermissionDeniedException"));
+                Assert.AreEqual(3, srv.Count(FrameType.Release), "a release answered F was sent again");
+
+                var t = U.Get(b.AcquireAsync("yes/1", TimeSpan.Zero, S, TimeSpan.Zero));
+                U.Wait(t.ReleaseAsync());
+                Assert.IsFalse(U.Get(b.DescribeAsync("yes/1")).Held);
+                Assert.AreEqual(1, srv.Accepted, "a refusal ended the connection");
+            }
+        }
+
         // ---------- Rule 2: a lost final answer is Indeterminate; an acquire is never re-sent ----------
 
         [Test]

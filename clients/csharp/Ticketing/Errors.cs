@@ -12,6 +12,17 @@ namespace Ticketing
         Connections = 5,
     }
 
+    /// <summary>Why the server refused a request with F (docs/protocol.md, "Refusal reasons of F").</summary>
+    public enum PermissionReason : byte
+    {
+        /// <summary>The principal's role does not allow the request.</summary>
+        Role = 1,
+        /// <summary>The key is outside the principal's key prefixes.</summary>
+        Key = 2,
+        /// <summary>The ticket to release was granted to another principal.</summary>
+        Owner = 3,
+    }
+
     /// <summary>The stable numeric code of a server E frame (docs/protocol.md, "Error codes").</summary>
     public enum ErrorCode : ushort
     {
@@ -126,6 +137,35 @@ namespace Ticketing
     public sealed class UnauthenticatedException : TicketingException
     {
         public UnauthenticatedException(string message, Exception inner) : base(message, inner) { }
+    }
+
+    /// <summary>
+    /// The server refused the request because this client's principal may not
+    /// make it (F): its role does not allow it, the key is outside its key
+    /// prefixes, or the ticket to release was granted to another principal.
+    /// It is final and nothing happened; the connection stays open and every
+    /// other request goes on. The same request is refused again until the
+    /// server's configuration changes, so it is never retried.
+    /// </summary>
+    public sealed class PermissionDeniedException : TicketingException
+    {
+        /// <summary>The F frame's reason (another value may come from a newer server).</summary>
+        public PermissionReason Reason { get; private set; }
+        /// <summary>The reason in words, as in the message.</summary>
+        public string ReasonText { get { return ReasonName(Reason); } }
+        public PermissionDeniedException(string message, PermissionReason reason) : base(message) { Reason = reason; }
+
+        /// <summary>A refusal reason in words (the Go client's wording).</summary>
+        public static string ReasonName(PermissionReason reason)
+        {
+            switch (reason)
+            {
+                case PermissionReason.Role: return "the client's role does not allow this request (an admin token is needed for admin operations)";
+                case PermissionReason.Key: return "the key is outside the key prefixes the client may use";
+                case PermissionReason.Owner: return "the ticket was granted to another principal";
+            }
+            return "refusal reason " + (byte)reason;
+        }
     }
 
     /// <summary>

@@ -213,6 +213,8 @@ namespace Ticketing
                     throw new NotAcquiredException(Op("acquire", key) + "not acquired within the wait of " + args.Wait + " s") { Addr = c.Addr };
                 case FrameType.Cancelled:
                     throw new NotAcquiredException(Op("acquire", key) + "not acquired: the server cancelled the request") { Addr = c.Addr };
+                case FrameType.Forbidden:
+                    throw Forbidden(Op("acquire", key), c.Addr, f.Reason, "; not acquired");
                 default: // B
                     {
                         var reason = (CapacityReason)f.Reason;
@@ -299,6 +301,9 @@ namespace Ticketing
                                 if (sent > 1) msg += "; an earlier attempt whose answer was lost may have released it";
                                 throw new NotHeldException(Op(op, key) + msg) { Addr = c.Addr };
                             }
+                        case FrameType.Forbidden:
+                            // final: the same release would be refused again, so it is not retried
+                            throw Forbidden(Op(op, key), c.Addr, a.F.Reason, "; not released, the ticket stays held");
                         default: // B
                             {
                                 var reason = (CapacityReason)a.F.Reason;
@@ -385,6 +390,8 @@ namespace Ticketing
                     if (a.Fail.Closed) throw new ClosedException(Op("describe", key) + "no answer: the broker was closed");
                     throw new UnavailableException(Op("describe", key) + "no answer: " + a.Fail.What(), a.Fail.Cause) { Addr = c.Addr, ServerCode = a.Fail.Code };
                 }
+                if (a.F.Type == FrameType.Forbidden)
+                    throw Forbidden(Op("describe", key), c.Addr, a.F.Reason, "");
                 if (a.F.Type == FrameType.Capacity)
                 {
                     var reason = (CapacityReason)a.F.Reason;
@@ -453,6 +460,8 @@ namespace Ticketing
                             return;
                         case FrameType.NotHeld:
                             throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Addr = c.Addr };
+                        case FrameType.Forbidden:
+                            throw Forbidden(Op(op, key), c.Addr, a.F.Reason, "; not released");
                         default:
                             {
                                 var reason = (CapacityReason)a.F.Reason;
@@ -461,6 +470,14 @@ namespace Ticketing
                     }
                 }
             }
+        }
+
+        /// <summary>The exception of a request answered F: final, nothing happened, the connection stays open.</summary>
+        static PermissionDeniedException Forbidden(string op, string addr, byte reason, string effect)
+        {
+            var r = (PermissionReason)reason;
+            return new PermissionDeniedException(op + "permission denied by the server " + addr + ": " + PermissionDeniedException.ReasonName(r) + effect +
+                "; the same request is refused until the server's principals change (docs/deployment.md, Authorization)", r) { Addr = addr };
         }
 
         internal void EnqueueTicketRelease(Ticket t)
