@@ -244,7 +244,7 @@ public final class TicketBroker implements AutoCloseable {
     private void run() {
         int next = 0;
         int failures = 0;
-        int redirects = 0;
+        int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
         String hint = "";
         Conn.Hooks hooks = new Conn.Hooks() {
             @Override
@@ -282,19 +282,18 @@ public final class TicketBroker implements AutoCloseable {
                     mu.unlock();
                 }
                 LOG.log(Level.DEBUG, "ticketing: connection attempt failed: {0}", e.getMessage());
-                if (!e.hint.isEmpty() && !e.hint.equals(addr) && redirects < 2 * cfg.addrs.size() + 2) {
-                    redirects++;
+                if (!e.hint.isEmpty() && !e.hint.equals(addr) && follows < maxFollows()) {
+                    follows++;
                     hint = e.hint;
                     continue;
                 }
-                redirects = 0;
+                follows = 0;
                 failures++;
                 if (!sleep(backoff(failures))) {
                     return;
                 }
                 continue;
             }
-            redirects = 0;
             mu.lock();
             try {
                 if (torn) {
@@ -334,16 +333,29 @@ public final class TicketBroker implements AutoCloseable {
             LOG.log(Level.INFO, "ticketing: connection ended: {0}", f.what());
             if (System.nanoTime() - c.bornNanos > TimeUnit.SECONDS.toNanos(1)) {
                 failures = 0;
+                follows = 0;
             }
-            if (f.kind() == Conn.Kind.NOT_LEADER && !f.hint().isEmpty() && !f.hint().equals(addr)) {
+            if (f.kind() == Conn.Kind.NOT_LEADER && !f.hint().isEmpty() && !f.hint().equals(addr) && follows < maxFollows()) {
+                follows++;
                 hint = f.hint();
                 continue;
             }
+            follows = 0;
             failures++;
             if (!sleep(backoff(failures))) {
                 return;
             }
         }
+    }
+
+    /**
+     * How many leader hints (M naming a leader, answering a hello or ending a
+     * session) are followed in a row before a backoff, as in the Go client
+     * (docs/protocol.md): the whole list once plus a leader change, never a
+     * storm between two servers that name each other.
+     */
+    private int maxFollows() {
+        return cfg.addrs.size() + 2;
     }
 
     private boolean isTorn() {

@@ -594,6 +594,46 @@ class RulesTest {
         assertEquals(0, follower.received(type(Type.ACQUIRE)).size());
     }
 
+    /**
+     * Leader hints are followed at most (addresses + 2) times in a row, then
+     * the broker backs off and starts again from its configured addresses (the
+     * Go client's rule, docs/protocol.md). A names B, B names C, C names B: a
+     * broker configured with A alone follows A→B→C→B (three hints), backs off,
+     * and its fifth hello goes to A again, not to C. Both for an M answering
+     * the hello and for an M ending an established session.
+     */
+    @Test
+    void rule9_leaderHintsAreFollowedAtMostAddressesPlusTwoTimesInARow() throws Exception {
+        for (boolean inSession : new boolean[] {false, true}) {
+            List<String> order = java.util.Collections.synchronizedList(new ArrayList<>());
+            java.util.Map<String, String> names = new java.util.concurrent.ConcurrentHashMap<>();
+            java.util.Map<String, String> next = new java.util.concurrent.ConcurrentHashMap<>();
+            FakeServer[] srv = new FakeServer[3];
+            for (int i = 0; i < 3; i++) {
+                String name = "ABC".substring(i, i + 1);
+                srv[i] = server((se, n) -> {
+                    if (inSession) {
+                        se.hello();
+                    } else {
+                        se.read();
+                    }
+                    order.add(name);
+                    se.send(FakeServer.notLeader(next.get(name)));
+                    se.read(); // until the client hangs up
+                });
+                names.put(name, srv[i].addr());
+            }
+            next.put("A", names.get("B"));
+            next.put("B", names.get("C"));
+            next.put("C", names.get("B"));
+            TicketBroker b = broker(TicketBroker.builder().addrs(names.get("A")));
+            eventually("five attempts", () -> order.size() >= 5);
+            assertEquals(List.of("A", "B", "C", "B", "A"), List.copyOf(order).subList(0, 5),
+                    (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
+            b.close();
+        }
+    }
+
     @Test
     void rule9_noConnectionMeansUnavailableWithNothingSent() throws Exception {
         FakeServer srv = server((s, n) -> s.close()); // accepts and hangs up at once
