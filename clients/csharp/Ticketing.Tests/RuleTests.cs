@@ -419,6 +419,47 @@ namespace Ticketing.Tests
             }
         }
 
+        /// <summary>
+        /// Leader hints are followed at most (addresses + 2) times in a row, then
+        /// the broker backs off and starts again from its configured addresses
+        /// (the Go client's rule, docs/protocol.md). A names B, B names C, C names
+        /// B: a broker configured with A alone follows A, B, C, B (three hints),
+        /// backs off, and its fifth hello goes to A again, not to C. Both for an M
+        /// answering the hello and for an M ending an established session.
+        /// </summary>
+        [Test]
+        public void Rule4_LeaderHintsFollowedAtMostAddressesPlusTwoTimesInARow()
+        {
+            foreach (var inSession in new[] { false, true })
+            {
+                var order = new List<string>();
+                var addrs = new Dictionary<string, string>();
+                var next = new Dictionary<string, string> { { "A", "B" }, { "B", "C" }, { "C", "B" } };
+                Func<string, Action<FakeConn>> script = name => c =>
+                {
+                    c.Hello();
+                    if (inSession) c.Ready();
+                    string to;
+                    lock (order) { order.Add(name); to = addrs[next[name]]; }
+                    c.Send(new Frame { Type = FrameType.NotLeader, Text = Encoding.UTF8.GetBytes(to) });
+                    c.ClosedByClient();
+                };
+                using (var a = new FakeServer(script("A")))
+                using (var bs = new FakeServer(script("B")))
+                using (var cs = new FakeServer(script("C")))
+                {
+                    lock (order) { addrs["A"] = a.Addr; addrs["B"] = bs.Addr; addrs["C"] = cs.Addr; }
+                    using (var b = U.Connect(a.Addr))
+                    {
+                        U.WaitUntil("five attempts", () => { lock (order) return order.Count >= 5; });
+                        lock (order)
+                            Assert.AreEqual(new[] { "A", "B", "C", "B", "A" }, order.Take(5).ToArray(),
+                                (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
+                    }
+                }
+            }
+        }
+
         // ---------- Rule 5: B is final and not retried ----------
 
         [Test]

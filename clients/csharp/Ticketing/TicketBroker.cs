@@ -102,7 +102,11 @@ namespace Ticketing
 
         async Task RunAsync()
         {
-            int next = 0, failures = 0, redirects = 0;
+            // follows: leader hints followed since the last backoff, at most
+            // addresses + 2 in a row (the Go client's rule, docs/protocol.md):
+            // the whole list once plus a leader change, never a storm between
+            // two servers that name each other.
+            int next = 0, failures = 0, follows = 0, maxFollows = Cfg.Addrs.Length + 2;
             string hint = "";
             var ct = life.Token;
             while (!ct.IsCancellationRequested)
@@ -129,18 +133,17 @@ namespace Ticketing
                             BroadcastLocked();
                         }
                     }
-                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && redirects < 2 * Cfg.Addrs.Length + 2)
+                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && follows < maxFollows)
                     {
-                        redirects++;
+                        follows++;
                         hint = he.Hint;
                         continue;
                     }
-                    redirects = 0;
+                    follows = 0;
                     failures++;
                     if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
                     continue;
                 }
-                redirects = 0;
                 lock (mu)
                 {
                     if (torn)
@@ -162,12 +165,14 @@ namespace Ticketing
                     BroadcastLocked();
                 }
                 if (ct.IsCancellationRequested) return;
-                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = 0;
-                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr)
+                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = follows = 0;
+                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr && follows < maxFollows)
                 {
+                    follows++;
                     hint = f.Hint;
                     continue;
                 }
+                follows = 0;
                 failures++;
                 if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
             }
