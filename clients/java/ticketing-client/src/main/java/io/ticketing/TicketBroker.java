@@ -104,7 +104,8 @@ public final class TicketBroker implements AutoCloseable {
     private Conn cur;
     private boolean closed; // close() was called: no new calls
     private boolean torn; // teardown started: no connections at all
-    private TicketingException rejected; // a persistent hello refusal, reported promptly
+    private TicketingException rejected; // a persistent hello refusal by every listed address alike, reported promptly
+    private final java.util.Map<String, TicketingException> refusals = new java.util.HashMap<>(); // address -> its latest refusal
     private String lastErr; // why the last connection attempt or connection failed
     private final Thread manager;
 
@@ -275,9 +276,12 @@ public final class TicketBroker implements AutoCloseable {
                 try {
                     lastErr = e.getMessage();
                     if (e.rejected) {
-                        rejected = e.error;
-                        changed.signalAll();
+                        refusals.put(addr, e.error);
+                    } else {
+                        refusals.remove(addr);
                     }
+                    rejected = refusedByAll();
+                    changed.signalAll();
                 } finally {
                     mu.unlock();
                 }
@@ -301,6 +305,7 @@ public final class TicketBroker implements AutoCloseable {
                     return;
                 }
                 cur = c;
+                refusals.remove(addr);
                 rejected = null;
                 lastErr = null;
                 changed.signalAll();
@@ -346,6 +351,26 @@ public final class TicketBroker implements AutoCloseable {
                 return;
             }
         }
+    }
+
+    /**
+     * The refusal to report when every listed address refused the hello for
+     * the same reason (same exception type and server code), else null: as in
+     * the Go client, a refusal by one node only moves the broker on to the
+     * next, and calls wait for a connection. mu is held.
+     */
+    private TicketingException refusedByAll() {
+        TicketingException first = refusals.get(cfg.addrs.get(0));
+        if (first == null) {
+            return null;
+        }
+        for (String a : cfg.addrs) {
+            TicketingException r = refusals.get(a);
+            if (r == null || r.getClass() != first.getClass() || r.serverErrorCode() != first.serverErrorCode()) {
+                return null;
+            }
+        }
+        return first;
     }
 
     /**

@@ -634,6 +634,39 @@ class RulesTest {
         }
     }
 
+    /**
+     * A hello refusal by one address only moves the broker on (docs/protocol.md,
+     * "Refusals"): with A refusing the token and B serving, waitReady and calls
+     * succeed through B, never fail with A's refusal. Only when every address
+     * refuses alike is the refusal reported promptly.
+     */
+    @Test
+    void rule9_oneRefusingAddressDoesNotFailCalls() throws Exception {
+        CountDownLatch refuse = new CountDownLatch(1);
+        FakeServer refusing = server((s, n) -> {
+            s.read();
+            refuse.await();
+            s.send(FakeServer.error(5, "wrong token"));
+        });
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer good = normalServer(locks);
+        TicketBroker b = broker(TicketBroker.builder().addrs(refusing.addr(), good.addr()));
+        refusing.await(1, type(Type.HELLO));
+        CompletableFuture<Void> ready = CompletableFuture.runAsync(() -> b.waitReadyBlocking(Duration.ofSeconds(20)));
+        CompletableFuture<Ticket> t = b.acquireAsync("k", ZERO, S, ZERO);
+        refuse.countDown();
+        get(ready);
+        get(t).releaseBlocking();
+
+        FakeServer refusing2 = server((s, n) -> {
+            s.read();
+            s.send(FakeServer.error(5, "wrong token"));
+        });
+        TicketBroker all = broker(TicketBroker.builder().addrs(refusing.addr(), refusing2.addr()));
+        UnauthenticatedException e = assertThrows(UnauthenticatedException.class, () -> all.waitReadyBlocking(Duration.ofSeconds(20)));
+        assertEquals(5, e.serverErrorCode(), e.getMessage());
+    }
+
     @Test
     void rule9_noConnectionMeansUnavailableWithNothingSent() throws Exception {
         FakeServer srv = server((s, n) -> s.close()); // accepts and hangs up at once
