@@ -460,6 +460,40 @@ namespace Ticketing.Tests
             }
         }
 
+        /// <summary>
+        /// A hello refusal by one address only moves the broker on
+        /// (docs/protocol.md, "Refusals"): with A refusing the token and B
+        /// serving, WaitReady and calls succeed through B and never fail with
+        /// A's refusal. Only when every address refuses alike is the refusal
+        /// reported promptly.
+        /// </summary>
+        [Test]
+        public void Rule4_OneRefusingAddressDoesNotFailCalls()
+        {
+            var refuse = new ManualResetEventSlim();
+            var table = new LockTable();
+            Action<FakeConn> refusing = c => { c.Hello(); refuse.Wait(); c.SendError(ErrorCode.Unauthenticated, "wrong token"); c.ClosedByClient(); };
+            using (var a = new FakeServer(refusing))
+            using (var good = new FakeServer(FakeServer.Normal(table)))
+            using (var a2 = new FakeServer(refusing))
+            {
+                using (var b = U.Connect(a.Addr + "," + good.Addr))
+                {
+                    U.WaitUntil("the first address got the hello", () => a.Count(FrameType.Hello) >= 1);
+                    var ready = b.WaitReadyAsync(TimeSpan.FromSeconds(20));
+                    var t = b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero);
+                    refuse.Set();
+                    U.Wait(ready);
+                    U.Wait(U.Get(t).ReleaseAsync());
+                }
+                using (var all = U.Connect(a.Addr + "," + a2.Addr))
+                {
+                    var e = U.Throws<UnauthenticatedException>(() => all.WaitReadyAsync(TimeSpan.FromSeconds(20)));
+                    Assert.AreEqual(ErrorCode.Unauthenticated, e.ServerCode);
+                }
+            }
+        }
+
         // ---------- Rule 5: B is final and not retried ----------
 
         [Test]

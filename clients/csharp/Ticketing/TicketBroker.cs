@@ -43,7 +43,8 @@ namespace Ticketing
         Connection cur;
         TaskCompletionSource<bool> changed = NewSignal();
         bool closed, torn;
-        Exception rejected; // a persistent hello refusal, reported promptly
+        Exception rejected; // a persistent hello refusal by every listed address alike, reported promptly
+        readonly Dictionary<string, Exception> refusals = new Dictionary<string, Exception>(); // address -> its latest refusal
         Exception lastErr;  // why the last connection attempt or connection failed
         readonly Releaser rel;
         readonly Task manager;
@@ -127,11 +128,10 @@ namespace Ticketing
                     lock (mu)
                     {
                         lastErr = he != null ? he.Err : e;
-                        if (he != null && he.Rejected)
-                        {
-                            rejected = he.Err;
-                            BroadcastLocked();
-                        }
+                        if (he != null && he.Rejected) refusals[addr] = he.Err;
+                        else refusals.Remove(addr);
+                        rejected = RefusedByAllLocked();
+                        BroadcastLocked();
                     }
                     if (he != null && he.Hint.Length > 0 && he.Hint != addr && follows < maxFollows)
                     {
@@ -152,6 +152,7 @@ namespace Ticketing
                         return;
                     }
                     cur = c;
+                    refusals.Remove(addr);
                     rejected = null;
                     lastErr = null;
                     BroadcastLocked();
@@ -176,6 +177,27 @@ namespace Ticketing
                 failures++;
                 if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
             }
+        }
+
+        /// <summary>
+        /// The refusal to report when every listed address refused the hello for
+        /// the same reason (same exception type and server code), else null: as in
+        /// the Go client, a refusal by one node only moves the broker on to the
+        /// next, and calls wait for a connection. mu is held.
+        /// </summary>
+        Exception RefusedByAllLocked()
+        {
+            Exception first;
+            if (!refusals.TryGetValue(Cfg.Addrs[0], out first)) return null;
+            var firstCode = first is TicketingException ? ((TicketingException)first).ServerCode : null;
+            foreach (var a in Cfg.Addrs)
+            {
+                Exception r;
+                if (!refusals.TryGetValue(a, out r) || r.GetType() != first.GetType()) return null;
+                var code = r is TicketingException ? ((TicketingException)r).ServerCode : null;
+                if (code != firstCode) return null;
+            }
+            return first;
         }
 
         /// <summary>Exponential delay with jitter: uniform in [d/2, d], d doubling from the base up to the cap.</summary>
