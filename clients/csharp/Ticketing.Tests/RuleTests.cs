@@ -494,6 +494,36 @@ namespace Ticketing.Tests
             }
         }
 
+        /// <summary>
+        /// A describe is bounded on a live connection too (docs/protocol.md,
+        /// Liveness): a server that answers pings but never the D leaves the
+        /// caller with UnavailableException after the answer grace, and the
+        /// connection keeps serving.
+        /// </summary>
+        [Test]
+        public void Rule2_DescribeWithoutAnswerOnALiveConnectionIsBounded()
+        {
+            var table = new LockTable();
+            using (var srv = new FakeServer(c =>
+            {
+                c.Hello(); c.Ready();
+                for (;;)
+                {
+                    var f = c.Next(120000);
+                    if (f.Type == FrameType.Describe && Str(f.Key) == "silent") continue; // never answered
+                    var a = table.Answer(f);
+                    if (a != null) c.Send(a);
+                }
+            }))
+            using (var b = U.Ready(U.Builder(srv.Addr).AnswerGraceForTests(U.Ms(200)).Connect()))
+            {
+                var e = U.Throws<UnavailableException>(() => b.DescribeAsync("silent"));
+                StringAssert.Contains("although the connection is alive", e.Message);
+                Assert.IsFalse(U.Get(b.DescribeAsync("other")).Held);
+                Assert.AreEqual(1, srv.Accepted);
+            }
+        }
+
         // ---------- Rule 5: B is final and not retried ----------
 
         [Test]

@@ -352,7 +352,10 @@ namespace Ticketing
 
         /// <summary>
         /// Reads the state of key (D/I). Read-only: a connection lost before the
-        /// answer is UnavailableException, and nothing is retried automatically.
+        /// answer, or no answer within the answer grace (10 s, or 3 ping
+        /// intervals if longer) on a live connection, is UnavailableException,
+        /// and nothing is retried automatically. F is PermissionDeniedException,
+        /// B CapacityException.
         /// </summary>
         public async Task<KeyDescription> DescribeAsync(string key, CancellationToken ct = default(CancellationToken))
         {
@@ -374,16 +377,24 @@ namespace Ticketing
                 }
                 if (r == StartResult.Gone) continue;
                 var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                // Bounded on a live connection too (docs/protocol.md, Liveness): a
+                // server that keeps the connection alive but never answers cannot
+                // hold the caller beyond the answer grace, whatever ct says.
+                var grace = AnswerGrace(c);
+                using (var stopTimer = new CancellationTokenSource())
                 using (ct.Register(() => never.TrySetResult(true)))
                 {
-                    await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                    await Task.WhenAny(cl.Res.Task, never.Task, Task.Delay(grace, stopTimer.Token)).ConfigureAwait(false);
+                    stopTimer.Cancel(); // no timer left behind per describe
                 }
                 Answer a;
                 if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
                 else
                 {
                     a = c.Abandon(cl);
-                    if (a == null) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
+                    if (a == null && ct.IsCancellationRequested) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
+                    if (a == null)
+                        throw new UnavailableException(Op("describe", key) + "no answer from " + c.Addr + " within " + grace.TotalSeconds + " s although the connection is alive; try again", null) { Addr = c.Addr };
                 }
                 if (a.Fail != null)
                 {
