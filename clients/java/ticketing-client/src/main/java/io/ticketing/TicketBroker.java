@@ -243,7 +243,11 @@ public final class TicketBroker implements AutoCloseable {
     // ---- connection management ----
 
     private void run() {
-        int next = 0;
+        // One round of attempts, as in the Go client: the last server that
+        // accepted a session, then the configured addresses in order, each
+        // once; the broker backs off only after a whole round failed.
+        java.util.ArrayDeque<String> round = new java.util.ArrayDeque<>();
+        String lastGood = "";
         int failures = 0;
         int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
         String hint = "";
@@ -262,8 +266,17 @@ public final class TicketBroker implements AutoCloseable {
             String addr = hint;
             hint = "";
             if (addr.isEmpty()) {
-                addr = cfg.addrs.get(next % cfg.addrs.size());
-                next++;
+                if (round.isEmpty()) {
+                    java.util.LinkedHashSet<String> order = new java.util.LinkedHashSet<>();
+                    if (!lastGood.isEmpty()) {
+                        order.add(lastGood);
+                    }
+                    order.addAll(cfg.addrs);
+                    round.addAll(order);
+                }
+                addr = round.poll();
+            } else {
+                round.remove(addr); // tried now, not again in this round
             }
             Conn c;
             try {
@@ -291,6 +304,9 @@ public final class TicketBroker implements AutoCloseable {
                     hint = e.hint;
                     continue;
                 }
+                if (!round.isEmpty()) {
+                    continue; // the next address of this round at once
+                }
                 follows = 0;
                 failures++;
                 if (!sleep(backoff(failures))) {
@@ -298,6 +314,8 @@ public final class TicketBroker implements AutoCloseable {
                 }
                 continue;
             }
+            lastGood = addr;
+            round.clear(); // after this session, a new round starts with it
             mu.lock();
             try {
                 if (torn) {

@@ -599,8 +599,9 @@ class RulesTest {
      * the broker backs off and starts again from its configured addresses (the
      * Go client's rule, docs/protocol.md). A names B, B names C, C names B: a
      * broker configured with A alone follows A→B→C→B (three hints), backs off,
-     * and its fifth hello goes to A again, not to C. Both for an M answering
-     * the hello and for an M ending an established session.
+     * and its fifth attempt starts a new round, not at C: at A for an M
+     * answering the hello, at B (the last server that accepted a session) for
+     * an M ending an established session.
      */
     @Test
     void rule9_leaderHintsAreFollowedAtMostAddressesPlusTwoTimesInARow() throws Exception {
@@ -628,7 +629,9 @@ class RulesTest {
             next.put("C", names.get("B"));
             TicketBroker b = broker(TicketBroker.builder().addrs(names.get("A")));
             eventually("five attempts", () -> order.size() >= 5);
-            assertEquals(List.of("A", "B", "C", "B", "A"), List.copyOf(order).subList(0, 5),
+            // After the limit a new round starts with the last server that
+            // accepted a session (B, when the Ms end sessions), else with A.
+            assertEquals(List.of("A", "B", "C", "B", inSession ? "B" : "A"), List.copyOf(order).subList(0, 5),
                     (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
             b.close();
         }
@@ -665,6 +668,50 @@ class RulesTest {
         TicketBroker all = broker(TicketBroker.builder().addrs(refusing.addr(), refusing2.addr()));
         UnauthenticatedException e = assertThrows(UnauthenticatedException.class, () -> all.waitReadyBlocking(Duration.ofSeconds(20)));
         assertEquals(5, e.serverErrorCode(), e.getMessage());
+    }
+
+    /**
+     * Reconnect order (docs/protocol.md, "Order"): after a session ends
+     * without a hint, the next round starts with the last server that accepted
+     * a session, then the configured addresses. With A then B configured and
+     * A's first session lost, the broker's next session is with A again.
+     */
+    @Test
+    void rule9_aLostSessionReconnectsToTheLastGoodServerFirst() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer a = server((s, n) -> {
+            s.hello();
+            if (n == 1) {
+                s.readRequest(); // the first describe: the session is lost before its answer
+                s.close();
+                return;
+            }
+            locks.serve(s);
+        });
+        FakeServer b2 = normalServer(locks);
+        TicketBroker b = broker(TicketBroker.builder().addrs(a.addr(), b2.addr()));
+        assertThrows(UnavailableException.class, () -> b.describeBlocking("k"));
+        assertFalse(b.describeBlocking("k").held());
+        assertEquals(2, a.received(type(Type.DESCRIBE)).size(), "the second describe went elsewhere");
+        assertEquals(0, b2.connections.get(), "the broker skipped the last good server");
+    }
+
+    /**
+     * Within a round the next address is tried at once; the broker backs off
+     * only after every address of the round failed. With a backoff of an hour,
+     * a first address that hangs up still leaves the broker connected through
+     * the second.
+     */
+    @Test
+    void rule9_aFailedAddressMovesOnAtOnceWithinARound() throws Exception {
+        FakeServer dead = server((s, n) -> s.close()); // accepts and hangs up at once
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer good = normalServer(locks);
+        TicketBroker b = TicketBroker.builder().addrs(dead.addr(), good.addr())
+                .backoff(Duration.ofHours(1), Duration.ofHours(1)).connect();
+        closers.add(b);
+        b.waitReadyBlocking(Duration.ofSeconds(20));
+        assertEquals(1, good.connections.get());
     }
 
     @Test
