@@ -424,8 +424,9 @@ namespace Ticketing.Tests
         /// the broker backs off and starts again from its configured addresses
         /// (the Go client's rule, docs/protocol.md). A names B, B names C, C names
         /// B: a broker configured with A alone follows A, B, C, B (three hints),
-        /// backs off, and its fifth hello goes to A again, not to C. Both for an M
-        /// answering the hello and for an M ending an established session.
+        /// backs off, and its fifth attempt starts a new round, not at C: at A for
+        /// an M answering the hello, at B (the last server that accepted a
+        /// session) for an M ending an established session.
         /// </summary>
         [Test]
         public void Rule4_LeaderHintsFollowedAtMostAddressesPlusTwoTimesInARow()
@@ -452,8 +453,10 @@ namespace Ticketing.Tests
                     using (var b = U.Connect(a.Addr))
                     {
                         U.WaitUntil("five attempts", () => { lock (order) return order.Count >= 5; });
+                        // After the limit a new round starts with the last server that
+                        // accepted a session (B, when the Ms end sessions), else with A.
                         lock (order)
-                            Assert.AreEqual(new[] { "A", "B", "C", "B", "A" }, order.Take(5).ToArray(),
+                            Assert.AreEqual(new[] { "A", "B", "C", "B", inSession ? "B" : "A" }, order.Take(5).ToArray(),
                                 (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
                     }
                 }
@@ -521,6 +524,46 @@ namespace Ticketing.Tests
                 StringAssert.Contains("although the connection is alive", e.Message);
                 Assert.IsFalse(U.Get(b.DescribeAsync("other")).Held);
                 Assert.AreEqual(1, srv.Accepted);
+            }
+        }
+
+        /// <summary>
+        /// Reconnect order (docs/protocol.md, "Order"): after a session ends
+        /// without a hint, the next round starts with the last server that
+        /// accepted a session. With A then B configured and A's first session
+        /// lost, the broker's next session is with A again.
+        /// </summary>
+        [Test]
+        public void Rule4_ALostSessionReconnectsToTheLastGoodServerFirst()
+        {
+            var table = new LockTable();
+            using (var a = new FakeServer(c => { c.Hello(); c.Ready(); c.Expect(FrameType.Describe); c.Close(); }, FakeServer.Normal(table)))
+            using (var b2 = new FakeServer(FakeServer.Normal(table)))
+            using (var b = U.Ready(U.Connect(a.Addr + "," + b2.Addr)))
+            {
+                U.Throws<UnavailableException>(() => b.DescribeAsync("k"));
+                Assert.IsFalse(U.Get(b.DescribeAsync("k")).Held);
+                Assert.AreEqual(2, a.Count(FrameType.Describe), "the second describe went elsewhere");
+                Assert.AreEqual(0, b2.Accepted, "the broker skipped the last good server");
+            }
+        }
+
+        /// <summary>
+        /// Within a round the next address is tried at once; the broker backs off
+        /// only after every address of the round failed. With a backoff of an
+        /// hour, a first address that hangs up still leaves the broker connected
+        /// through the second.
+        /// </summary>
+        [Test]
+        public void Rule4_AFailedAddressMovesOnAtOnceWithinARound()
+        {
+            var table = new LockTable();
+            using (var dead = new FakeServer(c => c.Close()))
+            using (var good = new FakeServer(FakeServer.Normal(table)))
+            using (var b = TicketBroker.CreateBuilder().Addrs(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
+            {
+                U.Wait(b.WaitReadyAsync(TimeSpan.FromSeconds(20)));
+                Assert.AreEqual(1, good.Accepted);
             }
         }
 

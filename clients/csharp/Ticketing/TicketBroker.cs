@@ -107,14 +107,29 @@ namespace Ticketing
             // addresses + 2 in a row (the Go client's rule, docs/protocol.md):
             // the whole list once plus a leader change, never a storm between
             // two servers that name each other.
-            int next = 0, failures = 0, follows = 0, maxFollows = Cfg.Addrs.Length + 2;
+            int failures = 0, follows = 0, maxFollows = Cfg.Addrs.Length + 2;
             string hint = "";
+            // One round of attempts, as in the Go client: the last server that
+            // accepted a session, then the configured addresses in order, each
+            // once; the broker backs off only after a whole round failed.
+            var round = new List<string>();
+            string lastGood = "";
             var ct = life.Token;
             while (!ct.IsCancellationRequested)
             {
                 string addr = hint;
                 hint = "";
-                if (addr.Length == 0) addr = Cfg.Addrs[next++ % Cfg.Addrs.Length];
+                if (addr.Length == 0)
+                {
+                    if (round.Count == 0)
+                    {
+                        if (lastGood.Length > 0) round.Add(lastGood);
+                        foreach (var a in Cfg.Addrs) if (!round.Contains(a)) round.Add(a);
+                    }
+                    addr = round[0];
+                    round.RemoveAt(0);
+                }
+                else round.Remove(addr); // tried now, not again in this round
                 Connection c;
                 try
                 {
@@ -139,11 +154,14 @@ namespace Ticketing
                         hint = he.Hint;
                         continue;
                     }
+                    if (round.Count > 0) continue; // the next address of this round at once
                     follows = 0;
                     failures++;
                     if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
                     continue;
                 }
+                lastGood = addr;
+                round.Clear(); // after this session, a new round starts with it
                 lock (mu)
                 {
                     if (torn)
