@@ -174,3 +174,34 @@ func (c *Client) DescribeNode(ctx context.Context, path string) (NodeDescription
 		AttachRelaxed: b.AttachMode == 2, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
 		Sessions: int(b.Sessions), Semaphores: int(b.Semaphores), Waiters: int(b.Waiters)}, nil
 }
+
+// SessionInfo is one session of a node, as ListSessions reports it.
+type SessionInfo struct {
+	ID          uint64
+	SeqNo       uint64 // the highest attach sequence number it has seen
+	Timeout     time.Duration
+	Attached    bool // a connection is attached to it now (else it is restorable until it expires)
+	Description string
+}
+
+// ListSessions returns the node's sessions by id. It asks page by page
+// (each answer is at most about 1 MiB); sessions that start or end while it
+// pages may or may not be included.
+func (c *Client) ListSessions(ctx context.Context, path string) ([]SessionInfo, error) {
+	var out []SessionInfo
+	var after uint64
+	for {
+		b, err := c.nodeCall(ctx, "list sessions", wire.CoordListSessions, &wire.Coord{Path: []byte(path), After: after}, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range b.SessionList {
+			out = append(out, SessionInfo{ID: s.Session, SeqNo: s.SeqNo, Timeout: time.Duration(s.TimeoutMs) * time.Millisecond,
+				Attached: s.Flags&wire.CoordFlagAttached != 0, Description: string(s.Desc)})
+			after = s.Session
+		}
+		if b.Flags&wire.CoordFlagMore == 0 || len(b.SessionList) == 0 {
+			return out, nil
+		}
+	}
+}
