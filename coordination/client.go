@@ -120,7 +120,9 @@ type NodeConfig struct {
 	SelfCheckPeriod    time.Duration
 	SessionGracePeriod time.Duration
 	ReadStrict         bool // read_consistency_mode STRICT (default RELAXED)
+	ReadRelaxed        bool // read_consistency_mode RELAXED given explicitly: an alter back from STRICT
 	AttachRelaxed      bool // attach_consistency_mode RELAXED (default STRICT)
+	AttachStrict       bool // attach_consistency_mode STRICT given explicitly: an alter back from RELAXED
 	MaxSessions        uint32
 	MaxSemaphores      uint32
 	MaxWaiters         uint32
@@ -130,11 +132,17 @@ func (n NodeConfig) wire(path string) *wire.Coord {
 	b := &wire.Coord{Path: []byte(path), SelfCheckMs: uint32(n.SelfCheckPeriod / time.Millisecond),
 		GraceMs: uint32(n.SessionGracePeriod / time.Millisecond), MaxSessions: n.MaxSessions,
 		MaxSemaphores: n.MaxSemaphores, MaxWaiters: n.MaxWaiters}
-	if n.ReadStrict {
+	switch {
+	case n.ReadStrict:
 		b.ReadMode = 2
+	case n.ReadRelaxed:
+		b.ReadMode = 1
 	}
-	if n.AttachRelaxed {
+	switch {
+	case n.AttachRelaxed:
 		b.AttachMode = 2
+	case n.AttachStrict:
+		b.AttachMode = 1
 	}
 	return b
 }
@@ -171,7 +179,7 @@ func (c *Client) DescribeNode(ctx context.Context, path string) (NodeDescription
 	}
 	return NodeDescription{Config: NodeConfig{SelfCheckPeriod: time.Duration(b.SelfCheckMs) * time.Millisecond,
 		SessionGracePeriod: time.Duration(b.GraceMs) * time.Millisecond, ReadStrict: b.ReadMode == 2,
-		AttachRelaxed: b.AttachMode == 2, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
+		ReadRelaxed: b.ReadMode == 1, AttachRelaxed: b.AttachMode == 2, AttachStrict: b.AttachMode == 1, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
 		Sessions: int(b.Sessions), Semaphores: int(b.Semaphores), Waiters: int(b.Waiters)}, nil
 }
 
