@@ -218,6 +218,15 @@ func (c *core) coordRequest(r request) {
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadSession, &wire.Coord{Message: []byte("no session is attached to this connection: attach one first")})
 		return
 	}
+	if r.op != wire.CoordStop && r.op != wire.CoordRelease {
+		// The session's node, with the principal's current rights (a reload
+		// may have taken the node away). Giving up (release, stop) is
+		// always allowed.
+		if reason, ok := r.c.authorizeCoord(&wire.Coord{Path: []byte(bind.path)}); !ok {
+			r.c.refuseCoord(r.id, r.op, bind.path, reason)
+			return
+		}
+	}
 	o := &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
 	switch r.op {
 	case wire.CoordStop:
