@@ -144,7 +144,7 @@ func (e *env) coordClient() (*coordination.Client, error) {
 		return nil, err
 	}
 	if tc != nil {
-		opts = append(opts, coordination.WithTLS(tc))
+		opts = append(opts, coordination.WithTLSConfig(tc))
 	}
 	return coordination.New(e.g.addrs, opts...)
 }
