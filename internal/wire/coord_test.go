@@ -83,8 +83,8 @@ func TestCoordUnknownOpsAndFlags(t *testing.T) {
 		reply bool
 		op    uint8
 		flags uint8
-	}{{false, CoordDeleteSemaphore, 2}, {false, CoordAcquire, 2}, {false, CoordDescribeSemaphore, 16},
-		{true, CoordAcquire, 2}, {true, CoordRelease, 2}, {true, CoordDescribeSemaphore, 2}, {true, CoordChanged, 4}} {
+	}{{false, CoordDeleteSemaphore, 2}, {false, CoordAcquire, 2}, {false, CoordDescribeSemaphore, 32},
+		{true, CoordAcquire, 2}, {true, CoordRelease, 2}, {true, CoordDescribeSemaphore, 4}, {true, CoordChanged, 4}} {
 		f := CoordFrame(c.reply, 1, c.op, 0, &Coord{Flags: c.flags})
 		var d Coord
 		if err := DecodeCoord(f, &d); !isCode(err, CodeMalformedFrame) {
