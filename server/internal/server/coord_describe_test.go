@@ -42,9 +42,17 @@ func TestCoordDescribeSemaphorePages(t *testing.T) {
 		p1.Limit != 2 || p1.Count != 2 {
 		t.Fatalf("page 1: %d bytes of data, %d owners, %d waiters, flags %#x, version %d", len(p1.Data), len(p1.Owners), len(p1.Queue), p1.Flags, p1.Version)
 	}
+	// Another client keeps working between the pages, on another
+	// semaphore: this one's version stays.
+	other := coordHello(t, cl.Addr(0))
+	other.start("/n")
 	var after uint64
 	var got []wire.CoordHolder
 	for page := 2; ; page++ {
+		if a := other.must(wire.CoordSuccess, wire.CoordAcquire, wire.Coord{Name: []byte("other"), Count: 1, Flags: wire.CoordFlagEphemeral}); a.Flags != wire.CoordFlagAcquired {
+			t.Fatalf("the other client's acquire before page %d: %+v", page, a)
+		}
+		other.must(wire.CoordSuccess, wire.CoordRelease, wire.Coord{Name: []byte("other")})
 		p := a.must(wire.CoordSuccess, wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: all | wire.CoordFlagNoData, After: after})
 		if len(p.Data) != 0 || len(p.Owners)+len(p.Queue) != 1 || p.Version != p1.Version || p.Count != 2 {
 			t.Fatalf("page %d after %d: %d bytes of data, %d owners, %d waiters, version %d (page 1: %d)",
@@ -67,6 +75,18 @@ func TestCoordDescribeSemaphorePages(t *testing.T) {
 	p := a.must(wire.CoordSuccess, wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: wire.CoordFlagOwners | wire.CoordFlagNoData, After: orders[0]})
 	if len(p.Owners) != 1 || len(p.Queue) != 0 || p.Flags != 0 {
 		t.Fatalf("owners after the first: %d owners, %d waiters, flags %#x", len(p.Owners), len(p.Queue), p.Flags)
+	}
+	// After everyone: an empty last page.
+	if p := a.must(wire.CoordSuccess, wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: all | wire.CoordFlagNoData, After: wq.OrderID}); len(p.Owners)+len(p.Queue) != 0 || p.Flags != 0 {
+		t.Fatalf("after the last order id: %+v", p)
+	}
+	// An undefined flag bit is a malformed frame: that connection ends with
+	// a clear error, the others go on.
+	bad := coordHello(t, cl.Addr(0))
+	bad.start("/n")
+	bad.send(wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: 32})
+	if f := bad.r.Recv(); f.Type != wire.TypeError || f.Code != uint16(wire.CodeMalformedFrame) || !bytes.Contains(f.Text, []byte("undefined flag bits")) {
+		t.Fatalf("undefined flag bit 32: got %s %d %q", f.Type, f.Code, f.Text)
 	}
 	// No lists: one page, the data.
 	if p := a.describe("s", 0); !bytes.Equal(p.Data, big('S')) || p.Flags != 0 || p.Version != p1.Version {
