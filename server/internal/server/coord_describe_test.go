@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
@@ -108,5 +109,49 @@ func TestCoordDescribeSemaphorePages(t *testing.T) {
 	owners[0].must(wire.CoordSuccess, wire.CoordRelease, wire.Coord{Name: []byte("s")})
 	if ch := a.notification(wire.CoordChanged, p1id); ch.Flags != wire.CoordFlagChangedOwners {
 		t.Fatalf("the owners watch fired with flags %#x", ch.Flags)
+	}
+}
+
+// TestCoordDescribePagesAcrossLeaderChange: the version is replicated state,
+// so a client whose leader died between pages continues at the new leader
+// and compares the versions as if nothing happened (a takeover changes no
+// semaphore).
+func TestCoordDescribePagesAcrossLeaderChange(t *testing.T) {
+	defer server.SetDescribeBudget(server.SetDescribeBudget(1)) // one holder per page
+	cl := testcluster.Start(t, 3)
+	leader := cl.LeaderIndex(t)
+	a := coordHello(t, cl.Addr(leader))
+	a.must(wire.CoordSuccess, wire.CoordCreateNode, wire.Coord{Path: []byte("/n"), GraceMs: 120000})
+	st, at := a.attach("/n", 0, 1, "k", 60000)
+	if st != wire.CoordSuccess {
+		t.Fatal(wire.CoordStatusName(st))
+	}
+	a.must(wire.CoordSuccess, wire.CoordCreateSemaphore, wire.Coord{Name: []byte("s"), Limit: 2, Data: []byte("cfg")})
+	var orders []uint64
+	for i := 0; i < 2; i++ {
+		o := coordHello(t, cl.Addr(leader))
+		if st, _ := o.attach("/n", 0, 1, "k", 60000); st != wire.CoordSuccess {
+			t.Fatal(wire.CoordStatusName(st))
+		}
+		orders = append(orders, o.must(wire.CoordSuccess, wire.CoordAcquire, wire.Coord{Name: []byte("s"), Count: 1}).OrderID)
+	}
+	p1 := a.must(wire.CoordSuccess, wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: wire.CoordFlagOwners})
+	if string(p1.Data) != "cfg" || len(p1.Owners) != 0 || p1.Flags != wire.CoordFlagMoreHolders {
+		t.Fatalf("page 1: %+v", p1)
+	}
+	cl.Kill(leader)
+	next := cl.LeaderIndex(t)
+	a2 := coordHello(t, cl.Addr(next))
+	if st, _ := a2.attach("/n", at.Session, 2, "k", 60000); st != wire.CoordSuccess {
+		t.Fatalf("restore at the new leader: %s", wire.CoordStatusName(st))
+	}
+	var after uint64
+	for i, want := range orders {
+		p := a2.must(wire.CoordSuccess, wire.CoordDescribeSemaphore, wire.Coord{Name: []byte("s"), Flags: wire.CoordFlagOwners | wire.CoordFlagNoData, After: after})
+		more := i < len(orders)-1
+		if len(p.Owners) != 1 || p.Owners[0].OrderID != want || p.Version != p1.Version || (p.Flags == wire.CoordFlagMoreHolders) != more {
+			t.Fatalf("page %d at the new leader: %+v, want owner %d, version %d", i+2, p, want, p1.Version)
+		}
+		after = want
 	}
 }
