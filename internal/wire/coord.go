@@ -211,7 +211,7 @@ var coordLayouts = []coordLayout{
 	}, []coordField{
 		{"limit", ckU64, "the limit (2^64-1 for ephemeral)"},
 		{"count", ckU64, "the sum of the owners' counts"},
-		{"flags", ckU8, "bit 0 (`1`): ephemeral; bit 1 (`2`): more owners or waiters follow (the answer stopped at 1 MiB): ask again with `after` = the last order id of this page and bit 4 set"},
+		{"flags", ckU8, "bit 0 (`1`): ephemeral; bit 1 (`2`): more owners or waiters follow (the answer stopped at 1 MiB): ask again with `after` = the last order id listed so far (0 if none yet: a page with 1 MiB of data may list nobody) and bit 4 set"},
 		{"data", ckData, "the semaphore's data (empty when bit 4 was set)"},
 		{"owners", ckHolders, "owners by order id (empty unless asked)"},
 		{"queue", ckHolders, "waiters in queue order, which is order-id order, after every owner (empty unless asked)"},
