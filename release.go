@@ -16,8 +16,10 @@ import (
 // (ErrIndeterminate if a release may have been sent, ErrUnavailable if none
 // could be), never success.
 func (b *Broker) release(ctx context.Context, key string, token uint64, start time.Time, draining bool) error {
-	ctx, cancel := context.WithDeadline(ctx, start.Add(b.cfg.releaseBound))
-	defer cancel()
+	parent := ctx
+	bctx := &boundCtx{Context: ctx, deadline: start.Add(b.cfg.releaseBound)}
+	defer bctx.cancel()
+	ctx = bctx
 	// The operation's name is formatted only for an error: a release that
 	// succeeds allocates nothing for it.
 	op := func() string { return fmt.Sprintf("release of token %d for", token) }
@@ -71,10 +73,18 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		}
 		sent++
 		var a *answer
+		// The caller's context and a pooled timer for the bound, not
+		// ctx.Done(): that would arm bctx's own deadline context, which is
+		// what a release would otherwise allocate and schedule every time.
+		timer := getTimer(time.Until(bctx.deadline))
 		select {
 		case got := <-cl.res:
 			a = &got
-		case <-ctx.Done():
+		case <-parent.Done():
+		case <-timer.C:
+		}
+		putTimer(timer)
+		if a == nil {
 			a = c.abandon(cl)
 			if a == nil {
 				return unknown(nil)
@@ -102,6 +112,45 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
 			return newOpError(op(), key, true, ce, "not released: rejected by a server capacity limit; the ticket stays held until its lease expires", ErrCapacity)
 		}
+	}
+}
+
+// boundCtx is the caller's context bounded by deadline (ReleaseBound from
+// the call). It behaves as context.WithDeadline(parent, deadline) but builds
+// that context (a timer and a registration with the parent) only when
+// something waits on Done; Err and Deadline need neither.
+type boundCtx struct {
+	context.Context // the caller's
+	deadline        time.Time
+
+	once    sync.Once
+	derived context.Context
+	stop    context.CancelFunc
+}
+
+func (c *boundCtx) arm() context.Context {
+	c.once.Do(func() { c.derived, c.stop = context.WithDeadline(c.Context, c.deadline) })
+	return c.derived
+}
+
+func (c *boundCtx) Deadline() (time.Time, bool) { return c.arm().Deadline() }
+func (c *boundCtx) Done() <-chan struct{}       { return c.arm().Done() }
+
+func (c *boundCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// cancel releases the derived context, if one was built.
+func (c *boundCtx) cancel() {
+	c.once.Do(func() {}) // nothing was built; none will be
+	if c.stop != nil {
+		c.stop()
 	}
 }
 
