@@ -108,7 +108,10 @@
 //     retried, nothing happened, the connection stays usable.
 //     *PermissionError has the reason.
 //   - ErrUnauthenticated, ErrClosed, ErrUnavailable, ErrInvalidArgument,
-//     ErrNotHeld (a release found the token no longer holding the key).
+//     ErrNotHeld (a release found the token no longer holding the key),
+//     ErrNotHeldAfterRetry (also ErrNotHeld: N answered a release sent
+//     again after the first attempt's answer was lost, so the first
+//     attempt may be what released the ticket).
 //
 // Errors sent by the server in an E frame are *ServerError with the wire
 // Code. The errors implement retry.RetryClasser (package
@@ -128,7 +131,8 @@
 // # Releasing
 //
 // Ticket.Release sends the release and reports the outcome: nil for R,
-// ErrNotHeld for N, and an error (never presumed success) when no final
+// ErrNotHeld for N (ErrNotHeldAfterRetry as well when N answered a retry
+// after a lost answer: the earlier attempt may have released it), and an error (never presumed success) when no final
 // answer came within ReleaseBound (5 s from the call), across reconnects,
 // always with the exact token. Ticket.Close is a best-effort release in the
 // background for defer: it is sent at once on its own goroutine, pipelined

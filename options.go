@@ -57,8 +57,14 @@ const (
 	DefaultAnswerGrace = 10 * time.Second
 	// DefaultClientPing is the interval of the client's own pings, sent only
 	// when the server announces a ping interval of 0 (it sends none); 3
-	// intervals without any frame from the server end the connection.
-	DefaultClientPing = 5 * time.Second
+	// intervals without any frame from the server end the connection. It is
+	// ticketd's default ping interval: a silent server is given up after
+	// 1.5 s, within the 2 s failover target (docs/reliability.md).
+	DefaultClientPing = 500 * time.Millisecond
+	// DefaultBackoffMax caps the reconnect backoff: while an election runs,
+	// a client retries at least this often, so it finds the new leader at
+	// most this long after it is elected.
+	DefaultBackoffMax = 500 * time.Millisecond
 	// DialStagger is how long the broker waits for one connection attempt
 	// before it also starts the next address, in parallel (as happy
 	// eyeballs does); a failed attempt starts the next one at once.
@@ -71,7 +77,7 @@ func newConfig(opts []Option) (*config, error) {
 		releaseQueue: DefaultReleaseQueue,
 		releaseBound: ReleaseBound,
 		backoffBase:  25 * time.Millisecond,
-		backoffMax:   time.Second,
+		backoffMax:   DefaultBackoffMax,
 		answerGrace:  DefaultAnswerGrace,
 		clientPing:   DefaultClientPing,
 		dialStagger:  DialStagger,

@@ -36,6 +36,11 @@ const (
 	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
 	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
 	KillInSnapshot      FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
+
+	// Quiet injects nothing for the hold. It is not in AllFaults: a run of
+	// only quiet periods counts the elections a healthy cluster holds on
+	// its own (false failovers) under the workload.
+	Quiet FaultKind = "quiet"
 )
 
 // AllFaults is every implemented kind, in a fixed order.
@@ -159,6 +164,10 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 	nodes := len(n.c.Nodes)
 	var err error
 	switch kind {
+	case Quiet:
+		ev.Target = "nothing"
+		ev.Start = n.h.Now()
+		sleep(hold)
 	case KillFollower:
 		l, lerr := n.leader(ctx)
 		if lerr != nil {

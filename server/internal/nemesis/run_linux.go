@@ -55,6 +55,9 @@ type Report struct {
 	Dir        string
 	Elapsed    time.Duration
 	ByOutcome  map[string]int
+	// Elections is how many times a server became leader during the run
+	// ("entering leader state" in the server logs), the first included.
+	Elections int
 }
 
 // Failed reports whether the run found a violation or an anomaly.
@@ -180,6 +183,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Anomalies = append(rep.Anomalies, u)
 		}
 	}
+	for _, nd := range c.Nodes {
+		rep.Elections += countInLogs(nd, "entering leader state")
+	}
 	ops := h.Ops()
 	rep.ByOutcome = map[string]int{}
 	for _, op := range ops {
@@ -260,6 +266,18 @@ func unexpectedExits(nd *Node) string {
 	return strings.Join(out, "\n")
 }
 
+// countInLogs counts the lines of a server's logs (every start) that
+// contain s.
+func countInLogs(nd *Node, s string) int {
+	files, _ := filepath.Glob(filepath.Join(nd.dir, "ticketd.*.log"))
+	n := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		n += strings.Count(string(b), s)
+	}
+	return n
+}
+
 func tails(c *Cluster) string {
 	var b strings.Builder
 	for _, nd := range c.Nodes {
@@ -311,6 +329,7 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ticketjepsen: seed %d, %d nodes, %v, data and logs in %s\n", r.Seed, r.Nodes, r.Elapsed.Round(time.Second), r.Dir)
 	fmt.Fprintf(&b, "operations: %d checked, %d grants, %d indeterminate\n", r.Check.Ops, r.Check.Grants, r.Check.Unknown)
+	fmt.Fprintf(&b, "elections won (a server entering leader state, the first included): %d\n", r.Elections)
 	var oc []string
 	for k, v := range r.ByOutcome {
 		oc = append(oc, fmt.Sprintf("%s=%d", k, v))

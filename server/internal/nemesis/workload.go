@@ -159,8 +159,11 @@ func (w *Workload) release(id int, b *ticketing.Broker, t *ticketing.Ticket) {
 		switch {
 		case err == nil:
 			op.Outcome = OK
+		case errors.Is(err, ticketing.ErrNotHeldAfterRetry):
+			// The earlier attempt may have released it (F6).
+			op.Outcome = Unknown
 		case errors.Is(err, ticketing.ErrNotHeld):
-			op.Outcome = releaseNotHeld(err.Error())
+			op.Outcome = Refused
 		case errors.Is(err, ticketing.ErrUnavailable) && !errors.Is(err, ticketing.ErrIndeterminate):
 			op.Outcome = NotSent
 		default:
