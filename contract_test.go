@@ -193,19 +193,23 @@ func TestBackoffResetsAfterAStableSession(t *testing.T) {
 func TestDialOrder(t *testing.T) {
 	b := &Broker{addrs: []string{"a:1", "b:1", "c:1"}}
 	cases := []struct {
-		hint, last string
-		want       []string
+		hint, last, dead string
+		want             []string
 	}{
-		{"", "", []string{"a:1", "b:1", "c:1"}},
-		{"", "c:1", []string{"c:1", "a:1", "b:1"}},
-		{"b:1", "c:1", []string{"b:1", "c:1", "a:1"}},
-		{"x:1", "b:1", []string{"x:1", "b:1", "a:1", "c:1"}},
-		{"a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
+		{"", "", "", []string{"a:1", "b:1", "c:1"}},
+		{"", "c:1", "", []string{"c:1", "a:1", "b:1"}},
+		{"b:1", "c:1", "", []string{"b:1", "c:1", "a:1"}},
+		{"x:1", "b:1", "", []string{"x:1", "b:1", "a:1", "c:1"}},
+		{"a:1", "a:1", "", []string{"a:1", "b:1", "c:1"}},
+		// The server that just went silent is tried last, unless named.
+		{"", "a:1", "a:1", []string{"b:1", "c:1", "a:1"}},
+		{"", "c:1", "a:1", []string{"c:1", "b:1", "a:1"}},
+		{"a:1", "a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
 	}
 	for _, c := range cases {
-		b.lastGood = c.last
+		b.lastGood, b.lastDead = c.last, c.dead
 		if got := b.dialOrder(c.hint); !slices.Equal(got, c.want) {
-			t.Errorf("hint %q, last %q: order %v, want %v", c.hint, c.last, got, c.want)
+			t.Errorf("hint %q, last %q, dead %q: order %v, want %v", c.hint, c.last, c.dead, got, c.want)
 		}
 	}
 }

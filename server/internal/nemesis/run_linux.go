@@ -55,9 +55,11 @@ type Report struct {
 	Dir        string
 	Elapsed    time.Duration
 	ByOutcome  map[string]int
-	// Elections is how many times a server became leader during the run
-	// ("entering leader state" in the server logs), the first included.
-	Elections int
+	// Elections is how many times a server started serving as leader
+	// during the run ("leading: serving clients" in the server logs), the
+	// first included; LeaseStepDowns how many times a leader stepped down
+	// because it had not heard from a majority within its leader lease.
+	Elections, LeaseStepDowns int
 }
 
 // Failed reports whether the run found a violation or an anomaly.
@@ -184,7 +186,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	for _, nd := range c.Nodes {
-		rep.Elections += countInLogs(nd, "entering leader state")
+		rep.Elections += countInLogs(nd, "leading: serving clients")
+		rep.LeaseStepDowns += countInLogs(nd, "failed to contact quorum of nodes, stepping down")
 	}
 	ops := h.Ops()
 	rep.ByOutcome = map[string]int{}
@@ -329,7 +332,7 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ticketjepsen: seed %d, %d nodes, %v, data and logs in %s\n", r.Seed, r.Nodes, r.Elapsed.Round(time.Second), r.Dir)
 	fmt.Fprintf(&b, "operations: %d checked, %d grants, %d indeterminate\n", r.Check.Ops, r.Check.Grants, r.Check.Unknown)
-	fmt.Fprintf(&b, "elections won (a server entering leader state, the first included): %d\n", r.Elections)
+	fmt.Fprintf(&b, "leaderships (a server starting to serve as leader, the first included): %d; leader-lease step-downs: %d\n", r.Elections, r.LeaseStepDowns)
 	var oc []string
 	for k, v := range r.ByOutcome {
 		oc = append(oc, fmt.Sprintf("%s=%d", k, v))
