@@ -1,10 +1,14 @@
 package ticketing
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +215,32 @@ func TestDialOrder(t *testing.T) {
 		if got := b.dialOrder(c.hint); !slices.Equal(got, c.want) {
 			t.Errorf("hint %q, last %q, dead %q: order %v, want %v", c.hint, c.last, c.dead, got, c.want)
 		}
+	}
+}
+
+// WithDialer: every connection is opened with the given function (the
+// fault-testing harness dials from other network namespaces with it).
+func TestWithDialerOpensEveryConnection(t *testing.T) {
+	l := newLocks(t)
+	srv := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}))
+	var dials atomic.Int32
+	b := connect(t, srv.Addr(), WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		if network != "tcp" || addr != srv.Addr() {
+			return nil, fmt.Errorf("dial %s %s", network, addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}))
+	tk, err := b.Acquire(ctxFor(t), "k", 0, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Release(ctxFor(t))
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the dialer opened %d connections, want 1", n)
+	}
+	if n := srv.Accepted(); n != 1 {
+		t.Errorf("the server accepted %d connections, want 1", n)
 	}
 }

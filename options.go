@@ -1,6 +1,7 @@
 package ticketing
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -24,6 +25,7 @@ type config struct {
 	observer     func(key string, token uint64, err error)
 	logger       *slog.Logger
 	dialTimeout  time.Duration
+	dialer       func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer
 	releaseQueue int
 	releaseBound time.Duration
 	backoffBase  time.Duration
@@ -139,6 +141,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
 // and hello). The default is DefaultDialTimeout.
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithDialer makes the client open its TCP connections with dial instead of
+// a net.Dialer: through a proxy or tunnel, from another network namespace,
+// or with socket options of its own. dial gets network "tcp" and the
+// server's address; ctx carries the dial timeout (WithDialTimeout) and must
+// be obeyed. TLS and the hello run over the connection it returns.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
+}
 
 // WithReleaseQueue sets how many background releases (Ticket.Close and
 // compensating releases) may be outstanding at once (default

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -119,7 +120,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	logf("cluster up: clients reach %s", c.ClientAddrs())
 	h := NewHistory()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
-	w := NewWorkload(WorkloadConfig{Workers: cfg.Workers, Keys: cfg.Keys, Seed: cfg.Seed}, c.ClientAddrs(), h)
+	// Workers take turns between the client groups' namespaces.
+	var dialers []func(ctx context.Context, network, addr string) (net.Conn, error)
+	for g := range ClientGroups {
+		dialers = append(dialers, DialerIn(c.Net.NS(c.Net.ClientNode(g))))
+	}
+	w := NewWorkload(WorkloadConfig{Workers: cfg.Workers, Keys: cfg.Keys, Seed: cfg.Seed, Dialers: dialers}, c.ClientAddrs(), h)
 	if err := w.Start(); err != nil {
 		return nil, err
 	}
