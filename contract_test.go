@@ -121,7 +121,7 @@ func TestRequestIDZeroNeverUsed(t *testing.T) {
 }
 
 // The reconnect backoff protocol.md describes: the n-th delay is uniform in
-// [d/2, d], d = 25 ms doubled n-1 times, at most 1 s.
+// [d/2, d], d = 25 ms doubled n-1 times, at most DefaultBackoffMax (500 ms).
 func TestBackoffIsJitteredExponential(t *testing.T) {
 	cfg, err := newConfig(nil)
 	if err != nil {
@@ -129,7 +129,7 @@ func TestBackoffIsJitteredExponential(t *testing.T) {
 	}
 	b := &Broker{cfg: cfg}
 	for n := 1; n <= 10; n++ {
-		d := min(25*time.Millisecond<<(n-1), time.Second)
+		d := min(25*time.Millisecond<<(n-1), DefaultBackoffMax)
 		lo, hi := d, time.Duration(0)
 		for range 500 {
 			got := b.backoff(n)
