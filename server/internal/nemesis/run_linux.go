@@ -403,16 +403,20 @@ func (r *Report) byKindTable() string {
 		}
 	}
 	sort.Strings(kinds)
+	// The median, the 99th percentile (nearest rank: the maximum below
+	// 100 injections) and the maximum.
 	stat := func(d []time.Duration) string {
 		if len(d) == 0 {
-			return fmt.Sprintf("%9s %9s", "-", "-")
+			return fmt.Sprintf("%9s %9s %9s", "-", "-", "-")
 		}
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		return fmt.Sprintf("%9v %9v", d[len(d)/2].Round(10*time.Millisecond), d[len(d)-1].Round(10*time.Millisecond))
+		p99 := d[(len(d)*99+99)/100-1]
+		r := func(x time.Duration) time.Duration { return x.Round(10 * time.Millisecond) }
+		return fmt.Sprintf("%9v %9v %9v", r(d[len(d)/2]), r(p99), r(d[len(d)-1]))
 	}
 	var b strings.Builder
-	b.WriteString("per fault kind (median and max):\n")
-	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap max", "f->g p50", "f->g max")
+	b.WriteString("per fault kind (median, 99th percentile and max):\n")
+	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap p99", "gap max", "f->g p50", "f->g p99", "f->g max")
 	for _, k := range kinds {
 		a := m[FaultKind(k)]
 		fmt.Fprintf(&b, "  %-22s %5d %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g))
