@@ -220,7 +220,7 @@
 // Liveness. The broker answers the server's pings and treats 3 ping
 // intervals without any frame as a dead connection. A server that announces
 // interval 0 sends no pings; the broker then sends its own every
-// DefaultClientPing (5 s) and applies the same rule. Every answer is
+// DefaultClientPing (500 ms) and applies the same rule. Every answer is
 // bounded on a live connection too: an acquire waits its wait plus
 // DefaultAnswerGrace (10 s, or 3 ping intervals if longer) before it is
 // indeterminate, a describe or admin request DefaultAnswerGrace before it
