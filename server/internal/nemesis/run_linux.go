@@ -61,6 +61,9 @@ type Report struct {
 	// first included; LeaseStepDowns how many times a leader stepped down
 	// because it had not heard from a majority within its leader lease.
 	Elections, LeaseStepDowns int
+	// Unsettled counts the heals after which not every server had caught
+	// up with the leader within 30 s (the next fault started anyway).
+	Unsettled int
 }
 
 // Failed reports whether the run found a violation or an anomaly.
@@ -169,10 +172,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("fault %s (%s): %s", ev.Kind, ev.Target, ev.Err))
 		}
 		// Recovery: the next fault starts once a grant was acknowledged
-		// after the heal (or 30 s passed, which the liveness table shows).
+		// after the heal (or 30 s passed, which the liveness table shows),
+		// and every server has caught up with the leader, so that each
+		// fault's failover figures are those of a fault on a healthy
+		// cluster (a leader killed right after a follower restarted waits
+		// for an election the lagging follower cannot win).
 		if _, err := waitGrant(ctx, h, ev.Healed, 30*time.Second); err != nil {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("no grant within 30 s after healing %s (%s)", ev.Kind, ev.Target))
 			logf("no grant within 30 s after healing %s\n%s", ev.Kind, tails(c))
+		} else if err := caughtUp(ctx, c, 30*time.Second); err != nil && ctx.Err() == nil {
+			rep.Unsettled++
+			logf("after healing %s: %v", ev.Kind, err)
 		}
 	}
 	end := h.Now()
@@ -338,7 +348,7 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ticketjepsen: seed %d, %d nodes, %v, data and logs in %s\n", r.Seed, r.Nodes, r.Elapsed.Round(time.Second), r.Dir)
 	fmt.Fprintf(&b, "operations: %d checked, %d grants, %d indeterminate\n", r.Check.Ops, r.Check.Grants, r.Check.Unknown)
-	fmt.Fprintf(&b, "leaderships (a server starting to serve as leader, the first included): %d; leader-lease step-downs: %d\n", r.Elections, r.LeaseStepDowns)
+	fmt.Fprintf(&b, "leaderships (a server starting to serve as leader, the first included): %d; leader-lease step-downs: %d; heals not caught up within 30 s: %d\n", r.Elections, r.LeaseStepDowns, r.Unsettled)
 	var oc []string
 	for k, v := range r.ByOutcome {
 		oc = append(oc, fmt.Sprintf("%s=%d", k, v))
@@ -432,4 +442,37 @@ func linName(r porcupine.CheckResult) string {
 		return "NOT LINEARIZABLE"
 	}
 	return "unknown (timed out; not counted as a violation)"
+}
+
+// caughtUp waits until every server has applied everything the leader had
+// committed when it was asked.
+func caughtUp(ctx context.Context, c *Cluster, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := c.Nodes[l].Status(ctx)
+	if err != nil {
+		return err
+	}
+	target := st.CommitIndex
+	for {
+		var behind []string
+		for _, nd := range c.Nodes {
+			s, err := nd.Status(ctx)
+			if err != nil || s.AppliedIndex < target {
+				behind = append(behind, fmt.Sprintf("%s (applied %d, err %v)", nd.ID, s.AppliedIndex, err))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not caught up with the leader's commit index %d within %v: %s", target, d, strings.Join(behind, ", "))
+		case <-time.After(100 * time.Millisecond): // polling a condition, bounded by ctx
+		}
+	}
 }
