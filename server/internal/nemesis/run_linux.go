@@ -42,6 +42,12 @@ type Liveness struct {
 	// FaultToGrant is the time from the fault's start to the first
 	// acknowledged grant whose acquire was invoked after it; -1 if none.
 	FaultToGrant time.Duration
+	// FaultToAnswer is the time from the fault's start to the first final
+	// answer (a grant, W, R, N or a describe's answer) to a request invoked
+	// after it: how long the clients had no working session with a
+	// leader. A grant can take longer: a new leader keeps the old leader's
+	// holds until they expire. -1 if none.
+	FaultToAnswer time.Duration
 }
 
 // Report is a run's result.
@@ -322,7 +328,14 @@ func liveness(ops []Op, sched []FaultEvent, end time.Duration) []Liveness {
 		if i+1 < len(sched) {
 			to = sched[i+1].Start
 		}
-		l := Liveness{Event: ev, HealToGrant: -1, FaultToGrant: -1}
+		l := Liveness{Event: ev, HealToGrant: -1, FaultToGrant: -1, FaultToAnswer: -1}
+		for _, op := range ops {
+			if op.Call >= ev.Start && op.Return <= to && (op.Outcome == OK || op.Outcome == Refused) {
+				if d := op.Return - ev.Start; l.FaultToAnswer < 0 || d < l.FaultToAnswer {
+					l.FaultToAnswer = d
+				}
+			}
+		}
 		last := ev.Start
 		for _, g := range grants {
 			if g.Return < ev.Start || g.Return > to {
@@ -356,7 +369,7 @@ func (r *Report) String() string {
 	sort.Strings(oc)
 	fmt.Fprintf(&b, "  by outcome: %s\n", strings.Join(oc, ", "))
 	fmt.Fprintf(&b, "faults (schedule; times from the start of the history):\n")
-	fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", "kind", "target", "start", "healed", "longest gap", "heal->grant", "fault->grant")
+	fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s %13s\n", "kind", "target", "start", "healed", "longest gap", "heal->grant", "fault->grant", "fault->answer")
 	for _, l := range r.Liveness {
 		d := func(x time.Duration) string {
 			if x < 0 {
@@ -364,8 +377,8 @@ func (r *Report) String() string {
 			}
 			return x.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", l.Event.Kind, l.Event.Target,
-			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant))
+		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s %13s\n", l.Event.Kind, l.Event.Target,
+			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant), d(l.FaultToAnswer))
 	}
 	b.WriteString(r.byKindTable())
 	fmt.Fprintf(&b, "linearizability (porcupine, per key): %v in %v", linName(r.Check.Linearizable), r.Check.LinearizationTime.Round(time.Millisecond))
@@ -397,7 +410,7 @@ func (r *Report) String() string {
 // times it was injected, and the median and largest longest-gap and
 // fault-to-grant times.
 func (r *Report) byKindTable() string {
-	type agg struct{ gaps, f2g []time.Duration }
+	type agg struct{ gaps, f2g, f2a []time.Duration }
 	m := map[FaultKind]*agg{}
 	var kinds []string
 	for _, l := range r.Liveness {
@@ -410,6 +423,9 @@ func (r *Report) byKindTable() string {
 		a.gaps = append(a.gaps, l.LongestGap)
 		if l.FaultToGrant >= 0 {
 			a.f2g = append(a.f2g, l.FaultToGrant)
+		}
+		if l.FaultToAnswer >= 0 {
+			a.f2a = append(a.f2a, l.FaultToAnswer)
 		}
 	}
 	sort.Strings(kinds)
@@ -425,11 +441,11 @@ func (r *Report) byKindTable() string {
 		return fmt.Sprintf("%9v %9v %9v", r(d[len(d)/2]), r(p99), r(d[len(d)-1]))
 	}
 	var b strings.Builder
-	b.WriteString("per fault kind (median, 99th percentile and max):\n")
-	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap p99", "gap max", "f->g p50", "f->g p99", "f->g max")
+	b.WriteString("per fault kind (median, 99th percentile and max; gap: longest without a grant, f->g: fault to first grant, f->a: fault to first answer):\n")
+	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap p99", "gap max", "f->g p50", "f->g p99", "f->g max", "f->a p50", "f->a p99", "f->a max")
 	for _, k := range kinds {
 		a := m[FaultKind(k)]
-		fmt.Fprintf(&b, "  %-22s %5d %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g))
+		fmt.Fprintf(&b, "  %-22s %5d %s %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g), stat(a.f2a))
 	}
 	return b.String()
 }
