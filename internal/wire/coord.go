@@ -25,6 +25,7 @@ const (
 	CoordAcquire           uint8 = 10
 	CoordRelease           uint8 = 11
 	CoordDescribeSemaphore uint8 = 12
+	CoordListSessions      uint8 = 13 // a node's sessions, a page at a time
 )
 
 // Sub-ops of T that answer no request of their own (notifications).
@@ -51,17 +52,21 @@ const (
 
 // Flag bits, by sub-op.
 const (
-	CoordFlagForce          uint8 = 1 // K delete semaphore
-	CoordFlagEphemeral      uint8 = 1 // K acquire; T describe semaphore
-	CoordFlagAcquired       uint8 = 1 // T acquire
-	CoordFlagReleased       uint8 = 1 // T release: a hold or wait ended
-	CoordFlagOwners         uint8 = 1 // K describe semaphore: include owners
-	CoordFlagWaiters        uint8 = 2 // K describe semaphore: include waiters
-	CoordFlagWatchData      uint8 = 4 // K describe semaphore
-	CoordFlagWatchOwners    uint8 = 8 // K describe semaphore
-	CoordFlagChangedData    uint8 = 1 // T changed
-	CoordFlagChangedOwners  uint8 = 2 // T changed
-	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners
+	CoordFlagForce          uint8 = 1  // K delete semaphore
+	CoordFlagEphemeral      uint8 = 1  // K acquire; T describe semaphore
+	CoordFlagAcquired       uint8 = 1  // T acquire
+	CoordFlagReleased       uint8 = 1  // T release: a hold or wait ended
+	CoordFlagOwners         uint8 = 1  // K describe semaphore: include owners
+	CoordFlagWaiters        uint8 = 2  // K describe semaphore: include waiters
+	CoordFlagWatchData      uint8 = 4  // K describe semaphore
+	CoordFlagWatchOwners    uint8 = 8  // K describe semaphore
+	CoordFlagNoData         uint8 = 16 // K describe semaphore: leave the semaphore's data out (pages after the first)
+	CoordFlagMoreHolders    uint8 = 2  // T describe semaphore: more owners or waiters follow; ask again after the last order id
+	CoordFlagChangedData    uint8 = 1  // T changed
+	CoordFlagChangedOwners  uint8 = 2  // T changed
+	CoordFlagMore           uint8 = 1  // T list sessions: more sessions follow; ask again after the last id
+	CoordFlagAttached       uint8 = 1  // a session of a T list sessions: attached now
+	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners | CoordFlagNoData
 )
 
 // MaxCoordData is the largest semaphore or owner data.
@@ -83,7 +88,21 @@ type Coord struct {
 	Sessions, Semaphores, Waiters uint32 // describe node
 
 	Owners, Queue []CoordHolder // describe semaphore
+	Version       uint64        // describe semaphore: changes whenever its data, owners or waiters change
+
+	After       uint64         // list sessions: only ids above it; describe semaphore: only order ids above it
+	SessionList []CoordSession // list sessions
 }
+
+// CoordSession is one session in a list-sessions answer.
+type CoordSession struct {
+	Session, SeqNo, TimeoutMs uint64
+	Flags                     uint8 // CoordFlagAttached
+	Desc                      []byte
+}
+
+// CoordSessionSize is the encoded size of s in a list-sessions answer.
+func CoordSessionSize(s *CoordSession) int { return sessionMin + len(s.Desc) }
 
 // CoordHolder is an owner or waiter in a describe-semaphore answer.
 type CoordHolder struct {
@@ -91,22 +110,29 @@ type CoordHolder struct {
 	Data                               []byte
 }
 
+// CoordHolderSize is the encoded size of h in a describe-semaphore answer.
+func CoordHolderSize(h *CoordHolder) int { return holderMin + len(h.Data) }
+
 type coordKind uint8
 
 const (
 	ckU8 coordKind = iota
 	ckU32
 	ckU64
-	ckStr     // len:u16 then bytes
-	ckData    // len:u32 then bytes
-	ckHolders // n:u32 then n holders
+	ckStr      // len:u16 then bytes
+	ckData     // len:u32 then bytes
+	ckHolders  // n:u32 then n holders
+	ckSessions // n:u32 then n sessions
 )
 
 // holderMin is the smallest encoded holder: four u64 and an empty data.
 const holderMin = 4*8 + 4
 
+// sessionMin is the smallest encoded session: three u64, a u8 and an empty str.
+const sessionMin = 3*8 + 1 + 2
+
 func (k coordKind) String() string {
-	return [...]string{"u8", "u32", "u64", "str", "data", "holders"}[k]
+	return [...]string{"u8", "u32", "u64", "str", "data", "holders", "sessions"}[k]
 }
 
 type coordField struct {
@@ -179,14 +205,22 @@ var coordLayouts = []coordLayout{
 		{"count", ckU64, "the count held (exclusive: the limit)"},
 	}, "acquire (or replace this session's earlier acquire); may be preceded by `Queued`"},
 	{CoordRelease, "Release", []coordField{fName}, []coordField{{"flags", ckU8, "bit 0 (`1`): a hold or wait ended"}}, "end this session's hold or wait"},
-	{CoordDescribeSemaphore, "DescribeSemaphore", []coordField{fName, {"flags", ckU8, "bit 0 include owners, bit 1 include waiters, bit 2 watch data, bit 3 watch owners"}}, []coordField{
+	{CoordDescribeSemaphore, "DescribeSemaphore", []coordField{fName,
+		{"flags", ckU8, "bit 0 include owners, bit 1 include waiters, bit 2 watch data, bit 3 watch owners, bit 4 (`16`) leave the semaphore's data out (pages after the first)"},
+		{"after", ckU64, "list only owners and waiters with a larger order id; 0 from the start"},
+	}, []coordField{
 		{"limit", ckU64, "the limit (2^64-1 for ephemeral)"},
 		{"count", ckU64, "the sum of the owners' counts"},
-		{"flags", ckU8, "bit 0 (`1`): ephemeral"},
-		{"data", ckData, "the semaphore's data"},
+		{"flags", ckU8, "bit 0 (`1`): ephemeral; bit 1 (`2`): more owners or waiters follow (the answer stopped at 1 MiB): ask again with `after` = the last order id listed so far (0 if none yet: a page with 1 MiB of data may list nobody) and bit 4 set"},
+		{"data", ckData, "the semaphore's data (empty when bit 4 was set)"},
 		{"owners", ckHolders, "owners by order id (empty unless asked)"},
-		{"queue", ckHolders, "waiters in queue order (empty unless asked)"},
-	}, "describe a semaphore, optionally setting a watch"},
+		{"queue", ckHolders, "waiters in queue order, which is order-id order, after every owner (empty unless asked)"},
+		{"version", ckU64, "the semaphore's version: it changes whenever its data, owners or waiters change, and never repeats; pages with equal versions come from one state"},
+	}, "describe a semaphore (a page at a time), optionally setting a watch"},
+	{CoordListSessions, "ListSessions", []coordField{fPath, {"after", ckU64, "list only sessions with a larger id; 0 from the start"}}, []coordField{
+		{"flags", ckU8, "bit 0 (`1`): more sessions follow (the answer stopped at 1 MiB): ask again with `after` = the last id"},
+		{"list", ckSessions, "the node's sessions by id"},
+	}, "list a node's sessions, a page at a time"},
 	{CoordQueued, "Queued", nil, []coordField{{"order_id", ckU64, "the waiter's order id"}}, "not final: the acquire `id` waits in the queue"},
 	{CoordChanged, "Changed", nil, []coordField{{"flags", ckU8, "bit 0 data changed, bit 1 owners changed; 0 = a notification may have been lost: describe again"}}, "the watch set by the describe `id` fired (once)"},
 	{CoordLost, "Lost", nil, []coordField{fName, {"order_id", ckU64, "the hold that ended"}}, "id 0: this session's hold was ended by a force delete"},
@@ -276,6 +310,12 @@ func (c *Coord) ptr(name string) any {
 		return &c.Owners
 	case "queue":
 		return &c.Queue
+	case "after":
+		return &c.After
+	case "version":
+		return &c.Version
+	case "list":
+		return &c.SessionList
 	}
 	panic("no coordination field " + name)
 }
@@ -311,6 +351,15 @@ func AppendCoordBody(dst []byte, reply bool, op uint8, status uint16, c *Coord) 
 				dst = putU64(dst, h.Count)
 				dst = putU64(dst, h.TimeoutMs)
 				dst = appendData(dst, h.Data)
+			}
+		case *[]CoordSession:
+			dst = putU32(dst, uint32(len(*p)))
+			for _, x := range *p {
+				dst = putU64(dst, x.Session)
+				dst = putU64(dst, x.SeqNo)
+				dst = putU64(dst, x.TimeoutMs)
+				dst = append(dst, x.Flags)
+				dst = putStr(dst, x.Desc)
 			}
 		}
 	}
@@ -352,6 +401,7 @@ func DecodeCoord(f *Frame, c *Coord) error {
 		return errorf(CodeUnknownFrame, "unknown coordination sub-op %d in %s", f.Op, f.Type)
 	}
 	d := decoder{b: f.Text}
+	var undefined uint8 // flag bits of listed sessions that are not defined
 	for _, fd := range fields {
 		switch p := c.ptr(fd.name).(type) {
 		case *uint8:
@@ -379,6 +429,21 @@ func DecodeCoord(f *Frame, c *Coord) error {
 			if n > 0 {
 				*p = hs
 			}
+		case *[]CoordSession:
+			n := d.u32()
+			if uint64(n) > uint64(len(d.b)/sessionMin) {
+				d.bad = true
+				break
+			}
+			ss := make([]CoordSession, 0, n)
+			for i := uint32(0); i < n && !d.bad; i++ {
+				x := CoordSession{Session: d.u64(), SeqNo: d.u64(), TimeoutMs: d.u64(), Flags: d.u8(), Desc: d.str()}
+				undefined |= x.Flags &^ CoordFlagAttached
+				ss = append(ss, x)
+			}
+			if n > 0 {
+				*p = ss
+			}
 		}
 	}
 	if d.bad {
@@ -386,6 +451,9 @@ func DecodeCoord(f *Frame, c *Coord) error {
 	}
 	if len(d.b) != 0 {
 		return errorf(CodeMalformedFrame, "%s sub-op %d body has %d trailing bytes", f.Type, f.Op, len(d.b))
+	}
+	if undefined != 0 {
+		return errorf(CodeMalformedFrame, "%s sub-op %d: a listed session sets undefined flag bits %#x", f.Type, f.Op, undefined)
 	}
 	if mask, ok := coordFlagMask(reply, f.Op, f.Code); ok && c.Flags&^mask != 0 {
 		return errorf(CodeMalformedFrame, "%s sub-op %d sets undefined flag bits %#x", f.Type, f.Op, c.Flags&^mask)
@@ -405,8 +473,12 @@ func coordFlagMask(reply bool, op uint8, status uint16) (uint8, bool) {
 		return CoordFlagEphemeral, true
 	case !reply && op == CoordDescribeSemaphore:
 		return coordDescribeFlagsValid, true
-	case reply && (op == CoordAcquire || op == CoordRelease || op == CoordDescribeSemaphore):
+	case reply && (op == CoordAcquire || op == CoordRelease):
 		return 1, true
+	case reply && op == CoordDescribeSemaphore:
+		return CoordFlagEphemeral | CoordFlagMoreHolders, true
+	case reply && op == CoordListSessions:
+		return CoordFlagMore, true
 	case reply && op == CoordChanged:
 		return CoordFlagChangedData | CoordFlagChangedOwners, true
 	}

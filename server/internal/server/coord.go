@@ -156,8 +156,7 @@ func coordMessage(status uint16) string {
 }
 
 func (c *core) coordPropose(r request, kind fsm.OpKind, o *fsm.CoordOp) {
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: kind, Coord: o})
-	c.pending.causes = append(c.pending.causes, cause{kind: causeCoord, c: r.c, id: r.id})
+	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.c, id: r.id})
 }
 
 // coordRequest turns a K request into an fsm op (or a read) for the batch.
@@ -182,7 +181,7 @@ func (c *core) coordRequest(r request) {
 		return
 	case wire.CoordDescribeNode:
 		path := string(b.Path)
-		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+		c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
 			n, ok := st.DescribeNode(path)
 			if !ok {
 				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
@@ -192,6 +191,16 @@ func (c *core) coordRequest(r request) {
 				ReadMode: n.Config.ReadMode, AttachMode: n.Config.AttachMode, MaxSessions: n.Config.MaxSessions,
 				MaxSemaphores: n.Config.MaxSemaphores, MaxWaiters: n.Config.MaxWaiters,
 				Sessions: uint32(n.Sessions), Semaphores: uint32(n.Semaphores), Waiters: uint32(n.Waiters)})
+		}})
+		return
+	case wire.CoordListSessions:
+		path, after := string(b.Path), b.After
+		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+			if _, ok := st.DescribeNode(path); !ok {
+				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
+				return
+			}
+			coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, listSessions(st.Sessions(path), after))
 		}})
 		return
 	case wire.CoordAttach:
@@ -207,6 +216,15 @@ func (c *core) coordRequest(r request) {
 	if bind == nil {
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadSession, &wire.Coord{Message: []byte("no session is attached to this connection: attach one first")})
 		return
+	}
+	if r.op != wire.CoordStop && r.op != wire.CoordRelease {
+		// The session's node, with the principal's current rights (a reload
+		// may have taken the node away). Giving up (release, stop) is
+		// always allowed.
+		if reason, ok := r.c.authorizeCoord(&wire.Coord{Path: []byte(bind.path)}); !ok {
+			r.c.refuseCoord(r.id, r.op, bind.path, reason)
+			return
+		}
 	}
 	o := &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
 	switch r.op {
@@ -227,26 +245,23 @@ func (c *core) coordRequest(r request) {
 		o.Data = ""
 		c.coordPropose(r, fsm.OpCoordRelease, o)
 	case wire.CoordDescribeSemaphore:
-		c.coordDescribeSem(r, bind, string(b.Name), b.Flags)
+		c.coordDescribeSem(r, bind, string(b.Name), b.Flags, b.After)
 	default:
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("not a request sub-op")})
 	}
 }
 
-// coordDescribeSem answers from the applied state after the batch it is in
-// (so a connection reads its own writes) and sets the watch, if asked.
-func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8) {
-	c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+// coordDescribeSem answers one page from the applied state after the batch
+// it is in (so a connection reads its own writes) and sets the watch, if
+// asked.
+func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8, after uint64) {
+	c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
 		info, status := st.DescribeSemaphore(bind.path, name, flags&wire.CoordFlagOwners != 0, flags&wire.CoordFlagWaiters != 0)
 		if status != fsm.CoordSuccess {
 			coordAnswer(r.c, r.id, r.op, uint16(status), nil)
 			return
 		}
-		ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Data: []byte(info.Data), Owners: holders(info.Owners), Queue: holders(info.Waiters)}
-		if info.Ephemeral {
-			ans.Flags = wire.CoordFlagEphemeral
-		}
-		coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, ans)
+		coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, describePage(&info, flags, after))
 		if flags&(wire.CoordFlagWatchData|wire.CoordFlagWatchOwners) != 0 {
 			k := semKey{bind.path, name}
 			ws := c.co.watches[k]
@@ -264,13 +279,77 @@ func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flag
 	}})
 }
 
-func holders(hs []fsm.Holder) []wire.CoordHolder {
-	out := make([]wire.CoordHolder, 0, len(hs))
-	for _, h := range hs {
-		out = append(out, wire.CoordHolder{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.TimeoutMs, Data: []byte(h.Data)})
+// listSessions is one page of a list-sessions answer: the sessions with an
+// id above after, as many as fit in 1 MiB (a frame's bound is 1 MiB + 8 KiB);
+// CoordFlagMore says that the client should ask again after the last one.
+func listSessions(all []fsm.SessionInfo, after uint64) *wire.Coord {
+	ans := &wire.Coord{}
+	size := 0
+	for _, s := range all {
+		if s.ID <= after {
+			continue
+		}
+		x := wire.CoordSession{Session: s.ID, SeqNo: s.SeqNo, TimeoutMs: s.TimeoutMs, Desc: []byte(s.Desc)}
+		if s.Attached {
+			x.Flags = wire.CoordFlagAttached
+		}
+		if size += wire.CoordSessionSize(&x); size > listSessionsBudget && len(ans.SessionList) > 0 {
+			ans.Flags = wire.CoordFlagMore
+			break
+		}
+		ans.SessionList = append(ans.SessionList, x)
 	}
-	return out
+	return ans
 }
+
+// listSessionsBudget bounds the sessions of one list-sessions answer (bytes).
+var listSessionsBudget = wire.MaxCoordData
+
+// describePage is one page of a describe-semaphore answer: the semaphore's
+// data (unless flags has CoordFlagNoData), then the owners and waiters with
+// an order id above after, in order-id order (every owner's is below every
+// waiter's), as many as fit in 1 MiB with the data; a frame's bound is
+// 1 MiB + 8 KiB, so the fixed fields and the holders' headers fit too. A
+// page without data always carries one holder at least (one holder's data is
+// at most 1 MiB), so paging always ends. CoordFlagMoreHolders says that the
+// client should ask again after the last one, without the data.
+func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coord {
+	ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Version: info.Version}
+	if info.Ephemeral {
+		ans.Flags = wire.CoordFlagEphemeral
+	}
+	if flags&wire.CoordFlagNoData == 0 {
+		ans.Data = []byte(info.Data)
+	}
+	size := len(ans.Data)
+	full := false
+	take := func(hs []fsm.Holder) []wire.CoordHolder {
+		var out []wire.CoordHolder
+		for _, h := range hs {
+			if h.OrderID <= after {
+				continue
+			}
+			x := wire.CoordHolder{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.TimeoutMs, Data: []byte(h.Data)}
+			if full || (size > 0 && size+wire.CoordHolderSize(&x) > describeBudget) {
+				full = true
+				break
+			}
+			size += wire.CoordHolderSize(&x)
+			out = append(out, x)
+		}
+		return out
+	}
+	ans.Owners = take(info.Owners)
+	ans.Queue = take(info.Waiters)
+	if full {
+		ans.Flags |= wire.CoordFlagMoreHolders
+	}
+	return ans
+}
+
+// describeBudget bounds the data and holders of one describe-semaphore
+// answer (bytes).
+var describeBudget = wire.MaxCoordData
 
 var coordOpOf = map[fsm.OpKind]uint8{
 	fsm.OpCoordCreateNode: wire.CoordCreateNode, fsm.OpCoordAlterNode: wire.CoordAlterNode, fsm.OpCoordDropNode: wire.CoordDropNode,
@@ -429,8 +508,7 @@ func (c *core) coordConnClosed(cn *conn) {
 	if b := c.co.conns[cn]; b != nil {
 		delete(c.co.conns, cn)
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
 		}
 	}
 	for k, a := range c.co.pending {
@@ -454,17 +532,16 @@ func (c *core) coordConnClosed(cn *conn) {
 func (c *core) coordArmExpiry(session uint64) {
 	var info fsm.SessionInfo
 	var ok bool
-	c.s.node.Read(func(st *fsm.State) { info, ok = st.Session(session) })
+	c.state.Read(func(st *fsm.State) { info, ok = st.Session(session) })
 	if !ok || info.Attached {
 		return
 	}
 	c.removeTimer(c.co.expiry[session])
 	wait := time.Duration(max(info.ExpiresAt-c.clock(), 0)) * time.Millisecond
-	t := &timer{at: time.Now().Add(wait), fn: func() {
+	t := &timer{at: c.clk.Now().Add(wait), fn: func() {
 		delete(c.co.expiry, session)
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
 		}
 	}}
 	c.co.expiry[session] = t
@@ -476,14 +553,13 @@ func (c *core) coordArmExpiry(session uint64) {
 // plus the node's grace period) and the timeout of every queued acquire.
 func (c *core) coordTakeover(now time.Time) {
 	clock := c.clock()
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		for _, s := range st.Sessions("") {
 			session := s.ID
 			t := &timer{at: now.Add(time.Duration(max(s.ExpiresAt-clock, 0)) * time.Millisecond), fn: func() {
 				delete(c.co.expiry, session)
 				if c.serving {
-					c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}})
-					c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+					c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
 				}
 			}, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
@@ -508,8 +584,7 @@ const maxCoordTimer = 1 << 40
 func (c *core) coordTimeoutTimer(at time.Time, session uint64, name string, order uint64) *timer {
 	return &timer{at: at, fn: func() {
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}}, cause{kind: causeCoord})
 		}
 	}}
 }
@@ -525,18 +600,18 @@ func (c *core) coordRecheckTimeout(o *fsm.CoordOp) {
 		return
 	}
 	var again bool
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		info, _ := st.DescribeSemaphore(path, o.Name, false, true)
 		for _, w := range info.Waiters {
 			again = again || (w.Session == o.Session && w.OrderID == o.OrderID)
 		}
 	})
 	if again {
-		c.addTimer(c.coordTimeoutTimer(time.Now().Add(50*time.Millisecond), o.Session, o.Name, o.OrderID))
+		c.addTimer(c.coordTimeoutTimer(c.clk.Now().Add(50*time.Millisecond), o.Session, o.Name, o.OrderID))
 	}
 }
 
 func (c *core) sessionInfo(id uint64) (info fsm.SessionInfo, ok bool) {
-	c.s.node.Read(func(st *fsm.State) { info, ok = st.Session(id) })
+	c.state.Read(func(st *fsm.State) { info, ok = st.Session(id) })
 	return info, ok
 }

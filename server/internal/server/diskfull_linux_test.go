@@ -69,7 +69,7 @@ func TestLeaderWithFullDiskStepsAsideForGood(t *testing.T) {
 	// separate weakness of a young cluster, docs/reliability.md).
 	testcluster.WaitFor(t, 30*time.Second, "not every server applied the cluster ID", func() bool {
 		for i := range c.Len() {
-			if c.Server(i).Status().Cluster == "none" {
+			if c.Server(i).Status().ClusterID == "none" {
 				return false
 			}
 		}
