@@ -803,3 +803,42 @@ func TestWriteErrorKeepsAnswersAlreadyReceived(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A server that goes silent (paused, or cut off without resets) still
+// accepts TCP connections, so the reconnect after its session was given up
+// tries the other servers first instead of spending a stagger on it
+// (failover, issue 13).
+func TestSilentServerIsDialedLast(t *testing.T) {
+	silent := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if c.Index == 0 {
+			c.AcceptHello(faketicketd.Ready{Interval: 20 * time.Millisecond})
+		}
+		<-c.Done() // then nothing: no pings, no answers
+	})
+	l := newLocks(t)
+	good := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}))
+	// No parallel attempt: the order alone decides which server is dialed.
+	b := connect(t, silent.Addr()+","+good.Addr(), withCfg(func(c *config) { c.dialStagger = time.Hour }))
+	ctx := ctxFor(t)
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	first := b.cur
+	b.mu.Unlock()
+	if first.addr != silent.Addr() {
+		t.Fatalf("first session on %s, want the first listed server", first.addr)
+	}
+	<-first.done // given up after 3 silent ping intervals
+	waitUntil(t, "reconnected", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.cur != nil && b.cur != first
+	})
+	if n := good.Accepted(); n != 1 {
+		t.Fatalf("%d sessions on the good server, want 1", n)
+	}
+	if n := silent.Accepted(); n != 1 {
+		t.Errorf("the silent server was dialed again (%d connections) before the other one", n)
+	}
+}

@@ -167,3 +167,32 @@ func TestReleaseTokenUnavailableAndClosed(t *testing.T) {
 		t.Fatalf("closed broker: %v", err)
 	}
 }
+
+// F6: N to a retry whose first attempt's answer was lost is
+// ErrNotHeldAfterRetry (and still ErrNotHeld): the earlier attempt may be
+// what released the ticket. N to a first attempt is a plain ErrNotHeld.
+func TestReleaseNotHeldAfterLostAnswerIsDistinct(t *testing.T) {
+	r := newRec()
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+		if f.Type != wire.TypeRelease {
+			return true
+		}
+		if f.Token == 1 && c.Index < 1 {
+			return false // released, but the answer is lost with the connection
+		}
+		c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+		return true
+	}))
+	b := connect(t, srv.Addr())
+	err := b.ReleaseToken(ctxFor(t), "k", 1)
+	if !errors.Is(err, ErrNotHeldAfterRetry) || !errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "earlier attempt") {
+		t.Fatalf("N to a retry after a lost answer: %v, want ErrNotHeldAfterRetry and ErrNotHeld", err)
+	}
+	if n := r.count(isType(wire.TypeRelease)); n != 2 {
+		t.Fatalf("%d releases were sent, want 2", n)
+	}
+	err = b.ReleaseToken(ctxFor(t), "k", 2)
+	if !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHeldAfterRetry) {
+		t.Fatalf("N to a first attempt: %v, want ErrNotHeld only", err)
+	}
+}

@@ -262,15 +262,19 @@ func Open(cfg Config) (*Node, error) {
 			cfg.Logger.Warn("snapshot failed", "err", err)
 		}
 	}
+	// A server that cannot write its log stands aside from elections for a
+	// while (F2): long enough for the others to elect one of themselves.
+	health := &logHealth{hold: max(2*time.Second, 4*rc.ElectionTimeout), logger: cfg.Logger}
 	// The newest entries stay in memory: replicating an entry (leader) and
 	// applying it (followers) then read it from there instead of a bbolt
 	// read transaction and a msgpack decode per entry. Every append still
-	// goes to raft.db and is fsynced before it is cached.
-	logs, err := raft.NewLogCache(logCacheSize, n.store)
+	// goes to raft.db (through the health check) and is fsynced before it
+	// is cached.
+	logs, err := raft.NewLogCache(logCacheSize, healthLogStore{n.store, health})
 	if err != nil {
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, n.transport)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, healthTransport{n.transport, health})
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
 	}
