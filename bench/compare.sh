@@ -79,8 +79,7 @@ fi
 echo "compare: open files limit $NOFILE; etcd idle clients: $ETCD_CONNS_1 on 1 node, $ETCD_CONNS_3 on 3 nodes" >&2
 
 BIN=$(mktemp -d)
-TRY=$(mktemp -d)
-trap 'rm -rf "$BIN" "$TRY"' EXIT
+trap 'rm -rf "$BIN"' EXIT
 REJECTED=${OUT%.jsonl}.rejected.jsonl
 echo "compare: building into $BIN" >&2
 go build -o "$BIN/ticketbench" ./server/cmd/ticketbench || exit 1
