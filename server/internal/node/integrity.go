@@ -68,7 +68,7 @@ func checkWritable(dir string) error {
 		}
 		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	for _, name := range []string{"raft.db", memberMarker, clusterFile} {
+	for _, name := range []string{"raft.db", memberMarker, clusterFile, incarnationFile} {
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		if err == nil {
 			f.Close()

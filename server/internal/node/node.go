@@ -111,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := checkWritable(cfg.Dir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsm: &stateMachine{state: fsm.New()}, done: make(chan struct{})}
+	n := &Node{cfg: cfg, fsm: &stateMachine{nodeID: cfg.ID, state: fsm.New()}, done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -160,9 +160,24 @@ func Open(cfg Config) (*Node, error) {
 			"Do not start it as a new cluster: run ticketctl members remove %s on the cluster, empty this directory, "+
 			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
 	}
-	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing,
-		admitting: map[string]bool{}, seen: map[string]bool{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
-		known: map[string]bool{}}
+	// The incarnation is created with the Raft state: a directory without
+	// Raft state gets a new one (replacing any left behind), so a directory
+	// that lost its data and started again never shows the old one. A
+	// directory from before incarnations gets one now; the cluster has
+	// none recorded for it, so nothing is accepted on its strength.
+	inc, err := readIncarnationFile(cfg.Dir)
+	if err != nil {
+		return nil, accessOr(cfg.Dir, damaged(incarnationPath(cfg.Dir), err))
+	}
+	if !existing || inc == 0 {
+		inc = newIncarnation()
+		if err := writeIncarnationFile(cfg.Dir, inc); err != nil {
+			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", incarnationPath(cfg.Dir), err))
+		}
+	}
+	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing, incarnation: inc,
+		admitting: map[string]bool{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
+		known: map[string]uint64{}}
 	if existing {
 		// Raft applies the log after a restart only once it learns the
 		// commit index from a leader; the participants must be known
@@ -182,7 +197,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		if local.Cluster() == cluster {
 			for _, id := range local.Participants() {
-				n.id.known[id] = true
+				n.id.known[id] = local.Incarnation(id)
 			}
 		}
 	}
@@ -447,11 +462,16 @@ func (n *Node) closeStores() {
 }
 
 // stateMachine adapts fsm.State to raft.FSM.
+// testBeforeApply, set only by tests, is called with every batch before a
+// server applies it: a test holds one server back there (F7).
+var testBeforeApply atomic.Pointer[func(nodeID string, b fsm.Batch)]
+
 type stateMachine struct {
-	mu    sync.RWMutex
-	state *fsm.State
-	held  atomic.Int64
-	mark  func() // records the data directory as a member's (see memberMarker)
+	nodeID string
+	mu     sync.RWMutex
+	state  *fsm.State
+	held   atomic.Int64
+	mark   func() // records the data directory as a member's (see memberMarker)
 	// onCluster is called (outside the lock) when the cluster ID in the
 	// state changes: first set, or replaced by a restore.
 	onCluster   func(fsm.ClusterID)
@@ -477,6 +497,9 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 		// A committed entry that does not decode: this replica can no longer
 		// follow the log faithfully, so it stops rather than diverge.
 		panic(fmt.Sprintf("ticketd: Raft log entry %d is damaged (%v); this server stops to avoid serving a wrong state", l.Index, err))
+	}
+	if h := testBeforeApply.Load(); h != nil {
+		(*h)(m.nodeID, b)
 	}
 	m.mu.Lock()
 	res := m.state.Apply(b)
