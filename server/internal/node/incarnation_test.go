@@ -1,6 +1,7 @@
 package node
 
 import (
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -202,5 +203,66 @@ func TestIncarnationFile(t *testing.T) {
 	os.WriteFile(incarnationPath(bad), []byte("zz\n"), 0o640)
 	if _, err := readIncarnationFile(bad); err == nil || !strings.Contains(err.Error(), "does not hold an incarnation") {
 		t.Fatalf("garbled INCARNATION: %v", err)
+	}
+}
+
+// TestHandshakeVersion1Peers: an older ticketd (handshake version 1, no
+// incarnation) still connects both ways. Its hello is answered in version 1;
+// when it refuses a version 2 hello by closing the connection, the dialer
+// says hello again in version 1. Its incarnation reads as 0 (unknown).
+func TestHandshakeVersion1Peers(t *testing.T) {
+	var l syncBuf
+	n := openSingle(t, "s1", &l)
+
+	// An old dialer.
+	c, err := net.DialTimeout("tcp", n.RaftAddr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(appendHello(nil, kindProbe, peerInfo{ID: "old", Version: handshakeVersionV1})); err != nil {
+		t.Fatal(err)
+	}
+	p, _, _, err := readHandshake(c, true)
+	if err != nil || p.Version != handshakeVersionV1 || p.ID != "s1" || p.Cluster != n.Cluster() {
+		t.Fatalf("reply to a version 1 hello: %+v, %v", p, err)
+	}
+
+	// An old acceptor: it reads the fixed part of the hello and closes the
+	// connection unless the version is 1, as ticketd before version 2 did.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	versions := make(chan byte, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var head [24]byte
+			if _, err := io.ReadFull(c, head[:]); err != nil {
+				c.Close()
+				continue
+			}
+			versions <- head[4]
+			if head[4] != handshakeVersionV1 {
+				c.Close()
+				continue
+			}
+			io.ReadFull(c, make([]byte, head[23]))
+			c.Write(appendReply(nil, false, peerInfo{ID: "old", State: stateEmpty, Version: handshakeVersionV1}, ""))
+			c.Close()
+		}
+	}()
+	ps, err := n.Probe(ln.Addr().String(), 5*time.Second)
+	if err != nil || ps.NodeID != "old" || !ps.Empty || ps.Incarnation != 0 {
+		t.Fatalf("probe of an older ticketd: %+v, %v", ps, err)
+	}
+	if v1, v2 := <-versions, <-versions; v1 != handshakeVersion || v2 != handshakeVersionV1 {
+		t.Fatalf("hello versions sent: %d then %d; want %d then %d", v1, v2, handshakeVersion, handshakeVersionV1)
 	}
 }
