@@ -111,6 +111,10 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 	if n1.Cluster() != (fsm.ClusterID{}) {
 		t.Fatal("n1 applied the cluster ID although held")
 	}
+	n2.Read(func(s *fsm.State) { rec = s.Incarnation("n3") })
+	if rec == 0 || rec != n3.id.incarnation {
+		t.Fatalf("n2 admitted n3 with incarnation %x; n3's is %x", rec, n3.id.incarnation)
+	}
 
 	n2.Close() // the first leader fails
 	deadline := time.Now().Add(20 * time.Second)

@@ -380,7 +380,7 @@ func (n *Node) RestoreState(st *fsm.State, minToken uint64) (uint64, error) {
 	}
 	st.RaiseTokenFloor(floor)
 	st.SetCluster(NewClusterID())
-	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: n.cfg.ID}}}
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: n.cfg.ID, Incarnation: n.id.incarnation}}}
 	st.Apply(b)
 	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "backup_last_token", backupLast, "tokens_resume_above", floor,
 		"cluster", FormatClusterID(st.Cluster()))
