@@ -249,13 +249,18 @@ func TestNotLeaderAfterTransferNamesTheTarget(t *testing.T) {
 	})
 	// Raft gives up a transfer whose target does not win within an election
 	// timeout, which a busy machine can cause: such a transfer is retried.
-	failures := 0
+	// A failed transfer stays "in progress" at the old leader for a while,
+	// so retries back off (50 ms doubling to 1 s) within an overall bound.
+	failures, backoff := 0, 50*time.Millisecond
+	giveUp := time.Now().Add(90 * time.Second)
 	transferFailed := func(code uint16, st map[string]any) {
 		t.Helper()
-		if failures++; failures > 10 {
-			t.Fatalf("leader.transfer failed %d times, last: %d %v", failures, code, st)
+		if failures++; time.Now().After(giveUp) {
+			t.Fatalf("leader.transfer failed %d times in 90 s, last: %d %v", failures, code, st)
 		}
-		t.Logf("leader.transfer failed (%d %v); trying again", code, st)
+		t.Logf("leader.transfer failed (%d %v); trying again in %v", code, st, backoff)
+		<-time.After(backoff)
+		backoff = min(2*backoff, time.Second)
 		c.LeaderIndex(t)
 	}
 	// A member's client address is recorded by its first takeover: let every
