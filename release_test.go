@@ -1,6 +1,7 @@
 package ticketing
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -355,5 +356,160 @@ func TestReleaseWaitsThroughRefusedReconnect(t *testing.T) {
 	}
 	if _, held := l.Holder("k"); held {
 		t.Error("the key is still held after Release returned nil")
+	}
+}
+
+// A Release of which nothing was sent (its context had ended) leaves the
+// ticket releasable: the deferred Close of the README's pattern still sends
+// the release, instead of leaving the key held for its whole lease.
+func TestUnsentReleaseLeavesTheTicketToClose(t *testing.T) {
+	r := newRec()
+	l := newLocks(t)
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, normal(l)))
+	obs := newObserved()
+	b := connect(t, srv.Addr(), obs.option())
+	ctx := ctxFor(t)
+	tk, err := b.Acquire(ctx, "request-scoped", 0, 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel() // the request's context ended before the release
+	if err := tk.Release(done); err == nil || !strings.Contains(err.Error(), "not sent") {
+		t.Fatalf("Release with an ended context: %v, want a not-sent error", err)
+	}
+	if n := r.count(isType(wire.TypeRelease)); n != 0 {
+		t.Fatalf("%d releases reached the server from an ended context", n)
+	}
+	if err := tk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := obs.wait(t, tk.Token()); got.err != nil {
+		t.Fatalf("the deferred Close did not release the ticket: %v", got.err)
+	}
+	r.wait(t, 1, isType(wire.TypeRelease))
+}
+
+// doc.go, "Releasing": Close releases in the background and reports the
+// outcome; Close after Release is a no-op; Release after Close returns the
+// background result.
+func TestReleasing_CloseReleasesInBackground(t *testing.T) {
+	r := newRec()
+	l := newLocks(t)
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, normal(l)))
+	o := newObserved()
+	b := connect(t, srv.Addr(), o.option())
+	ctx := ctxFor(t)
+	tk, err := b.Acquire(ctx, "k", time.Second, 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := o.wait(t, tk.Token()); got.err != nil || got.key != "k" {
+		t.Errorf("observer: %+v", got)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Errorf("Release after Close: %v, want the background result (nil)", err)
+	}
+	if err := tk.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+
+	tk2, err := b.Acquire(ctx, "k2", time.Second, 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk2.Close(); err != nil {
+		t.Errorf("Close after Release: %v", err)
+	}
+	b.Describe(ctx, "k2") // orders after anything Close might have sent
+	if n := r.count(func(f wire.Frame) bool { return f.Type == wire.TypeRelease && string(f.Key) == "k2" }); n != 1 {
+		t.Errorf("%d releases of k2 were sent, want 1", n)
+	}
+	if n := o.len(); n != 1 {
+		t.Errorf("the observer saw %d reports, want 1 (Close after Release is a no-op)", n)
+	}
+}
+
+// doc.go, "Releasing": background releases are bounded in number; beyond the
+// bound the release is dropped and reported; Broker.Close waits for the
+// outstanding ones, each within its own bound.
+func TestReleasing_FullQueueDropsAndReports(t *testing.T) {
+	r := newRec()
+	var token atomic.Uint64
+	srv := faketicketd.Start(t, script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+		if f.Type == wire.TypeAcquire {
+			grant(c, f, token.Add(1))
+		}
+		return true // never answer a release
+	}))
+	o := newObserved()
+	b := connect(t, srv.Addr(), o.option(), WithReleaseQueue(3), withCfg(func(c *config) {
+		c.releaseBound = 200 * time.Millisecond
+	}))
+	ctx := ctxFor(t)
+	var tks []*Ticket
+	for _, k := range []string{"a", "b", "c", "d"} {
+		tk, err := b.Acquire(ctx, k, time.Second, 30*time.Second, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tks = append(tks, tk)
+	}
+	for _, tk := range tks[:3] {
+		if err := tk.Close(); err != nil {
+			t.Fatalf("Close within the bound: %v", err)
+		}
+	}
+	r.wait(t, 3, isType(wire.TypeRelease)) // all three were sent at once
+	err := tks[3].Close()
+	if !errors.Is(err, ErrReleaseDropped) {
+		t.Fatalf("fourth Close: %v, want ErrReleaseDropped", err)
+	}
+	if got := o.wait(t, tks[3].Token()); !errors.Is(got.err, ErrReleaseDropped) {
+		t.Errorf("observer for the dropped release: %v", got.err)
+	}
+	if err := tks[3].Release(ctx); !errors.Is(err, ErrReleaseDropped) {
+		t.Errorf("Release after a dropped Close: %v", err)
+	}
+	b.Close()
+	for _, tk := range tks[:3] {
+		if got := o.wait(t, tk.Token()); !errors.Is(got.err, ErrIndeterminate) {
+			t.Errorf("token %d: %v, want ErrIndeterminate (sent, never answered)", tk.Token(), got.err)
+		}
+	}
+}
+
+// Background releases are pipelined over the connection, not queued behind
+// a fixed pool: 3,000 Ticket.Close calls against a server that answers each
+// release after 10 ms all succeed.
+func TestBackgroundReleasesPipelinedUnderBurst(t *testing.T) {
+	const n = 3000
+	srv := faketicketd.Start(t, script(nil, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+		if f.Type == wire.TypeRelease {
+			time.AfterFunc(10*time.Millisecond, func() { c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID}) })
+		}
+		return true
+	}))
+	o := newObserved()
+	b := connect(t, srv.Addr(), o.option())
+	if err := b.WaitReady(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		tk := &Ticket{b: b, key: "k", token: uint64(i + 1)}
+		if err := tk.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
+	}
+	for i := range n {
+		if got := o.wait(t, uint64(i+1)); got.err != nil {
+			t.Fatalf("release of token %d: %v", i+1, got.err)
+		}
 	}
 }
