@@ -99,11 +99,11 @@ func writeClusterFile(dir string, id fsm.ClusterID) error {
 		return err
 	}
 	if _, err := fmt.Fprintf(f, "%s\n", FormatClusterID(id)); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -120,7 +120,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
 
@@ -318,7 +318,7 @@ func (m *identity) settle(id fsm.ClusterID) {
 		m.log.Warn("cluster ID replaced (restore)", "cluster", FormatClusterID(id), "previous", FormatClusterID(old))
 	}
 	for _, c := range stale {
-		c.Close()
+		_ = c.Close()
 	}
 }
 
@@ -364,7 +364,12 @@ func (m *identity) check(p peerInfo, dialed string) string {
 				p.ID, FormatClusterID(p.Cluster), FormatClusterID(me.Cluster), p.ID, p.ID, p.ID)
 		}
 		if m.isLeader() && !m.participant(p.ID) {
-			go m.admit(p.ID) // a settled member of this cluster: record it
+			go func() { // a settled member of this cluster: record it
+				// On failure the next handshake of that peer tries again.
+				if err := m.admit(p.ID); err != nil {
+					m.log.Warn("recording a participant failed; retried at its next handshake", "node", p.ID, "err", err)
+				}
+			}()
 		}
 		return ""
 	}
@@ -535,7 +540,7 @@ func (s *clusterStream) acceptLoop() {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
-			s.Close()
+			_ = s.Close()
 			return
 		}
 		go s.serve(c) // a slow peer must not hold up the others
@@ -544,7 +549,7 @@ func (s *clusterStream) acceptLoop() {
 
 // serve runs the accepting side of the handshake.
 func (s *clusterStream) serve(raw net.Conn) {
-	var c net.Conn = raw
+	c := raw
 	if s.tls != nil {
 		c = tls.Server(raw, s.tls)
 	}
@@ -559,7 +564,7 @@ func (s *clusterStream) serve(raw net.Conn) {
 	}
 	me := s.id.self()
 	if kind == kindProbe {
-		c.Write(appendReply(nil, false, me, ""))
+		_, _ = c.Write(appendReply(nil, false, me, ""))
 		c.Close()
 		return
 	}

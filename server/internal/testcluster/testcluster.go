@@ -129,7 +129,7 @@ func (c *Cluster) stopAll() {
 	defer c.mu.Unlock()
 	for i, s := range c.servers {
 		if s != nil {
-			s.Close()
+			_ = s.Close()
 			c.servers[i] = nil
 		}
 	}
@@ -189,7 +189,7 @@ func (c *Cluster) Kill(i int) {
 	c.servers[i] = nil
 	c.mu.Unlock()
 	if s != nil {
-		s.Close()
+		_ = s.Close()
 	}
 }
 
