@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -29,33 +30,16 @@ type Admin struct {
 	once sync.Once
 }
 
-// Status is a node's own view of the cluster (admin op "status").
-type Status struct {
-	NodeID       string `json:"node_id"`
-	Role         string `json:"role"` // leader, follower, candidate
-	LeaderID     string `json:"leader_id"`
-	LeaderAddr   string `json:"leader_addr"`
-	Term         uint64 `json:"term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	LastToken    uint64 `json:"last_token"`
-	Held         int    `json:"held"`
-	// ClusterID identifies the cluster's history (32 hex digits, "none"
-	// before its first leader set it); Participants are the servers recorded
-	// as holding its state (see docs/deployment.md, Cluster identity).
-	ClusterID    string   `json:"cluster_id"`
-	Participants []string `json:"participants"`
-	Members      []Member `json:"members"`
-}
+// Status is a node's own view of the cluster (admin op "status"): its
+// node id, role ("leader", "follower" or "candidate"), the leader it knows,
+// Raft term and indexes, the last token issued, the tickets held, the
+// cluster ID with its participants, and the Members of the configuration.
+// docs/protocol.md (Admin requests) describes each field.
+type Status = adminwire.Status
 
-// Member is one server of the cluster configuration.
-type Member struct {
-	ID         string `json:"id"`
-	RaftAddr   string `json:"raft_addr"`
-	ClientAddr string `json:"client_addr"`
-	Voter      bool   `json:"voter"`
-	Leader     bool   `json:"leader"`
-}
+// Member is one server of the cluster configuration; its ClientAddr is ""
+// for a member that never led.
+type Member = adminwire.Member
 
 // DialAdmin opens an admin session to the node at addr (one node, no
 // failover). Of the options, WithToken, WithTLS and WithDialTimeout apply.
@@ -115,8 +99,8 @@ func (a *Admin) Close() error {
 // marks operations that change the cluster: when their answer is lost they
 // are ErrIndeterminate (they may have been applied), never ErrUnavailable,
 // so that nobody repeats them elsewhere blindly.
-func (a *Admin) do(ctx context.Context, req map[string]any, out any, effect bool) error {
-	op := req["op"].(string)
+func (a *Admin) do(ctx context.Context, req adminwire.Request, out any, effect bool) error {
+	op := req.Op
 	name := "admin " + op
 	cl := newCall(wire.TypeAdmin, "")
 	if err := a.send(ctx, cl, name, req); err != nil {
@@ -130,7 +114,7 @@ func (a *Admin) do(ctx context.Context, req map[string]any, out any, effect bool
 }
 
 // send registers cl and queues the J request req for it.
-func (a *Admin) send(ctx context.Context, cl *call, name string, req map[string]any) error {
+func (a *Admin) send(ctx context.Context, cl *call, name string, req adminwire.Request) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return newOpError(name, "", false, err, "cannot encode the request", ErrInvalidArgument)
@@ -151,40 +135,49 @@ func (a *Admin) send(ctx context.Context, cl *call, name string, req map[string]
 }
 
 // reply decodes a V answer: status 0 into out (when not nil), 1 (not the
-// leader) as *NotLeaderError, any other as *AdminError.
+// leader) as *NotLeaderError, any other as *AdminError. A body that does not
+// decode is reported with the status's own kind and the decode error as
+// the cause.
 func (a *Admin) reply(name, op string, f *wire.Frame, out any) error {
 	switch f.Code {
-	case 0:
+	case adminwire.StatusOK:
 		if out == nil {
 			return nil
 		}
-		if err := json.Unmarshal(f.Text, out); err != nil {
+		if err := adminwire.Decode("the answer", f.Text, out); err != nil {
 			return newOpError(name, "", false, err, fmt.Sprintf("the node %s answered with JSON that does not decode", a.addr))
 		}
 		return nil
-	case 1:
-		var nl struct {
-			LeaderAddr string `json:"leader_addr"`
+	case adminwire.StatusNotLeader:
+		var nl adminwire.NotLeaderReply
+		if err := adminwire.Decode("the not-the-leader answer", f.Text, &nl); err != nil {
+			// Still a *NotLeaderError (without the leader's address), so
+			// that a tool moves on to the next node; the decode error is
+			// kept beside it.
+			e := newOpError(name, "", false, errors.Join(&NotLeaderError{Addr: a.addr}, err),
+				fmt.Sprintf("the node %s answered that it is not the leader, in JSON that does not decode, so the leader's address is unknown (%v)", a.addr, err), ErrNotLeader)
+			e.hide = true
+			return e
 		}
-		json.Unmarshal(f.Text, &nl)
 		e := &NotLeaderError{Addr: a.addr, LeaderAddr: nl.LeaderAddr}
-		return newOpError(name, "", false, e, strings.TrimPrefix(e.Error(), "ticketing: "), ErrNotLeader)
+		return newOpError(name, "", false, e, e.detail(), ErrNotLeader)
 	default:
-		var fe struct {
-			Error string `json:"error"`
+		var fe adminwire.ErrorReply
+		msg := string(f.Text)
+		if err := adminwire.Decode("the failure answer", f.Text, &fe); err == nil && fe.Error != "" {
+			msg = fe.Error
 		}
-		if json.Unmarshal(f.Text, &fe) != nil || fe.Error == "" {
-			fe.Error = string(f.Text)
-		}
-		e := &AdminError{Addr: a.addr, Op: op, Message: fe.Error}
-		return newOpError(name, "", false, e, fmt.Sprintf("the node %s answered status %d: %s", a.addr, f.Code, fe.Error))
+		// A body that is not the documented JSON is still the node's own
+		// words: shown as they are.
+		e := &AdminError{Addr: a.addr, Op: op, Message: msg}
+		return newOpError(name, "", false, e, fmt.Sprintf("the node %s answered status %d: %s", a.addr, f.Code, msg))
 	}
 }
 
 // Status asks the node for its view of the cluster.
 func (a *Admin) Status(ctx context.Context) (Status, error) {
 	var s Status
-	err := a.do(ctx, map[string]any{"op": "status"}, &s, false)
+	err := a.do(ctx, adminwire.Request{Op: adminwire.OpStatus}, &s, false)
 	return s, err
 }
 
@@ -194,31 +187,26 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 // DefaultAnswerGrace, ctx ended) the error matches ErrIndeterminate: the
 // change may have been applied; check Status before repeating it.
 func (a *Admin) AddMember(ctx context.Context, id, raftAddr string) error {
-	return a.do(ctx, map[string]any{"op": "members.add", "id": id, "raft_addr": raftAddr}, nil, true)
+	return a.do(ctx, adminwire.Request{Op: adminwire.OpMembersAdd, ID: id, RaftAddr: raftAddr}, nil, true)
 }
 
 // RemoveMember removes the server with the given id (leader only). A lost
 // answer is ErrIndeterminate, as for AddMember.
 func (a *Admin) RemoveMember(ctx context.Context, id string) error {
-	return a.do(ctx, map[string]any{"op": "members.remove", "id": id}, nil, true)
+	return a.do(ctx, adminwire.Request{Op: adminwire.OpMembersRemove, ID: id}, nil, true)
 }
 
 // TransferLeader hands leadership to the voter id ("" for any voter) and
 // returns the new leader's id (leader only). A lost answer is
 // ErrIndeterminate, as for AddMember: leadership may have moved.
 func (a *Admin) TransferLeader(ctx context.Context, id string) (string, error) {
-	req := map[string]any{"op": "leader.transfer"}
-	if id != "" {
-		req["id"] = id
-	}
-	var out struct {
-		LeaderID string `json:"leader_id"`
-	}
-	err := a.do(ctx, req, &out, true)
+	var out adminwire.TransferReply
+	err := a.do(ctx, adminwire.Request{Op: adminwire.OpLeaderTransfer, ID: id}, &out, true)
 	return out.LeaderID, err
 }
 
 // SnapshotInfo describes a snapshot written by SaveSnapshot.
+// (The node's own report, checked against it, is adminwire.SnapshotMeta.)
 type SnapshotInfo struct {
 	Index  uint64 `json:"index"`  // the last Raft log index the snapshot includes
 	Term   uint64 `json:"term"`   // the term of that entry
@@ -248,13 +236,13 @@ const snapshotBuffer = 16
 // a w that blocks for longer than the server's ping timeout (two ping
 // intervals, 10 s by default) loses the session.
 func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
-	const op = "snapshot.save"
+	const op = adminwire.OpSnapshotSave
 	name := "admin " + op
 	cl := newCall(wire.TypeAdmin, "")
 	cl.chunks = make(chan []byte, snapshotBuffer)
 	cl.gone = make(chan struct{})
 	defer close(cl.gone)
-	if err := a.send(ctx, cl, name, map[string]any{"op": op}); err != nil {
+	if err := a.send(ctx, cl, name, adminwire.Request{Op: op}); err != nil {
 		return SnapshotInfo{}, err
 	}
 	h := sha256.New()
@@ -324,7 +312,7 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 	if err := answerError(a.c, ans, name, "", false); err != nil {
 		return SnapshotInfo{}, err
 	}
-	var meta SnapshotInfo
+	var meta adminwire.SnapshotMeta
 	if err := a.reply(name, op, &ans.f, &meta); err != nil {
 		return SnapshotInfo{}, err
 	}

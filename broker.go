@@ -305,7 +305,7 @@ func refusalReason(he *helloError) string {
 	case errors.As(err, &cv):
 		return "server certificate"
 	}
-	return "refused: " + trimPrefix(err.Error())
+	return "refused: " + detailOf(err)
 }
 
 // logLimiter lets through at most one line per period and counts the rest,
@@ -483,17 +483,9 @@ func connectError(op, key string, hasKey bool, err error) error {
 	default:
 		kinds = append(kinds, ErrUnavailable)
 	}
-	e := newOpError(op, key, hasKey, err, notSent+"the server refused the connection ("+trimPrefix(err.Error())+"); the broker keeps retrying in the background", kinds...)
+	e := newOpError(op, key, hasKey, err, notSent+"the server refused the connection ("+detailOf(err)+"); the broker keeps retrying in the background", kinds...)
 	e.hide = true
 	return e
-}
-
-func trimPrefix(s string) string {
-	const p = "ticketing: "
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
 }
 
 // WaitReady waits until the broker is connected to the leader and the hello
@@ -516,7 +508,7 @@ func (b *Broker) WaitReady(ctx context.Context) error {
 // Close closes the broker. New calls fail with ErrClosed at once. Close then
 // releases what it can still reach, while the connection stays open:
 //
-//   - every acquire still waiting for its answer is cancelled (C) and its
+//   - every acquire still waiting for its answer is cancelled and its
 //     caller gets ErrClosed and ErrIndeterminate; a grant that arrives
 //     anyway (also one that answers an acquire during Close) is released;
 //   - background releases (Ticket.Close, compensating releases) run to

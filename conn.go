@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -95,9 +96,6 @@ type call struct {
 	gone   chan struct{}
 }
 
-// adminChunk is the V status of one piece of a streamed admin answer.
-const adminChunk = 3
-
 func newCall(t wire.Type, key string) *call {
 	return &call{typ: t, key: key, res: make(chan answer, 1)}
 }
@@ -177,8 +175,9 @@ type helloError struct {
 	reason   string // the kind of refusal, the same from every server; "" = from err
 }
 
-func (e *helloError) Error() string { return e.err.Error() }
-func (e *helloError) Unwrap() error { return e.err }
+func (e *helloError) Error() string  { return e.err.Error() }
+func (e *helloError) detail() string { return detailOf(e.err) }
+func (e *helloError) Unwrap() error  { return e.err }
 
 // dial connects to addr, runs TLS and the hello, and returns a running conn.
 // wg tracks the conn's two goroutines.
@@ -403,7 +402,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		}
 		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame answers request id %d, which is a %s", f.Type, f.ID, cl.typ)}
 	}
-	if f.Type == wire.TypeAdminReply && f.Code == adminChunk {
+	if f.Type == wire.TypeAdminReply && f.Code == adminwire.StatusChunk {
 		if cl.chunks == nil {
 			c.mu.Unlock()
 			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}

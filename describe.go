@@ -19,9 +19,9 @@ type Description struct {
 	Waiters   int           // acquires waiting in the key's queue
 }
 
-// Describe reads the state of key (D/I). It is read-only: a connection lost
+// Describe reads the state of key. It is read-only: a connection lost
 // before the answer, or no answer within DefaultAnswerGrace (or 3 ping
-// intervals) on a live connection, is ErrUnavailable; a capacity reject (B)
+// intervals) on a live connection, is ErrUnavailable; a capacity reject
 // is ErrCapacity. Nothing is retried automatically.
 func (b *Broker) Describe(ctx context.Context, key string) (Description, error) {
 	if len(key) == 0 || len(key) > MaxKey {
@@ -46,7 +46,7 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 		}
 		return Description{
 			Key:       key,
-			Held:      a.f.Flags&1 != 0,
+			Held:      a.f.Flags&wire.InfoHeld != 0,
 			Token:     a.f.Token,
 			Owner:     a.f.Owner,
 			Remaining: time.Duration(a.f.Remaining) * time.Millisecond,

@@ -84,61 +84,63 @@
 //
 // Every error works with errors.Is and says in words what happened:
 //
-//   - ErrNotAcquired: not granted within the wait (W).
-//   - ErrCapacity: a server limit (B), final and returned at once; the client
-//     does not retry it. *CapacityError has the reason.
+//   - ErrNotAcquired: not granted within the wait ("not acquired").
+//   - ErrCapacity: a server capacity limit ("capacity reject"), final and
+//     returned at once; the client does not retry it. *CapacityError has the
+//     reason.
 //   - ErrIndeterminate: the request may have been sent but its final answer
-//     was lost (connection dropped or silent for 3 ping intervals, the
-//     session ended with M or E, the server sent an invalid frame). The
-//     ticket may or may not have been granted: do not enter the critical
-//     section. An acquire is never re-sent automatically. For an acquire
-//     the error holds an *IndeterminateError with the key and the owner it
-//     sent; when the connection ended before the answer (also after a
-//     cancel), the broker asks the leader on its next connection to end
-//     whatever that owner holds or waits for on the key (U,
-//     release-by-owner), so an orphaned grant is freed within a reconnect
-//     instead of at the end of its lease. An admin operation that changes
-//     the cluster (AddMember, RemoveMember, TransferLeader) whose answer was
-//     lost is ErrIndeterminate too: it may have been applied.
+//     was lost (connection dropped or silent for 3 ping intervals, the server
+//     ended the session with "not the leader" or an error, the server sent an
+//     invalid frame). The ticket may or may not have been granted: do not
+//     enter the critical section. An acquire is never re-sent automatically.
+//     For an acquire the error holds an *IndeterminateError with the key and
+//     the owner it sent; when the connection ended before the answer (also
+//     after a cancel), the broker asks the leader on its next connection to
+//     end whatever that owner holds or waits for on the key (release by
+//     owner), so an orphaned grant is freed within a reconnect instead of at
+//     the end of its lease. An admin operation that changes the cluster
+//     (AddMember, RemoveMember, TransferLeader) whose answer was lost is
+//     ErrIndeterminate too: it may have been applied.
 //   - ErrBudgetExceeded: granted, but with less conservative time left than
 //     the work budget; the client released it.
 //   - ErrPermissionDenied: the server refused the request for this client's
-//     principal (F): its role does not allow it, the key is outside its key
-//     prefixes, or the ticket was granted to another principal. Final, not
-//     retried, nothing happened, the connection stays usable.
+//     principal ("forbidden"): its role does not allow it, the key is outside
+//     its key prefixes, or the ticket was granted to another principal. Final,
+//     not retried, nothing happened, the connection stays usable.
 //     *PermissionError has the reason.
 //   - ErrUnauthenticated, ErrClosed, ErrUnavailable, ErrInvalidArgument,
 //     ErrNotHeld (a release found the token no longer holding the key).
 //
-// Errors sent by the server in an E frame are *ServerError with the wire
-// Code. The errors implement retry.RetryClasser (package
-// github.com/ticketing-io/ticketing/retry): capacity rejects are OVERLOADED,
-// unknown outcomes UNDETERMINED and unusable connections
-// TRANSPORT_UNAVAILABLE (both retried only for idempotent work), and
-// everything else is not retried.
+// A server that ends the session with an error sends a stable code: the error
+// holds a *ServerError with that Code. The errors implement retry.RetryClasser
+// (package github.com/ticketing-io/ticketing/retry): capacity rejects are
+// OVERLOADED, unknown outcomes UNDETERMINED and unusable connections
+// TRANSPORT_UNAVAILABLE (both retried only for idempotent work), invalid
+// arguments INVALID_ARGUMENT, and everything else NON_RETRYABLE (or CANCELED,
+// TIMEOUT for an ended context); those are never retried.
 //
 // # Cancellation
 //
 // If ctx ends before a request was sent, nothing is sent. If an acquire may
 // already have been sent, Acquire returns ctx's error at once and sends a
-// cancel (C) for that acquire; if the server grants it anyway, the client
+// cancel for that acquire; if the server grants it anyway, the client
 // releases that exact token in the background. Other requests on the
 // connection are not affected.
 //
 // # Releasing
 //
-// Ticket.Release sends the release and reports the outcome: nil for R,
-// ErrNotHeld for N, and an error (never presumed success) when no final
-// answer came within ReleaseBound (5 s from the call), across reconnects,
-// always with the exact token. Ticket.Close is a best-effort release in the
-// background for defer: it is sent at once on its own goroutine, pipelined
-// with every other request on the connection, and retried for ReleaseBound
-// from the call; only when WithReleaseQueue releases (16,384 by default)
-// are already outstanding is it dropped and ErrReleaseDropped returned. Its
-// outcome goes to WithReleaseObserver and to the logger; callers who need
-// the outcome call Release. Compensating releases (a grant that arrived
-// after its acquire was cancelled, or too late for its work budget) run the
-// same way.
+// Ticket.Release sends the release and reports the outcome: nil for
+// "released", ErrNotHeld for "not held", and an error (never presumed success)
+// when no final answer came within ReleaseBound (5 s from the call), across
+// reconnects, always with the exact token. Ticket.Close is a best-effort
+// release in the background for defer: it is sent at once on its own
+// goroutine, pipelined with every other request on the connection, and retried
+// for ReleaseBound from the call; only when WithReleaseQueue releases (16,384
+// by default) are already outstanding is it dropped and ErrReleaseDropped
+// returned. Its outcome goes to WithReleaseObserver and to the logger; callers
+// who need the outcome call Release. Compensating releases (a grant that
+// arrived after its acquire was cancelled, or too late for its work budget)
+// run the same way.
 //
 // Broker.Close releases what it can still reach before it closes the
 // connection: it cancels the acquires still waiting (their callers get
@@ -175,33 +177,33 @@
 //
 // Connect returns at once and connects in the background. The broker has
 // one session at a time, always with the leader (a follower answers the
-// hello with M).
+// hello with "not the leader", naming the leader when it knows it).
 //
 // Order. Each round of connection attempts tries, in this order and without
-// repeats: the leader named by the M that ended the last session, the last
-// server that accepted a session, then the listed addresses in their order.
-// The first attempt starts at once; the next one starts as soon as every
-// running attempt has failed, or after DialStagger (250 ms) while one is
-// still running, in parallel: a server that accepts TCP but never answers
-// costs a stagger, not the dial timeout (DefaultDialTimeout, 5 s, which
-// bounds TCP, TLS and the hello of one attempt). The first session
-// established wins; later ones are closed. A hello answered with M naming
-// the leader puts that address next in the round.
+// repeats: the leader named by the "not the leader" that ended the last
+// session, the last server that accepted a session, then the listed addresses
+// in their order. The first attempt starts at once; the next one starts as
+// soon as every running attempt has failed, or after DialStagger (250 ms)
+// while one is still running, in parallel: a server that accepts TCP but never
+// answers costs a stagger, not the dial timeout (DefaultDialTimeout, 5 s,
+// which bounds TCP, TLS and the hello of one attempt). The first session
+// established wins; later ones are closed. A hello answered "not the leader"
+// with the leader's address puts that address next in the round.
 //
-// Backoff. Leader hints (M frames naming the leader, at the hello or ending
-// a session) are followed at once, at most len(addresses)+2 times in a row.
-// After that, after a round in which every attempt failed, and after a
-// session that ended without a hint, the broker waits a jittered
-// exponential backoff: uniform in [d/2, d], d doubling from 25 ms up to
-// 1 s; a session that lasted more than a second resets it. Two servers that
-// each name the other therefore cost at most len(addresses)+3 sessions per
-// backoff period, not a storm. "connection ended" is logged at Info at most
-// once a second (the number of lines left out is added to the next one).
+// Backoff. Leader hints (a "not the leader" naming the leader, at the hello or
+// ending a session) are followed at once, at most len(addresses)+2 times in a
+// row. After that, after a round in which every attempt failed, and after a
+// session that ended without a hint, the broker waits a jittered exponential
+// backoff: uniform in [d/2, d], d doubling from 25 ms up to 1 s; a session
+// that lasted more than a second resets it. Two servers that each name the
+// other therefore cost at most len(addresses)+3 sessions per backoff period,
+// not a storm. "connection ended" is logged at Info at most once a second (the
+// number of lines left out is added to the next one).
 //
 // Refusals. A server that refuses the hello (a token or client certificate
 // it does not accept, an unsupported version, an untrusted server
 // certificate, TLS on one side only, a peer that does not speak the
-// protocol, its connection limit B reason 5) only makes the broker move on
+// protocol, its connection limit) only makes the broker move on
 // to the next address: the refusal is remembered for that address, and
 // calls keep waiting for a connection until their own context ends. Only
 // when every listed address has refused, for the same reason, do WaitReady
@@ -222,13 +224,13 @@
 // indeterminate, a describe or admin request DefaultAnswerGrace before it
 // fails. Writes go out in pieces of at most 256 KiB, each under its own
 // deadline; after a failed write the broker still reads, for up to a second,
-// the answers, M or E the server had already sent.
+// the answers, "not the leader" or error the server had already sent.
 //
-// In-flight limits. The server's hello (Y) gives the connection's in-flight
-// limit, which counts two classes separately: acquires, and the other
-// requests (release, release-by-owner, describe, admin). The broker keeps
-// to both; a caller over a limit waits for a free slot of its class while
-// its ctx allows, having sent nothing. Acquires waiting in a key's queue
+// In-flight limits. The server's answer to the hello gives the connection's
+// in-flight limit, which counts two classes separately: acquires, and the
+// other requests (release, release-by-owner, describe, admin). The broker
+// keeps to both; a caller over a limit waits for a free slot of its class
+// while its ctx allows, having sent nothing. Acquires waiting in a key's queue
 // therefore never hold up a release or a describe.
 //
 // TLS has four modes: TLSOff (default), TLSSystemRoots, TLSCAFile and

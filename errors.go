@@ -15,70 +15,94 @@ import (
 var (
 	// ErrInvalidArgument: an argument is out of range (wait, lease, budget,
 	// key length). Nothing was sent.
-	ErrInvalidArgument = errors.New("ticketing: invalid argument")
+	ErrInvalidArgument error = &sentinel{"invalid argument"}
 
-	// ErrIndeterminate: the request may have reached the server, but its
-	// final answer was lost (the connection dropped or went silent, the
-	// session ended with M or E, the broker was closed, or no answer came in
-	// time). For an acquire it means the ticket may or may not have been
-	// granted: do not enter the critical section. The acquire is never
-	// re-sent automatically.
-	ErrIndeterminate = errors.New("ticketing: outcome unknown")
+	// ErrIndeterminate: the request may have reached the server, but its final
+	// answer was lost (the connection dropped or went silent, the server ended
+	// the session ("not the leader" or an error), the broker was closed, or no
+	// answer came in time). For an acquire it means the ticket may or may not
+	// have been granted: do not enter the critical section. The acquire is
+	// never re-sent automatically.
+	ErrIndeterminate error = &sentinel{"outcome unknown"}
 
-	// ErrNotAcquired: the key was not granted within the wait (W), the only
+	// ErrNotAcquired: the key was not granted within the wait, the only
 	// ordinary "no".
-	ErrNotAcquired = errors.New("ticketing: not acquired within the wait")
+	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
 
 	// ErrCapacity: the server rejected the request for one of its capacity
-	// limits (B). It is final and returned at once; the client does not
-	// retry it. Use errors.As with *CapacityError for the reason.
-	ErrCapacity = errors.New("ticketing: rejected by a server capacity limit")
+	// limits (a capacity reject). It is final and returned at once; the client
+	// does not retry it. Use errors.As with *CapacityError for the reason.
+	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
 
 	// ErrNotHeld: a release found the key free or held under another token
-	// (N): the ticket had already ended (expired, or released earlier).
-	ErrNotHeld = errors.New("ticketing: the token no longer holds the key")
+	// ("not held"): the ticket had already ended (expired, or released
+	// earlier).
+	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
 
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
 	// conservative remaining time is below the work budget (or not positive).
 	// The client released it; do not enter the critical section.
-	ErrBudgetExceeded = errors.New("ticketing: granted too late for the work budget")
+	ErrBudgetExceeded error = &sentinel{"granted too late for the work budget"}
 
-	// ErrUnauthenticated: the server refused the hello's token (E code 5),
+	// ErrUnauthenticated: the server refused the hello's token
+	// (CodeUnauthenticated),
 	// or refused the client certificate or required one (mutual TLS).
 	// WaitReady and calls made while the refusal persists return it promptly;
 	// the broker keeps retrying in the background with backoff.
-	ErrUnauthenticated = errors.New("ticketing: unauthenticated")
+	ErrUnauthenticated error = &sentinel{"unauthenticated"}
 
 	// ErrUnavailable: no usable connection to the cluster leader: it could
 	// not be reached before the context ended, or, for requests without an
 	// effect (Describe, admin requests), the connection was lost before the
 	// answer. Requests that may have had an effect report ErrIndeterminate
 	// instead.
-	ErrUnavailable = errors.New("ticketing: leader unavailable")
+	ErrUnavailable error = &sentinel{"leader unavailable"}
 
 	// ErrClosed: the Broker (or Admin) was closed.
-	ErrClosed = errors.New("ticketing: closed")
+	ErrClosed error = &sentinel{"closed"}
 
 	// ErrReleaseDropped: Ticket.Close could not queue its background release
 	// because the release queue was full. The ticket stays held until its
 	// lease expires.
-	ErrReleaseDropped = errors.New("ticketing: background release dropped, the release queue is full")
+	ErrReleaseDropped error = &sentinel{"background release dropped, the release queue is full"}
 
 	// ErrNotLeader: an admin request needs the leader and the node is a
 	// follower. Use errors.As with *NotLeaderError for the leader's address.
-	ErrNotLeader = errors.New("ticketing: the node is not the leader")
+	ErrNotLeader error = &sentinel{"the node is not the leader"}
 
 	// ErrPermissionDenied: the server refused the request because this
-	// client's principal may not make it (F): its role does not allow it,
-	// the key is outside its key prefixes, or the ticket to release was
-	// granted to another principal. It is final, nothing happened, and the
+	// client's principal may not make it ("forbidden"): its role does not
+	// allow it, the key is outside its key prefixes, or the ticket to release
+	// was granted to another principal. It is final, nothing happened, and the
 	// connection stays usable; the same request is refused again until the
-	// server's configuration changes. Use errors.As with *PermissionError
-	// for the reason.
-	ErrPermissionDenied = errors.New("ticketing: permission denied")
+	// server's configuration changes. Use errors.As with *PermissionError for
+	// the reason.
+	ErrPermissionDenied error = &sentinel{"permission denied"}
 )
 
-// PermissionReason says why an F frame refused a request.
+// prefix starts the text of every error of this package.
+const prefix = "ticketing: "
+
+// detailer is an error of this package: detail is its text without prefix,
+// so that an error quoting another builds its text from the parts rather
+// than by cutting the prefix off a string.
+type detailer interface{ detail() string }
+
+// detailOf is err's text, without prefix when err is this package's own.
+func detailOf(err error) string {
+	if d, ok := err.(detailer); ok {
+		return d.detail()
+	}
+	return err.Error()
+}
+
+// sentinel is the type of the Err* values.
+type sentinel struct{ msg string }
+
+func (e *sentinel) Error() string  { return prefix + e.msg }
+func (e *sentinel) detail() string { return e.msg }
+
+// PermissionReason says why the server refused a request as forbidden.
 type PermissionReason uint8
 
 // Refusal reasons (docs/protocol.md).
@@ -100,15 +124,16 @@ func (r PermissionReason) String() string {
 	return fmt.Sprintf("refusal reason %d", uint8(r))
 }
 
-// PermissionError is an F frame: the server refused the request for this
-// client's principal. It matches ErrPermissionDenied.
+// PermissionError is a "forbidden" answer: the server refused the request for
+// this client's principal. It matches ErrPermissionDenied.
 type PermissionError struct {
 	Addr   string
 	Reason PermissionReason
 }
 
-func (e *PermissionError) Error() string {
-	return fmt.Sprintf("ticketing: server %s refused the request: %s", e.Addr, e.Reason)
+func (e *PermissionError) Error() string { return prefix + e.detail() }
+func (e *PermissionError) detail() string {
+	return fmt.Sprintf("server %s refused the request: %s", e.Addr, e.Reason)
 }
 
 // Is makes it match ErrPermissionDenied.
@@ -126,8 +151,8 @@ func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
 // owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find
 // it with errors.As. When the acquire's connection ended before its final
 // answer, the broker itself asks the leader, once it has a connection again,
-// to end whatever that owner holds or waits for on the key (U,
-// release-by-owner), so an orphaned grant is freed within a reconnect rather
+// to end whatever that owner holds or waits for on the key (release
+// by owner), so an orphaned grant is freed within a reconnect rather
 // than at the end of its lease; the caller still must not enter the critical
 // section. Owner also identifies the hold in Broker.Describe.
 type IndeterminateError struct {
@@ -135,14 +160,16 @@ type IndeterminateError struct {
 	Owner [16]byte
 }
 
-func (e *IndeterminateError) Error() string {
-	return fmt.Sprintf("ticketing: outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
+func (e *IndeterminateError) Error() string { return prefix + e.detail() }
+func (e *IndeterminateError) detail() string {
+	return fmt.Sprintf("outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
 }
 
 // Is makes it match ErrIndeterminate.
 func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeterminate }
 
-// ErrorCode is the stable numeric code of a server E frame.
+// ErrorCode is the stable numeric code of an error with which a server ends
+// a session.
 type ErrorCode uint16
 
 // Server error codes (docs/protocol.md).
@@ -165,8 +192,7 @@ const (
 
 func (c ErrorCode) String() string { return wire.Code(c).String() }
 
-// ServerError is the content of an E frame: the server ended the session
-// with a stable error code. It is found with errors.As in the error a call
+// ServerError is a server ending the session with a stable error code. It is found with errors.As in the error a call
 // returns. Code 5 (CodeUnauthenticated) also matches ErrUnauthenticated.
 type ServerError struct {
 	Addr    string    // the server that sent it
@@ -174,8 +200,9 @@ type ServerError struct {
 	Message string    // the server's explanation
 }
 
-func (e *ServerError) Error() string {
-	return fmt.Sprintf("ticketing: server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
+func (e *ServerError) Error() string { return prefix + e.detail() }
+func (e *ServerError) detail() string {
+	return fmt.Sprintf("server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
 }
 
 // Is makes a code-5 error match ErrUnauthenticated.
@@ -183,7 +210,7 @@ func (e *ServerError) Is(target error) bool {
 	return target == ErrUnauthenticated && e.Code == CodeUnauthenticated
 }
 
-// CapacityReason says which server limit a B frame hit.
+// CapacityReason says which server limit a capacity reject hit.
 type CapacityReason uint8
 
 // Capacity reasons (docs/protocol.md).
@@ -211,14 +238,15 @@ func (r CapacityReason) String() string {
 	return fmt.Sprintf("capacity reason %d", uint8(r))
 }
 
-// CapacityError is a B frame: a final capacity reject. It matches ErrCapacity.
+// CapacityError is a final capacity reject. It matches ErrCapacity.
 type CapacityError struct {
 	Addr   string
 	Reason CapacityReason
 }
 
-func (e *CapacityError) Error() string {
-	return fmt.Sprintf("ticketing: server %s rejected the request: %s", e.Addr, e.Reason)
+func (e *CapacityError) Error() string { return prefix + e.detail() }
+func (e *CapacityError) detail() string {
+	return fmt.Sprintf("server %s rejected the request: %s", e.Addr, e.Reason)
 }
 
 // Is makes it match ErrCapacity.
@@ -228,34 +256,35 @@ func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
 func (e *CapacityError) RetryClass() retry.Class { return retry.Overloaded }
 
 // NotLeaderError is returned by admin requests that only the leader serves
-// when sent to a follower (V status 1), and reported when a server answers a
-// hello or ends a session with M. LeaderAddr is the leader's client address
+// when sent to a follower, and reported when a server answers a hello or ends
+// a session with "not the leader". LeaderAddr is the leader's client address
 // when the node knows it, so a tool can follow it.
 type NotLeaderError struct {
 	Addr       string // the node that answered
 	LeaderAddr string // the leader's client address, "" if unknown
 }
 
-func (e *NotLeaderError) Error() string {
+func (e *NotLeaderError) Error() string { return prefix + e.detail() }
+func (e *NotLeaderError) detail() string {
 	if e.LeaderAddr == "" {
-		return fmt.Sprintf("ticketing: %s is not the leader and does not know the leader", e.Addr)
+		return fmt.Sprintf("%s is not the leader and does not know the leader", e.Addr)
 	}
-	return fmt.Sprintf("ticketing: %s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
+	return fmt.Sprintf("%s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
 }
 
 // Is makes it match ErrNotLeader.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
-// AdminError is an admin request that the node answered with "failed" (V
-// status 2).
+// AdminError is an admin request that the node answered with "failed".
 type AdminError struct {
 	Addr    string
 	Op      string
 	Message string
 }
 
-func (e *AdminError) Error() string {
-	return fmt.Sprintf("ticketing: admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
+func (e *AdminError) Error() string { return prefix + e.detail() }
+func (e *AdminError) detail() string {
+	return fmt.Sprintf("admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
 }
 
 // opError is what every call returns: which operation on which key, what
@@ -275,9 +304,10 @@ func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...e
 	return &opError{op: op, key: key, hasKey: hasKey, msg: msg, kinds: kinds, cause: cause}
 }
 
-func (e *opError) Error() string {
+func (e *opError) Error() string { return prefix + e.detail() }
+
+func (e *opError) detail() string {
 	var sb strings.Builder
-	sb.WriteString("ticketing: ")
 	sb.WriteString(e.op)
 	if e.hasKey {
 		sb.WriteString(" ")
@@ -286,7 +316,7 @@ func (e *opError) Error() string {
 	sb.WriteString(": ")
 	sb.WriteString(e.msg)
 	if e.cause != nil && !e.hide {
-		cs := strings.TrimPrefix(e.cause.Error(), "ticketing: ")
+		cs := detailOf(e.cause)
 		if !strings.Contains(e.msg, cs) {
 			sb.WriteString(" (")
 			sb.WriteString(cs)
@@ -320,8 +350,10 @@ func (e *opError) Unwrap() []error {
 // RetryClass reports the retry class for package retry: capacity rejects
 // are OVERLOADED (slow tier), unknown outcomes UNDETERMINED and unusable
 // connections TRANSPORT_UNAVAILABLE (both retried only when the caller's
-// work is idempotent); everything else (not acquired, invalid argument, not
-// held, budget exceeded, unauthenticated, closed, cancelled) is not retried.
+// work is idempotent); invalid arguments are INVALID_ARGUMENT, a cancelled
+// context CANCELED and an ended deadline TIMEOUT; everything else (not
+// acquired, not held, budget exceeded, unauthenticated, closed) is
+// NON_RETRYABLE. None of those is retried.
 func (e *opError) RetryClass() retry.Class {
 	return classOf(e.kinds)
 }
@@ -336,7 +368,9 @@ func classOf(kinds []error) retry.Class {
 		return false
 	}
 	switch {
-	case has(ErrClosed), has(ErrUnauthenticated), has(ErrInvalidArgument), has(ErrNotAcquired),
+	case has(ErrInvalidArgument):
+		return retry.InvalidArgument
+	case has(ErrClosed), has(ErrUnauthenticated), has(ErrNotAcquired),
 		has(ErrNotHeld), has(ErrBudgetExceeded), has(ErrReleaseDropped):
 		return retry.NonRetryable
 	case has(ErrCapacity):

@@ -115,7 +115,8 @@ func WithTLS(m TLSMode) Option { return func(c *config) { c.tlsMode = m } }
 // background release: those queued by Ticket.Close and the compensating
 // releases the client makes on its own (a grant that arrived after its
 // acquire was cancelled, or too late for its work budget). err is nil when
-// the server answered R, ErrNotHeld when it answered N, ErrReleaseDropped
+// the server answered "released", ErrNotHeld when it answered "not held",
+// ErrReleaseDropped
 // when the queue was full, and another error when no final answer came
 // within ReleaseBound. It runs on the client's own goroutines and must not
 // block.

@@ -173,7 +173,7 @@ func TestRetryClasses(t *testing.T) {
 		{&waitError{ctx: context.DeadlineExceeded}, retry.Timeout},
 		{connectError("acquire", "k", true, &waitError{ctx: context.DeadlineExceeded}), retry.TransportUnavailable},
 		{newOpError("acquire", "k", true, nil, "x", ErrNotAcquired), retry.NonRetryable},
-		{invalidArg("acquire", "k", true, "x"), retry.NonRetryable},
+		{invalidArg("acquire", "k", true, "x"), retry.InvalidArgument},
 		{newOpError("release", "k", true, nil, "x", ErrNotHeld), retry.NonRetryable},
 		{newOpError("acquire", "k", true, nil, "x", ErrIndeterminate, ErrClosed), retry.NonRetryable},
 		{newOpError("acquire", "k", true, nil, "x", context.Canceled), retry.Canceled},

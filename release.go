@@ -104,12 +104,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 }
 
 // ReleaseToken releases key's ticket if token still holds it, for a ticket
-// known only by its key and token: one acquired by another process or
-// Broker, or whose token was persisted (ticketctl release uses it). The
-// outcome is that of Ticket.Release: nil when the server answered R (the
-// hold ended), ErrNotHeld when it answered N (the ticket had already expired
-// or been released, or the key is held under another token, which a release
-// never ends), ErrCapacity for a capacity reject, and an error, never
+// known only by its key and token: one acquired by another process or Broker,
+// or whose token was persisted (ticketctl release uses it). The outcome is
+// that of Ticket.Release: nil when the server answered "released" (the hold
+// ended), ErrNotHeld when it answered "not held" (the ticket had already
+// expired or been released, or the key is held under another token, which a
+// release never ends), ErrCapacity for a capacity reject, and an error, never
 // presumed success, when no final answer came within ReleaseBound (5 s from
 // this call) or ctx: ErrIndeterminate if a release may have reached the
 // server, ErrUnavailable if none could be sent. Within the bound it retries
@@ -321,53 +321,6 @@ func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner,
 	}
 }
 
-// Ticket is a granted ticket. Its token fences every write made under it
-// (see the package documentation). Release it with Release (to learn the
-// outcome) or Close (best effort, in the background).
-type Ticket struct {
-	b        *Broker
-	key      string
-	token    uint64
-	deadline time.Time
-	lease    time.Duration
-	queued   time.Duration
-
-	mu       sync.Mutex
-	started  bool          // Release or Close was called
-	done     chan struct{} // closed when the release has an outcome
-	err      error
-	watchers map[*context.CancelCauseFunc]struct{} // contexts from Context, ended at Release/Close
-}
-
-// Key is the ticket's key.
-func (t *Ticket) Key() string { return t.key }
-
-// Token is the fencing token: strictly larger than every token granted
-// before it, for any key.
-func (t *Ticket) Token() uint64 { return t.token }
-
-// Deadline is the conservative end of the lease on this machine's clock:
-// never later than the server's end of the lease (see the package
-// documentation for the formula). Finish the protected work before it.
-func (t *Ticket) Deadline() time.Time { return t.deadline }
-
-// Remaining is the time left until Deadline (negative once it passed).
-func (t *Ticket) Remaining() time.Duration { return time.Until(t.deadline) }
-
-// Lease is the lease the server granted.
-func (t *Ticket) Lease() time.Duration { return t.lease }
-
-// Queued is how long the acquire waited in the key's queue, as the server
-// reported it.
-func (t *Ticket) Queued() time.Duration { return t.queued }
-
-func (t *Ticket) finish(err error) {
-	t.mu.Lock()
-	t.err = err
-	close(t.done)
-	t.mu.Unlock()
-}
-
 // unsent marks a release error as "nothing was sent".
 func unsent(err error) error {
 	if e, ok := err.(*opError); ok {
@@ -380,69 +333,4 @@ func unsent(err error) error {
 func wasUnsent(err error) bool {
 	e, ok := err.(*opError)
 	return ok && e.unsent
-}
-
-// Release releases the ticket and reports the outcome: nil when the server
-// answered R, ErrNotHeld when it answered N (the ticket had already expired
-// or been released), and another error when no final answer came within
-// ReleaseBound (5 s from this call; retried with the exact token across
-// reconnects) or ctx. A failed release is never presumed successful.
-//
-// Release is called once; a second call (or a call after Close) waits for
-// the first release's outcome and returns it. The exception is a release of
-// which nothing was sent (ctx ended first, or no connection could be had):
-// the ticket then stays releasable, so a later Release or the deferred
-// Close still sends it.
-func (t *Ticket) Release(ctx context.Context) error {
-	t.mu.Lock()
-	if t.started {
-		done := t.done
-		t.mu.Unlock()
-		select {
-		case <-done:
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			return t.err
-		case <-ctx.Done():
-			return newOpError(fmt.Sprintf("release of token %d for", t.token), t.key, true, ctx.Err(),
-				"an earlier Release or Close of this ticket is still running and its outcome is not known yet", ctx.Err())
-		}
-	}
-	t.started = true
-	t.done = make(chan struct{})
-	t.endContextsLocked()
-	t.mu.Unlock()
-	// Allowed while Broker.Close drains (draining): a ticket handed out
-	// before Close can still be released until the connection is torn down.
-	err := t.b.release(ctx, t.key, t.token, time.Now(), true)
-	t.mu.Lock()
-	t.err = err
-	close(t.done)
-	if wasUnsent(err) {
-		t.started = false // nothing reached the server: let Close try
-	}
-	t.mu.Unlock()
-	return err
-}
-
-// Close releases the ticket in the background, best effort, and returns at
-// once: it is meant for defer. The release is sent at once on its own
-// goroutine (pipelined with every other request on the connection) and
-// retried with the exact token for ReleaseBound from this call. Its outcome
-// goes to the release observer and the logger (WithReleaseObserver,
-// WithLogger); callers who need it use Release. If WithReleaseQueue
-// background releases are already outstanding, the release is dropped and
-// Close returns ErrReleaseDropped (the ticket expires with its lease). Close
-// after Release (or a second Close) does nothing and returns nil.
-func (t *Ticket) Close() error {
-	t.mu.Lock()
-	if t.started {
-		t.mu.Unlock()
-		return nil
-	}
-	t.started = true
-	t.done = make(chan struct{})
-	t.endContextsLocked()
-	t.mu.Unlock()
-	return t.b.rel.enqueue(relJob{key: t.key, token: t.token, at: time.Now(), ticket: t})
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -64,7 +65,7 @@ func adminServer(t *testing.T, snap func(c *faketicketd.Conn, id uint32)) *faket
 // code.
 func streamSnapshot(c *faketicketd.Conn, id uint32, pieces [][]byte, code uint16, final string) {
 	for _, p := range pieces {
-		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminChunk, Text: p})
+		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminwire.StatusChunk, Text: p})
 	}
 	c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: code, Text: []byte(final)})
 }
@@ -202,7 +203,7 @@ func TestSaveSnapshotFailures(t *testing.T) {
 		}, true},
 		{"dropped midway", func(c *faketicketd.Conn, id uint32) {
 			for _, p := range pieces {
-				c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminChunk, Text: p})
+				c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminwire.StatusChunk, Text: p})
 			}
 			c.Close()
 		}, func(t *testing.T, err error) {
@@ -211,7 +212,7 @@ func TestSaveSnapshotFailures(t *testing.T) {
 			}
 		}, false},
 		{"server error midway", func(c *faketicketd.Conn, id uint32) {
-			c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminChunk, Text: pieces[0]})
+			c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminwire.StatusChunk, Text: pieces[0]})
 			c.Error(wire.CodeShuttingDown, "bye")
 		}, func(t *testing.T, err error) {
 			var se *ServerError
@@ -292,7 +293,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 func TestSaveSnapshotClosedMidway(t *testing.T) {
 	pieces := snapshotData()
 	srv := adminServer(t, func(c *faketicketd.Conn, id uint32) {
-		streamSnapshot(c, id, pieces[:5], adminChunk, "more")
+		streamSnapshot(c, id, pieces[:5], adminwire.StatusChunk, "more")
 		<-c.Done()
 	})
 	a := dialAdmin(t, srv.Addr())
@@ -317,7 +318,7 @@ func TestStreamPieceForOtherRequest(t *testing.T) {
 		if err != nil {
 			return
 		}
-		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Code: adminChunk, Text: []byte("x")})
+		c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Code: adminwire.StatusChunk, Text: []byte("x")})
 		<-c.Done()
 	})
 	a := dialAdmin(t, srv.Addr())

@@ -25,8 +25,14 @@ type config struct {
 // WithToken sets the client token sent in the hello.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
-// WithTLS connects with TLS using cfg (nil: plain TCP, the default).
-func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+// WithTLSConfig connects with TLS using cfg (nil: plain TCP, the default).
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// WithTLS is WithTLSConfig.
+//
+// Deprecated: use WithTLSConfig. The name WithTLS belongs to the Ticketing
+// client's option, which takes a ticketing.TLSMode, not a *tls.Config.
+func WithTLS(cfg *tls.Config) Option { return WithTLSConfig(cfg) }
 
 // WithDialTimeout bounds one connection attempt and its hello (default 5 s).
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }

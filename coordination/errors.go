@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/retry"
 )
 
 // Sentinel errors, one per status of docs/coordination.md, and the
@@ -61,6 +62,29 @@ func (e *StatusError) Unwrap() error {
 		return s
 	}
 	return nil
+}
+
+// statusClasses are the retry classes (package retry) of the statuses,
+// which are named after the YDB coordination statuses as the classes are
+// after YDB's: BAD_SESSION (the request was refused before it ran) is
+// retried always, SESSION_EXPIRED only for idempotent work, ABORTED (a
+// waiting acquire replaced or its semaphore force-deleted) always; the
+// rest never. A body that retry.Do re-runs for a session class must open
+// its own session: a session that expired stays expired.
+var statusClasses = map[uint16]retry.Class{
+	wire.CoordNotFound: retry.NotFound, wire.CoordBadRequest: retry.InvalidArgument,
+	wire.CoordPreconditionFailed: retry.PreconditionFailed, wire.CoordAborted: retry.Aborted,
+	wire.CoordSessionExpired: retry.SessionExpired, wire.CoordBadSession: retry.BadSession,
+}
+
+// RetryClass is the status's retry class (see statusClasses); statuses
+// without one (ALREADY_EXISTS, UNAUTHORIZED, LIMIT_EXCEEDED) are
+// NON_RETRYABLE.
+func (e *StatusError) RetryClass() retry.Class {
+	if c, ok := statusClasses[e.Status]; ok {
+		return c
+	}
+	return retry.NonRetryable
 }
 
 func statusError(op string, status uint16, msg []byte) error {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+
+	"github.com/ticketing-io/ticketing/retry"
 )
 
 var (
@@ -44,6 +46,10 @@ func (e *StaleError) Error() string {
 
 func (e *StaleError) Unwrap() error { return ErrStaleToken }
 
+// RetryClass is PRECONDITION_FAILED: never retried (package retry); a re-run
+// would fail the same way.
+func (e *StaleError) RetryClass() retry.Class { return retry.PreconditionFailed }
+
 // TokenCommittedError reports a token equal to the key's stored mark: a
 // transaction fenced with it already committed. It wraps ErrTokenCommitted,
 // not ErrStaleToken, so that a caller who redoes stale work under a new
@@ -59,6 +65,10 @@ func (e *TokenCommittedError) Error() string {
 }
 
 func (e *TokenCommittedError) Unwrap() error { return ErrTokenCommitted }
+
+// RetryClass is PRECONDITION_FAILED: never retried (package retry); the work
+// is already done.
+func (e *TokenCommittedError) RetryClass() retry.Class { return retry.PreconditionFailed }
 
 // Dialect selects the SQL a Fence speaks.
 type Dialect int

@@ -25,22 +25,21 @@ const (
 	Unavailable             // server shutting down or starting up: fast backoff
 	Overloaded              // server rejected the call for capacity: slow backoff
 	ClientResourceExhausted // too many connections: slow backoff
-	BadSession              // session must be recreated: no delay
-	SessionBusy             // session in use: no delay
+	BadSession              // session must be recreated (coordination BAD_SESSION): no delay
 
 	// Retried only when the call is marked idempotent: the outcome of the
 	// failed attempt is unknown, so running it again may apply it twice.
 	Undetermined         // commit outcome unknown: fast backoff
 	TransportUnavailable // connection could not be used (bad conn): fast backoff
 	ClientTransportError // connection broke mid-call (YDB's CLIENT_GRPC_ERROR): fast backoff
-	SessionExpired       // session expired mid-call: no delay
+	SessionExpired       // session expired mid-call (coordination SESSION_EXPIRED): no delay
 
 	// Never retried; named so that errors can report them explicitly.
 	Timeout            // deadline exceeded
 	Canceled           // context canceled
-	PreconditionFailed // e.g. a stale fencing token
-	NotFound
-	InvalidArgument
+	PreconditionFailed // a stale fencing token (package fence), coordination PRECONDITION_FAILED
+	NotFound           // coordination NOT_FOUND
+	InvalidArgument    // the Ticketing client's ErrInvalidArgument, coordination BAD_REQUEST
 )
 
 var classNames = [...]string{
@@ -50,7 +49,6 @@ var classNames = [...]string{
 	Overloaded:              "OVERLOADED",
 	ClientResourceExhausted: "CLIENT_RESOURCE_EXHAUSTED",
 	BadSession:              "BAD_SESSION",
-	SessionBusy:             "SESSION_BUSY",
 	Undetermined:            "UNDETERMINED",
 	TransportUnavailable:    "TRANSPORT_UNAVAILABLE",
 	ClientTransportError:    "CLIENT_TRANSPORT_ERROR",
@@ -74,7 +72,7 @@ func (c Class) String() string {
 // effect.
 func (c Class) Retryable(idempotent bool) bool {
 	switch c {
-	case Aborted, Unavailable, Overloaded, ClientResourceExhausted, BadSession, SessionBusy:
+	case Aborted, Unavailable, Overloaded, ClientResourceExhausted, BadSession:
 		return true
 	case Undetermined, TransportUnavailable, ClientTransportError, SessionExpired:
 		return idempotent

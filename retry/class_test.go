@@ -18,7 +18,6 @@ func TestPolicyTable(t *testing.T) {
 		{Overloaded, "OVERLOADED", true, true, tierSlow},
 		{ClientResourceExhausted, "CLIENT_RESOURCE_EXHAUSTED", true, true, tierSlow},
 		{BadSession, "BAD_SESSION", true, true, tierNone},
-		{SessionBusy, "SESSION_BUSY", true, true, tierNone},
 		{Undetermined, "UNDETERMINED", false, true, tierFast},
 		{TransportUnavailable, "TRANSPORT_UNAVAILABLE", false, true, tierFast},
 		{ClientTransportError, "CLIENT_TRANSPORT_ERROR", false, true, tierFast},

@@ -23,8 +23,8 @@ const (
 	DefaultSlowCap     = 5 * time.Second
 )
 
-// Environment variables read by ConfigFromEnv (and so by the package-level
-// Do). Durations take Go syntax ("5ms", "1.5s") or a bare integer meaning
+// Environment variables read by ConfigFromEnv, and only by it: the
+// package-level Do never reads them. Durations take Go syntax ("5ms", "1.5s") or a bare integer meaning
 // milliseconds; an empty variable counts as unset.
 const (
 	EnvEnabled     = "TICKETING_RETRY_ENABLED"      // bool, default true

@@ -26,7 +26,6 @@
 //	OVERLOADED                 always              slow
 //	CLIENT_RESOURCE_EXHAUSTED  always              slow
 //	BAD_SESSION                always              none
-//	SESSION_BUSY               always              none
 //	UNDETERMINED               if idempotent       fast
 //	TRANSPORT_UNAVAILABLE      if idempotent       fast
 //	CLIENT_TRANSPORT_ERROR     if idempotent       fast   (YDB's CLIENT_GRPC_ERROR)
@@ -34,7 +33,9 @@
 //	anything else              never
 //
 // Classify maps errors to classes: errors implementing RetryClasser (the
-// Ticketing client's errors do), PostgreSQL SQLSTATEs, MySQL error numbers,
+// Ticketing client's errors do, and so do fence's refusals,
+// PRECONDITION_FAILED, and coordination status errors, each the class of
+// the same-named status), PostgreSQL SQLSTATEs, MySQL error numbers,
 // SQLite busy/locked codes, and network errors. Timeouts, cancellation,
 // precondition failures such as a stale fencing token, not-found and invalid
 // arguments are never retried.
@@ -52,8 +53,18 @@
 //
 // # Configuration
 //
-// The package-level Do reads its global configuration once from the
-// environment; Policy takes a *Config directly (nil means the defaults):
+// The package-level Do uses DefaultConfig. A Policy takes a *Config (nil
+// means the defaults); ConfigFromEnv builds one from the environment, which
+// nothing reads unless asked:
+//
+//	cfg, err := retry.ConfigFromEnv()
+//	if err != nil {
+//		return err // names the malformed variable
+//	}
+//	p := retry.Policy{Config: &cfg}
+//	err = p.Do(ctx, body)
+//
+// The variables and their defaults:
 //
 //	TICKETING_RETRY_ENABLED       true   false disables retrying
 //	TICKETING_RETRY_MAX_ATTEMPTS  10     attempts including the first

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 )
 
@@ -233,20 +232,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var defaultPolicy = sync.OnceValues(loadDefault)
-
-func loadDefault() (Policy, error) {
-	c, err := ConfigFromEnv()
-	return Policy{Config: &c}, err
-}
-
-// Do runs fn with the global policy, configured once from the
-// TICKETING_RETRY_* environment variables (see ConfigFromEnv). If they are
-// malformed, every call fails with that error without running fn.
+// Do runs fn with the default policy: DefaultConfig, real timers and
+// math/rand/v2. It does not read the environment: a program that wants the
+// TICKETING_RETRY_* variables asks for them with ConfigFromEnv and runs a
+// Policy with the result.
 func Do(ctx context.Context, fn func(context.Context) error, opts ...Option) error {
-	p, err := defaultPolicy()
-	if err != nil {
-		return err
-	}
-	return p.Do(ctx, fn, opts...)
+	return Policy{}.Do(ctx, fn, opts...)
 }

@@ -151,7 +151,7 @@ func TestBackoffRandom(t *testing.T) {
 }
 
 func TestZeroBackoffClasses(t *testing.T) {
-	for _, c := range []Class{BadSession, SessionBusy, SessionExpired} {
+	for _, c := range []Class{BadSession, SessionExpired} {
 		rec := &recorder{}
 		runs := 0
 		err := Policy{Sleep: rec.sleep}.Do(context.Background(), failing(c, &runs), Idempotent(true))
@@ -491,25 +491,19 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-// TestPackageDoReadsEnv reloads the global policy from the environment.
-func TestPackageDoReadsEnv(t *testing.T) {
-	old := defaultPolicy
-	t.Cleanup(func() { defaultPolicy = old })
-
-	t.Setenv(EnvMaxAttempts, "2")
-	defaultPolicy = sync.OnceValues(loadDefault)
+// TestPackageDoIgnoresEnv: the package-level Do runs with DefaultConfig
+// whatever the environment says; only ConfigFromEnv reads it.
+func TestPackageDoIgnoresEnv(t *testing.T) {
+	t.Setenv(EnvEnabled, "false")
+	t.Setenv(EnvMaxAttempts, "many") // malformed: ConfigFromEnv would refuse it
 	runs := 0
-	err := Do(context.Background(), failing(BadSession, &runs))
-	if runs != 2 || err == nil {
-		t.Fatalf("runs=%d err=%v, want 2 runs", runs, err)
+	err := Do(context.Background(), failing(BadSession, &runs)) // no backoff: BadSession retries at once
+	var re *Error
+	if runs != DefaultMaxAttempts || !errors.As(err, &re) || errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("runs=%d err=%v, want %d runs (the defaults) and a *retry.Error", runs, err, DefaultMaxAttempts)
 	}
-
-	t.Setenv(EnvMaxAttempts, "many")
-	defaultPolicy = sync.OnceValues(loadDefault)
-	runs = 0
-	err = Do(context.Background(), failing(BadSession, &runs))
-	if runs != 0 || !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("runs=%d err=%v, want ErrInvalidConfig and no run", runs, err)
+	if _, err := ConfigFromEnv(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("ConfigFromEnv with %s=many: %v, want ErrInvalidConfig", EnvMaxAttempts, err)
 	}
 }
 
@@ -540,22 +534,19 @@ func TestGlobalZeroMeansZero(t *testing.T) {
 		})
 	}
 
-	// Through the environment, as the package-level Do reads it.
-	old := defaultPolicy
-	t.Cleanup(func() { defaultPolicy = old })
+	// Through the environment, read by ConfigFromEnv.
 	t.Setenv(EnvMaxAttempts, "0")
 	t.Setenv(EnvFastBase, "0")
 	c, err := ConfigFromEnv()
 	if err != nil || c.MaxAttempts != 0 || c.FastBase != 0 || c.FastCap != DefaultFastCap {
 		t.Fatalf("ConfigFromEnv = %+v, %v; want MaxAttempts 0, FastBase 0, the rest default", c, err)
 	}
-	defaultPolicy = sync.OnceValues(loadDefault)
+	p := Policy{Config: &c}
 	runs := 0
-	err = Do(context.Background(), failing(BadSession, &runs))
+	err = p.Do(context.Background(), failing(BadSession, &runs))
 	if runs != 1 || err == nil {
 		t.Fatalf("%s=0: runs=%d err=%v, want exactly one run", EnvMaxAttempts, runs, err)
 	}
-	p, _ := defaultPolicy()
 	rec := &recorder{}
 	p.Sleep = rec.sleep
 	runs = 0

@@ -150,7 +150,7 @@ func (l *Locks) Handle(c *Conn, f wire.Frame) bool {
 		ks := l.state(key)
 		i := wire.Frame{Type: wire.TypeInfo, ID: f.ID, Count: uint32(len(ks.waiters))}
 		if h := ks.holder; h != nil {
-			i.Flags = 1
+			i.Flags = wire.InfoHeld
 			i.Token, i.Owner, i.LeaseMs = h.token, h.owner, h.leaseMs
 			i.Remaining = uint32(max(time.Until(h.end), 0) / time.Millisecond)
 		}

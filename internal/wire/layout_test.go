@@ -140,7 +140,7 @@ var layouts = []layout{
 	}, "connection-fatal: error with a stable code"},
 	{TypeInfo, "Info", "server->client", []fieldSpec{
 		fID(echoID + " (the describe)"),
-		{"flags", kU8, "bit 0 (`1`): the key is held; when it is clear, `token`, `owner`, `remaining_ms` and `lease_ms` are 0"},
+		{"flags", kU8, "bit 0 (`1`, `InfoHeld`): the key is held; when it is clear, `token`, `owner`, `remaining_ms` and `lease_ms` are 0"},
 		{"token", kU64, "the holder's fencing token"},
 		{"owner", kOwner, "the holder's owner"},
 		{"remaining_ms", kU32, "remaining lease in ms as the leader sees it"},

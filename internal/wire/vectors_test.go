@@ -123,7 +123,7 @@ func genVectors() []genVector {
 		{name: "error-invalid-argument", frame: &Frame{Type: TypeError, Code: uint16(CodeInvalidArgument), Text: []byte("lease 0 s is outside 1..250 s")}},
 		{name: "error-shutting-down", frame: &Frame{Type: TypeError, Code: uint16(CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}},
 		{name: "error-frame-too-large", frame: &Frame{Type: TypeError, Code: uint16(CodeFrameTooLarge), Text: []byte("frame of 65537 bytes exceeds the maximum of 65536")}},
-		{name: "info-held", frame: &Frame{Type: TypeInfo, ID: 14, Flags: 1, Token: 42, Owner: owner1, Remaining: 29000, LeaseMs: 30000, Count: 2}},
+		{name: "info-held", frame: &Frame{Type: TypeInfo, ID: 14, Flags: InfoHeld, Token: 42, Owner: owner1, Remaining: 29000, LeaseMs: 30000, Count: 2}},
 		{name: "info-free", frame: &Frame{Type: TypeInfo, ID: 14}},
 		{name: "admin-reply-ok", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 0, Text: []byte(`{"node_id":"node-1","role":"leader"}`)}},
 		{name: "admin-reply-chunk", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 3, Text: []byte{'T', 'K', 'S', 'N', 0x00, 0x01, 0xff, 0xfe}}},

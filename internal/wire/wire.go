@@ -93,6 +93,13 @@ const (
 	ReadyLeader uint8 = 1 << 0
 )
 
+// Info flags (TypeInfo).
+const (
+	// InfoHeld is set when the described key is held; the holder fields
+	// (owner, token, lease) are meaningful only then.
+	InfoHeld uint8 = 1 << 0
+)
+
 // Capacity reject reasons carried by TypeCapacity.
 const (
 	CapacityHeld        uint8 = 1 // too many held tickets on the server

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
@@ -145,8 +144,14 @@ func TestEndToEndThreeNodes(t *testing.T) {
 		t.Errorf("members add: %+v", added)
 	}
 	var st statusResult
-	decodeOne(t, mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader)), &st)
-	if !slices.ContainsFunc(st.Members, func(m ticketing.Member) bool {
+	out := mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader))
+	decodeOne(t, out, &st)
+	// ticketctl's JSON names client_addr for every member, also for one
+	// that never led (the wire leaves it out there).
+	if n := strings.Count(out, `"client_addr"`); n != len(st.Members) {
+		t.Errorf("status -o json names client_addr %d times for %d members: %s", n, len(st.Members), out)
+	}
+	if !slices.ContainsFunc(st.Members, func(m memberResult) bool {
 		return m.ID == "n4" && m.Voter
 	}) {
 		t.Errorf("n4 is not a voter after members add: %+v", st.Members)

@@ -25,18 +25,28 @@ var statusCmd = &command{
 }
 
 type statusResult struct {
-	NodeID       string             `json:"node_id"`
-	Role         string             `json:"role"`
-	Leader       string             `json:"leader"`
-	LeaderAddr   string             `json:"leader_addr"`
-	Term         uint64             `json:"term"`
-	CommitIndex  uint64             `json:"commit_index"`
-	AppliedIndex uint64             `json:"applied_index"`
-	LastToken    uint64             `json:"last_token"`
-	Held         int                `json:"held"`
-	ClusterID    string             `json:"cluster_id"`
-	Participants []string           `json:"participants"`
-	Members      []ticketing.Member `json:"members"`
+	NodeID       string         `json:"node_id"`
+	Role         string         `json:"role"`
+	Leader       string         `json:"leader"`
+	LeaderAddr   string         `json:"leader_addr"`
+	Term         uint64         `json:"term"`
+	CommitIndex  uint64         `json:"commit_index"`
+	AppliedIndex uint64         `json:"applied_index"`
+	LastToken    uint64         `json:"last_token"`
+	Held         int            `json:"held"`
+	ClusterID    string         `json:"cluster_id"`
+	Participants []string       `json:"participants"`
+	Members      []memberResult `json:"members"`
+}
+
+// memberResult is a member in ticketctl's JSON output, which always has
+// client_addr ("" for a member that never led) where the wire leaves it out.
+type memberResult struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	ClientAddr string `json:"client_addr"`
+	Voter      bool   `json:"voter"`
+	Leader     bool   `json:"leader"`
 }
 
 func runStatus(e *env) error {
@@ -68,13 +78,13 @@ func runStatus(e *env) error {
 	res := statusResult{
 		NodeID: s.NodeID, Role: s.Role, Leader: s.LeaderID, LeaderAddr: s.LeaderAddr,
 		Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex,
-		LastToken: s.LastToken, Held: s.Held, ClusterID: s.ClusterID, Participants: s.Participants, Members: s.Members,
+		LastToken: s.LastToken, Held: s.Held, ClusterID: s.ClusterID, Participants: s.Participants, Members: []memberResult{},
 	}
 	if res.Participants == nil {
 		res.Participants = []string{}
 	}
-	if res.Members == nil {
-		res.Members = []ticketing.Member{}
+	for _, m := range s.Members {
+		res.Members = append(res.Members, memberResult(m))
 	}
 	return e.emit(res, func(w io.Writer) {
 		leader := s.LeaderID

@@ -1,13 +1,13 @@
 package crashtest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -156,18 +156,8 @@ func (c *wclient) do(f *wire.Frame) (wire.Frame, outcome, error) {
 	}
 }
 
-// status is the part of the admin status answer the tests use.
-type status struct {
-	NodeID       string `json:"node_id"`
-	Role         string `json:"role"`
-	LeaderID     string `json:"leader_id"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	LastToken    uint64 `json:"last_token"`
-	Held         int    `json:"held"`
-	Term         uint64 `json:"term"`
-	ClusterID    string `json:"cluster_id"`
-}
+// status is the admin status answer.
+type status = adminwire.Status
 
 // adminDo runs one admin request on a fresh admin session with addr.
 func adminDo(addr, req string) (uint16, []byte, error) {
@@ -192,10 +182,10 @@ func adminStatus(addr string) (status, error) {
 	if err != nil {
 		return st, err
 	}
-	if code != 0 {
+	if code != adminwire.StatusOK {
 		return st, fmt.Errorf("status: code %d %s", code, body)
 	}
-	err = json.Unmarshal(body, &st)
+	err = adminwire.Decode("the status answer", body, &st)
 	return st, err
 }
 

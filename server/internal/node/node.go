@@ -23,8 +23,12 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
-// Peer is one voter of a cluster bootstrapped from configuration.
-type Peer struct{ ID, RaftAddr string }
+// Peer is one voter of a cluster bootstrapped from configuration (the
+// server's --bootstrap flag and bootstrap table, hence the toml tags).
+type Peer struct {
+	ID       string `toml:"id"`
+	RaftAddr string `toml:"raft_addr"`
+}
 
 // Config configures one Raft node.
 type Config struct {

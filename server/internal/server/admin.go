@@ -11,87 +11,68 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
-// Admin answer statuses carried by V frames.
-const (
-	adminOK        = 0
-	adminNotLeader = 1
-	adminFailed    = 2
-)
-
 const adminTimeout = 30 * time.Second
 
-type adminRequest struct {
-	Op       string `json:"op"`
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-}
+// Status is this node's view of the cluster, the answer to the status op.
+type Status = adminwire.Status
 
 // MemberStatus is one server in a status answer.
-type MemberStatus struct {
-	ID         string `json:"id"`
-	RaftAddr   string `json:"raft_addr"`
-	ClientAddr string `json:"client_addr,omitempty"`
-	Voter      bool   `json:"voter"`
-	Leader     bool   `json:"leader"`
+type MemberStatus = adminwire.Member
+
+// decodeAdmin decodes the body of a J request.
+func decodeAdmin(body []byte) (adminwire.Request, error) {
+	var req adminwire.Request
+	err := adminwire.Decode("the admin request", body, &req)
+	return req, err
 }
 
-// Status is the answer to the status op: this node's view of the cluster.
-type Status struct {
-	NodeID       string `json:"node_id"`
-	Role         string `json:"role"`
-	LeaderID     string `json:"leader_id"`
-	LeaderAddr   string `json:"leader_addr"`
-	Term         uint64 `json:"term"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	LastToken    uint64 `json:"last_token"`
-	Held         int    `json:"held"`
-	Cluster      string `json:"cluster_id"`
-	// Participants are the servers recorded as holding this cluster's
-	// state: one of them that shows up empty is refused (it lost data).
-	Participants []string       `json:"participants"`
-	Members      []MemberStatus `json:"members"`
-}
-
-// admin runs one admin request on its own goroutine (membership changes wait
-// for commits) and answers with V.
-func (s *Server) admin(c *conn, id uint32, body []byte) {
-	var req adminRequest
-	if json.Unmarshal(body, &req) == nil && req.Op == "snapshot.save" {
-		// Taken on the leader, as documented: a follower's state may lag.
-		if s.node.Raft().State() != raft.Leader {
-			data, _ := json.Marshal(map[string]string{"error": "this server is not the leader", "leader_addr": s.leaderClientAddr()})
-			c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminNotLeader, Text: data})
-			return
-		}
-		s.sendSnapshot(c, id)
+// adminSnapshot answers snapshot.save: the stream from the leader, as
+// documented (a follower's state may lag), else "not the leader".
+func (s *Server) adminSnapshot(c *conn, id uint32) {
+	if s.node.Raft().State() != raft.Leader {
+		adminAnswer(c, id, adminwire.StatusNotLeader, s.notLeaderReply())
 		return
 	}
-	code, out := s.adminDo(body)
-	data, _ := json.Marshal(out)
-	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
+	s.sendSnapshot(c, id)
 }
 
-func (s *Server) adminDo(body []byte) (int, any) {
-	var req adminRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return adminFailed, map[string]string{"error": "admin request is not a JSON object: " + err.Error()}
+func adminFailure(err error) (uint16, any) {
+	return adminwire.StatusFailed, adminwire.ErrorReply{Error: err.Error()}
+}
+
+// adminAnswer sends the final V of request id. Membership changes wait for
+// commits: admin requests run on their own goroutine (conn.go).
+func adminAnswer(c *conn, id uint32, code uint16, body any) {
+	// The bodies are adminwire types of strings and numbers: encoding them
+	// cannot fail.
+	data, err := json.Marshal(body)
+	if err != nil {
+		panic(fmt.Sprintf("encoding an admin answer: %v", err))
 	}
-	if req.Op == "status" {
-		return adminOK, s.Status()
+	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: code, Text: data})
+}
+
+func (s *Server) notLeaderReply() adminwire.NotLeaderReply {
+	return adminwire.NotLeaderReply{Error: "this server is not the leader", LeaderAddr: s.leaderClientAddr()}
+}
+
+func (s *Server) adminDo(req adminwire.Request) (uint16, any) {
+	if req.Op == adminwire.OpStatus {
+		return adminwire.StatusOK, s.Status()
 	}
 	r := s.node.Raft()
 	if r.State() != raft.Leader {
-		return adminNotLeader, map[string]string{"error": "this server is not the leader", "leader_addr": s.leaderClientAddr()}
+		return adminwire.StatusNotLeader, s.notLeaderReply()
 	}
-	fail := func(err error) (int, any) { return adminFailed, map[string]string{"error": err.Error()} }
+	fail := adminFailure
 	switch req.Op {
-	case "members.add":
+	case adminwire.OpMembersAdd:
 		if req.ID == "" || req.RaftAddr == "" {
 			return fail(fmt.Errorf("members.add needs id and raft_addr"))
 		}
@@ -105,8 +86,8 @@ func (s *Server) adminDo(body []byte) (int, any) {
 			return fail(fmt.Errorf("add %s at %s: %w", req.ID, req.RaftAddr, err))
 		}
 		s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr)
-		return adminOK, map[string]string{}
-	case "members.remove":
+		return adminwire.StatusOK, struct{}{}
+	case adminwire.OpMembersRemove:
 		if req.ID == "" {
 			return fail(fmt.Errorf("members.remove needs id"))
 		}
@@ -120,8 +101,8 @@ func (s *Server) adminDo(body []byte) (int, any) {
 			s.log.Warn("member removed, but not yet dropped from the participants", "id", req.ID, "err", err)
 		}
 		s.log.Info("member removed", "id", req.ID)
-		return adminOK, map[string]string{}
-	case "leader.transfer":
+		return adminwire.StatusOK, struct{}{}
+	case adminwire.OpLeaderTransfer:
 		var f raft.Future
 		if req.ID == "" {
 			f = r.LeadershipTransfer()
@@ -152,21 +133,16 @@ func (s *Server) adminDo(body []byte) (int, any) {
 		case req.ID != "" && string(lid) != req.ID:
 			return fail(fmt.Errorf("leadership transfer: leadership moved to %s, not to %s as asked", lid, req.ID))
 		}
-		return adminOK, map[string]string{"leader_id": string(lid)}
+		return adminwire.StatusOK, adminwire.TransferReply{LeaderID: string(lid)}
 	}
 	return fail(fmt.Errorf("unknown admin op %q", req.Op))
 }
 
-// adminChunk is the V status of one piece of a streamed snapshot; the final
-// V (status 0) carries the snapshot's metadata.
-const adminChunk = 3
-
-// sendSnapshot streams a fresh snapshot in V frames of at most 60 KiB.
+// sendSnapshot streams a fresh snapshot in V status-StatusChunk frames of
+// at most adminwire.SnapshotChunk bytes; the final V (status 0) carries the
+// snapshot's metadata.
 func (s *Server) sendSnapshot(c *conn, id uint32) {
-	fail := func(err error) {
-		data, _ := json.Marshal(map[string]string{"error": err.Error()})
-		c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminFailed, Text: data})
-	}
+	fail := func(err error) { adminAnswer(c, id, adminwire.StatusFailed, adminwire.ErrorReply{Error: err.Error()}) }
 	meta, rc, err := s.node.OpenSnapshot()
 	if err != nil {
 		fail(err)
@@ -174,7 +150,7 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 	}
 	defer rc.Close()
 	h := sha256.New()
-	buf := make([]byte, 60<<10)
+	buf := make([]byte, adminwire.SnapshotChunk)
 	var size int64
 	for {
 		n, err := io.ReadFull(rc, buf)
@@ -188,7 +164,7 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if !c.send(&wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminChunk, Text: buf[:n]}) {
+			if !c.send(&wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminwire.StatusChunk, Text: buf[:n]}) {
 				return
 			}
 		}
@@ -200,8 +176,7 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 			return
 		}
 	}
-	data, _ := json.Marshal(map[string]any{"index": meta.Index, "term": meta.Term, "size": size, "sha256": hex.EncodeToString(h.Sum(nil))})
-	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: adminOK, Text: data})
+	adminAnswer(c, id, adminwire.StatusOK, adminwire.SnapshotMeta{Index: meta.Index, Term: meta.Term, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))})
 }
 
 func (s *Server) isMember(id string) bool { return s.memberRaftAddr(id) != "" }
@@ -226,7 +201,7 @@ func (s *Server) Status() Status {
 	st := Status{NodeID: s.cfg.NodeID, Role: roleName(r.State()), LeaderID: string(lid),
 		CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), Held: s.node.Held()}
 	st.Term, _ = strconv.ParseUint(r.Stats()["term"], 10, 64)
-	st.Cluster = node.FormatClusterID(s.node.Cluster())
+	st.ClusterID = node.FormatClusterID(s.node.Cluster())
 	addrs := map[string]string{}
 	s.node.Read(func(fs *fsm.State) {
 		st.LastToken = fs.LastToken()

@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -387,20 +387,21 @@ func (c *conn) refuse(id uint32, op, key string, reason uint8) {
 // its own goroutine, auditing and counting it with its outcome. status is
 // open to the admin and monitor roles, everything else to admin only.
 func (s *Server) adminAs(c *conn, id uint32, body []byte) {
-	var req adminRequest
-	json.Unmarshal(body, &req) // a body that is not JSON is answered by adminDo
+	// A body that does not decode is refused (status 2) once the principal
+	// is authorized; its op, if one was read, still labels the audit.
+	req, derr := decodeAdmin(body)
 	op := req.Op
 	if op == "" {
 		op = "unknown"
 	}
 	label := op
 	switch op {
-	case "status", "members.add", "members.remove", "leader.transfer", "snapshot.save":
+	case adminwire.OpStatus, adminwire.OpMembersAdd, adminwire.OpMembersRemove, adminwire.OpLeaderTransfer, adminwire.OpSnapshotSave:
 	default:
 		label = "other" // bounded metric labels
 	}
 	p := c.lookup()
-	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && op == "status") {
+	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && op == adminwire.OpStatus) {
 		s.metrics.adminOps.WithLabelValues(label, "denied").Inc()
 		c.refuse(id, "admin "+op, "", wire.ForbiddenRole)
 		return
@@ -409,19 +410,24 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	if req.ID != "" {
 		attrs = append(attrs, slog.String("member", req.ID))
 	}
-	if op == "snapshot.save" {
+	if derr == nil && op == adminwire.OpSnapshotSave {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "started"))...)
-		s.admin(c, id, body) // streams; the snapshot's own errors reach the client
+		s.adminSnapshot(c, id) // streams; the snapshot's own errors reach the client
 		s.metrics.adminOps.WithLabelValues(label, "done").Inc()
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "done"))...)
 		return
 	}
-	code, out := s.adminDo(body)
-	data, _ := json.Marshal(out)
+	var code uint16
+	var out any
+	if derr != nil {
+		code, out = adminFailure(derr)
+	} else {
+		code, out = s.adminDo(req)
+	}
 	// Recorded before the answer goes out: whoever sees the answer can
 	// rely on the record existing.
-	outcome := map[int]string{adminOK: "ok", adminNotLeader: "not_leader", adminFailed: "failed"}[code]
+	outcome := map[uint16]string{adminwire.StatusOK: "ok", adminwire.StatusNotLeader: "not_leader", adminwire.StatusFailed: "failed"}[code]
 	s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
-	c.finish(id, &wire.Frame{Type: wire.TypeAdminReply, ID: id, Code: uint16(code), Text: data})
+	adminAnswer(c, id, code, out)
 }

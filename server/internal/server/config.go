@@ -7,13 +7,12 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // Peer is one voting member of a cluster bootstrapped from configuration.
-type Peer struct {
-	ID       string `toml:"id"`
-	RaftAddr string `toml:"raft_addr"`
-}
+type Peer = node.Peer
 
 // ParsePeers parses "id=raftaddr,id=raftaddr" as given to --bootstrap.
 func ParsePeers(s string) ([]Peer, error) {

@@ -156,8 +156,7 @@ func coordMessage(status uint16) string {
 }
 
 func (c *core) coordPropose(r request, kind fsm.OpKind, o *fsm.CoordOp) {
-	c.pending.ops = append(c.pending.ops, fsm.Op{Kind: kind, Coord: o})
-	c.pending.causes = append(c.pending.causes, cause{kind: causeCoord, c: r.c, id: r.id})
+	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.c, id: r.id})
 }
 
 // coordRequest turns a K request into an fsm op (or a read) for the batch.
@@ -182,7 +181,7 @@ func (c *core) coordRequest(r request) {
 		return
 	case wire.CoordDescribeNode:
 		path := string(b.Path)
-		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+		c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
 			n, ok := st.DescribeNode(path)
 			if !ok {
 				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
@@ -236,7 +235,7 @@ func (c *core) coordRequest(r request) {
 // coordDescribeSem answers from the applied state after the batch it is in
 // (so a connection reads its own writes) and sets the watch, if asked.
 func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8) {
-	c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+	c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
 		info, status := st.DescribeSemaphore(bind.path, name, flags&wire.CoordFlagOwners != 0, flags&wire.CoordFlagWaiters != 0)
 		if status != fsm.CoordSuccess {
 			coordAnswer(r.c, r.id, r.op, uint16(status), nil)
@@ -429,8 +428,7 @@ func (c *core) coordConnClosed(cn *conn) {
 	if b := c.co.conns[cn]; b != nil {
 		delete(c.co.conns, cn)
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
 		}
 	}
 	for k, a := range c.co.pending {
@@ -454,17 +452,16 @@ func (c *core) coordConnClosed(cn *conn) {
 func (c *core) coordArmExpiry(session uint64) {
 	var info fsm.SessionInfo
 	var ok bool
-	c.s.node.Read(func(st *fsm.State) { info, ok = st.Session(session) })
+	c.state.Read(func(st *fsm.State) { info, ok = st.Session(session) })
 	if !ok || info.Attached {
 		return
 	}
 	c.removeTimer(c.co.expiry[session])
 	wait := time.Duration(max(info.ExpiresAt-c.clock(), 0)) * time.Millisecond
-	t := &timer{at: time.Now().Add(wait), fn: func() {
+	t := &timer{at: c.clk.Now().Add(wait), fn: func() {
 		delete(c.co.expiry, session)
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
 		}
 	}}
 	c.co.expiry[session] = t
@@ -476,14 +473,13 @@ func (c *core) coordArmExpiry(session uint64) {
 // plus the node's grace period) and the timeout of every queued acquire.
 func (c *core) coordTakeover(now time.Time) {
 	clock := c.clock()
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		for _, s := range st.Sessions("") {
 			session := s.ID
 			t := &timer{at: now.Add(time.Duration(max(s.ExpiresAt-clock, 0)) * time.Millisecond), fn: func() {
 				delete(c.co.expiry, session)
 				if c.serving {
-					c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}})
-					c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+					c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
 				}
 			}, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
@@ -508,8 +504,7 @@ const maxCoordTimer = 1 << 40
 func (c *core) coordTimeoutTimer(at time.Time, session uint64, name string, order uint64) *timer {
 	return &timer{at: at, fn: func() {
 		if c.serving {
-			c.pending.ops = append(c.pending.ops, fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}})
-			c.pending.causes = append(c.pending.causes, cause{kind: causeCoord})
+			c.pending.add(fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}}, cause{kind: causeCoord})
 		}
 	}}
 }
@@ -525,18 +520,18 @@ func (c *core) coordRecheckTimeout(o *fsm.CoordOp) {
 		return
 	}
 	var again bool
-	c.s.node.Read(func(st *fsm.State) {
+	c.state.Read(func(st *fsm.State) {
 		info, _ := st.DescribeSemaphore(path, o.Name, false, true)
 		for _, w := range info.Waiters {
 			again = again || (w.Session == o.Session && w.OrderID == o.OrderID)
 		}
 	})
 	if again {
-		c.addTimer(c.coordTimeoutTimer(time.Now().Add(50*time.Millisecond), o.Session, o.Name, o.OrderID))
+		c.addTimer(c.coordTimeoutTimer(c.clk.Now().Add(50*time.Millisecond), o.Session, o.Name, o.OrderID))
 	}
 }
 
 func (c *core) sessionInfo(id uint64) (info fsm.SessionInfo, ok bool) {
-	c.s.node.Read(func(st *fsm.State) { info, ok = st.Session(id) })
+	c.state.Read(func(st *fsm.State) { info, ok = st.Session(id) })
 	return info, ok
 }

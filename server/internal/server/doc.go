@@ -7,7 +7,10 @@
 // gathers every request that is ready into one Raft entry (group commit),
 // keeps at most a few entries in flight, and answers each request when the
 // entry that decides it is applied. Answers go to a per-connection buffer that
-// one writer goroutine flushes with a single write. docs/design.md explains
+// one writer goroutine flushes with a single write. The core reaches Raft,
+// the applied state, metrics and the clock only through small interfaces
+// (core_ports.go), so its unit tests run on fakes without Raft.
+// docs/design.md explains
 // the design and the rules it keeps (one commit per handoff, leases never
 // shortened, FIFO under pipelining).
 //

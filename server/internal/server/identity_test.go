@@ -57,7 +57,7 @@ func TestWipedMajorityDoesNotBootstrapBesideItsCluster(t *testing.T) {
 	// Every server has applied the grants (and the cluster ID) before the stop.
 	testcluster.WaitFor(t, 10*time.Second, "every server applied the grants", func() bool {
 		for i := range 3 {
-			if st := c.Server(i).Status(); st.LastToken != last || len(st.Cluster) != 32 {
+			if st := c.Server(i).Status(); st.LastToken != last || len(st.ClusterID) != 32 {
 				return false
 			}
 		}
@@ -150,6 +150,6 @@ func TestLateBootstrapVoterIsTakenIn(t *testing.T) {
 	s3 := start(2)
 	testcluster.WaitFor(t, 30*time.Second, "n3 follows the cluster", func() bool {
 		st, st1 := s3.Status(), s1.Status()
-		return st.Cluster == st1.Cluster && st.LastToken >= g.Token
+		return st.ClusterID == st1.ClusterID && st.LastToken >= g.Token
 	})
 }

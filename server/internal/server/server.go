@@ -70,10 +70,6 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var peers []node.Peer
-	for _, p := range cfg.Bootstrap {
-		peers = append(peers, node.Peer{ID: p.ID, RaftAddr: p.RaftAddr})
-	}
 	// A restore is all or nothing: the backup is read and checked, and the
 	// data directory found empty, before anything is written there.
 	raftDir := filepath.Join(cfg.DataDir, "raft")
@@ -103,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.node, err = node.Open(node.Config{
 		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
-		Bootstrap: peers, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
 	})
@@ -128,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.auth.Store(newAuthTable(&s.cfg))
-	s.core = newCore(s)
+	s.core = newCore(serverPorts(s))
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			ln.Close()

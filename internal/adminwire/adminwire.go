@@ -1,0 +1,117 @@
+// Package adminwire is the vocabulary of admin requests (J frames) and their
+// answers (V frames), shared by the client (ticketing.Admin) and the server
+// so that it is written once: the op names, the V status codes and the JSON
+// bodies. docs/protocol.md (Admin requests) is the reference; Java and C#
+// clients rely on the same bytes.
+//
+// The JSON field order of each type is the order the server has always
+// written, so that the bytes on the wire do not change.
+package adminwire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Admin ops (the "op" field of a J request).
+const (
+	OpStatus         = "status"
+	OpMembersAdd     = "members.add"
+	OpMembersRemove  = "members.remove"
+	OpLeaderTransfer = "leader.transfer"
+	OpSnapshotSave   = "snapshot.save"
+)
+
+// V status codes (the frame's code field).
+const (
+	// StatusOK: the op's answer, a JSON object (final).
+	StatusOK uint16 = 0
+	// StatusNotLeader: a leader-only op sent to a follower; the body is a
+	// NotLeaderReply (final).
+	StatusNotLeader uint16 = 1
+	// StatusFailed: the op failed; the body is an ErrorReply (final).
+	StatusFailed uint16 = 2
+	// StatusChunk: one piece of a streamed answer (snapshot.save), raw bytes,
+	// not JSON; not final.
+	StatusChunk uint16 = 3
+)
+
+// SnapshotChunk is the largest piece of a snapshot the server puts in one V
+// status-StatusChunk frame (60 KiB, under the 64 KiB frame limit).
+const SnapshotChunk = 60 << 10
+
+// Request is the body of a J frame. ID and RaftAddr are the arguments of
+// the membership and transfer ops, left out when empty.
+type Request struct {
+	// Fields in alphabetical order: the bytes are those the client has
+	// always sent (it used to encode a map).
+	ID       string `json:"id,omitempty"`
+	Op       string `json:"op"`
+	RaftAddr string `json:"raft_addr,omitempty"`
+}
+
+// Status is a node's own view of the cluster (the answer to op "status").
+type Status struct {
+	NodeID       string `json:"node_id"`
+	Role         string `json:"role"` // leader, follower, candidate
+	LeaderID     string `json:"leader_id"`
+	LeaderAddr   string `json:"leader_addr"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastToken    uint64 `json:"last_token"`
+	Held         int    `json:"held"`
+	// ClusterID identifies the cluster's history (32 hex digits, "none"
+	// before its first leader set it); Participants are the servers recorded
+	// as holding its state: one of them that shows up empty is refused (it
+	// lost data). See docs/deployment.md, Cluster identity.
+	ClusterID    string   `json:"cluster_id"`
+	Participants []string `json:"participants"`
+	Members      []Member `json:"members"`
+}
+
+// Member is one server of the cluster configuration.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	// ClientAddr is the member's advertise address as recorded by its last
+	// takeover as leader; empty (left out of the JSON) for a member that
+	// never led.
+	ClientAddr string `json:"client_addr,omitempty"`
+	Voter      bool   `json:"voter"`
+	Leader     bool   `json:"leader"`
+}
+
+// TransferReply is the answer to op "leader.transfer".
+type TransferReply struct {
+	LeaderID string `json:"leader_id"`
+}
+
+// SnapshotMeta is the final answer (status StatusOK) of op "snapshot.save",
+// after the chunks.
+type SnapshotMeta struct {
+	// Fields in alphabetical order: the bytes the server has always sent.
+	Index  uint64 `json:"index"`  // the last Raft log index the snapshot includes
+	SHA256 string `json:"sha256"` // SHA-256 of all chunks together, lowercase hex
+	Size   int64  `json:"size"`   // bytes in all chunks together
+	Term   uint64 `json:"term"`   // the term of that entry
+}
+
+// NotLeaderReply is the body of status StatusNotLeader.
+type NotLeaderReply struct {
+	Error      string `json:"error"`
+	LeaderAddr string `json:"leader_addr"` // the leader's client address, "" when unknown
+}
+
+// ErrorReply is the body of status StatusFailed.
+type ErrorReply struct {
+	Error string `json:"error"`
+}
+
+// Decode decodes a JSON body into out, saying which body failed.
+func Decode(what string, body []byte, out any) error {
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s is not the expected JSON object: %w", what, err)
+	}
+	return nil
+}

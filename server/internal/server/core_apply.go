@@ -1,0 +1,272 @@
+package server
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+)
+
+// This file holds apply handling: what the core does when a proposed batch
+// is applied (answers, grants, handoffs, takeover) or fails to commit
+// (re-proposed, or the leader starts over).
+
+// failed handles a batch that did not commit. The core's state must end up
+// as if the batch had never been proposed, or this leader must start over.
+func (c *core) failed(b *batch, o outcome, err error) {
+	if o == outcomeRefused {
+		if c.log.leadership().leader {
+			// Still leader (a leadership transfer in progress, which may
+			// fail): the batch is proposed again, with its attempts, expiries
+			// and answers still pending, so no key is wedged and no timer lost.
+			c.logger.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
+			c.retry = append(c.retry, b)
+			c.retryT.Reset(retryDelay)
+			return
+		}
+		// Not the leader any more, and nothing of the batch happened: its
+		// clients are told so (M), and they retry safely at the new leader.
+		c.logger.Info("Raft refused a batch: not the leader; its clients are sent to the new leader", "err", err, "ops", len(b.ops))
+		c.tellBatch(b, c.srv.notLeaderFrame())
+		return
+	}
+	c.logger.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", err, "ops", len(b.ops))
+	msg := "the server could not commit the request (" + err.Error() + "); its outcome is unknown"
+	c.tellBatch(b, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte(msg)})
+	// The entry may still be applied: only a fresh takeover (barrier, then
+	// timers rebuilt from the applied state) knows the state again.
+	c.newTerm(c.log.leadership())
+}
+
+// tellBatch ends the connection of every request in b with the frame f.
+func (c *core) tellBatch(b *batch, f *wire.Frame) {
+	for _, cs := range b.causes {
+		switch {
+		case cs.c != nil:
+			cs.c.fatal(f)
+		case cs.w != nil:
+			for _, r := range cs.w.replies {
+				r.c.fatal(f)
+			}
+		}
+	}
+	for _, rd := range b.reads {
+		rd.c.fatal(f)
+	}
+}
+
+// retryNow puts the refused batches back in front of the pending one, in
+// their order, to be proposed again.
+func (c *core) retryNow() {
+	if len(c.retry) == 0 {
+		return
+	}
+	nb := &batch{}
+	for _, b := range append(c.retry, c.pending) {
+		nb.merge(b)
+	}
+	c.retry, c.pending = nil, nb
+}
+
+func (c *core) applied(a applied) {
+	b := a.b
+	if b.epoch != c.epoch || !c.leading {
+		return // leadership changed: those connections were closed with M
+	}
+	if a.o != outcomeApplied {
+		c.failed(b, a.o, a.err)
+		return
+	}
+	now := c.clk.Now()
+	b.each(a.res.Results, func(op *fsm.Op, cs cause, res fsm.Result) {
+		switch cs.kind {
+		case causeTakeover:
+			c.takeoverDone(now)
+		case causeAttempt:
+			c.attemptDone(cs.w, res, now)
+		case causeRelease:
+			if res.Status == fsm.Released {
+				c.metrics.release()
+				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
+			} else if res.Status == fsm.Forbidden {
+				name := "release"
+				if op.Kind == fsm.OpReleaseOwner {
+					name = "release_owner"
+				}
+				cs.c.refuse(cs.id, name, op.Key, wire.ForbiddenOwner)
+			} else {
+				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
+			}
+			c.freed(op.Key, res)
+		case causeExpire:
+			if res.Status == fsm.Released {
+				c.metrics.expiry()
+			} else {
+				c.recheckExpiry(op.Key, op.Token, now)
+			}
+			c.freed(op.Key, res)
+		case causeOrphan:
+			c.freed(op.Key, res)
+		case causeCoord:
+			c.coordApplied(op, res, cs, now)
+		}
+	})
+	if len(b.reads) > 0 {
+		c.answerReads(b.reads)
+	}
+}
+
+func (c *core) freed(key string, res fsm.Result) {
+	if res.Status == fsm.Released {
+		c.leaseEnded(key, res.Hold.Token)
+		c.handoff(key)
+	}
+}
+
+func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
+	q := c.queues[w.key]
+	w.attempt = false
+	c.attempts--
+	if q != nil && q.attempting == w {
+		q.attempting = nil
+	}
+	if w.withdrawn {
+		// Its owner released it (U) while the attempt was committing: its
+		// requests are answered X. The OpReleaseOwner normally follows the
+		// attempt in the log and ends a grant made here; a release of this
+		// exact token ends it too when a retried attempt was applied after
+		// that U (then it finds nothing, or the hold already ended).
+		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
+		c.retire(w)
+		if res.Status == fsm.Granted {
+			c.metrics.grant()
+			c.releaseOrphan(w.key, res.Hold.Token)
+		}
+		if q != nil {
+			c.maybeDropQueue(w.key, q)
+		}
+		return
+	}
+	switch res.Status {
+	case fsm.Granted, fsm.Existing:
+		if res.Status == fsm.Granted {
+			c.metrics.grant()
+			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+		}
+		if w.wait > 0 {
+			c.metrics.queueWait(now.Sub(w.arrived))
+		}
+		c.metrics.acquireSeconds(c.clk.Now().Sub(w.arrived))
+		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
+		c.retire(w)
+		if !delivered && res.Status == fsm.Granted {
+			// Nobody can ever learn this token (its connections are gone or
+			// closing), so end the hold now instead of at lease expiry.
+			c.releaseOrphan(w.key, res.Hold.Token)
+		}
+	case fsm.Busy:
+		// Answer the cancelled requests; the others wait, at the head.
+		kept := w.replies[:0]
+		for _, r := range w.replies {
+			if r.cancelled {
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+			} else if r.once && w.wait > 0 {
+				// A wait-0 request that joined a waiter: its one attempt
+				// failed, and it is never queued.
+				c.metrics.notAcquired()
+				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		w.replies = kept
+		switch {
+		case len(w.replies) == 0:
+			c.retire(w)
+		case w.wait == 0:
+			c.metrics.notAcquired()
+			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired})
+			c.retire(w)
+		case !now.Before(w.deadline):
+			c.metrics.notAcquired()
+			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
+			c.retire(w)
+		default:
+			if q == nil {
+				q = &keyQueue{n: 1}
+				c.queues[w.key] = q
+			}
+			w.elem = q.waiting.PushFront(w)
+			for i := range w.replies {
+				c.sendQueued(w, i)
+			}
+		}
+	default:
+		c.answer(w, wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte("the state machine refused the acquire")})
+		c.retire(w)
+	}
+	if q != nil {
+		c.maybeDropQueue(w.key, q)
+	}
+}
+
+// releaseOrphan proposes the release of a grant that nobody received. Its
+// lease timer goes at once: until the release is applied the hold is still
+// in the state, and a G for it (its owner asking again) must promise no
+// lease (leaseLeft is 0 without a timer), since the release will end it.
+// If the release never commits, a new term rebuilds the timers.
+func (c *core) releaseOrphan(key string, token uint64) {
+	c.leaseEnded(key, token)
+	c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token}, cause{kind: causeOrphan})
+	c.handoff(key)
+}
+
+func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
+	if h, ok := c.holdOf(key); ok && h.Token == token {
+		c.setLease(key, token, now.Add(50*time.Millisecond))
+	}
+}
+
+func (c *core) takeoverDone(now time.Time) {
+	// Every remaining lease restarts in full from now: a new leader extends
+	// leases, never shortens them (the state machine did the same to ExpiresAt).
+	c.state.Read(func(st *fsm.State) {
+		st.Range(func(k string, h fsm.Hold) bool {
+			t := &timer{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token, idx: len(c.timers)}
+			c.timers = append(c.timers, t)
+			c.leases[k] = t
+			return true
+		})
+	})
+	c.coordTakeover(now)
+	heap.Init(&c.timers)
+	c.resetTimer()
+	c.serving = true
+	c.srv.setServing(true)
+	c.logger.Info("leading: serving clients", "node", c.cfg.nodeID, "held", c.state.Held())
+}
+
+func (c *core) answerReads(reads []readReq) {
+	clock := c.clock()
+	c.state.Read(func(st *fsm.State) {
+		for _, rd := range reads {
+			if rd.fn != nil {
+				rd.fn(st)
+				continue
+			}
+			f := wire.Frame{Type: wire.TypeInfo, ID: rd.id}
+			if h, ok := st.Get(rd.key); ok {
+				f.Flags = wire.InfoHeld
+				f.Token, f.Owner, f.LeaseMs = h.Token, wire.Owner(h.Owner), h.LeaseMs
+				if rem := h.ExpiresAt - clock; rem > 0 {
+					f.Remaining = uint32(rem)
+				}
+			}
+			if q := c.queues[rd.key]; q != nil {
+				f.Count = uint32(q.waiting.Len())
+			}
+			rd.c.finish(rd.id, &f)
+		}
+	})
+}

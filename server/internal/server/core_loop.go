@@ -1,0 +1,204 @@
+package server
+
+import (
+	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+)
+
+// This file holds the core's loop and pipeline: the select loop, sealing and
+// proposing batches, awaiting their outcomes in log order, and leadership
+// changes (new term, leader barrier).
+
+type coreEvent struct {
+	leader      *leadership
+	barrierDone *barrierResult
+	pause       <-chan struct{} // tests: the core waits until it is closed
+}
+
+// leadership is Raft's state as the watcher last saw it: whether this server
+// leads, and in which term. A term change while leading is a lost and
+// regained leadership, however few notifications Raft delivered.
+type leadership struct {
+	leader bool
+	term   uint64
+}
+
+type barrierResult struct {
+	epoch uint64
+	err   error
+}
+
+// clock is the leader's time for batch stamps: Unix ms that never goes
+// backwards across leaders (it starts at the state's last time at least) and
+// advances with the monotonic clock.
+func (c *core) clock() int64 {
+	return c.clockBase + c.clk.Now().Sub(c.clockMono).Milliseconds()
+}
+
+// run is the core's goroutine. Each turn takes one thing (a request with
+// everything queued behind it, an outcome, an event, a timer) and then
+// proposes what it gathered; unit tests drive the same steps without run.
+func (c *core) run() {
+	go c.proposer()
+	go c.awaiter()
+	for {
+		reqs := c.reqs
+		if c.pending.len() >= maxBatchOps {
+			reqs = nil // backpressure: let the batch in flight finish first
+		}
+		select {
+		case <-c.stop:
+			close(c.propose) // the proposer and awaiter drain what is in flight
+			return
+		case r := <-reqs:
+			c.onRequest(r)
+		case a := <-c.results:
+			c.onResult(a)
+		case ev := <-c.events:
+			c.event(ev)
+		case <-c.timer.C():
+			c.fireTimers()
+		case <-c.retryT.C():
+			c.retryNow()
+		}
+		c.afterStep()
+	}
+}
+
+// onRequest handles r and every request already waiting behind it, so that
+// they share one batch.
+func (c *core) onRequest(r request) {
+	c.handle(r)
+	for c.pending.len() < maxBatchOps {
+		select {
+		case r := <-c.reqs:
+			c.handle(r)
+		default:
+			return
+		}
+	}
+}
+
+// onResult handles the outcome of one proposed batch.
+func (c *core) onResult(a applied) {
+	c.inflight--
+	c.applied(a)
+}
+
+// afterStep ends every turn of the loop: propose what was gathered, publish
+// the gauges.
+func (c *core) afterStep() {
+	c.flush()
+	c.waiterGauge.Store(int64(c.waiters))
+	c.timerGauge.Store(int64(len(c.timers)))
+}
+
+// flush proposes the gathered batch when a slot is free.
+func (c *core) flush() {
+	b := c.pending
+	if c.inflight >= maxInFlightBatches || b.empty() || !c.leading {
+		return
+	}
+	b.epoch = c.epoch
+	b.time = c.clock()
+	b.data = fsm.AppendBatch(nil, &fsm.Batch{Time: b.time, Ops: b.ops})
+	b.sealed = c.clk.Now()
+	c.pending = &batch{}
+	c.inflight++
+	c.propose <- b // never blocks: at most maxInFlightBatches are out
+}
+
+// proposer hands sealed batches to the log in order. It ends when the core
+// closes propose, and then closes await.
+func (c *core) proposer() {
+	defer close(c.await)
+	for b := range c.propose {
+		c.await <- proposal{b: b, wait: c.log.propose(b.data)}
+	}
+}
+
+// awaiter waits for each proposal's outcome in log order and hands it to the
+// core. It drains every proposal even while stopping, so that no future is
+// left waiting when Raft shuts down (Raft does not answer entries still in
+// its queue at shutdown).
+func (c *core) awaiter() {
+	defer close(c.drained)
+	for p := range c.await {
+		res, o, err := p.wait()
+		c.metrics.commitSeconds(c.clk.Now().Sub(p.b.sealed))
+		if g := c.resultGate.Load(); g != nil {
+			select {
+			case <-*g:
+			case <-c.stop:
+			}
+		}
+		select {
+		case c.results <- applied{b: p.b, res: res, o: o, err: err}:
+		case <-c.stop:
+		}
+	}
+}
+
+func (c *core) event(ev coreEvent) {
+	switch {
+	case ev.pause != nil:
+		<-ev.pause
+	case ev.leader != nil:
+		l := *ev.leader
+		if l.leader == c.leading && (!l.leader || l.term == c.term) {
+			return // nothing changed
+		}
+		c.newTerm(l)
+	case ev.barrierDone != nil:
+		if ev.barrierDone.epoch != c.epoch || !c.leading {
+			return
+		}
+		if ev.barrierDone.err != nil {
+			if !c.log.leadership().leader {
+				c.logger.Info("leader barrier failed; leadership is gone", "err", ev.barrierDone.err)
+				return // the watcher reports the change
+			}
+			// Still leader (a leadership transfer that failed, say): try
+			// again, or this leader would never serve.
+			c.logger.Warn("leader barrier failed; retrying", "err", ev.barrierDone.err)
+			c.barrier(retryDelay)
+			return
+		}
+		var last int64
+		c.state.Read(func(st *fsm.State) { last = st.LastTime() })
+		c.clockBase, c.clockMono = max(c.clk.Now().UnixMilli(), last), c.clk.Now()
+		c.pending.add(fsm.Op{Kind: fsm.OpTakeover, NodeID: c.cfg.nodeID, Addr: c.cfg.advertise}, cause{kind: causeTakeover})
+	}
+}
+
+// newTerm starts over after any change of leadership (lost, gained, or lost
+// and regained in a new term): every connection of the previous term ends
+// with M, since its waiters and in-flight requests cannot be answered here,
+// and a new leader takes over again from the applied state.
+func (c *core) newTerm(l leadership) {
+	c.epoch++
+	c.reset()
+	c.leading, c.serving, c.term = l.leader, false, l.term
+	c.srv.setServing(false)
+	if l.leader {
+		c.barrier(0)
+	}
+}
+
+// barrier waits (after delay) for a Raft barrier, so that everything earlier
+// leaders committed is applied, and reports it to the core.
+func (c *core) barrier(delay time.Duration) {
+	epoch := c.epoch
+	go func() {
+		if delay > 0 {
+			select {
+			case <-c.clk.After(delay): // backoff before a retry
+			case <-c.stop:
+				return
+			}
+		}
+		err := c.log.barrier()
+		c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
+	}()
+}
