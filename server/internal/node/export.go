@@ -81,7 +81,7 @@ func replayLocal(dbPath string, store *raftboltdb.BoltStore, snaps raft.Snapshot
 			return nil, 0, err
 		}
 		st, err = fsm.ReadSnapshot(rc)
-		rc.Close()
+		_ = rc.Close()
 		if err != nil {
 			return nil, 0, err
 		}

@@ -250,7 +250,7 @@ func verifySnapshots(dir string, s *raftboltdb.BoltStore, snaps *raft.FileSnapsh
 		return fmt.Errorf("%w: snapshot %s: %v. %s", ErrDamaged, filepath.Join(snapDir, list[0].ID), err, fix)
 	}
 	_, err = fsm.ReadSnapshot(rc)
-	rc.Close()
+	_ = rc.Close()
 	if err != nil {
 		return fmt.Errorf("%w: snapshot %s: %v. %s", ErrDamaged, filepath.Join(snapDir, list[0].ID), err, fix)
 	}

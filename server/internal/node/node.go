@@ -505,7 +505,7 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	m.marked.Do(m.mark)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
