@@ -126,7 +126,9 @@ type NodeConfig struct {
 	SelfCheckPeriod    time.Duration
 	SessionGracePeriod time.Duration
 	ReadStrict         bool // read_consistency_mode STRICT (default RELAXED)
+	ReadRelaxed        bool // read_consistency_mode RELAXED given explicitly: an alter back from STRICT
 	AttachRelaxed      bool // attach_consistency_mode RELAXED (default STRICT)
+	AttachStrict       bool // attach_consistency_mode STRICT given explicitly: an alter back from RELAXED
 	MaxSessions        uint32
 	MaxSemaphores      uint32
 	MaxWaiters         uint32
@@ -136,11 +138,17 @@ func (n NodeConfig) wire(path string) *wire.Coord {
 	b := &wire.Coord{Path: []byte(path), SelfCheckMs: uint32(n.SelfCheckPeriod / time.Millisecond),
 		GraceMs: uint32(n.SessionGracePeriod / time.Millisecond), MaxSessions: n.MaxSessions,
 		MaxSemaphores: n.MaxSemaphores, MaxWaiters: n.MaxWaiters}
-	if n.ReadStrict {
+	switch {
+	case n.ReadStrict:
 		b.ReadMode = 2
+	case n.ReadRelaxed:
+		b.ReadMode = 1
 	}
-	if n.AttachRelaxed {
+	switch {
+	case n.AttachRelaxed:
 		b.AttachMode = 2
+	case n.AttachStrict:
+		b.AttachMode = 1
 	}
 	return b
 }
@@ -177,6 +185,37 @@ func (c *Client) DescribeNode(ctx context.Context, path string) (NodeDescription
 	}
 	return NodeDescription{Config: NodeConfig{SelfCheckPeriod: time.Duration(b.SelfCheckMs) * time.Millisecond,
 		SessionGracePeriod: time.Duration(b.GraceMs) * time.Millisecond, ReadStrict: b.ReadMode == 2,
-		AttachRelaxed: b.AttachMode == 2, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
+		ReadRelaxed: b.ReadMode == 1, AttachRelaxed: b.AttachMode == 2, AttachStrict: b.AttachMode == 1, MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters},
 		Sessions: int(b.Sessions), Semaphores: int(b.Semaphores), Waiters: int(b.Waiters)}, nil
+}
+
+// SessionInfo is one session of a node, as ListSessions reports it.
+type SessionInfo struct {
+	ID          uint64
+	SeqNo       uint64 // the highest attach sequence number it has seen
+	Timeout     time.Duration
+	Attached    bool // a connection is attached to it now (else it is restorable until it expires)
+	Description string
+}
+
+// ListSessions returns the node's sessions by id. It asks page by page
+// (each answer is at most about 1 MiB); sessions that start or end while it
+// pages may or may not be included.
+func (c *Client) ListSessions(ctx context.Context, path string) ([]SessionInfo, error) {
+	var out []SessionInfo
+	var after uint64
+	for {
+		b, err := c.nodeCall(ctx, "list sessions", wire.CoordListSessions, &wire.Coord{Path: []byte(path), After: after}, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range b.SessionList {
+			out = append(out, SessionInfo{ID: s.Session, SeqNo: s.SeqNo, Timeout: time.Duration(s.TimeoutMs) * time.Millisecond,
+				Attached: s.Flags&wire.CoordFlagAttached != 0, Description: string(s.Desc)})
+			after = s.Session
+		}
+		if b.Flags&wire.CoordFlagMore == 0 || len(b.SessionList) == 0 {
+			return out, nil
+		}
+	}
 }

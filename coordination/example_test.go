@@ -37,3 +37,115 @@ func Example() {
 	// lease.Token() to the fence package to fence the writes.
 	<-lease.Context().Done()
 }
+
+// A lock whose token fences the work it protects.
+func ExampleSession_Mutex() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(ctx, "/jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	m := s.Mutex("nightly-report")
+	if err := m.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(ctx)
+	// Run the job under m.Context(); send m.Token() with every write so
+	// that a store checking it (package fence) refuses a former holder.
+	log.Printf("holding the lock with token %d", m.Token())
+}
+
+// One leader among many instances, and everyone knows who it is.
+func ExampleSession_Election() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(ctx, "/svc")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	e := s.Election("primary")
+	go func() {
+		for li := range e.Observe(ctx) { // every leader change, from any instance
+			log.Printf("leader is session %d at %s", li.Session, li.Data)
+		}
+	}()
+	lead, err := e.Campaign(ctx, []byte("10.0.0.7:8080")) // waits until this instance leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-lead.Done() // lead until leadership is lost (resigned, or the session ended)
+}
+
+// Service discovery: register this instance's endpoint, follow the others.
+func ExampleSession_Discovery() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(ctx, "/svc", coordination.WithTimeout(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx) // deregisters; a crashed instance is gone 10 s after its connection
+	d := s.Discovery("api")
+	if _, err := d.Register(ctx, []byte("10.0.0.7:8080")); err != nil {
+		log.Fatal(err)
+	}
+	for eps := range d.Watch(ctx) {
+		for _, ep := range eps {
+			log.Printf("api at %s (session %d)", ep.Data, ep.Session)
+		}
+	}
+}
+
+// Configuration publication: one publisher, many followers.
+func ExampleSession_Publication() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(ctx, "/cfg")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	p := s.Publication("rate-limits")
+	if err := p.Publish(ctx, []byte(`{"rps": 100}`)); err != nil {
+		log.Fatal(err)
+	}
+	for v := range p.Watch(ctx) { // the value now, then every change
+		log.Printf("rate limits: %s", v)
+	}
+}
+
+// Who is connected to a node.
+func ExampleClient_ListSessions() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ss, err := c.ListSessions(ctx, "/jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range ss {
+		log.Printf("session %d %q attached=%v timeout=%v", s.ID, s.Description, s.Attached, s.Timeout)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	CoordAcquire           uint8 = 10
 	CoordRelease           uint8 = 11
 	CoordDescribeSemaphore uint8 = 12
+	CoordListSessions      uint8 = 13 // a node's sessions, a page at a time
 )
 
 // Sub-ops of T that answer no request of their own (notifications).
@@ -61,6 +62,8 @@ const (
 	CoordFlagWatchOwners    uint8 = 8 // K describe semaphore
 	CoordFlagChangedData    uint8 = 1 // T changed
 	CoordFlagChangedOwners  uint8 = 2 // T changed
+	CoordFlagMore           uint8 = 1 // T list sessions: more sessions follow; ask again after the last id
+	CoordFlagAttached       uint8 = 1 // a session of a T list sessions: attached now
 	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners
 )
 
@@ -83,7 +86,20 @@ type Coord struct {
 	Sessions, Semaphores, Waiters uint32 // describe node
 
 	Owners, Queue []CoordHolder // describe semaphore
+
+	After       uint64         // list sessions: only ids above it
+	SessionList []CoordSession // list sessions
 }
+
+// CoordSession is one session in a list-sessions answer.
+type CoordSession struct {
+	Session, SeqNo, TimeoutMs uint64
+	Flags                     uint8 // CoordFlagAttached
+	Desc                      []byte
+}
+
+// CoordSessionSize is the encoded size of s in a list-sessions answer.
+func CoordSessionSize(s *CoordSession) int { return sessionMin + len(s.Desc) }
 
 // CoordHolder is an owner or waiter in a describe-semaphore answer.
 type CoordHolder struct {
@@ -97,16 +113,20 @@ const (
 	ckU8 coordKind = iota
 	ckU32
 	ckU64
-	ckStr     // len:u16 then bytes
-	ckData    // len:u32 then bytes
-	ckHolders // n:u32 then n holders
+	ckStr      // len:u16 then bytes
+	ckData     // len:u32 then bytes
+	ckHolders  // n:u32 then n holders
+	ckSessions // n:u32 then n sessions
 )
 
 // holderMin is the smallest encoded holder: four u64 and an empty data.
 const holderMin = 4*8 + 4
 
+// sessionMin is the smallest encoded session: three u64, a u8 and an empty str.
+const sessionMin = 3*8 + 1 + 2
+
 func (k coordKind) String() string {
-	return [...]string{"u8", "u32", "u64", "str", "data", "holders"}[k]
+	return [...]string{"u8", "u32", "u64", "str", "data", "holders", "sessions"}[k]
 }
 
 type coordField struct {
@@ -187,6 +207,10 @@ var coordLayouts = []coordLayout{
 		{"owners", ckHolders, "owners by order id (empty unless asked)"},
 		{"queue", ckHolders, "waiters in queue order (empty unless asked)"},
 	}, "describe a semaphore, optionally setting a watch"},
+	{CoordListSessions, "ListSessions", []coordField{fPath, {"after", ckU64, "list only sessions with a larger id; 0 from the start"}}, []coordField{
+		{"flags", ckU8, "bit 0 (`1`): more sessions follow (the answer stopped at 1 MiB): ask again with `after` = the last id"},
+		{"list", ckSessions, "the node's sessions by id"},
+	}, "list a node's sessions, a page at a time"},
 	{CoordQueued, "Queued", nil, []coordField{{"order_id", ckU64, "the waiter's order id"}}, "not final: the acquire `id` waits in the queue"},
 	{CoordChanged, "Changed", nil, []coordField{{"flags", ckU8, "bit 0 data changed, bit 1 owners changed; 0 = a notification may have been lost: describe again"}}, "the watch set by the describe `id` fired (once)"},
 	{CoordLost, "Lost", nil, []coordField{fName, {"order_id", ckU64, "the hold that ended"}}, "id 0: this session's hold was ended by a force delete"},
@@ -276,6 +300,10 @@ func (c *Coord) ptr(name string) any {
 		return &c.Owners
 	case "queue":
 		return &c.Queue
+	case "after":
+		return &c.After
+	case "list":
+		return &c.SessionList
 	}
 	panic("no coordination field " + name)
 }
@@ -311,6 +339,15 @@ func AppendCoordBody(dst []byte, reply bool, op uint8, status uint16, c *Coord) 
 				dst = putU64(dst, h.Count)
 				dst = putU64(dst, h.TimeoutMs)
 				dst = appendData(dst, h.Data)
+			}
+		case *[]CoordSession:
+			dst = putU32(dst, uint32(len(*p)))
+			for _, x := range *p {
+				dst = putU64(dst, x.Session)
+				dst = putU64(dst, x.SeqNo)
+				dst = putU64(dst, x.TimeoutMs)
+				dst = append(dst, x.Flags)
+				dst = putStr(dst, x.Desc)
 			}
 		}
 	}
@@ -352,6 +389,7 @@ func DecodeCoord(f *Frame, c *Coord) error {
 		return errorf(CodeUnknownFrame, "unknown coordination sub-op %d in %s", f.Op, f.Type)
 	}
 	d := decoder{b: f.Text}
+	var undefined uint8 // flag bits of listed sessions that are not defined
 	for _, fd := range fields {
 		switch p := c.ptr(fd.name).(type) {
 		case *uint8:
@@ -379,6 +417,21 @@ func DecodeCoord(f *Frame, c *Coord) error {
 			if n > 0 {
 				*p = hs
 			}
+		case *[]CoordSession:
+			n := d.u32()
+			if uint64(n) > uint64(len(d.b)/sessionMin) {
+				d.bad = true
+				break
+			}
+			ss := make([]CoordSession, 0, n)
+			for i := uint32(0); i < n && !d.bad; i++ {
+				x := CoordSession{Session: d.u64(), SeqNo: d.u64(), TimeoutMs: d.u64(), Flags: d.u8(), Desc: d.str()}
+				undefined |= x.Flags &^ CoordFlagAttached
+				ss = append(ss, x)
+			}
+			if n > 0 {
+				*p = ss
+			}
 		}
 	}
 	if d.bad {
@@ -386,6 +439,9 @@ func DecodeCoord(f *Frame, c *Coord) error {
 	}
 	if len(d.b) != 0 {
 		return errorf(CodeMalformedFrame, "%s sub-op %d body has %d trailing bytes", f.Type, f.Op, len(d.b))
+	}
+	if undefined != 0 {
+		return errorf(CodeMalformedFrame, "%s sub-op %d: a listed session sets undefined flag bits %#x", f.Type, f.Op, undefined)
 	}
 	if mask, ok := coordFlagMask(reply, f.Op, f.Code); ok && c.Flags&^mask != 0 {
 		return errorf(CodeMalformedFrame, "%s sub-op %d sets undefined flag bits %#x", f.Type, f.Op, c.Flags&^mask)
@@ -407,6 +463,8 @@ func coordFlagMask(reply bool, op uint8, status uint16) (uint8, bool) {
 		return coordDescribeFlagsValid, true
 	case reply && (op == CoordAcquire || op == CoordRelease || op == CoordDescribeSemaphore):
 		return 1, true
+	case reply && op == CoordListSessions:
+		return CoordFlagMore, true
 	case reply && op == CoordChanged:
 		return CoordFlagChangedData | CoordFlagChangedOwners, true
 	}

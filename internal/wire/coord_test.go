@@ -14,7 +14,8 @@ func fullCoord() *Coord {
 		SelfCheckMs: 7, GraceMs: 8, MaxSessions: 9, MaxSemaphores: 10, MaxWaiters: 11, ReadMode: 1, AttachMode: 2,
 		Flags: 1, Reason: 3, Sessions: 12, Semaphores: 13, Waiters: 14,
 		Owners: []CoordHolder{{OrderID: 1, Session: 2, Count: 3, TimeoutMs: 4, Data: []byte("o")}},
-		Queue:  []CoordHolder{{OrderID: 5, Session: 6, Count: 7, TimeoutMs: math.MaxUint64}, {OrderID: 8, Data: []byte("q")}}}
+		Queue:  []CoordHolder{{OrderID: 5, Session: 6, Count: 7, TimeoutMs: math.MaxUint64}, {OrderID: 8, Data: []byte("q")}},
+		After:  15, SessionList: []CoordSession{{Session: 16, SeqNo: 17, TimeoutMs: 18, Flags: CoordFlagAttached, Desc: []byte("s")}, {Session: 19}}}
 }
 
 // coordSamples is one frame of every sub-op in both directions, and a
@@ -179,4 +180,13 @@ func FuzzDecodeCoord(f *testing.F) {
 			t.Fatalf("not canonical:\nread    %x\nencoded %x", body, enc)
 		}
 	})
+}
+
+// A listed session may set only the attached bit.
+func TestCoordListSessionsUndefinedFlag(t *testing.T) {
+	f := CoordFrame(true, 1, CoordListSessions, 0, &Coord{SessionList: []CoordSession{{Session: 1, Flags: CoordFlagAttached}, {Session: 2, Flags: 2}}})
+	var c Coord
+	if err := DecodeCoord(f, &c); !isCode(err, CodeMalformedFrame) {
+		t.Fatalf("session flag bit 1: %v, want malformed", err)
+	}
 }

@@ -59,6 +59,9 @@ func coordVectorList() []coordVector {
 		{name: "coord-describe-semaphore-watch", id: 44, op: CoordDescribeSemaphore, c: Coord{Name: []byte("leader"),
 			Flags: CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners}},
 
+		{name: "coord-list-sessions", id: 45, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks")}},
+		{name: "coord-list-sessions-next-page", id: 46, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks"), After: 7}},
+
 		{name: "coord-reply-ok", reply: true, id: 30, op: CoordCreateNode},
 		{name: "coord-reply-already-exists", reply: true, id: 30, op: CoordCreateNode, status: CoordAlreadyExists,
 			c: Coord{Message: []byte("node /path/to/mynode exists: describe it, or drop it first")}},
@@ -75,6 +78,12 @@ func coordVectorList() []coordVector {
 			Owners: []CoordHolder{{OrderID: 10, Session: 7, Count: 2, TimeoutMs: 0, Data: []byte("a")}},
 			Queue:  []CoordHolder{{OrderID: 12, Session: 8, Count: 2, TimeoutMs: 5000}}}},
 		{name: "coord-reply-describe-ephemeral-empty-lists", reply: true, id: 44, op: CoordDescribeSemaphore, c: Coord{Limit: math.MaxUint64, Count: 1, Flags: CoordFlagEphemeral}},
+		{name: "coord-reply-list-sessions", reply: true, id: 45, op: CoordListSessions, c: Coord{SessionList: []CoordSession{
+			{Session: 7, SeqNo: 3, TimeoutMs: 30000, Flags: CoordFlagAttached, Desc: []byte("worker-1")},
+			{Session: 9, SeqNo: 1, TimeoutMs: 5000}}}},
+		{name: "coord-reply-list-sessions-more", reply: true, id: 45, op: CoordListSessions, c: Coord{Flags: CoordFlagMore,
+			SessionList: []CoordSession{{Session: 7, SeqNo: 3, TimeoutMs: 30000, Flags: CoordFlagAttached, Desc: []byte("worker-1")}}}},
+		{name: "coord-reply-list-sessions-empty", reply: true, id: 46, op: CoordListSessions},
 		{name: "coord-queued", reply: true, id: 42, op: CoordQueued, c: Coord{OrderID: 1235}},
 		{name: "coord-changed-owners", reply: true, id: 44, op: CoordChanged, c: Coord{Flags: CoordFlagChangedOwners}},
 		{name: "coord-changed-maybe-lost", reply: true, id: 44, op: CoordChanged},
@@ -136,6 +145,13 @@ func coordValue(c *Coord, fd coordField) any {
 				{"count", strconv.FormatUint(h.Count, 10)}, {"timeout_ms", strconv.FormatUint(h.TimeoutMs, 10)}, {"data", bytesVal(h.Data)}})
 		}
 		return hs
+	case *[]CoordSession:
+		ss := []object{}
+		for _, x := range *p {
+			ss = append(ss, object{{"session", strconv.FormatUint(x.Session, 10)}, {"seq_no", strconv.FormatUint(x.SeqNo, 10)},
+				{"timeout_ms", strconv.FormatUint(x.TimeoutMs, 10)}, {"flags", x.Flags}, {"desc", bytesVal(x.Desc)}})
+		}
+		return ss
 	}
 	panic(fd.name)
 }
@@ -230,6 +246,26 @@ func coordFromJSON(reply bool, op uint8, status uint16, body map[string]json.Raw
 				}
 				*p = append(*p, x)
 			}
+		case *[]CoordSession:
+			var ss []map[string]json.RawMessage
+			if err = json.Unmarshal(raw, &ss); err != nil {
+				break
+			}
+			for _, h := range ss {
+				var x CoordSession
+				for name, dst := range map[string]*uint64{"session": &x.Session, "seq_no": &x.SeqNo, "timeout_ms": &x.TimeoutMs} {
+					if *dst, err = parseU64(h[name]); err != nil {
+						return nil, fmt.Errorf("session %s: %v", name, err)
+					}
+				}
+				if err = json.Unmarshal(h["flags"], &x.Flags); err != nil {
+					return nil, fmt.Errorf("session flags: %v", err)
+				}
+				if x.Desc, err = parseBytes(h["desc"]); err != nil {
+					return nil, err
+				}
+				*p = append(*p, x)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %v", fd.name, err)
@@ -255,6 +291,14 @@ func normCoord(c *Coord) Coord {
 	}
 	if len(n.Queue) == 0 {
 		n.Queue = nil
+	}
+	if len(n.SessionList) == 0 {
+		n.SessionList = nil
+	}
+	for i := range n.SessionList {
+		if len(n.SessionList[i].Desc) == 0 {
+			n.SessionList[i].Desc = nil
+		}
 	}
 	for _, hs := range [][]CoordHolder{n.Owners, n.Queue} {
 		for i := range hs {
@@ -284,7 +328,9 @@ func coordDocSection() string {
 	w("the sub-op. Body fields follow each other without padding: `u8`, `u32`, `u64`\n")
 	w("are big-endian integers, `str` is `len:u16` then `len` bytes, `data` is `len:u32`\n")
 	w("then `len` bytes, `holders` is `n:u32` then `n` holders, each `order_id:u64\n")
-	w("session:u64 count:u64 timeout_ms:u64 data:data`. A body shorter or longer than its\n")
+	w("session:u64 count:u64 timeout_ms:u64 data:data`, `sessions` is `n:u32` then `n`\n")
+	w("sessions, each `session:u64 seq_no:u64 timeout_ms:u64 flags:u8 desc:str` (flags bit 0:\n")
+	w("attached now). A body shorter or longer than its\n")
 	w("layout, an unknown sub-op, or a flag bit the sub-op does not define is `E` 1 (3\n")
 	w("for an unknown sub-op). Where coordination is served, `K` and `T` frames may be up to\n")
 	w("1 MiB + 8 KiB long: the receiver reads the type byte after a length prefix over 65536\n")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/coordination"
 )
 
 // Exit codes. They are part of ticketctl's interface: scripts rely on them.
@@ -79,7 +80,7 @@ type command struct {
 
 type runFunc func(e *env, args []string) error
 
-var commands = []*command{acquireCmd, releaseCmd, describeCmd, statusCmd, membersCmd, leaderCmd, snapshotCmd}
+var commands = []*command{acquireCmd, releaseCmd, describeCmd, statusCmd, membersCmd, leaderCmd, snapshotCmd, coordinationCmd}
 
 func lookupCommand(name string) *command {
 	for _, c := range commands {
@@ -397,8 +398,13 @@ func classify(err error) (int, string) {
 		return exitCapacity, "capacity"
 	case errors.Is(err, ticketing.ErrIndeterminate):
 		return exitIndeterminate, "indeterminate"
-	case errors.Is(err, ticketing.ErrPermissionDenied):
+	case errors.Is(err, ticketing.ErrPermissionDenied), errors.Is(err, coordination.ErrUnauthorized):
 		return exitPermission, "permission_denied"
+	case errors.Is(err, coordination.ErrIndeterminate):
+		return exitIndeterminate, "indeterminate"
+	}
+	if code, ok := coordCode(err); ok {
+		return exitError, code // not_found, already_exists, ...: scripts may tell them apart
 	}
 	return exitError, "error"
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
-func TestMutexAcrossLeaderChange(t *testing.T) {
-	cl := testcluster.Start(t, 3)
+func TestMutexAcrossLeaderChange(t *testing.T) { forSizes(t, testMutexAcrossLeaderChange) }
+
+func testMutexAcrossLeaderChange(t *testing.T, cl *testcluster.Cluster) {
 	c := newClient(t, cl.AddrList())
 	ctx := ctxT(t)
 	if err := c.CreateNode(ctx, "/locks", coordination.NodeConfig{SessionGracePeriod: 60 * time.Second}); err != nil {
@@ -26,7 +27,7 @@ func TestMutexAcrossLeaderChange(t *testing.T) {
 	if ok, err := mb.TryLock(ctx); ok || err != nil {
 		t.Fatalf("TryLock of a held mutex: %v %v", ok, err)
 	}
-	cl.Kill(cl.LeaderIndex(t))
+	failover(t, cl)
 	// Across the failover a keeps the lock and b cannot take it.
 	testcluster.WaitFor(t, 30*time.Second, "a attached again", func() bool { return a.State() == coordination.Attached })
 	if ok, err := mb.TryLock(ctx); ok || err != nil {
@@ -48,8 +49,9 @@ func TestMutexAcrossLeaderChange(t *testing.T) {
 	}
 }
 
-func TestElectionAcrossLeaderChange(t *testing.T) {
-	cl := testcluster.Start(t, 3)
+func TestElectionAcrossLeaderChange(t *testing.T) { forSizes(t, testElectionAcrossLeaderChange) }
+
+func testElectionAcrossLeaderChange(t *testing.T, cl *testcluster.Cluster) {
 	c := newClient(t, cl.AddrList())
 	ctx := ctxT(t)
 	if err := c.CreateNode(ctx, "/svc", coordination.NodeConfig{SessionGracePeriod: 60 * time.Second}); err != nil {
@@ -73,7 +75,7 @@ func TestElectionAcrossLeaderChange(t *testing.T) {
 		_, err := eb.Campaign(ctx, []byte("b:80"))
 		won <- err
 	}()
-	cl.Kill(cl.LeaderIndex(t))
+	failover(t, cl)
 	testcluster.WaitFor(t, 30*time.Second, "a attached again", func() bool { return a.State() == coordination.Attached })
 	if li, err := eb.Leader(ctx); err != nil || li.Session != a.ID() {
 		t.Fatalf("leader after the failover: %+v %v", li, err)

@@ -193,6 +193,16 @@ func (c *core) coordRequest(r request) {
 				Sessions: uint32(n.Sessions), Semaphores: uint32(n.Semaphores), Waiters: uint32(n.Waiters)})
 		}})
 		return
+	case wire.CoordListSessions:
+		path, after := string(b.Path), b.After
+		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
+			if _, ok := st.DescribeNode(path); !ok {
+				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
+				return
+			}
+			coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, listSessions(st.Sessions(path), after))
+		}})
+		return
 	case wire.CoordAttach:
 		if cur := c.co.conns[r.c]; cur != nil && cur.session != b.Session {
 			coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session")})
@@ -206,6 +216,15 @@ func (c *core) coordRequest(r request) {
 	if bind == nil {
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadSession, &wire.Coord{Message: []byte("no session is attached to this connection: attach one first")})
 		return
+	}
+	if r.op != wire.CoordStop && r.op != wire.CoordRelease {
+		// The session's node, with the principal's current rights (a reload
+		// may have taken the node away). Giving up (release, stop) is
+		// always allowed.
+		if reason, ok := r.c.authorizeCoord(&wire.Coord{Path: []byte(bind.path)}); !ok {
+			r.c.refuseCoord(r.id, r.op, bind.path, reason)
+			return
+		}
 	}
 	o := &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
 	switch r.op {
@@ -262,6 +281,32 @@ func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flag
 		}
 	}})
 }
+
+// listSessions is one page of a list-sessions answer: the sessions with an
+// id above after, as many as fit in 1 MiB (a frame's bound is 1 MiB + 8 KiB);
+// CoordFlagMore says that the client should ask again after the last one.
+func listSessions(all []fsm.SessionInfo, after uint64) *wire.Coord {
+	ans := &wire.Coord{}
+	size := 0
+	for _, s := range all {
+		if s.ID <= after {
+			continue
+		}
+		x := wire.CoordSession{Session: s.ID, SeqNo: s.SeqNo, TimeoutMs: s.TimeoutMs, Desc: []byte(s.Desc)}
+		if s.Attached {
+			x.Flags = wire.CoordFlagAttached
+		}
+		if size += wire.CoordSessionSize(&x); size > listSessionsBudget && len(ans.SessionList) > 0 {
+			ans.Flags = wire.CoordFlagMore
+			break
+		}
+		ans.SessionList = append(ans.SessionList, x)
+	}
+	return ans
+}
+
+// listSessionsBudget bounds the sessions of one list-sessions answer (bytes).
+var listSessionsBudget = wire.MaxCoordData
 
 func holders(hs []fsm.Holder) []wire.CoordHolder {
 	out := make([]wire.CoordHolder, 0, len(hs))

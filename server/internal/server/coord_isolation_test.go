@@ -156,11 +156,21 @@ func TestCoordServerLeaderIsolated(t *testing.T) {
 	for _, p := range proxies {
 		p.isolate(isolated, cl.Config(leader).NodeID)
 	}
+	// A release sent to the isolated leader cannot act: it is never
+	// answered SUCCESS (the hold is checked at the new leader below).
+	a.send(wire.CoordRelease, wire.Coord{Name: []byte("s")})
 	// The isolated leader stops serving (it cannot commit, so it cannot act
-	// on sessions either) and ends its client's connection with M.
+	// on sessions either) and ends its client's connection: with M, or with
+	// E 12 (outcome unknown) for the release in flight.
 	testcluster.WaitFor(t, 30*time.Second, "the isolated leader stops serving", func() bool { return !cl.Server(leader).IsServing() })
-	if f, err := a.r.RecvErr(30 * time.Second); err == nil && f.Type != wire.TypeNotLeader {
-		t.Fatalf("the isolated leader's client got %s, want M or a closed connection", f.Type)
+	if f, err := a.r.RecvErr(30 * time.Second); err == nil && f.Type != wire.TypeNotLeader && !(f.Type == wire.TypeError && f.Code == uint16(wire.CodeInternal)) {
+		t.Fatalf("the isolated leader's client got %s (op %d, status %d), want M or a closed connection", f.Type, f.Op, f.Code)
+	}
+	// New clients are sent away too.
+	h := testcluster.DialRaw(t, cl.Addr(leader))
+	h.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version})
+	if f := h.Recv(); f.Type != wire.TypeNotLeader {
+		t.Fatalf("hello to the isolated server: %s, want M", f.Type)
 	}
 	next := -1
 	testcluster.WaitFor(t, 30*time.Second, "another server leads", func() bool {

@@ -11,3 +11,11 @@ func CoordSession(s *Server, id uint64) (info fsm.SessionInfo, lastTime int64, o
 	})
 	return info, lastTime, ok
 }
+
+// SetListSessionsBudget sets the size of a list-sessions page (bytes) and
+// returns the previous one.
+func SetListSessionsBudget(n int) int {
+	old := listSessionsBudget
+	listSessionsBudget = n
+	return old
+}
