@@ -4,11 +4,11 @@
 #   bench/compare.sh            # full mode (~30-40 min)
 #   bench/compare.sh quick      # quick mode: short windows, small N (~8 min)
 #
-# Builds ticketbench + ticketd (server module) and etcdbench (bench/etcd, its own
-# module outside go.work: nothing in the workspace depends on etcd), then, for 1 and 3 nodes, runs
+# Builds ticketbench + ticketd (main module) and etcdbench (bench/etcd, its own
+# module: the main module never depends on etcd), then, for 1 and 3 nodes, runs
 # each row REPS times, Ticketing and etcd back to back (A B A B ...), every run
 # with its own freshly started servers (fsync on), and appends each run's JSON
-# line to bench/compare/results/compare-<mode>-<date>.jsonl. At the end bench/compare (client module,
+# line to bench/compare/results/compare-<mode>-<date>.jsonl. At the end bench/compare (main module,
 # no etcd import) prints the markdown table of Ticketing/etcd ratios, each
 # from the same pass, to stdout and to the .md next to the .jsonl.
 #
