@@ -52,19 +52,21 @@ const (
 
 // Flag bits, by sub-op.
 const (
-	CoordFlagForce          uint8 = 1 // K delete semaphore
-	CoordFlagEphemeral      uint8 = 1 // K acquire; T describe semaphore
-	CoordFlagAcquired       uint8 = 1 // T acquire
-	CoordFlagReleased       uint8 = 1 // T release: a hold or wait ended
-	CoordFlagOwners         uint8 = 1 // K describe semaphore: include owners
-	CoordFlagWaiters        uint8 = 2 // K describe semaphore: include waiters
-	CoordFlagWatchData      uint8 = 4 // K describe semaphore
-	CoordFlagWatchOwners    uint8 = 8 // K describe semaphore
-	CoordFlagChangedData    uint8 = 1 // T changed
-	CoordFlagChangedOwners  uint8 = 2 // T changed
-	CoordFlagMore           uint8 = 1 // T list sessions: more sessions follow; ask again after the last id
-	CoordFlagAttached       uint8 = 1 // a session of a T list sessions: attached now
-	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners
+	CoordFlagForce          uint8 = 1  // K delete semaphore
+	CoordFlagEphemeral      uint8 = 1  // K acquire; T describe semaphore
+	CoordFlagAcquired       uint8 = 1  // T acquire
+	CoordFlagReleased       uint8 = 1  // T release: a hold or wait ended
+	CoordFlagOwners         uint8 = 1  // K describe semaphore: include owners
+	CoordFlagWaiters        uint8 = 2  // K describe semaphore: include waiters
+	CoordFlagWatchData      uint8 = 4  // K describe semaphore
+	CoordFlagWatchOwners    uint8 = 8  // K describe semaphore
+	CoordFlagNoData         uint8 = 16 // K describe semaphore: leave the semaphore's data out (pages after the first)
+	CoordFlagMoreHolders    uint8 = 2  // T describe semaphore: more owners or waiters follow; ask again after the last order id
+	CoordFlagChangedData    uint8 = 1  // T changed
+	CoordFlagChangedOwners  uint8 = 2  // T changed
+	CoordFlagMore           uint8 = 1  // T list sessions: more sessions follow; ask again after the last id
+	CoordFlagAttached       uint8 = 1  // a session of a T list sessions: attached now
+	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners | CoordFlagNoData
 )
 
 // MaxCoordData is the largest semaphore or owner data.
@@ -86,8 +88,9 @@ type Coord struct {
 	Sessions, Semaphores, Waiters uint32 // describe node
 
 	Owners, Queue []CoordHolder // describe semaphore
+	Version       uint64        // describe semaphore: changes whenever its data, owners or waiters change
 
-	After       uint64         // list sessions: only ids above it
+	After       uint64         // list sessions: only ids above it; describe semaphore: only order ids above it
 	SessionList []CoordSession // list sessions
 }
 
@@ -106,6 +109,9 @@ type CoordHolder struct {
 	OrderID, Session, Count, TimeoutMs uint64
 	Data                               []byte
 }
+
+// CoordHolderSize is the encoded size of h in a describe-semaphore answer.
+func CoordHolderSize(h *CoordHolder) int { return holderMin + len(h.Data) }
 
 type coordKind uint8
 
@@ -199,14 +205,18 @@ var coordLayouts = []coordLayout{
 		{"count", ckU64, "the count held (exclusive: the limit)"},
 	}, "acquire (or replace this session's earlier acquire); may be preceded by `Queued`"},
 	{CoordRelease, "Release", []coordField{fName}, []coordField{{"flags", ckU8, "bit 0 (`1`): a hold or wait ended"}}, "end this session's hold or wait"},
-	{CoordDescribeSemaphore, "DescribeSemaphore", []coordField{fName, {"flags", ckU8, "bit 0 include owners, bit 1 include waiters, bit 2 watch data, bit 3 watch owners"}}, []coordField{
+	{CoordDescribeSemaphore, "DescribeSemaphore", []coordField{fName,
+		{"flags", ckU8, "bit 0 include owners, bit 1 include waiters, bit 2 watch data, bit 3 watch owners, bit 4 (`16`) leave the semaphore's data out (pages after the first)"},
+		{"after", ckU64, "list only owners and waiters with a larger order id; 0 from the start"},
+	}, []coordField{
 		{"limit", ckU64, "the limit (2^64-1 for ephemeral)"},
 		{"count", ckU64, "the sum of the owners' counts"},
-		{"flags", ckU8, "bit 0 (`1`): ephemeral"},
-		{"data", ckData, "the semaphore's data"},
+		{"flags", ckU8, "bit 0 (`1`): ephemeral; bit 1 (`2`): more owners or waiters follow (the answer stopped at 1 MiB): ask again with `after` = the last order id listed so far (0 if none yet: a page with 1 MiB of data may list nobody) and bit 4 set"},
+		{"data", ckData, "the semaphore's data (empty when bit 4 was set)"},
 		{"owners", ckHolders, "owners by order id (empty unless asked)"},
-		{"queue", ckHolders, "waiters in queue order (empty unless asked)"},
-	}, "describe a semaphore, optionally setting a watch"},
+		{"queue", ckHolders, "waiters in queue order, which is order-id order, after every owner (empty unless asked)"},
+		{"version", ckU64, "the semaphore's version: it changes whenever its data, owners or waiters change, and never repeats; pages with equal versions come from one state"},
+	}, "describe a semaphore (a page at a time), optionally setting a watch"},
 	{CoordListSessions, "ListSessions", []coordField{fPath, {"after", ckU64, "list only sessions with a larger id; 0 from the start"}}, []coordField{
 		{"flags", ckU8, "bit 0 (`1`): more sessions follow (the answer stopped at 1 MiB): ask again with `after` = the last id"},
 		{"list", ckSessions, "the node's sessions by id"},
@@ -302,6 +312,8 @@ func (c *Coord) ptr(name string) any {
 		return &c.Queue
 	case "after":
 		return &c.After
+	case "version":
+		return &c.Version
 	case "list":
 		return &c.SessionList
 	}
@@ -461,8 +473,10 @@ func coordFlagMask(reply bool, op uint8, status uint16) (uint8, bool) {
 		return CoordFlagEphemeral, true
 	case !reply && op == CoordDescribeSemaphore:
 		return coordDescribeFlagsValid, true
-	case reply && (op == CoordAcquire || op == CoordRelease || op == CoordDescribeSemaphore):
+	case reply && (op == CoordAcquire || op == CoordRelease):
 		return 1, true
+	case reply && op == CoordDescribeSemaphore:
+		return CoordFlagEphemeral | CoordFlagMoreHolders, true
 	case reply && op == CoordListSessions:
 		return CoordFlagMore, true
 	case reply && op == CoordChanged:

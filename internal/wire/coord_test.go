@@ -13,9 +13,9 @@ func fullCoord() *Coord {
 		Session: 1, SeqNo: 2, TimeoutMs: 3, Limit: 4, Count: 5, OrderID: 6,
 		SelfCheckMs: 7, GraceMs: 8, MaxSessions: 9, MaxSemaphores: 10, MaxWaiters: 11, ReadMode: 1, AttachMode: 2,
 		Flags: 1, Reason: 3, Sessions: 12, Semaphores: 13, Waiters: 14,
-		Owners: []CoordHolder{{OrderID: 1, Session: 2, Count: 3, TimeoutMs: 4, Data: []byte("o")}},
-		Queue:  []CoordHolder{{OrderID: 5, Session: 6, Count: 7, TimeoutMs: math.MaxUint64}, {OrderID: 8, Data: []byte("q")}},
-		After:  15, SessionList: []CoordSession{{Session: 16, SeqNo: 17, TimeoutMs: 18, Flags: CoordFlagAttached, Desc: []byte("s")}, {Session: 19}}}
+		Owners:  []CoordHolder{{OrderID: 1, Session: 2, Count: 3, TimeoutMs: 4, Data: []byte("o")}},
+		Queue:   []CoordHolder{{OrderID: 5, Session: 6, Count: 7, TimeoutMs: math.MaxUint64}, {OrderID: 8, Data: []byte("q")}},
+		Version: 20, After: 15, SessionList: []CoordSession{{Session: 16, SeqNo: 17, TimeoutMs: 18, Flags: CoordFlagAttached, Desc: []byte("s")}, {Session: 19}}}
 }
 
 // coordSamples is one frame of every sub-op in both directions, and a
@@ -83,8 +83,8 @@ func TestCoordUnknownOpsAndFlags(t *testing.T) {
 		reply bool
 		op    uint8
 		flags uint8
-	}{{false, CoordDeleteSemaphore, 2}, {false, CoordAcquire, 2}, {false, CoordDescribeSemaphore, 16},
-		{true, CoordAcquire, 2}, {true, CoordRelease, 2}, {true, CoordDescribeSemaphore, 2}, {true, CoordChanged, 4}} {
+	}{{false, CoordDeleteSemaphore, 2}, {false, CoordAcquire, 2}, {false, CoordDescribeSemaphore, 32},
+		{true, CoordAcquire, 2}, {true, CoordRelease, 2}, {true, CoordDescribeSemaphore, 4}, {true, CoordChanged, 4}} {
 		f := CoordFrame(c.reply, 1, c.op, 0, &Coord{Flags: c.flags})
 		var d Coord
 		if err := DecodeCoord(f, &d); !isCode(err, CodeMalformedFrame) {

@@ -58,6 +58,8 @@ func coordVectorList() []coordVector {
 		{name: "coord-release", id: 43, op: CoordRelease, c: Coord{Name: []byte("leader")}},
 		{name: "coord-describe-semaphore-watch", id: 44, op: CoordDescribeSemaphore, c: Coord{Name: []byte("leader"),
 			Flags: CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners}},
+		{name: "coord-describe-semaphore-next-page", id: 47, op: CoordDescribeSemaphore, c: Coord{Name: []byte("leader"),
+			Flags: CoordFlagOwners | CoordFlagWaiters | CoordFlagNoData, After: 10}},
 
 		{name: "coord-list-sessions", id: 45, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks")}},
 		{name: "coord-list-sessions-next-page", id: 46, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks"), After: 7}},
@@ -76,8 +78,12 @@ func coordVectorList() []coordVector {
 		{name: "coord-reply-released", reply: true, id: 43, op: CoordRelease, c: Coord{Flags: CoordFlagReleased}},
 		{name: "coord-reply-describe-semaphore", reply: true, id: 44, op: CoordDescribeSemaphore, c: Coord{Limit: 3, Count: 2, Data: []byte("cfg"),
 			Owners: []CoordHolder{{OrderID: 10, Session: 7, Count: 2, TimeoutMs: 0, Data: []byte("a")}},
-			Queue:  []CoordHolder{{OrderID: 12, Session: 8, Count: 2, TimeoutMs: 5000}}}},
-		{name: "coord-reply-describe-ephemeral-empty-lists", reply: true, id: 44, op: CoordDescribeSemaphore, c: Coord{Limit: math.MaxUint64, Count: 1, Flags: CoordFlagEphemeral}},
+			Queue:  []CoordHolder{{OrderID: 12, Session: 8, Count: 2, TimeoutMs: 5000}}, Version: 17}},
+		{name: "coord-reply-describe-semaphore-more", reply: true, id: 44, op: CoordDescribeSemaphore, c: Coord{Limit: 3, Count: 2, Data: []byte("cfg"),
+			Flags: CoordFlagMoreHolders, Owners: []CoordHolder{{OrderID: 10, Session: 7, Count: 2, TimeoutMs: 0, Data: []byte("a")}}, Version: 17}},
+		{name: "coord-reply-describe-semaphore-next-page", reply: true, id: 47, op: CoordDescribeSemaphore, c: Coord{Limit: 3, Count: 2,
+			Queue: []CoordHolder{{OrderID: 12, Session: 8, Count: 2, TimeoutMs: 5000}}, Version: 17}},
+		{name: "coord-reply-describe-ephemeral-empty-lists", reply: true, id: 44, op: CoordDescribeSemaphore, c: Coord{Limit: math.MaxUint64, Count: 1, Flags: CoordFlagEphemeral, Version: 3}},
 		{name: "coord-reply-list-sessions", reply: true, id: 45, op: CoordListSessions, c: Coord{SessionList: []CoordSession{
 			{Session: 7, SeqNo: 3, TimeoutMs: 30000, Flags: CoordFlagAttached, Desc: []byte("worker-1")},
 			{Session: 9, SeqNo: 1, TimeoutMs: 5000}}}},

@@ -511,7 +511,7 @@ func printFlags(w io.Writer, define func(*flag.FlagSet)) {
 			name += " " + valueName(f)
 		}
 		line := fmt.Sprintf("  %-22s %s", name, f.Usage)
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "0" {
 			line += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		lines = append(lines, line)

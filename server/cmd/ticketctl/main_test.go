@@ -337,3 +337,18 @@ func TestTimeoutCoversWait(t *testing.T) {
 		t.Errorf("deadline %v is not --timeout plus the wait", dl)
 	}
 }
+
+// TestHelpNoZeroDefaults: a number flag whose zero means "not given" (the
+// coordination limits) shows no "(default 0)"; its usage says the real
+// default.
+func TestHelpNoZeroDefaults(t *testing.T) {
+	code, stdout, _ := ctl(t, "coordination", "--help")
+	if code != exitOK || strings.Contains(stdout, "(default 0)") {
+		t.Errorf("exit %d, help:\n%s", code, stdout)
+	}
+	for _, want := range []string{"session limit (default 10000)\n", "> 0 (required)\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("help lacks %q:\n%s", want, stdout)
+		}
+	}
+}

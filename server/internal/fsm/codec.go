@@ -96,8 +96,9 @@ func appendStr(dst []byte, s string) []byte {
 }
 
 type dec struct {
-	b   []byte
-	err error
+	b            []byte
+	err          error
+	coordVersion uint8 // of the coordination section being read
 }
 
 func (d *dec) fail(what string) {

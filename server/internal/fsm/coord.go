@@ -245,6 +245,10 @@ type coordSem struct {
 	ephemeral bool
 	owners    []Holder // by order id
 	waiters   []Holder // queue order (increasing order id)
+	// version changes whenever data, owners or waiters change: it is drawn
+	// from coordState.lastVersion, so it never repeats, even for a
+	// semaphore deleted and created again. Paged describes compare it.
+	version uint64
 }
 
 type coordNode struct {
@@ -257,6 +261,7 @@ type coordNode struct {
 
 type coordState struct {
 	lastSession uint64
+	lastVersion uint64 // the last semaphore version drawn
 	nodes       map[string]*coordNode
 	sessions    map[uint64]*coordSession
 }
@@ -267,8 +272,14 @@ func newCoordState() *coordState {
 
 func (c *coordState) empty() bool { return c.lastSession == 0 && len(c.nodes) == 0 }
 
+// touch gives sem a new version: its data, owners or waiters changed.
+func (c *coordState) touch(sem *coordSem) {
+	c.lastVersion++
+	sem.version = c.lastVersion
+}
+
 func (c *coordState) clone() *coordState {
-	n := &coordState{lastSession: c.lastSession, nodes: make(map[string]*coordNode, len(c.nodes)),
+	n := &coordState{lastSession: c.lastSession, lastVersion: c.lastVersion, nodes: make(map[string]*coordNode, len(c.nodes)),
 		sessions: make(map[uint64]*coordSession, len(c.sessions))}
 	for p, node := range c.nodes {
 		cn := &coordNode{path: node.path, cfg: node.cfg, waiters: node.waiters,
@@ -402,13 +413,16 @@ func (s *State) coordOp(now int64, kind OpKind, o *CoordOp, r *CoordResult) Coor
 		if len(n.sems) >= int(n.cfg.MaxSemaphores) {
 			return CoordLimitExceeded
 		}
-		n.sems[o.Name] = &coordSem{name: o.Name, limit: o.Limit, data: o.Data}
+		sem = &coordSem{name: o.Name, limit: o.Limit, data: o.Data}
+		c.touch(sem)
+		n.sems[o.Name] = sem
 		return CoordSuccess
 	case OpCoordUpdateSem:
 		if sem == nil {
 			return CoordNotFound
 		}
 		sem.data = o.Data
+		c.touch(sem)
 		r.changed(n.path, sem.name, true, false)
 		return CoordSuccess
 	case OpCoordDeleteSem:
@@ -448,6 +462,7 @@ func (s *State) coordOp(now int64, kind OpKind, o *CoordOp, r *CoordResult) Coor
 			return CoordSuccess
 		}
 		r.Changed = true
+		c.touch(sem)
 		delete(ss.sems, sem.name)
 		s.pump(n, sem, 0, r)
 		return CoordSuccess
@@ -547,6 +562,7 @@ func (s *State) acquire(now int64, n *coordNode, ss *coordSession, sem *coordSem
 		}
 		// An empty new semaphore grants any count: it is never left empty.
 		sem = &coordSem{name: o.Name, limit: math.MaxUint64, ephemeral: true}
+		s.coord.touch(sem)
 		n.sems[o.Name] = sem
 	}
 	if o.Count != Exclusive && o.Count > sem.limit {
@@ -561,6 +577,7 @@ func (s *State) acquire(now int64, n *coordNode, ss *coordSession, sem *coordSem
 		lowered := eff < h.Count
 		sem.count -= h.Count - eff
 		h.Count, h.Data, h.TimeoutMs = eff, o.Data, o.TimeoutMs
+		s.coord.touch(sem)
 		r.Acquired, r.OrderID, r.Count = true, h.OrderID, eff
 		r.changed(n.path, sem.name, false, true)
 		if lowered {
@@ -572,6 +589,7 @@ func (s *State) acquire(now int64, n *coordNode, ss *coordSession, sem *coordSem
 		w := &sem.waiters[i]
 		r.event(CoordEvent{Kind: EventAborted, Path: n.path, Session: ss.id, Name: sem.name, OrderID: w.OrderID})
 		w.Count, w.Data, w.TimeoutMs, w.Deadline = o.Count, o.Data, o.TimeoutMs, addMs(now, o.TimeoutMs)
+		s.coord.touch(sem)
 		r.OrderID = w.OrderID
 		s.pump(n, sem, w.OrderID, r)
 		if j := holderIndex(sem.owners, ss.id); j >= 0 {
@@ -593,6 +611,7 @@ func (s *State) acquire(now int64, n *coordNode, ss *coordSession, sem *coordSem
 	if len(sem.waiters) == 0 && fits(sem, o.Count) {
 		s.lastToken++
 		sem.owners = append(sem.owners, Holder{OrderID: s.lastToken, Session: ss.id, Count: eff, TimeoutMs: o.TimeoutMs, Data: o.Data})
+		s.coord.touch(sem)
 		sem.count += eff
 		ss.sems[sem.name] = true
 		r.Acquired, r.OrderID, r.Count = true, s.lastToken, eff
@@ -609,6 +628,7 @@ func (s *State) acquire(now int64, n *coordNode, ss *coordSession, sem *coordSem
 	sem.waiters = append(sem.waiters, Holder{OrderID: s.lastToken, Session: ss.id, Count: o.Count,
 		TimeoutMs: o.TimeoutMs, Data: o.Data, Deadline: addMs(now, o.TimeoutMs)})
 	n.waiters++
+	s.coord.touch(sem)
 	ss.sems[sem.name] = true
 	r.Queued, r.OrderID = true, s.lastToken
 	return CoordSuccess
@@ -635,6 +655,7 @@ func (s *State) pump(n *coordNode, sem *coordSem, self uint64, r *CoordResult) {
 		}
 	}
 	if granted {
+		s.coord.touch(sem)
 		r.changed(n.path, sem.name, false, true)
 	}
 	s.dropIfUnused(n, sem, r)
@@ -665,6 +686,7 @@ func (s *State) timeoutWaiter(now int64, o *CoordOp, r *CoordResult) CoordStatus
 	r.event(CoordEvent{Kind: EventTimedOut, Path: n.path, Session: ss.id, Name: sem.name, OrderID: o.OrderID})
 	sem.waiters = slices.Delete(sem.waiters, i, i+1)
 	n.waiters--
+	s.coord.touch(sem)
 	delete(ss.sems, sem.name)
 	s.pump(n, sem, 0, r)
 	return CoordSuccess
@@ -682,6 +704,7 @@ func (s *State) endSession(ss *coordSession, reason uint8, r *CoordResult) {
 	r.event(CoordEvent{Kind: EventSessionEnded, Path: n.path, Session: ss.id, Reason: reason})
 	for _, name := range names {
 		sem := n.sems[name]
+		s.coord.touch(sem)
 		if i := holderIndex(sem.owners, ss.id); i >= 0 {
 			sem.count -= sem.owners[i].Count
 			sem.owners = slices.Delete(sem.owners, i, i+1)
@@ -810,6 +833,7 @@ type SemaphoreInfo struct {
 	Ephemeral bool
 	Owners    []Holder // by order id, when asked for
 	Waiters   []Holder // in queue order, when asked for
+	Version   uint64   // changes whenever Data, Owners or Waiters change
 }
 
 // DescribeSemaphore returns the semaphore name of the node at path:
@@ -823,7 +847,7 @@ func (s *State) DescribeSemaphore(path, name string, owners, waiters bool) (Sema
 	if sem == nil {
 		return SemaphoreInfo{}, CoordNotFound
 	}
-	info := SemaphoreInfo{Name: sem.name, Limit: sem.limit, Count: sem.count, Data: sem.data, Ephemeral: sem.ephemeral}
+	info := SemaphoreInfo{Name: sem.name, Limit: sem.limit, Count: sem.count, Data: sem.data, Ephemeral: sem.ephemeral, Version: sem.version}
 	if owners {
 		info.Owners = slices.Clone(sem.owners)
 	}

@@ -191,7 +191,7 @@ func (d *dec) coordOp(kind OpKind) *CoordOp {
 // written before it existed (ending before any section) still read.
 const (
 	coordSectionTag     = 'C'
-	coordSectionVersion = 1
+	coordSectionVersion = 2 // 2 adds the semaphore versions; 1 still reads (versions 0)
 )
 
 func sortedKeys[K string | uint64, V any](m map[K]V) []K {
@@ -205,11 +205,20 @@ func sortedKeys[K string | uint64, V any](m map[K]V) []K {
 
 // appendSnapshot appends the coordination section, or nothing when empty.
 func (c *coordState) appendSnapshot(buf []byte) []byte {
+	return c.appendSection(buf, coordSectionVersion)
+}
+
+// appendSection writes the section in format v (tests write 1 to check that
+// it still reads).
+func (c *coordState) appendSection(buf []byte, v uint8) []byte {
 	if c.empty() {
 		return buf
 	}
-	buf = append(buf, coordSectionTag, coordSectionVersion)
+	buf = append(buf, coordSectionTag, v)
 	buf = binary.AppendUvarint(buf, c.lastSession)
+	if v >= 2 {
+		buf = binary.AppendUvarint(buf, c.lastVersion)
+	}
 	buf = binary.AppendUvarint(buf, uint64(len(c.nodes)))
 	for _, p := range sortedKeys(c.nodes) {
 		n := c.nodes[p]
@@ -233,6 +242,9 @@ func (c *coordState) appendSnapshot(buf []byte) []byte {
 			buf = binary.AppendUvarint(buf, sem.limit)
 			buf = appendStr(buf, sem.data)
 			buf = appendBool(buf, sem.ephemeral)
+			if v >= 2 {
+				buf = binary.AppendUvarint(buf, sem.version)
+			}
 			for _, list := range [][]Holder{sem.owners, sem.waiters} {
 				buf = binary.AppendUvarint(buf, uint64(len(list)))
 				for _, h := range list {
@@ -269,12 +281,17 @@ func (d *dec) count(what string, min int) uint64 {
 // read) and checks that it is a state the operations could have reached.
 func (d *dec) readCoordSection(s *State) {
 	d.u8("section tag")
-	if v := d.u8("coordination section version"); d.err == nil && v != coordSectionVersion {
-		d.corrupt("version %d, this ticketd reads version %d: use the ticketd version that wrote it, or a newer one", v, coordSectionVersion)
+	v := d.u8("coordination section version")
+	if d.err == nil && (v < 1 || v > coordSectionVersion) {
+		d.corrupt("version %d, this ticketd reads versions 1 to %d: use the ticketd version that wrote it, or a newer one", v, coordSectionVersion)
 		return
 	}
+	d.coordVersion = v
 	c := s.coord
 	c.lastSession = d.uvarint("last session id")
+	if v >= 2 {
+		c.lastVersion = d.uvarint("last semaphore version")
+	}
 	nn := d.count("nodes", 8)
 	prevPath := ""
 	for i := uint64(0); i < nn && d.err == nil; i++ {
@@ -335,12 +352,15 @@ func (d *dec) readSems(s *State, n *coordNode) {
 		sem.limit = d.uvarint("limit")
 		sem.data = d.str("semaphore data")
 		sem.ephemeral = d.boolean("ephemeral")
+		if d.coordVersion >= 2 {
+			sem.version = d.uvarint("semaphore version")
+		}
 		if d.err != nil {
 			return
 		}
 		if !validName(sem.name) || sem.name <= prev || sem.limit == 0 || len(sem.data) > MaxCoordData ||
-			(sem.ephemeral && sem.limit != math.MaxUint64) {
-			d.corrupt("semaphore %q of %s out of order, or invalid name, limit or data", sem.name, n.path)
+			(sem.ephemeral && sem.limit != math.MaxUint64) || sem.version > s.coord.lastVersion {
+			d.corrupt("semaphore %q of %s out of order, or invalid name, limit, data or version", sem.name, n.path)
 			return
 		}
 		prev = sem.name

@@ -205,6 +205,35 @@ func TestCoordSnapshotCompatible(t *testing.T) {
 	}
 }
 
+// TestCoordSnapshotVersion1: a section written in format 1 (before
+// semaphore versions) still reads, with every version 0, and the versions
+// drawn after it are new.
+func TestCoordSnapshotVersion1(t *testing.T) {
+	s := richCoordState(t)
+	v2 := snapshotBytes(t, s)
+	body := v2[:len(v2)-crcLen]
+	prefix := body[:len(body)-len(s.coord.appendSection(nil, 2))]
+	old := withCRC(s.coord.appendSection(bytes.Clone(prefix), 1))
+	r, err := ReadSnapshot(bytes.NewReader(old))
+	if err != nil {
+		t.Fatalf("version 1 section: %v", err)
+	}
+	a, _ := s.DescribeSemaphore("/n", "s", true, true)
+	b, _ := r.DescribeSemaphore("/n", "s", true, true)
+	if a.Version == 0 || b.Version != 0 {
+		t.Fatalf("versions %d written, %d read from format 1", a.Version, b.Version)
+	}
+	a.Version = 0
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("read from format 1 as %+v, was %+v", b, a)
+	}
+	h := &harness{t: t, s: r, now: r.LastTime()}
+	h.want(CoordSuccess, OpCoordUpdateSem, CoordOp{Session: 1, SeqNo: 1, Name: "s", Data: "new"})
+	if c, _ := r.DescribeSemaphore("/n", "s", false, false); c.Version == 0 {
+		t.Fatal("an update after a format-1 snapshot kept version 0")
+	}
+}
+
 // TestCoordSnapshotCorrupt: a section that is not a state the operations
 // reach is refused as corrupt, never loaded.
 func TestCoordSnapshotCorrupt(t *testing.T) {
@@ -226,8 +255,9 @@ func TestCoordSnapshotCorrupt(t *testing.T) {
 		name    string
 		section []byte
 	}{
-		{"newer version", append([]byte{coordSectionTag, 2}, section[2:]...)},
-		{"present but empty", []byte{coordSectionTag, coordSectionVersion, 0, 0}},
+		{"newer version", append([]byte{coordSectionTag, coordSectionVersion + 1}, section[2:]...)},
+		{"version 0", append([]byte{coordSectionTag, 0}, section[2:]...)},
+		{"present but empty", []byte{coordSectionTag, coordSectionVersion, 0, 0, 0}},
 		{"last session below an id", append([]byte{coordSectionTag, coordSectionVersion, 3}, section[3:]...)},
 		{"invalid path", mutate("\x02/n", "\x02n/")},
 		{"bad attached byte", mutate("\x01c\x00\x00", "\x01c\x00\x02")},
@@ -256,6 +286,7 @@ func TestCoordSnapshotCorrupt(t *testing.T) {
 		{"head waiter fits", func(s *State) { s.coord.nodes["/n"].sems["s"].waiters[0].Count = 1 }},
 		{"unused ephemeral", func(s *State) { s.coord.nodes["/n"].sems["eph"].owners = nil }},
 		{"ephemeral with a limit", func(s *State) { s.coord.nodes["/n"].sems["eph"].limit = 5 }},
+		{"version above the last drawn", func(s *State) { s.coord.nodes["/n"].sems["s"].version = s.coord.lastVersion + 1 }},
 		{"attached with an expiry", func(s *State) { s.coord.sessions[1].expiresAt = 5 }},
 		{"owner with a deadline", func(s *State) { s.coord.nodes["/n"].sems["s"].owners[0].Deadline = 5 }},
 		{"zero count", func(s *State) { s.coord.nodes["/n"].sems["s"].waiters[1].Count = 0 }},
@@ -318,7 +349,11 @@ func coordSnapshotSeeds(t testing.TB) [][]byte {
 		}
 		out = append(out, buf.Bytes())
 	}
-	return out
+	// The rich state again with a format-1 section (no semaphore versions).
+	rich := out[len(out)-1]
+	c := richCoordState(t).coord
+	prefix := rich[:len(rich)-crcLen-len(c.appendSection(nil, coordSectionVersion))]
+	return append(out, withCRC(c.appendSection(bytes.Clone(prefix), 1)))
 }
 
 // TestCoordFuzzSeeds keeps testdata/fuzz/Fuzz*Coord* in step with the seeds

@@ -245,26 +245,23 @@ func (c *core) coordRequest(r request) {
 		o.Data = ""
 		c.coordPropose(r, fsm.OpCoordRelease, o)
 	case wire.CoordDescribeSemaphore:
-		c.coordDescribeSem(r, bind, string(b.Name), b.Flags)
+		c.coordDescribeSem(r, bind, string(b.Name), b.Flags, b.After)
 	default:
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("not a request sub-op")})
 	}
 }
 
-// coordDescribeSem answers from the applied state after the batch it is in
-// (so a connection reads its own writes) and sets the watch, if asked.
-func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8) {
+// coordDescribeSem answers one page from the applied state after the batch
+// it is in (so a connection reads its own writes) and sets the watch, if
+// asked.
+func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8, after uint64) {
 	c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
 		info, status := st.DescribeSemaphore(bind.path, name, flags&wire.CoordFlagOwners != 0, flags&wire.CoordFlagWaiters != 0)
 		if status != fsm.CoordSuccess {
 			coordAnswer(r.c, r.id, r.op, uint16(status), nil)
 			return
 		}
-		ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Data: []byte(info.Data), Owners: holders(info.Owners), Queue: holders(info.Waiters)}
-		if info.Ephemeral {
-			ans.Flags = wire.CoordFlagEphemeral
-		}
-		coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, ans)
+		coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, describePage(&info, flags, after))
 		if flags&(wire.CoordFlagWatchData|wire.CoordFlagWatchOwners) != 0 {
 			k := semKey{bind.path, name}
 			ws := c.co.watches[k]
@@ -308,13 +305,51 @@ func listSessions(all []fsm.SessionInfo, after uint64) *wire.Coord {
 // listSessionsBudget bounds the sessions of one list-sessions answer (bytes).
 var listSessionsBudget = wire.MaxCoordData
 
-func holders(hs []fsm.Holder) []wire.CoordHolder {
-	out := make([]wire.CoordHolder, 0, len(hs))
-	for _, h := range hs {
-		out = append(out, wire.CoordHolder{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.TimeoutMs, Data: []byte(h.Data)})
+// describePage is one page of a describe-semaphore answer: the semaphore's
+// data (unless flags has CoordFlagNoData), then the owners and waiters with
+// an order id above after, in order-id order (every owner's is below every
+// waiter's), as many as fit in 1 MiB with the data; a frame's bound is
+// 1 MiB + 8 KiB, so the fixed fields and the holders' headers fit too. A
+// page without data always carries one holder at least (one holder's data is
+// at most 1 MiB), so paging always ends. CoordFlagMoreHolders says that the
+// client should ask again after the last one, without the data.
+func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coord {
+	ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Version: info.Version}
+	if info.Ephemeral {
+		ans.Flags = wire.CoordFlagEphemeral
 	}
-	return out
+	if flags&wire.CoordFlagNoData == 0 {
+		ans.Data = []byte(info.Data)
+	}
+	size := len(ans.Data)
+	full := false
+	take := func(hs []fsm.Holder) []wire.CoordHolder {
+		var out []wire.CoordHolder
+		for _, h := range hs {
+			if h.OrderID <= after {
+				continue
+			}
+			x := wire.CoordHolder{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.TimeoutMs, Data: []byte(h.Data)}
+			if full || (size > 0 && size+wire.CoordHolderSize(&x) > describeBudget) {
+				full = true
+				break
+			}
+			size += wire.CoordHolderSize(&x)
+			out = append(out, x)
+		}
+		return out
+	}
+	ans.Owners = take(info.Owners)
+	ans.Queue = take(info.Waiters)
+	if full {
+		ans.Flags |= wire.CoordFlagMoreHolders
+	}
+	return ans
 }
+
+// describeBudget bounds the data and holders of one describe-semaphore
+// answer (bytes).
+var describeBudget = wire.MaxCoordData
 
 var coordOpOf = map[fsm.OpKind]uint8{
 	fsm.OpCoordCreateNode: wire.CoordCreateNode, fsm.OpCoordAlterNode: wire.CoordAlterNode, fsm.OpCoordDropNode: wire.CoordDropNode,

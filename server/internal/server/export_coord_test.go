@@ -19,3 +19,11 @@ func SetListSessionsBudget(n int) int {
 	listSessionsBudget = n
 	return old
 }
+
+// SetDescribeBudget sets the size of a describe-semaphore page (bytes) and
+// returns the previous one.
+func SetDescribeBudget(n int) int {
+	old := describeBudget
+	describeBudget = n
+	return old
+}

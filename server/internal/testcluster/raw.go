@@ -66,6 +66,10 @@ func (r *Raw) SendBytes(b []byte) {
 	}
 }
 
+// AllowCoordFrames lets this connection read K and T frames up to
+// wire.MaxCoordFrame, as a coordination client does.
+func (r *Raw) AllowCoordFrames() { r.r.AllowCoordFrames() }
+
 // ID returns a fresh request id.
 func (r *Raw) ID() uint32 { r.next++; return r.next }
 
