@@ -91,6 +91,75 @@ namespace Ticketing.Tests
             }
         }
 
+        /// <summary>token_sha256 of a principal, made by "ticketd hash-token" as docs/deployment.md says.</summary>
+        static string HashToken(string token)
+        {
+            var psi = new ProcessStartInfo(Cluster.Binary(), "hash-token")
+            {
+                UseShellExecute = false, RedirectStandardInput = true, RedirectStandardOutput = true, RedirectStandardError = true,
+            };
+            using (var p = Process.Start(psi))
+            {
+                p.StandardInput.WriteLine(token);
+                p.StandardInput.Close();
+                var output = p.StandardOutput.ReadToEnd().Trim();
+                var err = p.StandardError.ReadToEnd();
+                Assert.IsTrue(p.WaitForExit(30000), "ticketd hash-token did not end");
+                Assert.AreEqual(0, p.ExitCode, "ticketd hash-token: " + err);
+                Assert.AreEqual(64, output.Length, "ticketd hash-token printed " + output);
+                return output;
+            }
+        }
+
+        /// <summary>
+        /// A real ticketd with principals ([auth] in ticketd.toml): refusals (F)
+        /// are PermissionDeniedException with the server's reason, and the
+        /// broker's one connection keeps serving afterwards.
+        /// </summary>
+        [Test]
+        public void OneNode_PrincipalsRefuseWithPermissionDenied()
+        {
+            var conf = System.IO.Path.GetTempFileName();
+            System.IO.File.WriteAllText(conf,
+                "[[auth.principals]]\nname = \"orders\"\nrole = \"client\"\nkey_prefixes = [\"orders/\"]\ntoken_sha256 = [\"" + HashToken("orders-token") + "\"]\n\n" +
+                "[[auth.principals]]\nname = \"billing\"\nrole = \"client\"\nkey_prefixes = [\"orders/\", \"billing/\"]\ntoken_sha256 = [\"" + HashToken("billing-token") + "\"]\n\n" +
+                "[[auth.principals]]\nname = \"watch\"\nrole = \"monitor\"\ntoken_sha256 = [\"" + HashToken("monitor-token") + "\"]\n");
+            try
+            {
+                using (var c = new Cluster(1, "--config", conf))
+                using (var mon = U.Ready(U.Builder(c.AddrList).Token("monitor-token").Connect()))
+                using (var orders = U.Ready(U.Builder(c.AddrList).Token("orders-token").Connect()))
+                using (var billing = U.Ready(U.Builder(c.AddrList).Token("billing-token").Connect()))
+                {
+                    // A monitor may not take tickets, nor describe keys; its session survives both refusals.
+                    var e = U.Throws<PermissionDeniedException>(() => mon.AcquireAsync("orders/1", TimeSpan.Zero, S, TimeSpan.Zero));
+                    Assert.AreEqual(PermissionReason.Role, e.Reason, e.Message);
+                    Assert.AreEqual(PermissionReason.Role, U.Throws<PermissionDeniedException>(() => mon.DescribeAsync("orders/1")).Reason);
+                    Assert.AreEqual(PermissionReason.Role, U.Throws<PermissionDeniedException>(() => mon.AcquireAsync("orders/1", TimeSpan.Zero, S, TimeSpan.Zero)).Reason);
+
+                    // A key outside the principal's prefixes.
+                    e = U.Throws<PermissionDeniedException>(() => orders.AcquireAsync("billing/7", S, S, TimeSpan.Zero));
+                    Assert.AreEqual(PermissionReason.Key, e.Reason, e.Message);
+                    StringAssert.Contains("billing/7", e.Message);
+                    StringAssert.Contains("key prefixes", e.Message);
+                    Assert.AreEqual(PermissionReason.Key, U.Throws<PermissionDeniedException>(() => orders.DescribeAsync("billing/7")).Reason);
+                    Assert.AreEqual(PermissionReason.Key, U.Throws<PermissionDeniedException>(() => orders.ReleaseTokenAsync("billing/7", 1)).Reason);
+
+                    // The same connection serves the next requests; billing may not end orders' ticket (F 3, final).
+                    var t = U.Get(orders.AcquireAsync("orders/42", TimeSpan.Zero, TimeSpan.FromSeconds(30), TimeSpan.Zero));
+                    var o = U.Throws<PermissionDeniedException>(() => billing.ReleaseTokenAsync("orders/42", t.Token));
+                    Assert.AreEqual(PermissionReason.Owner, o.Reason, o.Message);
+                    var d = U.Get(orders.DescribeAsync("orders/42"));
+                    Assert.IsTrue(d.Held);
+                    Assert.AreEqual(t.Token, d.Token);
+                    U.Wait(t.ReleaseAsync());
+                    Assert.IsFalse(U.Get(orders.DescribeAsync("orders/42")).Held);
+                    U.Wait(mon.WaitReadyAsync(S)); // the monitor's session is still up
+                }
+            }
+            finally { System.IO.File.Delete(conf); }
+        }
+
         [Test]
         public void OneNode_CancelWhileQueuedWithdrawsTheWaiter()
         {

@@ -69,6 +69,80 @@ namespace Ticketing.Tests
             }
         }
 
+        // ---------- Authorization: F is a final answer; the connection stays open ----------
+
+        /// <summary>
+        /// Refuses every request on keys under "no/" (acquire by key, describe by
+        /// role, releases by owner) and the releases of keys under "deny/",
+        /// answers a describe of "busy" with B 4, and serves the rest from table.
+        /// </summary>
+        static Action<FakeConn> Refusing(LockTable table)
+        {
+            return c =>
+            {
+                c.Hello(); c.Ready();
+                for (;;)
+                {
+                    var f = c.Next(120000);
+                    var key = Str(f.Key);
+                    Frame a;
+                    if (key.StartsWith("no/"))
+                    {
+                        byte reason = f.Type == FrameType.Acquire ? (byte)PermissionReason.Key
+                            : f.Type == FrameType.Describe ? (byte)PermissionReason.Role : (byte)PermissionReason.Owner;
+                        a = f.Type == FrameType.Cancel ? null : new Frame { Type = FrameType.Forbidden, Id = f.Id, Reason = reason };
+                    }
+                    else if (key.StartsWith("deny/") && (f.Type == FrameType.Release || f.Type == FrameType.ReleaseOwner))
+                        a = new Frame { Type = FrameType.Forbidden, Id = f.Id, Reason = (byte)PermissionReason.Owner };
+                    else if (f.Type == FrameType.Describe && key == "busy")
+                        a = new Frame { Type = FrameType.Capacity, Id = f.Id, Reason = (byte)CapacityReason.InFlight };
+                    else
+                        a = table.Answer(f);
+                    if (a != null) c.Send(a);
+                }
+            };
+        }
+
+        [Test]
+        public void Forbidden_IsAFinalPermissionDeniedAndTheConnectionStaysOpen()
+        {
+            var table = new LockTable();
+            var obs = new U.Observed();
+            using (var srv = new FakeServer(Refusing(table)))
+            using (var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).Connect()))
+            {
+                var e = U.Throws<PermissionDeniedException>(() => b.AcquireAsync("no/1", TimeSpan.FromSeconds(5), S, TimeSpan.Zero));
+                Assert.AreEqual(PermissionReason.Key, e.Reason);
+                Assert.AreEqual(srv.Addr, e.Addr);
+                StringAssert.Contains("permission denied", e.Message);
+                StringAssert.Contains(e.ReasonText, e.Message);
+                StringAssert.Contains("not acquired", e.Message);
+
+                Assert.AreEqual(PermissionReason.Role, U.Throws<PermissionDeniedException>(() => b.DescribeAsync("no/1")).Reason);
+                Assert.AreEqual(CapacityReason.InFlight, U.Throws<CapacityException>(() => b.DescribeAsync("busy")).Reason);
+
+                // A refused release is final: sent once, never retried.
+                var r = U.Throws<PermissionDeniedException>(() => b.ReleaseTokenAsync("no/1", 7));
+                Assert.AreEqual(PermissionReason.Owner, r.Reason);
+                StringAssert.Contains("not released", r.Message);
+                Assert.AreEqual(1, srv.Count(FrameType.Release), "a release answered F was sent again");
+
+                // A ticket's release refused: thrown by ReleaseAsync, reported to the
+                // observer by the background release of Dispose; each sent once.
+                var held = U.Get(b.AcquireAsync("deny/1", TimeSpan.Zero, S, TimeSpan.Zero));
+                Assert.AreEqual(PermissionReason.Owner, U.Throws<PermissionDeniedException>(() => held.ReleaseAsync()).Reason);
+                var held2 = U.Get(b.AcquireAsync("deny/2", TimeSpan.Zero, S, TimeSpan.Zero));
+                held2.Dispose();
+                U.WaitUntil("the background release's refusal reaches the observer", () => obs.Has("deny/2/" + held2.Token + "/PermissionDeniedException"));
+                Assert.AreEqual(3, srv.Count(FrameType.Release), "a release answered F was sent again");
+
+                var t = U.Get(b.AcquireAsync("yes/1", TimeSpan.Zero, S, TimeSpan.Zero));
+                U.Wait(t.ReleaseAsync());
+                Assert.IsFalse(U.Get(b.DescribeAsync("yes/1")).Held);
+                Assert.AreEqual(1, srv.Accepted, "a refusal ended the connection");
+            }
+        }
+
         // ---------- Rule 2: a lost final answer is Indeterminate; an acquire is never re-sent ----------
 
         [Test]
@@ -342,6 +416,154 @@ namespace Ticketing.Tests
                 U.Ended<UnavailableException>(b.DescribeAsync("k"));
                 U.Get(b.DescribeAsync("k"));
                 Assert.AreEqual(1, next.Accepted);
+            }
+        }
+
+        /// <summary>
+        /// Leader hints are followed at most (addresses + 2) times in a row, then
+        /// the broker backs off and starts again from its configured addresses
+        /// (the Go client's rule, docs/protocol.md). A names B, B names C, C names
+        /// B: a broker configured with A alone follows A, B, C, B (three hints),
+        /// backs off, and its fifth attempt starts a new round, not at C: at A for
+        /// an M answering the hello, at B (the last server that accepted a
+        /// session) for an M ending an established session.
+        /// </summary>
+        [Test]
+        public void Rule4_LeaderHintsFollowedAtMostAddressesPlusTwoTimesInARow()
+        {
+            foreach (var inSession in new[] { false, true })
+            {
+                var order = new List<string>();
+                var addrs = new Dictionary<string, string>();
+                var next = new Dictionary<string, string> { { "A", "B" }, { "B", "C" }, { "C", "B" } };
+                Func<string, Action<FakeConn>> script = name => c =>
+                {
+                    c.Hello();
+                    if (inSession) c.Ready();
+                    string to;
+                    lock (order) { order.Add(name); to = addrs[next[name]]; }
+                    c.Send(new Frame { Type = FrameType.NotLeader, Text = Encoding.UTF8.GetBytes(to) });
+                    c.ClosedByClient();
+                };
+                using (var a = new FakeServer(script("A")))
+                using (var bs = new FakeServer(script("B")))
+                using (var cs = new FakeServer(script("C")))
+                {
+                    lock (order) { addrs["A"] = a.Addr; addrs["B"] = bs.Addr; addrs["C"] = cs.Addr; }
+                    using (var b = U.Connect(a.Addr))
+                    {
+                        U.WaitUntil("five attempts", () => { lock (order) return order.Count >= 5; });
+                        // After the limit a new round starts with the last server that
+                        // accepted a session (B, when the Ms end sessions), else with A.
+                        lock (order)
+                            Assert.AreEqual(new[] { "A", "B", "C", "B", inSession ? "B" : "A" }, order.Take(5).ToArray(),
+                                (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
+                    }
+                }
+            }
+        }
+
+        /// <summary>
+        /// A hello refusal by one address only moves the broker on
+        /// (docs/protocol.md, "Refusals"): with A refusing the token and B
+        /// serving, WaitReady and calls succeed through B and never fail with
+        /// A's refusal. Only when every address refuses alike is the refusal
+        /// reported promptly.
+        /// </summary>
+        [Test]
+        public void Rule4_OneRefusingAddressDoesNotFailCalls()
+        {
+            var refuse = new ManualResetEventSlim();
+            var table = new LockTable();
+            Action<FakeConn> refusing = c => { c.Hello(); refuse.Wait(); c.SendError(ErrorCode.Unauthenticated, "wrong token"); c.ClosedByClient(); };
+            using (var a = new FakeServer(refusing))
+            using (var good = new FakeServer(FakeServer.Normal(table)))
+            using (var a2 = new FakeServer(refusing))
+            {
+                using (var b = U.Connect(a.Addr + "," + good.Addr))
+                {
+                    U.WaitUntil("the first address got the hello", () => a.Count(FrameType.Hello) >= 1);
+                    var ready = b.WaitReadyAsync(TimeSpan.FromSeconds(20));
+                    var t = b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero);
+                    refuse.Set();
+                    U.Wait(ready);
+                    U.Wait(U.Get(t).ReleaseAsync());
+                }
+                using (var all = U.Connect(a.Addr + "," + a2.Addr))
+                {
+                    var e = U.Throws<UnauthenticatedException>(() => all.WaitReadyAsync(TimeSpan.FromSeconds(20)));
+                    Assert.AreEqual(ErrorCode.Unauthenticated, e.ServerCode);
+                }
+            }
+        }
+
+        /// <summary>
+        /// A describe is bounded on a live connection too (docs/protocol.md,
+        /// Liveness): a server that answers pings but never the D leaves the
+        /// caller with UnavailableException after the answer grace, and the
+        /// connection keeps serving.
+        /// </summary>
+        [Test]
+        public void Rule2_DescribeWithoutAnswerOnALiveConnectionIsBounded()
+        {
+            var table = new LockTable();
+            using (var srv = new FakeServer(c =>
+            {
+                c.Hello(); c.Ready();
+                for (;;)
+                {
+                    var f = c.Next(120000);
+                    if (f.Type == FrameType.Describe && Str(f.Key) == "silent") continue; // never answered
+                    var a = table.Answer(f);
+                    if (a != null) c.Send(a);
+                }
+            }))
+            using (var b = U.Ready(U.Builder(srv.Addr).AnswerGraceForTests(U.Ms(200)).Connect()))
+            {
+                var e = U.Throws<UnavailableException>(() => b.DescribeAsync("silent"));
+                StringAssert.Contains("although the connection is alive", e.Message);
+                Assert.IsFalse(U.Get(b.DescribeAsync("other")).Held);
+                Assert.AreEqual(1, srv.Accepted);
+            }
+        }
+
+        /// <summary>
+        /// Reconnect order (docs/protocol.md, "Order"): after a session ends
+        /// without a hint, the next round starts with the last server that
+        /// accepted a session. With A then B configured and A's first session
+        /// lost, the broker's next session is with A again.
+        /// </summary>
+        [Test]
+        public void Rule4_ALostSessionReconnectsToTheLastGoodServerFirst()
+        {
+            var table = new LockTable();
+            using (var a = new FakeServer(c => { c.Hello(); c.Ready(); c.Expect(FrameType.Describe); c.Close(); }, FakeServer.Normal(table)))
+            using (var b2 = new FakeServer(FakeServer.Normal(table)))
+            using (var b = U.Ready(U.Connect(a.Addr + "," + b2.Addr)))
+            {
+                U.Throws<UnavailableException>(() => b.DescribeAsync("k"));
+                Assert.IsFalse(U.Get(b.DescribeAsync("k")).Held);
+                Assert.AreEqual(2, a.Count(FrameType.Describe), "the second describe went elsewhere");
+                Assert.AreEqual(0, b2.Accepted, "the broker skipped the last good server");
+            }
+        }
+
+        /// <summary>
+        /// Within a round the next address is tried at once; the broker backs off
+        /// only after every address of the round failed. With a backoff of an
+        /// hour, a first address that hangs up still leaves the broker connected
+        /// through the second.
+        /// </summary>
+        [Test]
+        public void Rule4_AFailedAddressMovesOnAtOnceWithinARound()
+        {
+            var table = new LockTable();
+            using (var dead = new FakeServer(c => c.Close()))
+            using (var good = new FakeServer(FakeServer.Normal(table)))
+            using (var b = TicketBroker.CreateBuilder().Addrs(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
+            {
+                U.Wait(b.WaitReadyAsync(TimeSpan.FromSeconds(20)));
+                Assert.AreEqual(1, good.Accepted);
             }
         }
 

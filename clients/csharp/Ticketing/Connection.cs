@@ -442,6 +442,8 @@ namespace Ticketing
 
         static bool Answers(byte req, byte ans)
         {
+            if (ans == FrameType.Forbidden) // a refusal is the final answer of any request but C
+                return req == FrameType.Acquire || req == FrameType.Release || req == FrameType.ReleaseOwner || req == FrameType.Describe;
             switch (req)
             {
                 case FrameType.Acquire:
@@ -488,6 +490,7 @@ namespace Ticketing
                 case FrameType.Released:
                 case FrameType.NotHeld:
                 case FrameType.Info:
+                case FrameType.Forbidden:
                     break;
                 default:
                     return Protocol("unexpected " + FrameType.Name(f.Type) + " frame from the server");

@@ -12,6 +12,17 @@ namespace Ticketing
         Connections = 5,
     }
 
+    /// <summary>Why the server refused a request with F (docs/protocol.md, "Refusal reasons of F").</summary>
+    public enum PermissionReason : byte
+    {
+        /// <summary>The principal's role does not allow the request.</summary>
+        Role = 1,
+        /// <summary>The key is outside the principal's key prefixes.</summary>
+        Key = 2,
+        /// <summary>The ticket to release was granted to another principal.</summary>
+        Owner = 3,
+    }
+
     /// <summary>The stable numeric code of a server E frame (docs/protocol.md, "Error codes").</summary>
     public enum ErrorCode : ushort
     {
@@ -32,6 +43,82 @@ namespace Ticketing
     }
 
     /// <summary>
+    /// The retry class of a failure, for a transaction-retry layer: the Go
+    /// retry package's classes, in its order (retry/class.go; RetryClassName
+    /// gives the Go name). This client's exceptions report the class the Go
+    /// client's errors report (TicketingException.RetryClass).
+    /// </summary>
+    public enum RetryClass
+    {
+        /// <summary>Unknown or permanent: never retried.</summary>
+        NonRetryable,
+        /// <summary>Transaction conflict or deadlock: always retried, fast backoff.</summary>
+        Aborted,
+        /// <summary>Server shutting down or starting up, a refused dial: always retried, fast backoff.</summary>
+        Unavailable,
+        /// <summary>A server capacity limit: always retried, slow backoff.</summary>
+        Overloaded,
+        /// <summary>Too many connections: always retried, slow backoff.</summary>
+        ClientResourceExhausted,
+        /// <summary>The session must be recreated: always retried, at once.</summary>
+        BadSession,
+        /// <summary>Outcome unknown: retried only for idempotent work, fast backoff.</summary>
+        Undetermined,
+        /// <summary>The connection could not be used: retried only for idempotent work, fast backoff.</summary>
+        TransportUnavailable,
+        /// <summary>The connection broke mid-call: retried only for idempotent work, fast backoff.</summary>
+        ClientTransportError,
+        /// <summary>The session expired mid-call: retried only for idempotent work, at once.</summary>
+        SessionExpired,
+        /// <summary>Deadline exceeded: never retried.</summary>
+        Timeout,
+        /// <summary>Cancelled: never retried.</summary>
+        Canceled,
+        /// <summary>A stale or already committed fencing token: never retried.</summary>
+        PreconditionFailed,
+        /// <summary>Not found: never retried.</summary>
+        NotFound,
+        /// <summary>An invalid argument: never retried.</summary>
+        InvalidArgument,
+    }
+
+    /// <summary>The Go retry package's rules for RetryClass.</summary>
+    public static class RetryClasses
+    {
+        /// <summary>The Go name of c (ABORTED, TRANSPORT_UNAVAILABLE, ...).</summary>
+        public static string RetryClassName(this RetryClass c)
+        {
+            var sb = new System.Text.StringBuilder();
+            foreach (var ch in c.ToString())
+            {
+                if (char.IsUpper(ch) && sb.Length > 0) sb.Append('_');
+                sb.Append(char.ToUpperInvariant(ch));
+            }
+            return sb.ToString();
+        }
+
+        /// <summary>Whether a failure of class c is retried; idempotent work is also retried when the outcome is unknown.</summary>
+        public static bool Retryable(this RetryClass c, bool idempotent)
+        {
+            switch (c)
+            {
+                case RetryClass.Aborted:
+                case RetryClass.Unavailable:
+                case RetryClass.Overloaded:
+                case RetryClass.ClientResourceExhausted:
+                case RetryClass.BadSession:
+                    return true;
+                case RetryClass.Undetermined:
+                case RetryClass.TransportUnavailable:
+                case RetryClass.ClientTransportError:
+                case RetryClass.SessionExpired:
+                    return idempotent;
+            }
+            return false;
+        }
+    }
+
+    /// <summary>
     /// Base of every exception this library throws for an outcome of a call
     /// (cancellation is the standard OperationCanceledException). Catch the
     /// subclasses to tell the outcomes apart; the message says what happened
@@ -46,6 +133,16 @@ namespace Ticketing
 
         public TicketingException(string message) : base(message) { }
         public TicketingException(string message, Exception inner) : base(message, inner) { }
+
+        /// <summary>
+        /// How a transaction-retry layer should treat this failure, as the Go
+        /// client's errors report it: capacity rejects Overloaded, unknown
+        /// outcomes Undetermined (NonRetryable when the broker was closed),
+        /// unusable connections TransportUnavailable, invalid arguments
+        /// InvalidArgument; everything else (not acquired, not held, budget
+        /// exceeded, unauthenticated, permission denied, closed) NonRetryable.
+        /// </summary>
+        public virtual RetryClass RetryClass { get { return RetryClass.NonRetryable; } }
     }
 
     /// <summary>
@@ -54,6 +151,7 @@ namespace Ticketing
     /// </summary>
     public sealed class InvalidArgumentException : TicketingException
     {
+        public override RetryClass RetryClass { get { return RetryClass.InvalidArgument; } }
         public InvalidArgumentException(string message) : base(message) { }
         public InvalidArgumentException(string message, Exception inner) : base(message, inner) { }
     }
@@ -71,6 +169,7 @@ namespace Ticketing
     /// </summary>
     public sealed class CapacityException : TicketingException
     {
+        public override RetryClass RetryClass { get { return RetryClass.Overloaded; } }
         public CapacityReason Reason { get; private set; }
         public CapacityException(string message, CapacityReason reason) : base(message) { Reason = reason; }
     }
@@ -85,6 +184,7 @@ namespace Ticketing
     /// </summary>
     public sealed class IndeterminateException : TicketingException
     {
+        public override RetryClass RetryClass { get { return BrokerClosed ? RetryClass.NonRetryable : RetryClass.Undetermined; } }
         /// <summary>True when the cause was the broker being closed.</summary>
         public bool BrokerClosed { get; internal set; }
         /// <summary>The key of the request (for an acquire: of the acquire).</summary>
@@ -129,6 +229,35 @@ namespace Ticketing
     }
 
     /// <summary>
+    /// The server refused the request because this client's principal may not
+    /// make it (F): its role does not allow it, the key is outside its key
+    /// prefixes, or the ticket to release was granted to another principal.
+    /// It is final and nothing happened; the connection stays open and every
+    /// other request goes on. The same request is refused again until the
+    /// server's configuration changes, so it is never retried.
+    /// </summary>
+    public sealed class PermissionDeniedException : TicketingException
+    {
+        /// <summary>The F frame's reason (another value may come from a newer server).</summary>
+        public PermissionReason Reason { get; private set; }
+        /// <summary>The reason in words, as in the message.</summary>
+        public string ReasonText { get { return ReasonName(Reason); } }
+        public PermissionDeniedException(string message, PermissionReason reason) : base(message) { Reason = reason; }
+
+        /// <summary>A refusal reason in words (the Go client's wording).</summary>
+        public static string ReasonName(PermissionReason reason)
+        {
+            switch (reason)
+            {
+                case PermissionReason.Role: return "the client's role does not allow this request (an admin token is needed for admin operations)";
+                case PermissionReason.Key: return "the key is outside the key prefixes the client may use";
+                case PermissionReason.Owner: return "the ticket was granted to another principal";
+            }
+            return "refusal reason " + (byte)reason;
+        }
+    }
+
+    /// <summary>
     /// No usable connection to the cluster leader: none could be made in
     /// time, the server refuses the connection, or, for a request without an
     /// effect (describe), the connection was lost before the answer. Requests
@@ -136,6 +265,7 @@ namespace Ticketing
     /// </summary>
     public sealed class UnavailableException : TicketingException
     {
+        public override RetryClass RetryClass { get { return RetryClass.TransportUnavailable; } }
         public UnavailableException(string message, Exception inner) : base(message, inner) { }
     }
 

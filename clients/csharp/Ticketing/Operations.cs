@@ -213,6 +213,8 @@ namespace Ticketing
                     throw new NotAcquiredException(Op("acquire", key) + "not acquired within the wait of " + args.Wait + " s") { Addr = c.Addr };
                 case FrameType.Cancelled:
                     throw new NotAcquiredException(Op("acquire", key) + "not acquired: the server cancelled the request") { Addr = c.Addr };
+                case FrameType.Forbidden:
+                    throw Forbidden(Op("acquire", key), c.Addr, f.Reason, "; not acquired");
                 default: // B
                     {
                         var reason = (CapacityReason)f.Reason;
@@ -299,6 +301,9 @@ namespace Ticketing
                                 if (sent > 1) msg += "; an earlier attempt whose answer was lost may have released it";
                                 throw new NotHeldException(Op(op, key) + msg) { Addr = c.Addr };
                             }
+                        case FrameType.Forbidden:
+                            // final: the same release would be refused again, so it is not retried
+                            throw Forbidden(Op(op, key), c.Addr, a.F.Reason, "; not released, the ticket stays held");
                         default: // B
                             {
                                 var reason = (CapacityReason)a.F.Reason;
@@ -347,7 +352,10 @@ namespace Ticketing
 
         /// <summary>
         /// Reads the state of key (D/I). Read-only: a connection lost before the
-        /// answer is UnavailableException, and nothing is retried automatically.
+        /// answer, or no answer within the answer grace (10 s, or 3 ping
+        /// intervals if longer) on a live connection, is UnavailableException,
+        /// and nothing is retried automatically. F is PermissionDeniedException,
+        /// B CapacityException.
         /// </summary>
         public async Task<KeyDescription> DescribeAsync(string key, CancellationToken ct = default(CancellationToken))
         {
@@ -369,22 +377,32 @@ namespace Ticketing
                 }
                 if (r == StartResult.Gone) continue;
                 var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+                // Bounded on a live connection too (docs/protocol.md, Liveness): a
+                // server that keeps the connection alive but never answers cannot
+                // hold the caller beyond the answer grace, whatever ct says.
+                var grace = AnswerGrace(c);
+                using (var stopTimer = new CancellationTokenSource())
                 using (ct.Register(() => never.TrySetResult(true)))
                 {
-                    await Task.WhenAny(cl.Res.Task, never.Task).ConfigureAwait(false);
+                    await Task.WhenAny(cl.Res.Task, never.Task, Task.Delay(grace, stopTimer.Token)).ConfigureAwait(false);
+                    stopTimer.Cancel(); // no timer left behind per describe
                 }
                 Answer a;
                 if (cl.Res.Task.IsCompleted) a = cl.Res.Task.Result;
                 else
                 {
                     a = c.Abandon(cl);
-                    if (a == null) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
+                    if (a == null && ct.IsCancellationRequested) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
+                    if (a == null)
+                        throw new UnavailableException(Op("describe", key) + "no answer from " + c.Addr + " within " + grace.TotalSeconds + " s although the connection is alive; try again", null) { Addr = c.Addr };
                 }
                 if (a.Fail != null)
                 {
                     if (a.Fail.Closed) throw new ClosedException(Op("describe", key) + "no answer: the broker was closed");
                     throw new UnavailableException(Op("describe", key) + "no answer: " + a.Fail.What(), a.Fail.Cause) { Addr = c.Addr, ServerCode = a.Fail.Code };
                 }
+                if (a.F.Type == FrameType.Forbidden)
+                    throw Forbidden(Op("describe", key), c.Addr, a.F.Reason, "");
                 if (a.F.Type == FrameType.Capacity)
                 {
                     var reason = (CapacityReason)a.F.Reason;
@@ -453,6 +471,8 @@ namespace Ticketing
                             return;
                         case FrameType.NotHeld:
                             throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Addr = c.Addr };
+                        case FrameType.Forbidden:
+                            throw Forbidden(Op(op, key), c.Addr, a.F.Reason, "; not released");
                         default:
                             {
                                 var reason = (CapacityReason)a.F.Reason;
@@ -461,6 +481,14 @@ namespace Ticketing
                     }
                 }
             }
+        }
+
+        /// <summary>The exception of a request answered F: final, nothing happened, the connection stays open.</summary>
+        static PermissionDeniedException Forbidden(string op, string addr, byte reason, string effect)
+        {
+            var r = (PermissionReason)reason;
+            return new PermissionDeniedException(op + "permission denied by the server " + addr + ": " + PermissionDeniedException.ReasonName(r) + effect +
+                "; the same request is refused until the server's principals change (docs/deployment.md, Authorization)", r) { Addr = addr };
         }
 
         internal void EnqueueTicketRelease(Ticket t)

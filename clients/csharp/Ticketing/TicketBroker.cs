@@ -43,7 +43,8 @@ namespace Ticketing
         Connection cur;
         TaskCompletionSource<bool> changed = NewSignal();
         bool closed, torn;
-        Exception rejected; // a persistent hello refusal, reported promptly
+        Exception rejected; // a persistent hello refusal by every listed address alike, reported promptly
+        readonly Dictionary<string, Exception> refusals = new Dictionary<string, Exception>(); // address -> its latest refusal
         Exception lastErr;  // why the last connection attempt or connection failed
         readonly Releaser rel;
         readonly Task manager;
@@ -102,14 +103,33 @@ namespace Ticketing
 
         async Task RunAsync()
         {
-            int next = 0, failures = 0, redirects = 0;
+            // follows: leader hints followed since the last backoff, at most
+            // addresses + 2 in a row (the Go client's rule, docs/protocol.md):
+            // the whole list once plus a leader change, never a storm between
+            // two servers that name each other.
+            int failures = 0, follows = 0, maxFollows = Cfg.Addrs.Length + 2;
             string hint = "";
+            // One round of attempts, as in the Go client: the last server that
+            // accepted a session, then the configured addresses in order, each
+            // once; the broker backs off only after a whole round failed.
+            var round = new List<string>();
+            string lastGood = "";
             var ct = life.Token;
             while (!ct.IsCancellationRequested)
             {
                 string addr = hint;
                 hint = "";
-                if (addr.Length == 0) addr = Cfg.Addrs[next++ % Cfg.Addrs.Length];
+                if (addr.Length == 0)
+                {
+                    if (round.Count == 0)
+                    {
+                        if (lastGood.Length > 0) round.Add(lastGood);
+                        foreach (var a in Cfg.Addrs) if (!round.Contains(a)) round.Add(a);
+                    }
+                    addr = round[0];
+                    round.RemoveAt(0);
+                }
+                else round.Remove(addr); // tried now, not again in this round
                 Connection c;
                 try
                 {
@@ -123,24 +143,25 @@ namespace Ticketing
                     lock (mu)
                     {
                         lastErr = he != null ? he.Err : e;
-                        if (he != null && he.Rejected)
-                        {
-                            rejected = he.Err;
-                            BroadcastLocked();
-                        }
+                        if (he != null && he.Rejected) refusals[addr] = he.Err;
+                        else refusals.Remove(addr);
+                        rejected = RefusedByAllLocked();
+                        BroadcastLocked();
                     }
-                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && redirects < 2 * Cfg.Addrs.Length + 2)
+                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && follows < maxFollows)
                     {
-                        redirects++;
+                        follows++;
                         hint = he.Hint;
                         continue;
                     }
-                    redirects = 0;
+                    if (round.Count > 0) continue; // the next address of this round at once
+                    follows = 0;
                     failures++;
                     if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
                     continue;
                 }
-                redirects = 0;
+                lastGood = addr;
+                round.Clear(); // after this session, a new round starts with it
                 lock (mu)
                 {
                     if (torn)
@@ -149,6 +170,7 @@ namespace Ticketing
                         return;
                     }
                     cur = c;
+                    refusals.Remove(addr);
                     rejected = null;
                     lastErr = null;
                     BroadcastLocked();
@@ -162,15 +184,38 @@ namespace Ticketing
                     BroadcastLocked();
                 }
                 if (ct.IsCancellationRequested) return;
-                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = 0;
-                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr)
+                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = follows = 0;
+                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr && follows < maxFollows)
                 {
+                    follows++;
                     hint = f.Hint;
                     continue;
                 }
+                follows = 0;
                 failures++;
                 if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
             }
+        }
+
+        /// <summary>
+        /// The refusal to report when every listed address refused the hello for
+        /// the same reason (same exception type and server code), else null: as in
+        /// the Go client, a refusal by one node only moves the broker on to the
+        /// next, and calls wait for a connection. mu is held.
+        /// </summary>
+        Exception RefusedByAllLocked()
+        {
+            Exception first;
+            if (!refusals.TryGetValue(Cfg.Addrs[0], out first)) return null;
+            var firstCode = first is TicketingException ? ((TicketingException)first).ServerCode : null;
+            foreach (var a in Cfg.Addrs)
+            {
+                Exception r;
+                if (!refusals.TryGetValue(a, out r) || r.GetType() != first.GetType()) return null;
+                var code = r is TicketingException ? ((TicketingException)r).ServerCode : null;
+                if (code != firstCode) return null;
+            }
+            return first;
         }
 
         /// <summary>Exponential delay with jitter: uniform in [d/2, d], d doubling from the base up to the cap.</summary>

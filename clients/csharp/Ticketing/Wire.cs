@@ -31,6 +31,8 @@ namespace Ticketing.Wire
         public const byte AdminReply = (byte)'V';
         public const byte Ping = (byte)'P';
         public const byte Pong = (byte)'O';
+        /// <summary>Forbidden: the principal may not make the request (final; the connection stays open).</summary>
+        public const byte Forbidden = (byte)'F';
 
         public static string Name(byte t)
         {
@@ -107,6 +109,7 @@ namespace Ticketing.Wire
                 case FrameType.Queued: return 9;
                 case FrameType.Cancelled: return 5;
                 case FrameType.Capacity: return 6;
+                case FrameType.Forbidden: return 6;
                 case FrameType.Released: return 5;
                 case FrameType.NotHeld: return 5;
                 case FrameType.NotLeader: return 3;
@@ -150,7 +153,8 @@ namespace Ticketing.Wire
                 case FrameType.Cancelled:
                 case FrameType.Released:
                 case FrameType.NotHeld: w.U32(f.Id); break;
-                case FrameType.Capacity: w.U32(f.Id); w.U8(f.Reason); break;
+                case FrameType.Capacity:
+                case FrameType.Forbidden: w.U32(f.Id); w.U8(f.Reason); break;
                 case FrameType.NotLeader: w.Str(f.Text); break;
                 case FrameType.Error: w.U16(f.Code); w.Str(f.Text); break;
                 case FrameType.Info:
@@ -217,7 +221,8 @@ namespace Ticketing.Wire
                 case FrameType.Cancelled:
                 case FrameType.Released:
                 case FrameType.NotHeld: f.Id = r.U32(); break;
-                case FrameType.Capacity: f.Id = r.U32(); f.Reason = r.U8(); break;
+                case FrameType.Capacity:
+                case FrameType.Forbidden: f.Id = r.U32(); f.Reason = r.U8(); break;
                 case FrameType.NotLeader: f.Text = r.Str(); break;
                 case FrameType.Error: f.Code = r.U16(); f.Text = r.Str(); break;
                 case FrameType.Info:

@@ -343,7 +343,7 @@ final class Conn {
                 return new Failure(Kind.SERVER_ERROR, addr, "", f.code, new String(f.text, java.nio.charset.StandardCharsets.UTF_8));
             }
             case Type.GRANTED, Type.NOT_ACQUIRED, Type.QUEUED, Type.CANCELLED, Type.CAPACITY, Type.RELEASED, Type.NOT_HELD,
-                    Type.INFO, Type.ADMIN_REPLY -> {
+                    Type.INFO, Type.ADMIN_REPLY, Type.FORBIDDEN -> {
                 // answers: below
             }
             default -> {
@@ -386,10 +386,13 @@ final class Conn {
 
     /** Whether an answer of type a may answer a request of type r. */
     static boolean answers(byte r, byte a) {
+        if (a == Type.FORBIDDEN) { // a refusal is the final answer of any request but C
+            return r == Type.ACQUIRE || r == Type.RELEASE || r == Type.RELEASE_OWNER || r == Type.DESCRIBE || r == Type.ADMIN;
+        }
         return switch (r) {
             case Type.ACQUIRE -> a == Type.GRANTED || a == Type.NOT_ACQUIRED || a == Type.QUEUED || a == Type.CANCELLED || a == Type.CAPACITY;
             case Type.RELEASE, Type.RELEASE_OWNER -> a == Type.RELEASED || a == Type.NOT_HELD || a == Type.CAPACITY;
-            case Type.DESCRIBE -> a == Type.INFO;
+            case Type.DESCRIBE -> a == Type.INFO || a == Type.CAPACITY;
             case Type.ADMIN -> a == Type.ADMIN_REPLY || a == Type.CAPACITY;
             default -> false;
         };

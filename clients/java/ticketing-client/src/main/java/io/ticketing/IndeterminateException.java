@@ -21,8 +21,9 @@ public final class IndeterminateException extends TicketingException {
         return brokerClosed;
     }
 
+    /** UNDETERMINED; NOT_RETRYABLE when the broker was closed (as the Go client's ErrClosed wins): no retry can use it. */
     @Override
     public RetryClass retryClass() {
-        return RetryClass.UNDETERMINED;
+        return brokerClosed ? RetryClass.NOT_RETRYABLE : RetryClass.UNDETERMINED;
     }
 }

@@ -9,4 +9,10 @@ public final class InvalidArgumentException extends TicketingException {
     InvalidArgumentException(String message, Throwable cause, int serverErrorCode) {
         super(message, cause, serverErrorCode);
     }
+
+    /** INVALID_ARGUMENT: never retried, the same call fails again. */
+    @Override
+    public RetryClass retryClass() {
+        return RetryClass.INVALID_ARGUMENT;
+    }
 }

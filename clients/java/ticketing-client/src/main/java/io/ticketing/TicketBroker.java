@@ -91,6 +91,7 @@ public final class TicketBroker implements AutoCloseable {
          * Called on the client's own threads; must not block.
          *
          * @param error null when released (R); {@link NotHeldException} for N;
+         *     {@link PermissionDeniedException} for F (not retried);
          *     {@link ReleaseDroppedException} when it could not be queued; another
          *     exception when no final answer came within {@link #RELEASE_BOUND}
          */
@@ -103,7 +104,8 @@ public final class TicketBroker implements AutoCloseable {
     private Conn cur;
     private boolean closed; // close() was called: no new calls
     private boolean torn; // teardown started: no connections at all
-    private TicketingException rejected; // a persistent hello refusal, reported promptly
+    private TicketingException rejected; // a persistent hello refusal by every listed address alike, reported promptly
+    private final java.util.Map<String, TicketingException> refusals = new java.util.HashMap<>(); // address -> its latest refusal
     private String lastErr; // why the last connection attempt or connection failed
     private final Thread manager;
 
@@ -241,9 +243,13 @@ public final class TicketBroker implements AutoCloseable {
     // ---- connection management ----
 
     private void run() {
-        int next = 0;
+        // One round of attempts, as in the Go client: the last server that
+        // accepted a session, then the configured addresses in order, each
+        // once; the broker backs off only after a whole round failed.
+        java.util.ArrayDeque<String> round = new java.util.ArrayDeque<>();
+        String lastGood = "";
         int failures = 0;
-        int redirects = 0;
+        int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
         String hint = "";
         Conn.Hooks hooks = new Conn.Hooks() {
             @Override
@@ -260,8 +266,17 @@ public final class TicketBroker implements AutoCloseable {
             String addr = hint;
             hint = "";
             if (addr.isEmpty()) {
-                addr = cfg.addrs.get(next % cfg.addrs.size());
-                next++;
+                if (round.isEmpty()) {
+                    java.util.LinkedHashSet<String> order = new java.util.LinkedHashSet<>();
+                    if (!lastGood.isEmpty()) {
+                        order.add(lastGood);
+                    }
+                    order.addAll(cfg.addrs);
+                    round.addAll(order);
+                }
+                addr = round.poll();
+            } else {
+                round.remove(addr); // tried now, not again in this round
             }
             Conn c;
             try {
@@ -274,26 +289,33 @@ public final class TicketBroker implements AutoCloseable {
                 try {
                     lastErr = e.getMessage();
                     if (e.rejected) {
-                        rejected = e.error;
-                        changed.signalAll();
+                        refusals.put(addr, e.error);
+                    } else {
+                        refusals.remove(addr);
                     }
+                    rejected = refusedByAll();
+                    changed.signalAll();
                 } finally {
                     mu.unlock();
                 }
                 LOG.log(Level.DEBUG, "ticketing: connection attempt failed: {0}", e.getMessage());
-                if (!e.hint.isEmpty() && !e.hint.equals(addr) && redirects < 2 * cfg.addrs.size() + 2) {
-                    redirects++;
+                if (!e.hint.isEmpty() && !e.hint.equals(addr) && follows < maxFollows()) {
+                    follows++;
                     hint = e.hint;
                     continue;
                 }
-                redirects = 0;
+                if (!round.isEmpty()) {
+                    continue; // the next address of this round at once
+                }
+                follows = 0;
                 failures++;
                 if (!sleep(backoff(failures))) {
                     return;
                 }
                 continue;
             }
-            redirects = 0;
+            lastGood = addr;
+            round.clear(); // after this session, a new round starts with it
             mu.lock();
             try {
                 if (torn) {
@@ -301,6 +323,7 @@ public final class TicketBroker implements AutoCloseable {
                     return;
                 }
                 cur = c;
+                refusals.remove(addr);
                 rejected = null;
                 lastErr = null;
                 changed.signalAll();
@@ -333,16 +356,49 @@ public final class TicketBroker implements AutoCloseable {
             LOG.log(Level.INFO, "ticketing: connection ended: {0}", f.what());
             if (System.nanoTime() - c.bornNanos > TimeUnit.SECONDS.toNanos(1)) {
                 failures = 0;
+                follows = 0;
             }
-            if (f.kind() == Conn.Kind.NOT_LEADER && !f.hint().isEmpty() && !f.hint().equals(addr)) {
+            if (f.kind() == Conn.Kind.NOT_LEADER && !f.hint().isEmpty() && !f.hint().equals(addr) && follows < maxFollows()) {
+                follows++;
                 hint = f.hint();
                 continue;
             }
+            follows = 0;
             failures++;
             if (!sleep(backoff(failures))) {
                 return;
             }
         }
+    }
+
+    /**
+     * The refusal to report when every listed address refused the hello for
+     * the same reason (same exception type and server code), else null: as in
+     * the Go client, a refusal by one node only moves the broker on to the
+     * next, and calls wait for a connection. mu is held.
+     */
+    private TicketingException refusedByAll() {
+        TicketingException first = refusals.get(cfg.addrs.get(0));
+        if (first == null) {
+            return null;
+        }
+        for (String a : cfg.addrs) {
+            TicketingException r = refusals.get(a);
+            if (r == null || r.getClass() != first.getClass() || r.serverErrorCode() != first.serverErrorCode()) {
+                return null;
+            }
+        }
+        return first;
+    }
+
+    /**
+     * How many leader hints (M naming a leader, answering a hello or ending a
+     * session) are followed in a row before a backoff, as in the Go client
+     * (docs/protocol.md): the whole list once plus a leader change, never a
+     * storm between two servers that name each other.
+     */
+    private int maxFollows() {
+        return cfg.addrs.size() + 2;
     }
 
     private boolean isTorn() {
@@ -472,6 +528,7 @@ public final class TicketBroker implements AutoCloseable {
                     case Type.NOT_HELD -> {
                         return "not held";
                     }
+                    case Type.FORBIDDEN -> throw forbidden(op, c.addr, a.frame().reason, "; not released");
                     default -> throw new CapacityException(op + ": rejected by a server capacity limit ("
                             + CapacityException.reasonName(a.frame().reason) + ")", a.frame().reason);
                 }
@@ -658,6 +715,13 @@ public final class TicketBroker implements AutoCloseable {
         return new AcquireArgs((int) w, (int) l, budget.toNanos());
     }
 
+    /** The exception of a request answered F: final, nothing happened, the connection stays open. */
+    static PermissionDeniedException forbidden(String op, String addr, int reason, String effect) {
+        return new PermissionDeniedException(op + ": permission denied by the server " + addr + ": "
+                + PermissionDeniedException.reasonName(reason) + effect + "; the same request is refused until the server's "
+                + "principals change (docs/deployment.md, Authorization)", reason, addr);
+    }
+
     static String quote(String key) {
         return key.length() > 64 ? "\"" + key.substring(0, 64) + "…\"" : "\"" + key + "\"";
     }
@@ -678,6 +742,7 @@ public final class TicketBroker implements AutoCloseable {
      * @throws BudgetExceededException granted too late for the budget (released)
      * @throws InvalidArgumentException out-of-range arguments, nothing sent
      * @throws UnauthenticatedException the server refuses the token or certificate
+     * @throws PermissionDeniedException F: this client's principal may not acquire the key (final, nothing happened)
      * @throws UnavailableException no connection to the leader within the connect wait, nothing sent
      * @throws ClosedException the broker is closed
      * @throws CancellationException the thread was interrupted (the interrupt flag stays set)
@@ -798,6 +863,7 @@ public final class TicketBroker implements AutoCloseable {
                 throw new NotAcquiredException(op + ": not acquired within the wait of " + args.waitSec() + " s");
             }
             case Type.CANCELLED -> throw new NotAcquiredException(op + ": not acquired: the server cancelled the request");
+            case Type.FORBIDDEN -> throw forbidden(op, c.addr, f.reason, "; not acquired");
             default -> throw new CapacityException(op + ": not acquired: the server " + c.addr + " rejected it for capacity: "
                     + CapacityException.reasonName(f.reason) + "; the client does not retry it, back off before a new acquire", f.reason);
         }
@@ -829,6 +895,8 @@ public final class TicketBroker implements AutoCloseable {
      * @throws NotHeldException N: the ticket had already expired or been released, or the key is held under
      *     another token (a release never ends it)
      * @throws CapacityException B
+     * @throws PermissionDeniedException F: this client's principal may not release it (the key is outside its
+     *     prefixes, or the ticket was granted to another principal): final, not retried, the ticket stays held
      * @throws IndeterminateException no final answer within {@link #RELEASE_BOUND} (5 s from this call),
      *     although a release may have reached the server; never presumed success
      * @throws UnavailableException no release could be sent within the bound
@@ -939,6 +1007,8 @@ public final class TicketBroker implements AutoCloseable {
                         }
                         throw new NotHeldException(m);
                     }
+                    // final: the same release would be refused again, so it is not retried
+                    case Type.FORBIDDEN -> throw forbidden(op, c.addr, a.frame().reason, "; not released, the ticket stays held");
                     default -> throw new CapacityException(op + ": not released: rejected by a server capacity limit ("
                             + CapacityException.reasonName(a.frame().reason) + "); the ticket stays held until its lease expires", a.frame().reason);
                 }
@@ -1047,7 +1117,8 @@ public final class TicketBroker implements AutoCloseable {
     // ---- describe ----
 
     /**
-     * Reads the state of key (D/I). Read-only: a connection lost before the
+     * Reads the state of key (D/I). A refusal (F) is {@link PermissionDeniedException}, a capacity reject (B,
+     * too many requests in flight) {@link CapacityException}. Read-only: a connection lost before the
      * answer is {@link UnavailableException}; nothing is retried.
      */
     public Description describeBlocking(String key) {
@@ -1083,6 +1154,13 @@ public final class TicketBroker implements AutoCloseable {
                     throw new UnavailableException(op + ": " + a.fail().what() + " before the answer", null, a.fail().code());
                 }
                 Frame i = a.frame();
+                if (i.type == Type.FORBIDDEN) {
+                    throw forbidden(op, c.addr, i.reason, "");
+                }
+                if (i.type == Type.CAPACITY) {
+                    throw new CapacityException(op + ": rejected by a server capacity limit (" + CapacityException.reasonName(i.reason)
+                            + "); back off before asking again", i.reason);
+                }
                 return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, i.owner, Duration.ofMillis(i.remainingMs),
                         Duration.ofMillis(i.leaseMs), i.count);
             }

@@ -13,6 +13,8 @@ package io.ticketing;
  *   <li>{@link NotHeldException}: a release found the token no longer holding the key (N);
  *   <li>{@link InvalidArgumentException}: an argument out of range; nothing was sent;
  *   <li>{@link UnauthenticatedException}: the server refused the token or the client certificate;
+ *   <li>{@link PermissionDeniedException}: the server refused the request for this client's principal (F):
+ *       final, nothing happened, the connection stays open; never retried;
  *   <li>{@link UnavailableException}: no usable connection to the leader, or a read-only request lost its
  *       connection; nothing with an effect may have been sent;
  *   <li>{@link ClosedException}: the broker was closed;
@@ -24,8 +26,8 @@ package io.ticketing;
  */
 public abstract sealed class TicketingException extends RuntimeException
         permits NotAcquiredException, CapacityException, IndeterminateException, BudgetExceededException,
-                NotHeldException, InvalidArgumentException, UnauthenticatedException, UnavailableException,
-                ClosedException, ReleaseDroppedException {
+                NotHeldException, InvalidArgumentException, UnauthenticatedException, PermissionDeniedException,
+                UnavailableException, ClosedException, ReleaseDroppedException {
     private final int serverErrorCode;
 
     TicketingException(String message, Throwable cause, int serverErrorCode) {
@@ -40,10 +42,13 @@ public abstract sealed class TicketingException extends RuntimeException
 
     /**
      * How a transaction-retry layer should treat this failure, as the Go
-     * client's retry package does: capacity rejects are {@code OVERLOADED},
-     * unknown outcomes {@code UNDETERMINED} and unusable connections
-     * {@code TRANSPORT_UNAVAILABLE} (both retried only for idempotent work);
-     * everything else is not retried.
+     * client's errors report it to the Go retry package: capacity rejects
+     * are {@code OVERLOADED}, unknown outcomes {@code UNDETERMINED} and
+     * unusable connections {@code TRANSPORT_UNAVAILABLE} (both retried only
+     * for idempotent work), invalid arguments {@code INVALID_ARGUMENT} (never
+     * retried); everything else (not acquired, not held, budget exceeded,
+     * unauthenticated, permission denied, closed, an unknown outcome because
+     * the broker was closed) is not retried.
      */
     public RetryClass retryClass() {
         return RetryClass.NOT_RETRYABLE;
@@ -51,6 +56,6 @@ public abstract sealed class TicketingException extends RuntimeException
 
     /** See {@link TicketingException#retryClass()}. */
     public enum RetryClass {
-        NOT_RETRYABLE, OVERLOADED, UNDETERMINED, TRANSPORT_UNAVAILABLE
+        NOT_RETRYABLE, OVERLOADED, UNDETERMINED, TRANSPORT_UNAVAILABLE, INVALID_ARGUMENT
     }
 }

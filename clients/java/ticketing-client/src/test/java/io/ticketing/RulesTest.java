@@ -594,6 +594,126 @@ class RulesTest {
         assertEquals(0, follower.received(type(Type.ACQUIRE)).size());
     }
 
+    /**
+     * Leader hints are followed at most (addresses + 2) times in a row, then
+     * the broker backs off and starts again from its configured addresses (the
+     * Go client's rule, docs/protocol.md). A names B, B names C, C names B: a
+     * broker configured with A alone follows A→B→C→B (three hints), backs off,
+     * and its fifth attempt starts a new round, not at C: at A for an M
+     * answering the hello, at B (the last server that accepted a session) for
+     * an M ending an established session.
+     */
+    @Test
+    void rule9_leaderHintsAreFollowedAtMostAddressesPlusTwoTimesInARow() throws Exception {
+        for (boolean inSession : new boolean[] {false, true}) {
+            List<String> order = java.util.Collections.synchronizedList(new ArrayList<>());
+            java.util.Map<String, String> names = new java.util.concurrent.ConcurrentHashMap<>();
+            java.util.Map<String, String> next = new java.util.concurrent.ConcurrentHashMap<>();
+            FakeServer[] srv = new FakeServer[3];
+            for (int i = 0; i < 3; i++) {
+                String name = "ABC".substring(i, i + 1);
+                srv[i] = server((se, n) -> {
+                    if (inSession) {
+                        se.hello();
+                    } else {
+                        se.read();
+                    }
+                    order.add(name);
+                    se.send(FakeServer.notLeader(next.get(name)));
+                    se.read(); // until the client hangs up
+                });
+                names.put(name, srv[i].addr());
+            }
+            next.put("A", names.get("B"));
+            next.put("B", names.get("C"));
+            next.put("C", names.get("B"));
+            TicketBroker b = broker(TicketBroker.builder().addrs(names.get("A")));
+            eventually("five attempts", () -> order.size() >= 5);
+            // After the limit a new round starts with the last server that
+            // accepted a session (B, when the Ms end sessions), else with A.
+            assertEquals(List.of("A", "B", "C", "B", inSession ? "B" : "A"), List.copyOf(order).subList(0, 5),
+                    (inSession ? "M ending sessions" : "M answering hellos") + ": hints followed after the limit");
+            b.close();
+        }
+    }
+
+    /**
+     * A hello refusal by one address only moves the broker on (docs/protocol.md,
+     * "Refusals"): with A refusing the token and B serving, waitReady and calls
+     * succeed through B, never fail with A's refusal. Only when every address
+     * refuses alike is the refusal reported promptly.
+     */
+    @Test
+    void rule9_oneRefusingAddressDoesNotFailCalls() throws Exception {
+        CountDownLatch refuse = new CountDownLatch(1);
+        FakeServer refusing = server((s, n) -> {
+            s.read();
+            refuse.await();
+            s.send(FakeServer.error(5, "wrong token"));
+        });
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer good = normalServer(locks);
+        TicketBroker b = broker(TicketBroker.builder().addrs(refusing.addr(), good.addr()));
+        refusing.await(1, type(Type.HELLO));
+        CompletableFuture<Void> ready = CompletableFuture.runAsync(() -> b.waitReadyBlocking(Duration.ofSeconds(20)));
+        CompletableFuture<Ticket> t = b.acquireAsync("k", ZERO, S, ZERO);
+        refuse.countDown();
+        get(ready);
+        get(t).releaseBlocking();
+
+        FakeServer refusing2 = server((s, n) -> {
+            s.read();
+            s.send(FakeServer.error(5, "wrong token"));
+        });
+        TicketBroker all = broker(TicketBroker.builder().addrs(refusing.addr(), refusing2.addr()));
+        UnauthenticatedException e = assertThrows(UnauthenticatedException.class, () -> all.waitReadyBlocking(Duration.ofSeconds(20)));
+        assertEquals(5, e.serverErrorCode(), e.getMessage());
+    }
+
+    /**
+     * Reconnect order (docs/protocol.md, "Order"): after a session ends
+     * without a hint, the next round starts with the last server that accepted
+     * a session, then the configured addresses. With A then B configured and
+     * A's first session lost, the broker's next session is with A again.
+     */
+    @Test
+    void rule9_aLostSessionReconnectsToTheLastGoodServerFirst() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer a = server((s, n) -> {
+            s.hello();
+            if (n == 1) {
+                s.readRequest(); // the first describe: the session is lost before its answer
+                s.close();
+                return;
+            }
+            locks.serve(s);
+        });
+        FakeServer b2 = normalServer(locks);
+        TicketBroker b = broker(TicketBroker.builder().addrs(a.addr(), b2.addr()));
+        assertThrows(UnavailableException.class, () -> b.describeBlocking("k"));
+        assertFalse(b.describeBlocking("k").held());
+        assertEquals(2, a.received(type(Type.DESCRIBE)).size(), "the second describe went elsewhere");
+        assertEquals(0, b2.connections.get(), "the broker skipped the last good server");
+    }
+
+    /**
+     * Within a round the next address is tried at once; the broker backs off
+     * only after every address of the round failed. With a backoff of an hour,
+     * a first address that hangs up still leaves the broker connected through
+     * the second.
+     */
+    @Test
+    void rule9_aFailedAddressMovesOnAtOnceWithinARound() throws Exception {
+        FakeServer dead = server((s, n) -> s.close()); // accepts and hangs up at once
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer good = normalServer(locks);
+        TicketBroker b = TicketBroker.builder().addrs(dead.addr(), good.addr())
+                .backoff(Duration.ofHours(1), Duration.ofHours(1)).connect();
+        closers.add(b);
+        b.waitReadyBlocking(Duration.ofSeconds(20));
+        assertEquals(1, good.connections.get());
+    }
+
     @Test
     void rule9_noConnectionMeansUnavailableWithNothingSent() throws Exception {
         FakeServer srv = server((s, n) -> s.close()); // accepts and hangs up at once
@@ -817,5 +937,103 @@ class RulesTest {
         assertEquals(t.getToken(), d.token());
         t.releaseBlocking();
         assertFalse(b.describeBlocking("k").held());
+    }
+
+    // ---- authorization: F is a final answer, the connection stays open ----
+
+    static Frame forbidden(long id, int reason) {
+        Frame f = new Frame(Type.FORBIDDEN);
+        f.id = id;
+        f.reason = reason;
+        return f;
+    }
+
+    /**
+     * A server that refuses every request on keys under "no/" (acquire and
+     * describe by key, releases by owner) and serves the rest; a describe of
+     * "busy" is a capacity reject (B 4), which a describe may get too.
+     */
+    FakeServer refusingServer(FakeServer.Locks locks) throws Exception {
+        return server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                String key = new String(f.key, java.nio.charset.StandardCharsets.UTF_8);
+                Frame a;
+                if (key.startsWith("no/")) {
+                    a = switch (f.type) {
+                        case Type.ACQUIRE -> forbidden(f.id, PermissionDeniedException.KEY);
+                        case Type.DESCRIBE -> forbidden(f.id, PermissionDeniedException.ROLE);
+                        case Type.RELEASE, Type.RELEASE_OWNER -> forbidden(f.id, PermissionDeniedException.OWNER);
+                        default -> null;
+                    };
+                } else if (f.type == Type.DESCRIBE && key.equals("busy")) {
+                    a = FakeServer.capacity(f.id, CapacityException.IN_FLIGHT);
+                } else {
+                    a = locks.answer(f);
+                }
+                if (a != null) {
+                    s.send(a);
+                }
+            }
+        });
+    }
+
+    @Test
+    void forbiddenIsAFinalPermissionDeniedAndTheConnectionStaysOpen() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = refusingServer(locks);
+        TicketBroker b = broker(srv.addr());
+        b.waitReadyBlocking(Duration.ofSeconds(10));
+
+        PermissionDeniedException e = assertThrows(PermissionDeniedException.class,
+                () -> b.acquireBlocking("no/1", Duration.ofSeconds(5), S, ZERO));
+        assertEquals(PermissionDeniedException.KEY, e.reason());
+        assertEquals(srv.addr(), e.addr());
+        assertTrue(e.getMessage().contains("permission denied") && e.getMessage().contains(e.reasonText())
+                && e.getMessage().contains("not acquired"), e.getMessage());
+        assertEquals(TicketingException.RetryClass.NOT_RETRYABLE, e.retryClass());
+        ExecutionException ae = assertThrows(ExecutionException.class,
+                () -> b.acquireAsync("no/2", ZERO, S, ZERO).get(30, TimeUnit.SECONDS));
+        assertInstanceOf(PermissionDeniedException.class, ae.getCause());
+
+        PermissionDeniedException d = assertThrows(PermissionDeniedException.class, () -> b.describeBlocking("no/1"));
+        assertEquals(PermissionDeniedException.ROLE, d.reason());
+        CapacityException c = assertThrows(CapacityException.class, () -> b.describeBlocking("busy"));
+        assertEquals(CapacityException.IN_FLIGHT, c.reason());
+
+        // A refused release is final: it is sent once, never retried.
+        PermissionDeniedException r = assertThrows(PermissionDeniedException.class, () -> b.releaseTokenBlocking("no/1", 7));
+        assertEquals(PermissionDeniedException.OWNER, r.reason());
+        assertTrue(r.getMessage().contains("not released"), r.getMessage());
+        assertEquals(1, srv.received(f -> f.type == Type.RELEASE).size(), "a release answered F was sent again");
+
+        // Every refusal left the connection open: the same one serves the next requests.
+        Ticket t = b.acquireBlocking("yes/1", ZERO, S, ZERO);
+        t.releaseBlocking();
+        assertFalse(b.describeBlocking("yes/1").held());
+        assertEquals(1, srv.connections.get(), "a refusal ended the connection");
+    }
+
+    @Test
+    void aTicketsReleaseRefusedWithForbiddenIsReportedNotRetried() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                s.send(f.type == Type.RELEASE ? forbidden(f.id, PermissionDeniedException.OWNER) : locks.answer(f));
+            }
+        });
+        List<TicketingException> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+        TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).releaseObserver((k, tok, err) -> seen.add(err)));
+        Ticket t = b.acquireBlocking("k", ZERO, S, ZERO);
+        assertThrows(PermissionDeniedException.class, t::releaseBlocking);
+        Ticket t2 = b.acquireBlocking("k2", ZERO, S, ZERO);
+        t2.close(); // the background release reports the refusal to the observer
+        eventually("the observer got the background release's outcome", () -> !seen.isEmpty());
+        assertInstanceOf(PermissionDeniedException.class, seen.get(0));
+        assertEquals(2, srv.received(f -> f.type == Type.RELEASE).size(), "a release answered F was sent again");
+        assertEquals(1, srv.connections.get(), "a refusal ended the connection");
     }
 }

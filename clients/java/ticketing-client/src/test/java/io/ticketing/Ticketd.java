@@ -100,6 +100,24 @@ final class Ticketd implements AutoCloseable {
         }
     }
 
+    /** The hello token the leader probe uses (a principal's token, on a server with principals). */
+    Ticketd probeToken(String t) {
+        token = t;
+        return this;
+    }
+
+    /** token_sha256 of a principal, made by "ticketd hash-token" as docs/deployment.md says. */
+    static String hashToken(String tok) throws Exception {
+        Process p = new ProcessBuilder(binary().toString(), "hash-token").start();
+        p.getOutputStream().write((tok + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        p.getOutputStream().close();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8).trim();
+        if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0 || !out.matches("[0-9a-f]{64}")) {
+            throw new AssertionError("ticketd hash-token failed: " + out + new String(p.getErrorStream().readAllBytes()));
+        }
+        return out;
+    }
+
     /** Comma-separated client addresses of the nodes still running. */
     String addrs() {
         return String.join(",", nodes.stream().map(x -> x.addr).toList());

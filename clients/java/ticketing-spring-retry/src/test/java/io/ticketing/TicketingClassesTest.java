@@ -16,6 +16,11 @@ class TicketingClassesTest {
         assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(new NotAcquiredException("w")));
         assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(new NotHeldException("n")));
         assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(new BudgetExceededException("b")));
+        assertEquals(RetryClass.INVALID_ARGUMENT, RetryClassifier.classify(new InvalidArgumentException("bad wait")));
+        assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(
+                new PermissionDeniedException("f", PermissionDeniedException.KEY, "a")), "a refusal is final");
+        assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(new IndeterminateException("i", null, 0, true)),
+                "unknown because the broker was closed: the Go client's ErrClosed wins");
         // a client exception decides even when a retryable SQL error is further down the chain
         assertEquals(RetryClass.NON_RETRYABLE, RetryClassifier.classify(
                 new NotAcquiredException("w", new java.sql.SQLException("x", "40001"), 0)));

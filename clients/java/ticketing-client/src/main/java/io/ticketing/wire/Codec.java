@@ -82,7 +82,7 @@ public final class Codec {
                 b.putInt((int) f.count);
             }
             case Type.CANCELLED, Type.RELEASED, Type.NOT_HELD -> b.putInt((int) f.id);
-            case Type.CAPACITY -> {
+            case Type.CAPACITY, Type.FORBIDDEN -> {
                 b.putInt((int) f.id);
                 b.put((byte) f.reason);
             }
@@ -124,7 +124,7 @@ public final class Codec {
             case Type.GRANTED -> 20;
             case Type.NOT_ACQUIRED, Type.QUEUED, Type.PING, Type.PONG -> 8;
             case Type.CANCELLED, Type.RELEASED, Type.NOT_HELD -> 4;
-            case Type.CAPACITY -> 5;
+            case Type.CAPACITY, Type.FORBIDDEN -> 5;
             case Type.NOT_LEADER -> 2 + f.text.length;
             case Type.ERROR -> 4 + f.text.length;
             case Type.INFO -> 41;
@@ -209,7 +209,7 @@ public final class Codec {
                     f.count = u32(b);
                 }
                 case Type.CANCELLED, Type.RELEASED, Type.NOT_HELD -> f.id = u32(b);
-                case Type.CAPACITY -> {
+                case Type.CAPACITY, Type.FORBIDDEN -> {
                     f.id = u32(b);
                     f.reason = u8(b);
                 }

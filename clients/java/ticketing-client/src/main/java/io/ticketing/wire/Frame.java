@@ -35,7 +35,7 @@ public final class Frame {
     public long queuedMs;
     /** Y: in-flight limit; Q: queue position; I: waiters (u32). */
     public long count;
-    /** B: capacity reason (u8). */
+    /** B: capacity reason; F: refusal reason (u8). */
     public int reason;
     /** E: error code; V: admin status (u16). */
     public int code;

@@ -24,6 +24,8 @@ public final class Type {
     public static final byte ERROR = 'E';
     public static final byte INFO = 'I';
     public static final byte ADMIN_REPLY = 'V';
+    /** Forbidden: the principal may not make the request (final; the connection stays open). */
+    public static final byte FORBIDDEN = 'F';
     public static final byte PING = 'P';
     public static final byte PONG = 'O';
 

@@ -18,20 +18,24 @@ import java.util.concurrent.CancellationException;
  *
  * <ol>
  *   <li>this client's exceptions ({@link TicketingException#retryClass()}: capacity OVERLOADED,
- *       indeterminate UNDETERMINED, unavailable TRANSPORT_UNAVAILABLE, the rest never);
+ *       indeterminate UNDETERMINED (NON_RETRYABLE when the broker was closed), unavailable
+ *       TRANSPORT_UNAVAILABLE, invalid arguments INVALID_ARGUMENT, the rest, permission denied included,
+ *       NON_RETRYABLE);
+ *   <li>ticketing-jdbc's fence refusals, a stale token and a token already committed (PRECONDITION_FAILED;
+ *       its invalid-argument error stays NON_RETRYABLE, as the Go fence's ErrInvalid);
  *   <li>interruption and cancellation (CANCELED);
  *   <li>MySQL/MariaDB error numbers: 1213 deadlock and 1205 lock wait timeout ABORTED, 1040/1203 too many
  *       connections CLIENT_RESOURCE_EXHAUSTED;
- *   <li>SQLSTATE: 40001 serialization failure and 40P01 deadlock ABORTED, 53300 too many connections
+ *   <li>SQLSTATE: 40001 serialization failure, 40P01 deadlock and 55P03 lock not available ABORTED, 53300 too many connections
  *       CLIENT_RESOURCE_EXHAUSTED, 57P01..57P03 shutdown/cannot connect now UNAVAILABLE, class 08
  *       (connection exception) TRANSPORT_UNAVAILABLE;
  *   <li>SQLite SQLITE_BUSY and SQLITE_LOCKED (ABORTED);
  *   <li>a socket timeout (TIMEOUT);
- *   <li>a refused connection (TRANSPORT_UNAVAILABLE);
+ *   <li>a connection refused at dial time (UNAVAILABLE: nothing was sent, so it is always retried);
  *   <li>a connection that broke mid-call: other socket errors, EOF (CLIENT_TRANSPORT_ERROR).
  * </ol>
  *
- * Everything else, the fence's stale-token errors included, is NON_RETRYABLE.
+ * Everything else is NON_RETRYABLE.
  */
 public final class RetryClassifier {
     private RetryClassifier() {}
@@ -44,8 +48,16 @@ public final class RetryClassifier {
                     case OVERLOADED -> RetryClass.OVERLOADED;
                     case UNDETERMINED -> RetryClass.UNDETERMINED;
                     case TRANSPORT_UNAVAILABLE -> RetryClass.TRANSPORT_UNAVAILABLE;
+                    case INVALID_ARGUMENT -> RetryClass.INVALID_ARGUMENT;
                     case NOT_RETRYABLE -> RetryClass.NON_RETRYABLE;
                 };
+            }
+        }
+        for (Throwable e : chain) {
+            // By name, so that this module does not need ticketing-jdbc at run time.
+            String n = e.getClass().getName();
+            if (n.equals("io.ticketing.jdbc.StaleTokenException") || n.equals("io.ticketing.jdbc.TokenCommittedException")) {
+                return RetryClass.PRECONDITION_FAILED;
             }
         }
         for (Throwable e : chain) {
@@ -75,7 +87,7 @@ public final class RetryClassifier {
             if (e instanceof SQLException se && se.getSQLState() != null) {
                 String s = se.getSQLState();
                 switch (s) {
-                    case "40001", "40P01":
+                    case "40001", "40P01", "55P03": // 55P03 lock_not_available aborts the transaction like a deadlock
                         return RetryClass.ABORTED;
                     case "53300":
                         return RetryClass.CLIENT_RESOURCE_EXHAUSTED;
@@ -103,7 +115,7 @@ public final class RetryClassifier {
         }
         for (Throwable e : chain) {
             if (e instanceof ConnectException) {
-                return RetryClass.TRANSPORT_UNAVAILABLE;
+                return RetryClass.UNAVAILABLE; // refused at dial time: nothing was sent, nothing applied
             }
         }
         for (Throwable e : chain) {

@@ -28,7 +28,11 @@ class RetryClassifierTest {
         assertEquals(RetryClass.NON_RETRYABLE, c(new SQLException("x", "23505"))); // unique violation
         assertEquals(RetryClass.NON_RETRYABLE, c(new SQLException("stale token"))); // the fence's errors have no state
         assertEquals(RetryClass.TIMEOUT, c(new RuntimeException(new SocketTimeoutException())));
-        assertEquals(RetryClass.TRANSPORT_UNAVAILABLE, c(new ConnectException("refused")));
+        assertEquals(RetryClass.UNAVAILABLE, c(new ConnectException("refused")), "refused at dial time: nothing sent, always retried");
+        assertEquals(RetryClass.ABORTED, c(new SQLException("x", "55P03")), "lock_timeout");
+        assertEquals(RetryClass.PRECONDITION_FAILED, c(io.ticketing.jdbc.FenceErrors.stale()));
+        assertEquals(RetryClass.PRECONDITION_FAILED, c(new RuntimeException(io.ticketing.jdbc.FenceErrors.committed())));
+        assertEquals(RetryClass.NON_RETRYABLE, c(io.ticketing.jdbc.FenceErrors.invalid()), "the Go fence's ErrInvalid is not classed");
         assertEquals(RetryClass.CLIENT_TRANSPORT_ERROR, c(new SocketException("reset")));
         assertEquals(RetryClass.CLIENT_TRANSPORT_ERROR, c(new EOFException()));
         assertEquals(RetryClass.CANCELED, c(new RuntimeException(new InterruptedException())));
