@@ -291,8 +291,8 @@ func wantStaleOnce(t *testing.T, err error, attempts int, key string, token, mar
 	if !errors.As(err, &re) {
 		t.Fatalf("stale write: err = %T %v, want a *retry.Error from retry.Do", err, err)
 	}
-	if re.Attempts != 1 || re.Class != retry.NonRetryable {
-		t.Errorf("retry.Error{Attempts: %d, Class: %v}, want {1, %v}", re.Attempts, re.Class, retry.NonRetryable)
+	if re.Attempts != 1 || re.Class != retry.PreconditionFailed {
+		t.Errorf("retry.Error{Attempts: %d, Class: %v}, want {1, %v}", re.Attempts, re.Class, retry.PreconditionFailed)
 	}
 }
 
