@@ -37,6 +37,7 @@ type Broker struct {
 	refusals map[string]*helloError // listed address -> its latest persistent hello refusal
 	lastErr  error                  // why the last connection attempt or connection failed
 	lastGood string                 // the last server that accepted a session: dialed first
+	lastDead string                 // the server whose session just died (silent or dropped): dialed last
 	served   map[string]bool        // addresses that accepted a session: they speak the protocol
 	acquires int                    // Acquire calls running: Close's drain waits for them
 
@@ -117,6 +118,7 @@ func (b *Broker) run() {
 		}
 		b.cur = c
 		b.lastGood = addr
+		b.lastDead = ""
 		b.served[addr] = true
 		delete(b.refusals, addr)
 		b.lastErr = nil
@@ -132,6 +134,12 @@ func (b *Broker) run() {
 		}
 		if !f.closed() {
 			b.lastErr = errors.New(f.what())
+		}
+		if f.kind == failSilent || f.kind == failDrop {
+			// A paused or cut-off server still accepts TCP (the kernel
+			// answers), so dialing it first would cost a stagger of the
+			// failover; try it after the others.
+			b.lastDead = addr
 		}
 		b.broadcastLocked()
 		b.mu.Unlock()
@@ -157,18 +165,25 @@ func (b *Broker) run() {
 
 // dialOrder is the order of one round of connection attempts: the leader
 // hint, then the last server that accepted a session, then the listed
-// addresses in their order.
+// addresses in their order; the server whose session just died of silence
+// or a dropped connection goes last unless it is the hint.
 func (b *Broker) dialOrder(hint string) []string {
 	b.mu.Lock()
-	last := b.lastGood
+	last, dead := b.lastGood, b.lastDead
 	b.mu.Unlock()
 	out := make([]string, 0, len(b.addrs)+2)
 	seen := make(map[string]bool, len(b.addrs)+2)
+	if dead != hint {
+		seen[dead] = true
+	}
 	for _, a := range append([]string{hint, last}, b.addrs...) {
 		if a != "" && !seen[a] {
 			seen[a] = true
 			out = append(out, a)
 		}
+	}
+	if dead != "" && dead != hint {
+		out = append(out, dead)
 	}
 	return out
 }

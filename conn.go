@@ -184,8 +184,11 @@ func (e *helloError) Unwrap() error  { return e.err }
 func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
 	defer cancel()
-	d := net.Dialer{KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dialFn := (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
+	if cfg.dialer != nil {
+		dialFn = cfg.dialer
+	}
+	nc, err := dialFn(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &helloError{addr: addr, err: fmt.Errorf("cannot connect to %s: %w", addr, err)}
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -73,20 +75,90 @@ func TestAddressWithoutPortMeansDefaultPort(t *testing.T) {
 func TestDialOrder(t *testing.T) {
 	b := &Broker{addrs: []string{"a:1", "b:1", "c:1"}}
 	cases := []struct {
-		hint, last string
-		want       []string
+		hint, last, dead string
+		want             []string
 	}{
-		{"", "", []string{"a:1", "b:1", "c:1"}},
-		{"", "c:1", []string{"c:1", "a:1", "b:1"}},
-		{"b:1", "c:1", []string{"b:1", "c:1", "a:1"}},
-		{"x:1", "b:1", []string{"x:1", "b:1", "a:1", "c:1"}},
-		{"a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
+		{"", "", "", []string{"a:1", "b:1", "c:1"}},
+		{"", "c:1", "", []string{"c:1", "a:1", "b:1"}},
+		{"b:1", "c:1", "", []string{"b:1", "c:1", "a:1"}},
+		{"x:1", "b:1", "", []string{"x:1", "b:1", "a:1", "c:1"}},
+		{"a:1", "a:1", "", []string{"a:1", "b:1", "c:1"}},
+		// The server that just went silent is tried last, unless named.
+		{"", "a:1", "a:1", []string{"b:1", "c:1", "a:1"}},
+		{"", "c:1", "a:1", []string{"c:1", "b:1", "a:1"}},
+		{"a:1", "a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
 	}
 	for _, c := range cases {
-		b.lastGood = c.last
+		b.lastGood, b.lastDead = c.last, c.dead
 		if got := b.dialOrder(c.hint); !slices.Equal(got, c.want) {
-			t.Errorf("hint %q, last %q: order %v, want %v", c.hint, c.last, got, c.want)
+			t.Errorf("hint %q, last %q, dead %q: order %v, want %v", c.hint, c.last, c.dead, got, c.want)
 		}
+	}
+}
+
+// WithDialer: every connection is opened with the given function (the
+// fault-testing harness dials from other network namespaces with it).
+func TestWithDialerOpensEveryConnection(t *testing.T) {
+	l := newLocks(t)
+	srv := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}))
+	var dials atomic.Int32
+	b := connect(t, srv.Addr(), WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		if network != "tcp" || addr != srv.Addr() {
+			return nil, fmt.Errorf("dial %s %s", network, addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}))
+	tk, err := b.Acquire(ctxFor(t), "k", 0, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Release(ctxFor(t))
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the dialer opened %d connections, want 1", n)
+	}
+	if n := srv.Accepted(); n != 1 {
+		t.Errorf("the server accepted %d connections, want 1", n)
+	}
+}
+
+// A server that goes silent (paused, or cut off without resets) still
+// accepts TCP connections, so the reconnect after its session was given up
+// tries the other servers first instead of spending a stagger on it
+// (failover, issue 13).
+func TestSilentServerIsDialedLast(t *testing.T) {
+	silent := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if c.Index == 0 {
+			c.AcceptHello(faketicketd.Ready{Interval: 20 * time.Millisecond})
+		}
+		<-c.Done() // then nothing: no pings, no answers
+	})
+	l := newLocks(t)
+	good := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}))
+	// No parallel attempt: the order alone decides which server is dialed.
+	b := connect(t, silent.Addr()+","+good.Addr(), withCfg(func(c *config) { c.dialStagger = time.Hour }))
+	ctx := ctxFor(t)
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	first := b.cur
+	b.mu.Unlock()
+	if first.addr != silent.Addr() {
+		t.Fatalf("first session on %s, want the first listed server", first.addr)
+	}
+	<-first.done // given up after 3 silent ping intervals
+	waitUntil(t, "reconnected", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.cur != nil && b.cur != first
+	})
+	if n := good.Accepted(); n != 1 {
+		t.Fatalf("%d sessions on the good server, want 1", n)
+	}
+	if n := silent.Accepted(); n != 1 {
+		t.Errorf("the silent server was dialed again (%d connections) before the other one", n)
 	}
 }
 
@@ -263,7 +335,7 @@ func TestServerStoppingMidHelloIsNotAForeignPort(t *testing.T) {
 }
 
 // The reconnect backoff protocol.md describes: the n-th delay is uniform in
-// [d/2, d], d = 25 ms doubled n-1 times, at most 1 s.
+// [d/2, d], d = 25 ms doubled n-1 times, at most DefaultBackoffMax (500 ms).
 func TestBackoffIsJitteredExponential(t *testing.T) {
 	cfg, err := newConfig(nil)
 	if err != nil {
@@ -271,7 +343,7 @@ func TestBackoffIsJitteredExponential(t *testing.T) {
 	}
 	b := &Broker{cfg: cfg}
 	for n := 1; n <= 10; n++ {
-		d := min(25*time.Millisecond<<(n-1), time.Second)
+		d := min(25*time.Millisecond<<(n-1), DefaultBackoffMax)
 		lo, hi := d, time.Duration(0)
 		for range 500 {
 			got := b.backoff(n)

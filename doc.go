@@ -109,7 +109,10 @@
 //     not retried, nothing happened, the connection stays usable.
 //     *PermissionError has the reason.
 //   - ErrUnauthenticated, ErrClosed, ErrUnavailable, ErrInvalidArgument,
-//     ErrNotHeld (a release found the token no longer holding the key).
+//     ErrNotHeld (a release found the token no longer holding the key),
+//     ErrNotHeldAfterRetry (also ErrNotHeld: "not held" answered a release sent
+//     again after the first attempt's answer was lost, so the first
+//     attempt may be what released the ticket).
 //
 // A server that ends the session with an error sends a stable code: the error
 // holds a *ServerError with that Code. The errors implement retry.RetryClasser
@@ -130,17 +133,18 @@
 // # Releasing
 //
 // Ticket.Release sends the release and reports the outcome: nil for
-// "released", ErrNotHeld for "not held", and an error (never presumed success)
-// when no final answer came within ReleaseBound (5 s from the call), across
-// reconnects, always with the exact token. Ticket.Close is a best-effort
-// release in the background for defer: it is sent at once on its own
-// goroutine, pipelined with every other request on the connection, and retried
-// for ReleaseBound from the call; only when WithReleaseQueue releases (16,384
-// by default) are already outstanding is it dropped and ErrReleaseDropped
-// returned. Its outcome goes to WithReleaseObserver and to the logger; callers
-// who need the outcome call Release. Compensating releases (a grant that
-// arrived after its acquire was cancelled, or too late for its work budget)
-// run the same way.
+// "released", ErrNotHeld for "not held" (ErrNotHeldAfterRetry as well when
+// "not held" answered a retry after a lost answer: the earlier attempt may
+// have released it), and an error (never presumed success) when no final
+// answer came within ReleaseBound (5 s from the call), across reconnects,
+// always with the exact token. Ticket.Close is a best-effort release in the
+// background for defer: it is sent at once on its own goroutine, pipelined
+// with every other request on the connection, and retried for ReleaseBound
+// from the call; only when WithReleaseQueue releases (16,384 by default) are
+// already outstanding is it dropped and ErrReleaseDropped returned. Its
+// outcome goes to WithReleaseObserver and to the logger; callers who need the
+// outcome call Release. Compensating releases (a grant that arrived after its
+// acquire was cancelled, or too late for its work budget) run the same way.
 //
 // Broker.Close releases what it can still reach before it closes the
 // connection: it cancels the acquires still waiting (their callers get
@@ -218,7 +222,7 @@
 // Liveness. The broker answers the server's pings and treats 3 ping
 // intervals without any frame as a dead connection. A server that announces
 // interval 0 sends no pings; the broker then sends its own every
-// DefaultClientPing (5 s) and applies the same rule. Every answer is
+// DefaultClientPing (500 ms) and applies the same rule. Every answer is
 // bounded on a live connection too: an acquire waits its wait plus
 // DefaultAnswerGrace (10 s, or 3 ping intervals if longer) before it is
 // indeterminate, a describe or admin request DefaultAnswerGrace before it

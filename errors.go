@@ -39,6 +39,17 @@ var (
 	// earlier).
 	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
 
+	// ErrNotHeldAfterRetry: a release whose first answer was lost (the
+	// connection dropped after it was sent) was sent again with the same
+	// token, and the server answered N. The hold has ended, but the earlier
+	// attempt may be what ended it, so it cannot be told from an ordinary
+	// release: unlike a plain ErrNotHeld it does not mean that the ticket
+	// had already expired or been released before this release. Such an
+	// error also matches ErrNotHeld (errors.Is), so code that only checks
+	// ErrNotHeld is unchanged; check ErrNotHeldAfterRetry first to tell the
+	// two apart.
+	ErrNotHeldAfterRetry = errors.New("ticketing: not held when the release was retried (an earlier attempt may have released it)")
+
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
 	// conservative remaining time is below the work budget (or not positive).
 	// The client released it; do not enter the critical section.

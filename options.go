@@ -1,6 +1,7 @@
 package ticketing
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -24,6 +25,7 @@ type config struct {
 	observer     func(key string, token uint64, err error)
 	logger       *slog.Logger
 	dialTimeout  time.Duration
+	dialer       func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer
 	releaseQueue int
 	releaseBound time.Duration
 	backoffBase  time.Duration
@@ -57,8 +59,14 @@ const (
 	DefaultAnswerGrace = 10 * time.Second
 	// DefaultClientPing is the interval of the client's own pings, sent only
 	// when the server announces a ping interval of 0 (it sends none); 3
-	// intervals without any frame from the server end the connection.
-	DefaultClientPing = 5 * time.Second
+	// intervals without any frame from the server end the connection. It is
+	// ticketd's default ping interval: a silent server is given up after
+	// 1.5 s, within the 2 s failover target (docs/reliability.md).
+	DefaultClientPing = 500 * time.Millisecond
+	// DefaultBackoffMax caps the reconnect backoff: while an election runs,
+	// a client retries at least this often, so it finds the new leader at
+	// most this long after it is elected.
+	DefaultBackoffMax = 500 * time.Millisecond
 	// DialStagger is how long the broker waits for one connection attempt
 	// before it also starts the next address, in parallel (as happy
 	// eyeballs does); a failed attempt starts the next one at once.
@@ -71,7 +79,7 @@ func newConfig(opts []Option) (*config, error) {
 		releaseQueue: DefaultReleaseQueue,
 		releaseBound: ReleaseBound,
 		backoffBase:  25 * time.Millisecond,
-		backoffMax:   time.Second,
+		backoffMax:   DefaultBackoffMax,
 		answerGrace:  DefaultAnswerGrace,
 		clientPing:   DefaultClientPing,
 		dialStagger:  DialStagger,
@@ -134,6 +142,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
 // and hello). The default is DefaultDialTimeout.
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithDialer makes the client open its TCP connections with dial instead of
+// a net.Dialer: through a proxy or tunnel, from another network namespace,
+// or with socket options of its own. dial gets network "tcp" and the
+// server's address; ctx carries the dial timeout (WithDialTimeout) and must
+// be obeyed. TLS and the hello run over the connection it returns.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
+}
 
 // WithReleaseQueue sets how many background releases (Ticket.Close and
 // compensating releases) may be outstanding at once (default

@@ -89,11 +89,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		case wire.TypeReleased:
 			return nil
 		case wire.TypeNotHeld:
-			msg := "the server answered that this token does not hold the key (it expired or was released before)"
 			if sent > 1 {
-				msg += "; an earlier attempt whose answer was lost may have released it"
+				// N may answer our own earlier attempt: a distinct
+				// sentinel, so callers can tell (F6, docs/reliability.md).
+				return newOpError(op, key, true, nil, "the server answered that this token does not hold the key; an earlier attempt whose answer was lost may have released it (or it had expired or been released before)", ErrNotHeld, ErrNotHeldAfterRetry)
 			}
-			return newOpError(op, key, true, nil, msg, ErrNotHeld)
+			return newOpError(op, key, true, nil, "the server answered that this token does not hold the key (it expired or was released before)", ErrNotHeld)
 		case wire.TypeForbidden:
 			return permissionError(c, &a.f, op, key, "; not released")
 		default: // B

@@ -55,17 +55,18 @@ var releaseCalls = []releaseCall{
 	}},
 }
 
-// TestReleaseOutcomes: R is nil, N is ErrNotHeld, B is ErrCapacity; a lost
-// answer is retried with the exact token on a new connection; no final
-// answer within ReleaseBound is ErrIndeterminate (never success), whether
-// the server stays silent or keeps dropping the connection. Every release
-// on the wire carries the exact key and token.
+// TestReleaseOutcomes: R is nil, N is ErrNotHeld (ErrNotHeldAfterRetry when
+// an earlier attempt's answer was lost), B is ErrCapacity; a lost answer is
+// retried with the exact token on a new connection; no final answer within
+// ReleaseBound is ErrIndeterminate (never success), whether the server stays
+// silent or keeps dropping the connection. Every release on the wire carries
+// the exact key and token.
 func TestReleaseOutcomes(t *testing.T) {
 	const key, token = "orders/7", 4242
 	cases := []struct {
 		name string
-		// answer handles a release on connection index idx; false drops
-		// the connection.
+		// answer handles a release (c.Index is the connection's number);
+		// false drops the connection.
 		answer func(c *faketicketd.Conn, f wire.Frame) bool
 		check  func(t *testing.T, err error)
 		// sends is the number of releases the server must have seen, on
@@ -84,10 +85,24 @@ func TestReleaseOutcomes(t *testing.T) {
 			c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
 			return true
 		}, func(t *testing.T, err error) {
-			if !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrIndeterminate) || !strings.Contains(err.Error(), "does not hold the key") {
+			if !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotHeldAfterRetry) || errors.Is(err, ErrIndeterminate) || !strings.Contains(err.Error(), "does not hold the key") {
 				t.Fatalf("got %v, want only ErrNotHeld", err)
 			}
 		}, 1},
+		// F6 (docs/reliability.md): N to a retry whose first attempt's answer
+		// was lost is ErrNotHeldAfterRetry (and still ErrNotHeld): the earlier
+		// attempt may be what released the ticket.
+		{"N after a lost answer is ErrNotHeldAfterRetry", func(c *faketicketd.Conn, f wire.Frame) bool {
+			if c.Index < 1 {
+				return false // released, but the answer is lost with the connection
+			}
+			c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+			return true
+		}, func(t *testing.T, err error) {
+			if !errors.Is(err, ErrNotHeldAfterRetry) || !errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "earlier attempt") {
+				t.Fatalf("got %v, want ErrNotHeldAfterRetry and ErrNotHeld", err)
+			}
+		}, 2},
 		{"B is ErrCapacity", func(c *faketicketd.Conn, f wire.Frame) bool {
 			c.Send(wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
 			return true

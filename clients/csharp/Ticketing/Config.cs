@@ -24,8 +24,8 @@ namespace Ticketing
         // not a fixed second that a loaded machine can overrun.
         internal TimeSpan DrainTimeout = TicketBroker.ReleaseBound;
         internal TimeSpan BackoffBase = TimeSpan.FromMilliseconds(25);
-        internal TimeSpan BackoffMax = TimeSpan.FromSeconds(1);
-        internal TimeSpan OwnPingInterval = TimeSpan.FromSeconds(5);
+        internal TimeSpan BackoffMax = TimeSpan.FromMilliseconds(500);
+        internal TimeSpan OwnPingInterval = TimeSpan.FromMilliseconds(500);
         internal TimeSpan MinAnswerGrace = TimeSpan.FromSeconds(10);
         internal TimeSpan AnswerGraceOverride; // tests only; zero = none
     }

@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&cfg.Hold, "hold", 3*time.Second, "mean `duration` of one fault")
 	flag.StringVar(&cfg.Dir, "dir", "", "`directory` for data, logs and the visualization (default: a new temporary directory, kept)")
 	flag.StringVar(&cfg.Ticketd, "ticketd", "", "ticketd `binary` (default: built from this module)")
-	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds())
+	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds()+"; also quiet (no fault: counts elections a healthy cluster holds)")
 	flag.StringVar(&check, "check", "", "check the history.txt `file` of an earlier run instead of running")
 	flag.Parse()
 	if check != "" {
@@ -105,7 +105,7 @@ func allKinds() string {
 }
 
 func known(k string) bool {
-	for _, f := range nemesis.AllFaults {
+	for _, f := range append(nemesis.AllFaults, nemesis.Quiet) {
 		if string(f) == k {
 			return true
 		}

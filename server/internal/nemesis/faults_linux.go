@@ -17,9 +17,13 @@ type FaultKind string
 // Every fault kind the harness implements. The short CI run injects each
 // at least once.
 const (
-	PartitionMinority   FaultKind = "partition-minority"   // a random minority ((n-1)/2 servers) cut off from the majority, both directions
-	PartitionLeader     FaultKind = "partition-leader"     // the leader cut off from its peers; clients still reach it
-	PartitionLeaderAll  FaultKind = "partition-leader-all" // the leader cut off from peers and clients
+	PartitionMinority  FaultKind = "partition-minority"   // a random minority ((n-1)/2 servers) cut off from the majority, both directions
+	PartitionLeader    FaultKind = "partition-leader"     // the leader cut off from its peers; clients still reach it
+	PartitionLeaderAll FaultKind = "partition-leader-all" // the leader cut off from peers and clients
+	// PartitionLeaderSome: the leader cut off from its peers with one
+	// client group, which is cut off from the peers; the other client group
+	// is cut off from the leader and reaches only the peers.
+	PartitionLeaderSome FaultKind = "partition-leader-some"
 	PartitionBridge     FaultKind = "partition-bridge"     // two nodes cut from each other; the third sees both
 	PartitionAsymmetric FaultKind = "partition-asymmetric" // the leader's packets to its peers dropped; theirs arrive
 	PartitionFlapping   FaultKind = "partition-flapping"   // the leader cut off and healed every 300-700 ms
@@ -36,11 +40,16 @@ const (
 	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
 	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
 	KillInSnapshot      FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
+
+	// Quiet injects nothing for the hold. It is not in AllFaults: a run of
+	// only quiet periods counts the elections a healthy cluster holds on
+	// its own (false failovers) under the workload.
+	Quiet FaultKind = "quiet"
 )
 
 // AllFaults is every implemented kind, in a fixed order.
 var AllFaults = []FaultKind{
-	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
+	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionLeaderSome, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
 	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader, KillInSnapshot,
 }
@@ -95,7 +104,11 @@ func (n *nemesis) isolate(i int, fromClients bool) error {
 		}
 	}
 	if fromClients {
-		return n.c.Net.Drop(i, n.c.Net.BridgeAddr())
+		err := n.c.Net.Drop(i, n.c.Net.BridgeAddr())
+		for g := range ClientGroups {
+			err = errors.Join(err, n.c.Net.Drop(i, n.c.Net.Addr(n.c.Net.ClientNode(g))))
+		}
+		return err
 	}
 	return nil
 }
@@ -159,6 +172,10 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 	nodes := len(n.c.Nodes)
 	var err error
 	switch kind {
+	case Quiet:
+		ev.Target = "nothing"
+		ev.Start = n.h.Now()
+		sleep(hold)
 	case KillFollower:
 		l, lerr := n.leader(ctx)
 		if lerr != nil {
@@ -286,6 +303,21 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 			sleep(hold)
 		case PartitionLeaderAll:
 			err = n.isolate(l, true)
+			sleep(hold)
+		case PartitionLeaderSome:
+			with := n.rng.IntN(ClientGroups)
+			ev.Target += fmt.Sprintf(" with client group %d", with+1)
+			err = n.isolate(l, false)
+			for g := range ClientGroups {
+				cg := n.c.Net.ClientNode(g)
+				if g == with {
+					for _, j := range n.others(l) {
+						err = errors.Join(err, n.cut(cg, j, true))
+					}
+				} else {
+					err = errors.Join(err, n.cut(cg, l, true))
+				}
+			}
 			sleep(hold)
 		case PartitionAsymmetric:
 			for _, j := range n.others(l) {

@@ -166,10 +166,11 @@ func byKey(ops []Op) (map[string][]Op, []string) {
 	return m, keys
 }
 
-// releaseNotHeld classifies a release answered ErrNotHeld from the error's
-// text: N to a retry after the first attempt's answer was lost is unknown
-// (the first attempt may have released the ticket; the client says so only
-// in the message, see release.go), any other N is Refused.
+// releaseNotHeld classifies a refused release read back from a history
+// file, where only the error's text is left: N to a retry after the first
+// attempt's answer was lost (ticketing.ErrNotHeldAfterRetry, whose message
+// says "earlier attempt" as it did before that sentinel existed) is
+// unknown, any other N is Refused. Live runs use errors.Is.
 func releaseNotHeld(errText string) Outcome {
 	if strings.Contains(errText, "earlier attempt") {
 		return Unknown

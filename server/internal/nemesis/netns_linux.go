@@ -31,7 +31,10 @@ type Net struct {
 	id     string // short unique run id, used in every name
 	subnet int    // S in 10.77.S.0/24
 	bridge string
-	nodes  []nsNode
+	// nodes are the servers' namespaces (0..servers-1), then the client
+	// groups' (ClientGroups of them).
+	nodes   []nsNode
+	servers int
 
 	mu      sync.Mutex
 	routes  map[int]map[string]bool // node index -> blackholed addresses
@@ -83,7 +86,8 @@ func freeSubnet(seed int) (int, error) {
 	return 0, errors.New("nemesis: every subnet 10.77.1-250.0/24 is in use; remove stale harness bridges (ip link show type bridge, names tjb*)")
 }
 
-// NewNet creates the bridge and n namespaces. On error, whatever was created
+// NewNet creates the bridge, n server namespaces and ClientGroups client
+// namespaces. On error, whatever was created
 // is removed again.
 func NewNet(n int) (*Net, error) {
 	if err := CheckPrivileges(); err != nil {
@@ -108,7 +112,7 @@ func NewNet(n int) (*Net, error) {
 	if id == "" {
 		return nil, errors.New("nemesis: no free run id for the namespaces (ip netns list shows tj*-nN namespaces of earlier runs; remove them with ip netns del)")
 	}
-	nt := &Net{id: id, subnet: s, bridge: "tjb" + id, routes: map[int]map[string]bool{}, limited: map[int]bool{}}
+	nt := &Net{id: id, subnet: s, bridge: "tjb" + id, servers: n, routes: map[int]map[string]bool{}, limited: map[int]bool{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -124,8 +128,11 @@ func NewNet(n int) (*Net, error) {
 	if err := ipCmd("link", "set", nt.bridge, "up"); err != nil {
 		return nil, err
 	}
-	for i := 0; i < n; i++ {
+	for i := 0; i < n+ClientGroups; i++ {
 		nd := nsNode{ns: fmt.Sprintf("tj%s-n%d", id, i+1), veth: fmt.Sprintf("tj%sv%d", id, i+1), addr: fmt.Sprintf("10.77.%d.%d", s, 11+i)}
+		if g := i - n; g >= 0 {
+			nd = nsNode{ns: fmt.Sprintf("tj%s-c%d", id, g+1), veth: fmt.Sprintf("tj%sc%d", id, g+1), addr: fmt.Sprintf("10.77.%d.%d", s, 101+g)}
+		}
 		nt.nodes = append(nt.nodes, nd)
 		steps := [][]string{
 			{"netns", "add", nd.ns},
@@ -166,6 +173,14 @@ func (nt *Net) BridgeAddr() string { return fmt.Sprintf("10.77.%d.1", nt.subnet)
 
 // Addr is node i's address (0-based).
 func (nt *Net) Addr(i int) string { return nt.nodes[i].addr }
+
+// ClientGroups is how many client namespaces NewNet creates besides the
+// servers': the workers are spread over them, so that a partition can leave
+// some clients with one side and the rest with the other.
+const ClientGroups = 2
+
+// ClientNode is the index (for Drop and Addr) of client group g's namespace.
+func (nt *Net) ClientNode(g int) int { return nt.servers + g }
 
 // NS is node i's namespace name.
 func (nt *Net) NS(i int) string { return nt.nodes[i].ns }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,6 +42,12 @@ type Liveness struct {
 	// FaultToGrant is the time from the fault's start to the first
 	// acknowledged grant whose acquire was invoked after it; -1 if none.
 	FaultToGrant time.Duration
+	// FaultToAnswer is the time from the fault's start to the first final
+	// answer (a grant, W, R, N or a describe's answer) to a request invoked
+	// after it: how long the clients had no working session with a
+	// leader. A grant can take longer: a new leader keeps the old leader's
+	// holds until they expire. -1 if none.
+	FaultToAnswer time.Duration
 }
 
 // Report is a run's result.
@@ -55,6 +62,14 @@ type Report struct {
 	Dir        string
 	Elapsed    time.Duration
 	ByOutcome  map[string]int
+	// Elections is how many times a server started serving as leader
+	// during the run ("leading: serving clients" in the server logs), the
+	// first included; LeaseStepDowns how many times a leader stepped down
+	// because it had not heard from a majority within its leader lease.
+	Elections, LeaseStepDowns int
+	// Unsettled counts the heals after which not every server had caught
+	// up with the leader within 30 s (the next fault started anyway).
+	Unsettled int
 }
 
 // Failed reports whether the run found a violation or an anomaly.
@@ -118,7 +133,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	logf("cluster up: clients reach %s", c.ClientAddrs())
 	h := NewHistory()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
-	w := NewWorkload(WorkloadConfig{Workers: cfg.Workers, Keys: cfg.Keys, Seed: cfg.Seed}, c.ClientAddrs(), h)
+	// Workers take turns between the client groups' namespaces.
+	var dialers []func(ctx context.Context, network, addr string) (net.Conn, error)
+	for g := range ClientGroups {
+		dialers = append(dialers, DialerIn(c.Net.NS(c.Net.ClientNode(g))))
+	}
+	w := NewWorkload(WorkloadConfig{Workers: cfg.Workers, Keys: cfg.Keys, Seed: cfg.Seed, Dialers: dialers}, c.ClientAddrs(), h)
 	if err := w.Start(); err != nil {
 		return nil, err
 	}
@@ -163,10 +183,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("fault %s (%s): %s", ev.Kind, ev.Target, ev.Err))
 		}
 		// Recovery: the next fault starts once a grant was acknowledged
-		// after the heal (or 30 s passed, which the liveness table shows).
+		// after the heal (or 30 s passed, which the liveness table shows),
+		// and every server has caught up with the leader, so that each
+		// fault's failover figures are those of a fault on a healthy
+		// cluster (a leader killed right after a follower restarted waits
+		// for an election the lagging follower cannot win).
 		if _, err := waitGrant(ctx, h, ev.Healed, 30*time.Second); err != nil {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("no grant within 30 s after healing %s (%s)", ev.Kind, ev.Target))
 			logf("no grant within 30 s after healing %s\n%s", ev.Kind, tails(c))
+		} else if err := caughtUp(ctx, c, 30*time.Second); err != nil && ctx.Err() == nil {
+			rep.Unsettled++
+			logf("after healing %s: %v", ev.Kind, err)
 		}
 	}
 	end := h.Now()
@@ -184,6 +211,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if u := unexpectedExits(nd); u != "" {
 			rep.Anomalies = append(rep.Anomalies, u)
 		}
+	}
+	for _, nd := range c.Nodes {
+		rep.Elections += countInLogs(nd, "leading: serving clients")
+		rep.LeaseStepDowns += countInLogs(nd, "failed to contact quorum of nodes, stepping down")
 	}
 	ops := h.Ops()
 	rep.ByOutcome = map[string]int{}
@@ -265,6 +296,18 @@ func unexpectedExits(nd *Node) string {
 	return strings.Join(out, "\n")
 }
 
+// countInLogs counts the lines of a server's logs (every start) that
+// contain s.
+func countInLogs(nd *Node, s string) int {
+	files, _ := filepath.Glob(filepath.Join(nd.dir, "ticketd.*.log"))
+	n := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		n += strings.Count(string(b), s)
+	}
+	return n
+}
+
 func tails(c *Cluster) string {
 	var b strings.Builder
 	for _, nd := range c.Nodes {
@@ -290,7 +333,14 @@ func liveness(ops []Op, sched []FaultEvent, end time.Duration) []Liveness {
 		if i+1 < len(sched) {
 			to = sched[i+1].Start
 		}
-		l := Liveness{Event: ev, HealToGrant: -1, FaultToGrant: -1}
+		l := Liveness{Event: ev, HealToGrant: -1, FaultToGrant: -1, FaultToAnswer: -1}
+		for _, op := range ops {
+			if op.Call >= ev.Start && op.Return <= to && (op.Outcome == OK || op.Outcome == Refused) {
+				if d := op.Return - ev.Start; l.FaultToAnswer < 0 || d < l.FaultToAnswer {
+					l.FaultToAnswer = d
+				}
+			}
+		}
 		last := ev.Start
 		for _, g := range grants {
 			if g.Return < ev.Start || g.Return > to {
@@ -316,6 +366,7 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ticketjepsen: seed %d, %d nodes, %v, data and logs in %s\n", r.Seed, r.Nodes, r.Elapsed.Round(time.Second), r.Dir)
 	fmt.Fprintf(&b, "operations: %d checked, %d grants, %d indeterminate\n", r.Check.Ops, r.Check.Grants, r.Check.Unknown)
+	fmt.Fprintf(&b, "leaderships (a server starting to serve as leader, the first included): %d; leader-lease step-downs: %d; heals not caught up within 30 s: %d\n", r.Elections, r.LeaseStepDowns, r.Unsettled)
 	var oc []string
 	for k, v := range r.ByOutcome {
 		oc = append(oc, fmt.Sprintf("%s=%d", k, v))
@@ -323,7 +374,7 @@ func (r *Report) String() string {
 	sort.Strings(oc)
 	fmt.Fprintf(&b, "  by outcome: %s\n", strings.Join(oc, ", "))
 	fmt.Fprintf(&b, "faults (schedule; times from the start of the history):\n")
-	fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", "kind", "target", "start", "healed", "longest gap", "heal->grant", "fault->grant")
+	fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s %13s\n", "kind", "target", "start", "healed", "longest gap", "heal->grant", "fault->grant", "fault->answer")
 	for _, l := range r.Liveness {
 		d := func(x time.Duration) string {
 			if x < 0 {
@@ -331,8 +382,8 @@ func (r *Report) String() string {
 			}
 			return x.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s\n", l.Event.Kind, l.Event.Target,
-			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant))
+		fmt.Fprintf(&b, "  %-22s %-42s %9s %9s %12s %12s %12s %13s\n", l.Event.Kind, l.Event.Target,
+			l.Event.Start.Round(10*time.Millisecond), l.Event.Healed.Round(10*time.Millisecond), d(l.LongestGap), d(l.HealToGrant), d(l.FaultToGrant), d(l.FaultToAnswer))
 	}
 	b.WriteString(r.byKindTable())
 	fmt.Fprintf(&b, "linearizability (porcupine, per key): %v in %v", linName(r.Check.Linearizable), r.Check.LinearizationTime.Round(time.Millisecond))
@@ -364,7 +415,7 @@ func (r *Report) String() string {
 // times it was injected, and the median and largest longest-gap and
 // fault-to-grant times.
 func (r *Report) byKindTable() string {
-	type agg struct{ gaps, f2g []time.Duration }
+	type agg struct{ gaps, f2g, f2a []time.Duration }
 	m := map[FaultKind]*agg{}
 	var kinds []string
 	for _, l := range r.Liveness {
@@ -378,21 +429,28 @@ func (r *Report) byKindTable() string {
 		if l.FaultToGrant >= 0 {
 			a.f2g = append(a.f2g, l.FaultToGrant)
 		}
+		if l.FaultToAnswer >= 0 {
+			a.f2a = append(a.f2a, l.FaultToAnswer)
+		}
 	}
 	sort.Strings(kinds)
+	// The median, the 99th percentile (nearest rank: the maximum below
+	// 100 injections) and the maximum.
 	stat := func(d []time.Duration) string {
 		if len(d) == 0 {
-			return fmt.Sprintf("%9s %9s", "-", "-")
+			return fmt.Sprintf("%9s %9s %9s", "-", "-", "-")
 		}
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		return fmt.Sprintf("%9v %9v", d[len(d)/2].Round(10*time.Millisecond), d[len(d)-1].Round(10*time.Millisecond))
+		p99 := d[(len(d)*99+99)/100-1]
+		r := func(x time.Duration) time.Duration { return x.Round(10 * time.Millisecond) }
+		return fmt.Sprintf("%9v %9v %9v", r(d[len(d)/2]), r(p99), r(d[len(d)-1]))
 	}
 	var b strings.Builder
-	b.WriteString("per fault kind (median and max):\n")
-	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap max", "f->g p50", "f->g max")
+	b.WriteString("per fault kind (median, 99th percentile and max; gap: longest without a grant, f->g: fault to first grant, f->a: fault to first answer):\n")
+	fmt.Fprintf(&b, "  %-22s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "gap p50", "gap p99", "gap max", "f->g p50", "f->g p99", "f->g max", "f->a p50", "f->a p99", "f->a max")
 	for _, k := range kinds {
 		a := m[FaultKind(k)]
-		fmt.Fprintf(&b, "  %-22s %5d %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g))
+		fmt.Fprintf(&b, "  %-22s %5d %s %s %s\n", k, len(a.gaps), stat(a.gaps), stat(a.f2g), stat(a.f2a))
 	}
 	return b.String()
 }
@@ -405,4 +463,37 @@ func linName(r porcupine.CheckResult) string {
 		return "NOT LINEARIZABLE"
 	}
 	return "unknown (timed out; not counted as a violation)"
+}
+
+// caughtUp waits until every server has applied everything the leader had
+// committed when it was asked.
+func caughtUp(ctx context.Context, c *Cluster, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := c.Nodes[l].Status(ctx)
+	if err != nil {
+		return err
+	}
+	target := st.CommitIndex
+	for {
+		var behind []string
+		for _, nd := range c.Nodes {
+			s, err := nd.Status(ctx)
+			if err != nil || s.AppliedIndex < target {
+				behind = append(behind, fmt.Sprintf("%s (applied %d, err %v)", nd.ID, s.AppliedIndex, err))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not caught up with the leader's commit index %d within %v: %s", target, d, strings.Join(behind, ", "))
+		case <-time.After(100 * time.Millisecond): // polling a condition, bounded by ctx
+		}
+	}
 }

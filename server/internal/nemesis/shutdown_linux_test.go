@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -112,38 +111,5 @@ func TestShutdownAfterLeaderPartitions(t *testing.T) {
 	}
 	if len(hung) > 0 {
 		t.Fatalf("ticketd did not exit after SIGTERM (shutdown timeout 20 s):\n%s", strings.Join(hung, "\n"))
-	}
-}
-
-// caughtUp waits until every server has applied everything the leader had
-// committed when it was asked.
-func caughtUp(ctx context.Context, c *Cluster, d time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	l, err := c.Leader(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := c.Nodes[l].Status(ctx)
-	if err != nil {
-		return err
-	}
-	target := st.CommitIndex
-	for {
-		var behind []string
-		for _, nd := range c.Nodes {
-			s, err := nd.Status(ctx)
-			if err != nil || s.AppliedIndex < target {
-				behind = append(behind, fmt.Sprintf("%s (applied %d, err %v)", nd.ID, s.AppliedIndex, err))
-			}
-		}
-		if len(behind) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not caught up with the leader's commit index %d within %v: %s", target, d, strings.Join(behind, ", "))
-		case <-time.After(100 * time.Millisecond): // polling a condition, bounded by ctx
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,9 @@ type WorkloadConfig struct {
 	Workers int // each with its own Broker (default 6)
 	Keys    int // contended keys k0..k(n-1) (default 4)
 	Seed    uint64
+	// Dialers, if any, open the workers' connections: worker i uses
+	// Dialers[i%len(Dialers)] (the harness dials from client namespaces).
+	Dialers []func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Workload is client workers acquiring, holding, releasing and describing
@@ -48,7 +52,11 @@ func NewWorkload(cfg WorkloadConfig, addrs string, h *History) *Workload {
 // Start connects every worker's Broker and starts the workers.
 func (w *Workload) Start() error {
 	for i := 0; i < w.cfg.Workers; i++ {
-		b, err := ticketing.Connect(w.addrs, ticketing.WithDialTimeout(2*time.Second))
+		opts := []ticketing.Option{ticketing.WithDialTimeout(2 * time.Second)}
+		if len(w.cfg.Dialers) > 0 {
+			opts = append(opts, ticketing.WithDialer(w.cfg.Dialers[i%len(w.cfg.Dialers)]))
+		}
+		b, err := ticketing.Connect(w.addrs, opts...)
 		if err != nil {
 			return err
 		}
@@ -159,8 +167,11 @@ func (w *Workload) release(id int, b *ticketing.Broker, t *ticketing.Ticket) {
 		switch {
 		case err == nil:
 			op.Outcome = OK
+		case errors.Is(err, ticketing.ErrNotHeldAfterRetry):
+			// The earlier attempt may have released it (F6).
+			op.Outcome = Unknown
 		case errors.Is(err, ticketing.ErrNotHeld):
-			op.Outcome = releaseNotHeld(err.Error())
+			op.Outcome = Refused
 		case errors.Is(err, ticketing.ErrUnavailable) && !errors.Is(err, ticketing.ErrIndeterminate):
 			op.Outcome = NotSent
 		default:

@@ -268,7 +268,10 @@ func Open(cfg Config) (*Node, error) {
 			cfg.Logger.Warn("snapshot failed", "err", err)
 		}
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.transport)
+	// A server that cannot write its log stands aside from elections for a
+	// while (F2): long enough for the others to elect one of themselves.
+	health := &logHealth{hold: max(2*time.Second, 4*rc.ElectionTimeout), logger: cfg.Logger}
+	n.raft, err = raft.NewRaft(rc, n.fsm, healthLogStore{n.store, health}, n.store, n.snaps, healthTransport{n.transport, health})
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
 	}

@@ -156,13 +156,13 @@ func DefaultConfig() Config {
 			MaxConnections:     20_000,
 		},
 		HelloTimeout:      5 * time.Second,
-		PingInterval:      5 * time.Second,
+		PingInterval:      500 * time.Millisecond,
 		WriteBufferLimit:  4 << 20,
 		SnapshotThreshold: 100_000,
 		SnapshotInterval:  30 * time.Second,
 		SnapshotRetain:    2,
-		HeartbeatTimeout:  1000 * time.Millisecond,
-		ElectionTimeout:   1000 * time.Millisecond,
+		HeartbeatTimeout:  500 * time.Millisecond,
+		ElectionTimeout:   500 * time.Millisecond,
 		LogLevel:          "info",
 	}
 }

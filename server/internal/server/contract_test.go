@@ -237,6 +237,16 @@ func TestClientPingsAnsweredAndCountAsLife(t *testing.T) {
 // of nothing, so clients go straight to it.
 func TestNotLeaderAfterTransferNamesTheTarget(t *testing.T) {
 	c := testcluster.Start(t, 3)
+	// A transfer before every member applied the cluster ID can leave the
+	// one that had not refused by the new leader (F7, docs/reliability.md).
+	testcluster.WaitFor(t, 30*time.Second, "not every server applied the cluster ID", func() bool {
+		for i := range c.Len() {
+			if c.Server(i).Status().ClusterID == "none" {
+				return false
+			}
+		}
+		return true
+	})
 	// Raft gives up a transfer whose target does not win within an election
 	// timeout, which a busy machine can cause: such a transfer is retried.
 	failures := 0

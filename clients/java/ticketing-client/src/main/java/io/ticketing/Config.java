@@ -19,6 +19,6 @@ final class Config {
     int releaseQueue = TicketBroker.DEFAULT_RELEASE_QUEUE;
     long drainMs = 1000;
     long backoffBaseMs = 25;
-    long backoffMaxMs = 1000;
+    long backoffMaxMs = 500;
     long clientPingMs = Conn.CLIENT_PING_MS;
 }

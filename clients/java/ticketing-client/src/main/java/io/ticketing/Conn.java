@@ -43,7 +43,7 @@ final class Conn {
     static final boolean SEPARATE_IN_FLIGHT_CLASSES = true;
 
     /** Client ping interval when the server sends no pings ({@code Y} interval 0). */
-    static final long CLIENT_PING_MS = 5000;
+    static final long CLIENT_PING_MS = 500;
 
     private final long clientPingMs;
 
