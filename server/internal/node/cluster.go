@@ -153,11 +153,11 @@ func writeFileSync(dir, path, content string) error {
 		return err
 	}
 	if _, err := f.WriteString(content); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -174,7 +174,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
 
@@ -415,7 +415,7 @@ func (m *identity) settle(id fsm.ClusterID) {
 		m.log.Warn("cluster ID replaced (restore)", "cluster", FormatClusterID(id), "previous", FormatClusterID(old))
 	}
 	for _, c := range stale {
-		c.Close()
+		_ = c.Close()
 	}
 }
 
@@ -462,7 +462,12 @@ func (m *identity) check(p peerInfo, dialed string) string {
 				p.ID, FormatClusterID(p.Cluster), FormatClusterID(me.Cluster), p.ID, p.ID, p.ID)
 		}
 		if m.isLeader() && !m.participant(p.ID) {
-			go m.admit(p.ID, p.Incarnation) // a settled member of this cluster: record it
+			go func() { // a settled member of this cluster: record it
+				// On failure the next handshake of that peer tries again.
+				if err := m.admit(p.ID, p.Incarnation); err != nil {
+					m.log.Warn("recording a participant failed; retried at its next handshake", "node", p.ID, "err", err)
+				}
+			}()
 		}
 		return ""
 	}
@@ -656,7 +661,7 @@ func (s *clusterStream) acceptLoop() {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
-			s.Close()
+			_ = s.Close()
 			return
 		}
 		go s.serve(c) // a slow peer must not hold up the others
@@ -665,7 +670,7 @@ func (s *clusterStream) acceptLoop() {
 
 // serve runs the accepting side of the handshake.
 func (s *clusterStream) serve(raw net.Conn) {
-	var c net.Conn = raw
+	c := raw
 	if s.tls != nil {
 		c = tls.Server(raw, s.tls)
 	}
@@ -681,7 +686,7 @@ func (s *clusterStream) serve(raw net.Conn) {
 	me := s.id.self()
 	me.Version = p.Version // an older dialer reads only its own version
 	if kind == kindProbe {
-		c.Write(appendReply(nil, false, me, ""))
+		_, _ = c.Write(appendReply(nil, false, me, ""))
 		c.Close()
 		return
 	}

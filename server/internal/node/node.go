@@ -269,7 +269,13 @@ func Open(cfg Config) (*Node, error) {
 			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err))
 		}
 	}
-	n.fsm.mark = func() { writeMarker(cfg.Dir, cfg.ID) }
+	n.fsm.mark = func() {
+		// Checked at start: a data directory without its marker is refused
+		// as damaged, so a failure to write it now must be visible.
+		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
+			cfg.Logger.Error("writing the member marker failed", "path", markerPath(cfg.Dir), "err", err)
+		}
+	}
 	n.fsm.snapshotEvery = cfg.SnapshotThreshold
 	n.fsm.snapshotNow = func() {
 		defer n.fsm.snapshotting.Store(false)
@@ -454,10 +460,10 @@ const shutdownGrace = 10 * time.Second
 
 func (n *Node) closeStores() {
 	if n.transport != nil {
-		n.transport.Close()
+		_ = n.transport.Close()
 	}
 	if n.store != nil {
-		n.store.Close()
+		_ = n.store.Close()
 	}
 }
 
@@ -525,7 +531,7 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	m.marked.Do(m.mark)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
@@ -552,7 +558,7 @@ type snapshot struct{ state *fsm.State }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.state.WriteSnapshot(sink); err != nil {
-		sink.Cancel()
+		_ = sink.Cancel() // the write's error is the one to report
 		return err
 	}
 	return sink.Close()
