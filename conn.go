@@ -409,7 +409,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 	if f.Type == wire.TypeAdminReply && f.Code == adminwire.StatusChunk {
 		if cl.chunks == nil {
 			c.mu.Unlock()
-			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}
+			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("a V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}
 		}
 		if cl.abandoned {
 			c.mu.Unlock()

@@ -37,6 +37,17 @@ GO_PKGS="./... ./fence/pgxfence/... ./server/..."
 echo "== go vet"
 go vet $GO_PKGS
 
+# golangci-lint (configuration: .golangci.yml), pinned; installed into
+# GOPATH/bin when that version is not there.
+GOLANGCI_LINT_VERSION=v2.15.0
+golangci_lint="$(go env GOPATH)/bin/golangci-lint"
+if ! "$golangci_lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} "; then
+  echo "== installing golangci-lint $GOLANGCI_LINT_VERSION"
+  GOBIN="$(go env GOPATH)/bin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+fi
+echo "== golangci-lint"
+"$golangci_lint" run $GO_PKGS
+
 echo "== Go tests (race detector on)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

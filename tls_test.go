@@ -2,18 +2,112 @@ package ticketing
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
+
+// Tests of TLS modes, client certificates and handshake mismatches (doc.go,
+// "Connections"; docs/protocol.md, "TLS").
+
+// makeCA returns a self-signed CA and a server certificate for 127.0.0.1
+// signed by it.
+func makeCA(t *testing.T) (caPEM []byte, server tls.Certificate) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ticketing test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ticketd"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func TestTLSModes(t *testing.T) {
+	caPEM, cert := makeCA(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocks(t)
+	srv := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}),
+		faketicketd.WithTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
+
+	for name, mode := range map[string]TLSMode{"CA file": TLSCAFile(caFile), "insecure": TLSInsecureSkipVerify()} {
+		t.Run(name, func(t *testing.T) {
+			b := connect(t, srv.Addr(), WithTLS(mode))
+			ctx := ctxFor(t)
+			tk, err := b.Acquire(ctx, "tls-"+name, time.Second, 10*time.Second, 0)
+			if err != nil {
+				t.Fatalf("acquire over %v: %v", mode, err)
+			}
+			if err := tk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("system roots", func(t *testing.T) {
+		// It constructs; our test CA is not a system root, so the refusal is
+		// reported promptly as a certificate problem.
+		b := connect(t, srv.Addr(), WithTLS(TLSSystemRoots()))
+		err := b.WaitReady(ctxFor(t))
+		var cv *tls.CertificateVerificationError
+		if !errors.As(err, &cv) || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("WaitReady: %v, want a certificate verification error", err)
+		}
+	})
+	t.Run("plain client against TLS server", func(t *testing.T) {
+		// The server closes the plain hello; a TLS handshake shows why.
+		err := refusedPromptly(t, connect(t, srv.Addr()))
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "uses TLS") || !strings.Contains(err.Error(), "WithTLS") {
+			t.Fatalf("WaitReady: %v, want an error saying the server uses TLS", err)
+		}
+	})
+	t.Run("bad CA files", func(t *testing.T) {
+		if _, err := Connect(srv.Addr(), WithTLS(TLSCAFile(filepath.Join(dir, "missing.crt")))); err == nil {
+			t.Errorf("an unreadable CA file was accepted")
+		}
+		empty := filepath.Join(dir, "empty.crt")
+		os.WriteFile(empty, []byte("not a certificate"), 0o600)
+		if _, err := Connect(srv.Addr(), WithTLS(TLSCAFile(empty))); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("a CA file without certificates: %v", err)
+		}
+	})
+}
 
 // pki is a test CA with a server and a client certificate for 127.0.0.1,
 // all as PEM files.

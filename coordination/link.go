@@ -125,7 +125,7 @@ func (l *link) readLoop(r *wire.Reader, interval time.Duration) {
 		}
 		switch f.Type {
 		case wire.TypePing:
-			l.write(&wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+			_ = l.write(&wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
 		case wire.TypeCoordReply:
 			f.Text = append([]byte(nil), f.Text...)
 			l.deliver(f)
@@ -225,11 +225,4 @@ func (l *link) call(ctx context.Context, op uint8, body *wire.Coord, note func(w
 		l.mu.Unlock()
 		return 0, wire.Coord{}, ctx.Err()
 	}
-}
-
-// dropNote forgets the notifications of request id (a watch that fired).
-func (l *link) dropNote(id uint32) {
-	l.mu.Lock()
-	delete(l.notes, id)
-	l.mu.Unlock()
 }

@@ -461,7 +461,7 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 	if ctx.Err() != nil && err != nil {
 		// Withdraw the wait (or a grant that raced with the cancel).
 		wctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		s.release(wctx, name)
+		_, _ = s.release(wctx, name)
 		cancel()
 		return nil, ctx.Err()
 	}

@@ -109,7 +109,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: compare [-title T] [results.jsonl ...]   (stdin when no file)")
 		fs.PrintDefaults()
 	}
-	fs.Parse(os.Args[1:])
+	_ = fs.Parse(os.Args[1:]) // ExitOnError: a bad flag exits
 	var results []*result
 	read := func(r io.Reader, name string) {
 		sc := bufio.NewScanner(r)
@@ -137,13 +137,16 @@ func main() {
 			os.Exit(1)
 		}
 		read(f, p)
-		f.Close()
+		_ = f.Close() // read only
 	}
 	if len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "compare: no results")
 		os.Exit(1)
 	}
-	os.Stdout.WriteString(render(*title, results))
+	if _, err := os.Stdout.WriteString(render(*title, results)); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
 }
 
 func parse(line string) (*result, error) {

@@ -181,12 +181,12 @@ func (c *Conn) ReadType(t wire.Type) (wire.Frame, error) {
 		if err != nil {
 			return f, err
 		}
-		switch {
-		case f.Type == t:
+		switch f.Type {
+		case t:
 			return f, nil
-		case f.Type == wire.TypePing:
+		case wire.TypePing:
 			c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
-		case f.Type == wire.TypePong:
+		case wire.TypePong:
 		default:
 			return f, errors.New("faketicketd: expected a " + t.String() + " frame, got " + f.Type.String())
 		}
@@ -263,7 +263,7 @@ func (r Ready) Frame() wire.Frame {
 	if r.NoPings {
 		r.Interval = 0
 	}
-	var flags uint8 = wire.ReadyLeader
+	flags := wire.ReadyLeader
 	if r.Follower {
 		flags = 0
 	}

@@ -531,13 +531,15 @@ namespace Ticketing.Tests
         /// Reconnect order (docs/protocol.md, "Order"): after a session ends
         /// without a hint, the next round starts with the last server that
         /// accepted a session. With A then B configured and A's first session
-        /// lost, the broker's next session is with A again.
+        /// ended by the server with a frame (E 11), the broker's next session
+        /// is with A again. (A session that died of silence or a drop is the
+        /// opposite case: Rule4_ASilentServerIsDialedLast.)
         /// </summary>
         [Test]
         public void Rule4_ALostSessionReconnectsToTheLastGoodServerFirst()
         {
             var table = new LockTable();
-            using (var a = new FakeServer(c => { c.Hello(); c.Ready(); c.Expect(FrameType.Describe); c.Close(); }, FakeServer.Normal(table)))
+            using (var a = new FakeServer(c => { c.Hello(); c.Ready(); c.Expect(FrameType.Describe); c.SendError(ErrorCode.ShuttingDown, "stopping"); c.Close(); }, FakeServer.Normal(table)))
             using (var b2 = new FakeServer(FakeServer.Normal(table)))
             using (var b = U.Ready(U.Connect(a.Addr + "," + b2.Addr)))
             {
@@ -545,6 +547,34 @@ namespace Ticketing.Tests
                 Assert.IsFalse(U.Get(b.DescribeAsync("k")).Held);
                 Assert.AreEqual(2, a.Count(FrameType.Describe), "the second describe went elsewhere");
                 Assert.AreEqual(0, b2.Accepted, "the broker skipped the last good server");
+            }
+        }
+
+        /// <summary>
+        /// A server that goes silent (paused, or cut off without resets) still
+        /// accepts TCP connections, so the reconnect after its session was
+        /// given up tries the other servers first (the Go client's
+        /// TestSilentServerIsDialedLast). This client dials one address at a
+        /// time, so the order alone decides which server gets the next session.
+        /// </summary>
+        [Test]
+        public void Rule4_ASilentServerIsDialedLast()
+        {
+            var table = new LockTable();
+            // The first session: pings every 100 ms announced, then nothing; later
+            // connections are hung up at once (only counted).
+            using (var silent = new FakeServer(c => { c.Hello(); c.Ready(100); c.ClosedByClient(); }, c => c.Close()))
+            using (var good = new FakeServer(FakeServer.Normal(table)))
+            using (var b = U.Connect(silent.Addr + "," + good.Addr))
+            {
+                U.WaitUntil("the broker reconnected to the other server", () =>
+                {
+                    var c = b.CurrentForTests;
+                    return c != null && c.Addr == good.Addr;
+                });
+                Assert.AreEqual(1, good.Accepted);
+                // The first listed server had the first session (and gave it up).
+                Assert.AreEqual(1, silent.Accepted, "the silent server was dialed again before the other one");
             }
         }
 
@@ -642,6 +672,38 @@ namespace Ticketing.Tests
                 var ls = srv.Received.Where(f => f.Type == FrameType.Release).ToList();
                 Assert.AreEqual(2, ls.Count);
                 Assert.IsTrue(ls.All(l => l.Token == 42 && Str(l.Key) == "k"), "not the exact token");
+            }
+        }
+
+        /// <summary>
+        /// N to a release sent again after the first attempt's answer was lost
+        /// is a NotHeldAfterRetryException (still a NotHeldException): the
+        /// earlier attempt may be what released it. N to a first attempt is a
+        /// plain NotHeldException (the Go client's
+        /// TestReleaseNotHeldAfterLostAnswerIsDistinct).
+        /// </summary>
+        [Test]
+        public void Rule6_NotHeldAfterALostAnswerIsDistinct()
+        {
+            Action<FakeConn> answerN = c =>
+            {
+                for (;;)
+                {
+                    var l = c.Expect(FrameType.Release);
+                    c.Send(new Frame { Type = FrameType.NotHeld, Id = l.Id });
+                }
+            };
+            using (var srv = new FakeServer(
+                c => { c.Hello(); c.Ready(); c.Expect(FrameType.Release); c.Close(); }, // released, but the answer is lost
+                c => { c.Hello(); c.Ready(); answerN(c); }))
+            using (var b = U.Ready(U.Connect(srv.Addr)))
+            {
+                var e = U.Throws<NotHeldException>(() => b.ReleaseTokenAsync("k", 1));
+                Assert.IsInstanceOf<NotHeldAfterRetryException>(e, e.Message);
+                StringAssert.Contains("earlier attempt", e.Message);
+                Assert.AreEqual(2, srv.Count(FrameType.Release));
+                e = U.Throws<NotHeldException>(() => b.ReleaseTokenAsync("k", 2));
+                Assert.IsNotInstanceOf<NotHeldAfterRetryException>(e, "N to a first attempt: " + e.Message);
             }
         }
 

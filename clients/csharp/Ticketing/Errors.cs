@@ -201,10 +201,29 @@ namespace Ticketing
         public IndeterminateException(string message, Exception inner) : base(message, inner) { }
     }
 
-    /// <summary>A release found the key free or held under another token (N): the ticket had already ended.</summary>
-    public sealed class NotHeldException : TicketingException
+    /// <summary>
+    /// A release found the key free or held under another token (N): the
+    /// ticket had already ended. When the release had to be sent again because
+    /// the first attempt's answer was lost, the subclass
+    /// NotHeldAfterRetryException is thrown instead.
+    /// </summary>
+    public class NotHeldException : TicketingException
     {
         public NotHeldException(string message) : base(message) { }
+    }
+
+    /// <summary>
+    /// A release whose first answer was lost (the connection ended after it
+    /// was sent) was sent again with the same token and answered N. The hold
+    /// has ended, but the earlier attempt may be what ended it, so unlike a
+    /// plain NotHeldException this does not mean the ticket had already
+    /// expired or been released before. It is a NotHeldException, so a
+    /// catch (NotHeldException) also catches it; catch this class first to
+    /// tell the two apart (the Go client's ErrNotHeldAfterRetry).
+    /// </summary>
+    public sealed class NotHeldAfterRetryException : NotHeldException
+    {
+        public NotHeldAfterRetryException(string message) : base(message) { }
     }
 
     /// <summary>

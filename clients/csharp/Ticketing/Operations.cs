@@ -229,7 +229,8 @@ namespace Ticketing
         /// <summary>
         /// Releases key's exact token, retrying across reconnects until the
         /// absolute bound start + ReleaseBound (or ct) ends. R: success; N:
-        /// NotHeldException; B: CapacityException; no final answer in time: an
+        /// NotHeldException (NotHeldAfterRetryException when N answered a resent
+        /// release); B: CapacityException; no final answer in time: an
         /// exception (IndeterminateException if a release may have been sent,
         /// UnavailableException if none could be), never success.
         /// </summary>
@@ -297,9 +298,11 @@ namespace Ticketing
                             return;
                         case FrameType.NotHeld:
                             {
-                                string msg = "the server answered that this token does not hold the key (it expired or was released before)";
-                                if (sent > 1) msg += "; an earlier attempt whose answer was lost may have released it";
-                                throw new NotHeldException(Op(op, key) + msg) { Addr = c.Addr };
+                                // N may answer our own earlier attempt: a distinct
+                                // subclass, so callers can tell (docs/protocol.md).
+                                if (sent > 1)
+                                    throw new NotHeldAfterRetryException(Op(op, key) + "the server answered that this token does not hold the key; an earlier attempt whose answer was lost may have released it (or it had expired or been released before)") { Addr = c.Addr };
+                                throw new NotHeldException(Op(op, key) + "the server answered that this token does not hold the key (it expired or was released before)") { Addr = c.Addr };
                             }
                         case FrameType.Forbidden:
                             // final: the same release would be refused again, so it is not retried

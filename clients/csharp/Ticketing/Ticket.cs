@@ -59,7 +59,9 @@ namespace Ticketing
         /// <summary>
         /// Releases the ticket and reports the outcome: completes when the
         /// server answered R; NotHeldException for N (the ticket had already
-        /// expired or been released); CapacityException for a capacity reject;
+        /// expired or been released; NotHeldAfterRetryException when N answered
+        /// a release sent again after a lost answer, which the earlier attempt
+        /// may have released); CapacityException for a capacity reject;
         /// IndeterminateException or UnavailableException when no final answer
         /// came within ReleaseBound (5 s from this call; retried with the exact
         /// token across reconnects) or ct. A failed release is never presumed

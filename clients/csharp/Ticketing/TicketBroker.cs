@@ -114,6 +114,7 @@ namespace Ticketing
             // once; the broker backs off only after a whole round failed.
             var round = new List<string>();
             string lastGood = "";
+            string lastDead = ""; // the server whose session just died (silent or dropped): dialed last
             var ct = life.Token;
             while (!ct.IsCancellationRequested)
             {
@@ -125,6 +126,13 @@ namespace Ticketing
                     {
                         if (lastGood.Length > 0) round.Add(lastGood);
                         foreach (var a in Cfg.Addrs) if (!round.Contains(a)) round.Add(a);
+                        if (lastDead.Length > 0 && round.Remove(lastDead))
+                        {
+                            // A paused or cut-off server still accepts TCP (the
+                            // kernel answers), so dialing it first would cost the
+                            // failover a dial; try it after the others.
+                            round.Add(lastDead);
+                        }
                     }
                     addr = round[0];
                     round.RemoveAt(0);
@@ -161,6 +169,7 @@ namespace Ticketing
                     continue;
                 }
                 lastGood = addr;
+                lastDead = "";
                 round.Clear(); // after this session, a new round starts with it
                 lock (mu)
                 {
@@ -184,6 +193,7 @@ namespace Ticketing
                     BroadcastLocked();
                 }
                 if (ct.IsCancellationRequested) return;
+                if (f.Kind == FailKind.Silent || f.Kind == FailKind.Drop) lastDead = addr;
                 if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = follows = 0;
                 if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr && follows < maxFollows)
                 {

@@ -98,7 +98,7 @@ func startCluster(ctx context.Context, bin string, prefix []string, n int, token
 		if tail := c.logTail(); tail != "" {
 			logf("ticketbench: server log tail:\n%s", tail)
 		}
-		c.remove()
+		_ = c.remove()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -149,12 +149,12 @@ func (c *cluster) start(i int) error {
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		lf.Close()
+		_ = lf.Close()
 		return fmt.Errorf("start %s: %w", c.bin, err)
 	}
 	nd.cmd = cmd
 	nd.exited = make(chan struct{})
-	go func() { cmd.Wait(); lf.Close(); close(nd.exited) }()
+	go func() { _ = cmd.Wait(); _ = lf.Close(); close(nd.exited) }()
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (c *cluster) kill(i int) {
 func (c *cluster) stop(grace time.Duration) {
 	for _, nd := range c.nodes {
 		if nd.cmd != nil {
-			nd.cmd.Process.Signal(syscall.SIGTERM)
+			_ = nd.cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited already
 		}
 	}
 	deadline := time.After(grace)
@@ -304,7 +304,7 @@ func metricsRSS(httpAddr string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -350,7 +350,7 @@ func scrapeCommits(httpAddrs []string) (commits, commitSeconds, ops float64, ok 
 				ops += v
 			}
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		ok = true
 	}
 	return commits, commitSeconds, ops, ok

@@ -204,7 +204,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "ticketbench:", err)
 			return 1
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 	logf("ticketbench: running %s: nodes=%d clients=%d warmup=%v duration=%v", cfg.Workload, cfg.Nodes, cfg.Clients, cfg.Warmup, cfg.Duration)
 	res, err := Run(ctx, cfg, env)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -52,7 +53,10 @@ func serveMain(args []string) int {
 	cfg.Bootstrap = peers
 	cfg.ClientTokens = tokens
 	var lvl slog.Level
-	lvl.UnmarshalText([]byte(cfg.LogLevel))
+	if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 2
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -84,21 +88,24 @@ func serveMain(args []string) int {
 	<-ctx.Done()
 	if pf != nil {
 		pprof.StopCPUProfile()
-		pf.Close()
+		_ = pf.Close()
 	}
 	if *memprofile != "" {
 		runtime.GC()
 		if f, err := os.Create(*memprofile); err == nil {
-			pprof.Lookup("heap").WriteTo(f, 0)
-			f.Close()
+			if err := errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close()); err != nil {
+				fmt.Fprintln(os.Stderr, "serve: heap profile:", err)
+			}
 		}
 	}
 	if ts != nil {
 		if f, err := os.Create(*timings); err == nil {
 			ts.write(f)
-			f.Close()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "serve: timings:", err)
+			}
 		}
 	}
-	srv.Close() // like a crash to peers: the benchmark discards the data
+	_ = srv.Close() // like a crash to peers: the benchmark discards the data
 	return 0
 }

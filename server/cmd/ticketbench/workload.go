@@ -165,7 +165,7 @@ func (b *bench) close() {
 	brs := b.brokers
 	b.brokers = nil
 	b.mu.Unlock()
-	benchkit.Parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() })
+	_ = benchkit.Parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() }) // Close returns nil
 }
 
 type loopMode int
@@ -400,7 +400,7 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	var fillSample string
 	t0 := time.Now()
 	lastLog := time.Now()
-	benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error {
+	_ = benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error { // failures are counted in fillErrs
 		actx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
 		t, err := brs[j%nConn].Acquire(actx, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j), 0, holdLease, 0)
 		c2()
@@ -461,10 +461,10 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 		n += " " + rn
 	} else if cl == nil {
 		// Not our servers: give the tickets back.
-		benchkit.Parallel(ctx, len(tickets), cfg.FillPar, func(j int) error {
+		_ = benchkit.Parallel(ctx, len(tickets), cfg.FillPar, func(j int) error { // best effort: the leases expire anyway
 			if tickets[j] != nil {
 				rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
-				tickets[j].Release(rctx)
+				_ = tickets[j].Release(rctx)
 				cancel()
 			}
 			return nil

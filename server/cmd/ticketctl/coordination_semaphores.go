@@ -71,7 +71,7 @@ func runCoordSemaphores(e *env, verb, path, name string, f *coordFlags, fs *flag
 		if err != nil {
 			return err
 		}
-		defer s.Close(context.Background())
+		defer func() { _ = s.Close(context.Background()) }() // a session not stopped expires after its timeout
 		switch verb {
 		case "create":
 			err = s.CreateSemaphore(ctx, name, f.limit, []byte(f.data))

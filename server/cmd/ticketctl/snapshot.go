@@ -59,7 +59,7 @@ func runSnapshotSave(e *env, file string) error {
 		return fmt.Errorf("snapshot save: %w", err)
 	}
 	defer func() {
-		tmp.Close()
+		_ = tmp.Close()
 		os.Remove(tmp.Name()) // fails harmlessly once renamed to file
 	}()
 	addr, err := e.leaderAddr(ctx)

@@ -100,7 +100,7 @@ func runStatus(e *env) error {
 		for _, m := range s.Members {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), yesNo(m.Voter), yesNo(m.Leader))
 		}
-		tw.Flush()
+		_ = tw.Flush() // to the terminal: nowhere else to report a failed write
 	})
 }
 

@@ -78,7 +78,7 @@ func recheck(file string) int {
 		fmt.Fprintf(os.Stderr, "ticketjepsen: %v\n", err)
 		return 2
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	ops, err := nemesis.ParseHistory(f)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ticketjepsen: %v\n", err)

@@ -90,7 +90,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	st, err := openStore(ctx, db)
 	if err != nil {
 		return err
@@ -300,5 +300,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	b, _ := json.Marshal(v)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n'))
 }

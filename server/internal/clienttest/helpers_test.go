@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/faketicketd"
 )
 
 // patience bounds every wait: a deadline against hangs, never a timing
@@ -42,11 +41,4 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// newLocks is a faketicketd lock table closed at the end of the test.
-func newLocks(t *testing.T) *faketicketd.Locks {
-	l := faketicketd.NewLocks()
-	t.Cleanup(l.Close)
-	return l
 }

@@ -128,8 +128,8 @@ func TestIntegration_FailoverUnderLoad(t *testing.T) {
 				key := fmt.Sprintf("fo/%d", (w+i)%6)
 				cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 				tk, err := b.Acquire(cctx, key, time.Second, 3*time.Second, 0)
-				switch {
-				case err == nil:
+				switch err {
+				case nil:
 					grants.Add(1)
 					if !killed.Load() {
 						before.Add(1)

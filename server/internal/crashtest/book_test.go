@@ -113,12 +113,6 @@ func (b *book) violation(format string, args ...any) {
 	}
 }
 
-func (b *book) failed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.errs > 0
-}
-
 // addKey registers a key; owner is the worker that alone uses it, or -1.
 func (b *book) addKey(key string, owner int) {
 	b.mu.Lock()

@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 	}
 	ticketdBin = filepath.Join(dir, "ticketd")
 	ticketctlBin = filepath.Join(dir, "ticketctl")
-	if err := buildTicketd(ticketdBin); err == nil {
+	// One err for both builds: a failed build must stop the run.
+	if err = buildTicketd(ticketdBin); err == nil {
 		err = build(ticketctlBin, "github.com/ticketing-io/ticketing/server/cmd/ticketctl")
 	}
 	if err != nil {

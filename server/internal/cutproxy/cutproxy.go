@@ -204,7 +204,7 @@ func (p *Proxy) down(l *link) {
 				close(fired)
 				return
 			case After:
-				l.client.Write(buf[:n])
+				_, _ = l.client.Write(buf[:n])
 				l.cut()
 				close(fired)
 				return

@@ -103,9 +103,8 @@ func drivers(t *testing.T) []driver {
 }
 
 type sqlSession struct {
-	db   *sql.DB
-	conn *sql.Conn
-	tx   *sql.Tx
+	db *sql.DB
+	tx *sql.Tx
 }
 
 func openSQL(t *testing.T, drv, dsn string) *sqlSession {

@@ -63,11 +63,6 @@ func wantStale(t *testing.T, err error, key string, token, mark uint64) {
 	}
 }
 
-// refused reports a Check refusal of either kind.
-func refused(err error) bool {
-	return errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrTokenCommitted)
-}
-
 func TestCheck(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()

@@ -49,11 +49,14 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
 	for i := range b.Ops {
 		op := &b.Ops[i]
+		k := byte(op.Kind)
 		if op.Principal != "" {
-			dst = append(dst, byte(op.Kind)|kindPrincipal)
-		} else {
-			dst = append(dst, byte(op.Kind))
+			k |= kindPrincipal
 		}
+		if op.Kind == OpAdmit && op.Incarnation != 0 {
+			k |= kindIncarnation
+		}
+		dst = append(dst, k)
 		switch op.Kind {
 		case OpAcquire:
 			dst = appendStr(dst, op.Key)
@@ -72,6 +75,9 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = append(dst, op.Cluster[:]...)
 		case OpAdmit, OpForget:
 			dst = appendStr(dst, op.NodeID)
+			if k&kindIncarnation != 0 {
+				dst = binary.BigEndian.AppendUint64(dst, op.Incarnation)
+			}
 		default:
 			if isCoordKind(op.Kind) {
 				dst = appendCoordOp(dst, op.Kind, op.Coord)
@@ -89,6 +95,11 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 // before authorization existed, so a cluster without principals writes the
 // same log entries as older servers.
 const kindPrincipal = 0x80
+
+// kindIncarnation, set in an OpAdmit's kind byte, means the node id is
+// followed by the participant's incarnation (u64, not zero). An admit
+// without one is encoded as older servers wrote it.
+const kindIncarnation = 0x40
 
 func appendStr(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -208,7 +219,10 @@ func DecodeBatch(data []byte) (Batch, error) {
 		b.Ops = append(b.Ops, Op{})
 		op := &b.Ops[len(b.Ops)-1]
 		kind := d.u8("op kind")
-		op.Kind = OpKind(kind &^ kindPrincipal)
+		op.Kind = OpKind(kind &^ (kindPrincipal | kindIncarnation))
+		if kind&kindIncarnation != 0 && op.Kind != OpAdmit && d.err == nil {
+			return Batch{}, fmt.Errorf("%w: op %d of kind %d has the incarnation flag", ErrCorrupt, i, op.Kind)
+		}
 		switch op.Kind {
 		case OpAcquire:
 			op.Key = d.str("key")
@@ -227,6 +241,12 @@ func DecodeBatch(data []byte) (Batch, error) {
 			d.cluster(&op.Cluster)
 		case OpAdmit, OpForget:
 			op.NodeID = d.str("node id")
+			if kind&kindIncarnation != 0 {
+				// Zero would re-encode without the flag: one batch, two encodings.
+				if op.Incarnation = d.u64("incarnation"); op.Incarnation == 0 && d.err == nil {
+					return Batch{}, fmt.Errorf("%w: op %d has the incarnation flag and incarnation 0", ErrCorrupt, i)
+				}
+			}
 		default:
 			if isCoordKind(op.Kind) {
 				op.Coord = d.coordOp(op.Kind)
@@ -259,7 +279,9 @@ var snapshotMagic = [4]byte{'T', 'K', 'S', 'N'}
 
 // Version 3 adds each hold's principal (who it was granted to) after the
 // hold's other fields; versions 1 and 2 are read with no principals.
-const snapshotVersion = 3
+// Version 4 adds each participant's incarnation (u64, 0 if unknown) after
+// its node id; older versions are read with incarnation 0.
+const snapshotVersion = 4
 
 // ErrSnapshotVersion reports a snapshot written by a newer ticketd.
 var ErrSnapshotVersion = errors.New("fsm: snapshot format is newer than this ticketd")
@@ -308,6 +330,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	buf = binary.AppendUvarint(buf, uint64(len(parts)))
 	for _, id := range parts {
 		buf = appendStr(buf, id)
+		buf = binary.BigEndian.AppendUint64(buf, s.admitted[id])
 	}
 	// The coordination section stays last: it is read only when present.
 	buf = s.coord.appendSnapshot(buf)
@@ -378,7 +401,12 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			return nil, fmt.Errorf("%w: %d participants in %d bytes", ErrCorrupt, np, len(d.b))
 		}
 		for i := uint64(0); i < np && d.err == nil; i++ {
-			s.admitted[d.str("participant")] = true
+			id := d.str("participant")
+			var inc uint64
+			if version >= 4 {
+				inc = d.u64("participant incarnation")
+			}
+			s.admitted[id] = inc
 		}
 	}
 	if d.err == nil && len(d.b) > 0 && d.b[0] == coordSectionTag {

@@ -275,13 +275,13 @@ func TestSnapshotIOErrors(t *testing.T) {
 		t.Fatalf("read error: %v, want it returned as is", err)
 	}
 	for _, limit := range []int{0, 10, 100000} {
-		if err := bigState(3000).WriteSnapshot(&failWriter{left: limit}); !errors.Is(err, boom2) {
+		if err := bigState(3000).WriteSnapshot(&failWriter{left: limit}); !errors.Is(err, errDiskFull) {
 			t.Fatalf("write error after %d bytes: %v", limit, err)
 		}
 	}
 }
 
-var boom2 = errors.New("disk full")
+var errDiskFull = errors.New("disk full")
 
 type failWriter struct{ left int }
 
@@ -289,7 +289,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 	if len(p) > w.left {
 		n := w.left
 		w.left = 0
-		return n, boom2
+		return n, errDiskFull
 	}
 	w.left -= len(p)
 	return len(p), nil

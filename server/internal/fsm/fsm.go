@@ -34,6 +34,9 @@ const (
 	// OpAdmit records NodeID as a participant: a server that has held, or
 	// is being sent, this cluster's log. A participant that later shows up
 	// with an empty data directory has lost data the cluster counted on.
+	// Incarnation, when not zero, is the participant's data-directory
+	// incarnation: a participant without the cluster ID but with this
+	// incarnation is the same directory lagging behind, not a wiped one.
 	OpAdmit OpKind = 17
 	// OpForget drops NodeID from the participants (members add of a server
 	// that was removed, or lost its data and is added back empty).
@@ -54,6 +57,9 @@ type Op struct {
 	NodeID  string    // OpTakeover, OpAdmit, OpForget
 	Addr    string    // OpTakeover: the leader's client address
 	Cluster ClusterID // OpSetCluster
+	// Incarnation (OpAdmit): the participant's data-directory incarnation,
+	// 0 if unknown (an older ticketd).
+	Incarnation uint64
 	// Principal names who asks (OpAcquire, OpRelease, OpReleaseOwner). An
 	// acquire records it in the hold; a release with a Principal ends only a
 	// hold granted to that principal (or one recorded without a principal).
@@ -137,13 +143,13 @@ type State struct {
 	holds     map[string]Hold
 	members   map[string]string // node id -> client address
 	cluster   ClusterID
-	admitted  map[string]bool // participants (see OpAdmit)
-	coord     *coordState     // coordination nodes (coord.go)
+	admitted  map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
+	coord     *coordState       // coordination nodes (coord.go)
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]bool), coord: newCoordState()}
+	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState()}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -231,7 +237,7 @@ func (s *State) apply(now int64, op *Op) Result {
 			return Result{Status: Invalid}
 		}
 		if op.Kind == OpAdmit {
-			s.admitted[op.NodeID] = true
+			s.admitted[op.NodeID] = op.Incarnation
 		} else {
 			delete(s.admitted, op.NodeID)
 		}
@@ -309,7 +315,11 @@ func (s *State) SetCluster(id ClusterID) {
 }
 
 // Admitted reports whether nodeID is a participant (see OpAdmit).
-func (s *State) Admitted(nodeID string) bool { return s.admitted[nodeID] }
+func (s *State) Admitted(nodeID string) bool { _, ok := s.admitted[nodeID]; return ok }
+
+// Incarnation returns the data-directory incarnation recorded with
+// participant nodeID: 0 if it is not a participant or was recorded without one.
+func (s *State) Incarnation(nodeID string) uint64 { return s.admitted[nodeID] }
 
 // Participants returns the participants, sorted.
 func (s *State) Participants() []string {
@@ -325,9 +335,9 @@ func (s *State) Participants() []string {
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
 		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members)),
-		admitted: make(map[string]bool, len(s.admitted)), coord: s.coord.clone()}
-	for id := range s.admitted {
-		c.admitted[id] = true
+		admitted: make(map[string]uint64, len(s.admitted)), coord: s.coord.clone()}
+	for id, inc := range s.admitted {
+		c.admitted[id] = inc
 	}
 	for k, h := range s.holds {
 		c.holds[k] = h

@@ -102,7 +102,8 @@ func fuzzSnapshot(t *testing.T, data []byte) {
 
 func batchSeeds() [][]byte {
 	var out [][]byte
-	cluster := Batch{Time: 3, Ops: []Op{{Kind: OpSetCluster, Cluster: ClusterID{0xc1, 0x05}}, {Kind: OpAdmit, NodeID: "n1"}, {Kind: OpForget, NodeID: "n2"}}}
+	cluster := Batch{Time: 3, Ops: []Op{{Kind: OpSetCluster, Cluster: ClusterID{0xc1, 0x05}}, {Kind: OpAdmit, NodeID: "n1"}, {Kind: OpForget, NodeID: "n2"},
+		{Kind: OpAdmit, NodeID: "n3", Incarnation: 0x1c0ffee}}}
 	for _, b := range []Batch{{}, allKindsBatch(), {Time: 9, Ops: make200Acquires()[:130]}, cluster} {
 		out = append(out, AppendBatch(nil, &b))
 	}
@@ -116,7 +117,7 @@ func snapshotSeeds() [][]byte {
 	one.Apply(Batch{Time: 1_700_000_000_000, Ops: []Op{takeover("node-1", "10.0.0.1:5225"), acq("orders/42", ownerA, 30000)}})
 	two := New()
 	two.Apply(Batch{Time: 5, Ops: []Op{acq("a", ownerA, 1), rel("a", 1), acq("clé", ownerB, 250000), takeover("", ""),
-		{Kind: OpSetCluster, Cluster: ClusterID{0xc1, 0x05}}, {Kind: OpAdmit, NodeID: "n1"}}})
+		{Kind: OpSetCluster, Cluster: ClusterID{0xc1, 0x05}}, {Kind: OpAdmit, NodeID: "n1", Incarnation: 0x1c0ffee}}})
 	for _, s := range []*State{New(), one, two} {
 		var buf bytes.Buffer
 		if err := s.WriteSnapshot(&buf); err != nil {

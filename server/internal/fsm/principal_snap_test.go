@@ -16,8 +16,8 @@ func TestPrincipalSnapshot(t *testing.T) {
 	if err := s.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if v := buf.Bytes()[4]; v != 3 {
-		t.Fatalf("snapshot format %d, want 3", v)
+	if v := buf.Bytes()[4]; v != snapshotVersion {
+		t.Fatalf("snapshot format %d, want %d", v, snapshotVersion)
 	}
 	r, err := ReadSnapshot(&buf)
 	if err != nil {

@@ -99,7 +99,7 @@ func (s *Server) admin(stmt string) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	if _, err := db.Exec(stmt); err != nil {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
@@ -275,7 +275,7 @@ func launch(dir, data, server string, cred *syscall.Credential) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child has its own descriptor
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	if cred != nil {
 		if err := logFile.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, err
@@ -312,11 +312,11 @@ func launch(dir, data, server string, cred *syscall.Credential) (*Server, error)
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s := &Server{base: c, dir: dir, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait()
 		close(s.done)
 	}()
 	if err := s.waitReady(logPath); err != nil {
-		s.Stop()
+		_ = s.Stop()
 		return nil, err
 	}
 	return s, nil

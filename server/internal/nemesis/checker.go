@@ -199,11 +199,9 @@ func Check(ops []Op, opt CheckOptions) CheckResult {
 	res.LinearizationTime = time.Since(start)
 	res.Linearizable = lin
 	if lin == porcupine.Illegal {
-		var bad []string
 		for _, part := range ticketModel.Partition(h) {
 			if !porcupine.CheckOperations(ticketModel, part) {
 				key := part[0].Input.(modelIn).key
-				bad = append(bad, key)
 				var b strings.Builder
 				for _, op := range keyed[key] {
 					fmt.Fprintf(&b, "\n    %v", op)

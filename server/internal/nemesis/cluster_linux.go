@@ -103,7 +103,7 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 	ok := false
 	defer func() {
 		if !ok {
-			c.Close()
+			_ = c.Close() // the start's error is the one to report
 		}
 	}()
 	var peers []string
@@ -201,7 +201,9 @@ func (c *Cluster) Close() error {
 		}
 		if nd.mounted {
 			os.Remove(filepath.Join(nd.dataDir(), fillerName))
-			exec.Command("cp", "-a", nd.dataDir(), nd.dataDir()+".copy").Run()
+			if out, err := exec.Command("cp", "-a", nd.dataDir(), nd.dataDir()+".copy").CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("copy %s out of its filesystem: %v: %s", nd.dataDir(), err, out))
+			}
 			if out, err := exec.Command("umount", nd.dataDir()).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("umount %s: %v: %s", nd.dataDir(), err, out))
 			}
@@ -219,7 +221,7 @@ func (nd *Node) FillDisk() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // filling the disk is the point: a failed close changes nothing
 	buf := make([]byte, 1<<20)
 	for {
 		if _, err := f.Write(buf); err != nil {
@@ -290,7 +292,7 @@ func (nd *Node) upWhenListening(gen int, done chan struct{}, proxy *Proxy, port 
 			c.Close()
 			nd.mu.Lock()
 			if nd.starts == gen && nd.runningLocked() {
-				proxy.Set(LinkMode{})
+				_ = proxy.Set(LinkMode{}) // a proxy that cannot listen shows as an unreachable node
 				nd.up++
 			}
 			nd.mu.Unlock()
@@ -316,7 +318,7 @@ func (nd *Node) start() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // the child holds its own descriptor
 	// ip netns exec execs ticketd in the namespace: the pid is ticketd's.
 	cmd := exec.Command("ip", "netns", "exec", nd.ns, nd.bin, "--config", nd.cfg)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -411,7 +413,7 @@ func (nd *Node) down() error {
 
 func (nd *Node) kill() {
 	if nd.Running() {
-		nd.signal(syscall.SIGKILL)
+		_ = nd.signal(syscall.SIGKILL) // it may have exited meanwhile; done is awaited below
 		nd.mu.Lock()
 		done := nd.done
 		nd.mu.Unlock()
@@ -439,7 +441,7 @@ func (nd *Node) Terminate(d time.Duration) error {
 	}
 	// Hung: SIGQUIT makes the Go runtime write every goroutine's stack to
 	// the log before it exits, for the report.
-	nd.signal(syscall.SIGQUIT)
+	_ = nd.signal(syscall.SIGQUIT) // it may have exited meanwhile
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -462,7 +464,7 @@ func (nd *Node) WaitReady(ctx context.Context) error {
 			return fmt.Errorf("%s exited (%v)\n%s", nd.ID, werr, nd.LogTail(20))
 		}
 		if resp, err := nd.http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort)); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

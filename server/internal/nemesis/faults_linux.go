@@ -234,14 +234,14 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		ev.Target = "every Raft link"
 		ev.Start = n.h.Now()
 		for _, nd := range n.c.Nodes {
-			nd.Raft.Set(LinkMode{Delay: 20 * time.Millisecond, Jitter: 80 * time.Millisecond})
+			err = errors.Join(err, nd.Raft.Set(LinkMode{Delay: 20 * time.Millisecond, Jitter: 80 * time.Millisecond}))
 		}
 		sleep(hold)
 	case RaftCut:
 		ev.Target = "every Raft link"
 		ev.Start = n.h.Now()
 		for _, nd := range n.c.Nodes {
-			nd.Raft.Set(LinkMode{Refuse: true})
+			err = errors.Join(err, nd.Raft.Set(LinkMode{Refuse: true}))
 			nd.Raft.Cut()
 		}
 		sleep(hold)
@@ -249,7 +249,7 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		i := n.rng.IntN(nodes)
 		ev.Target = "inbound Raft of " + n.c.Nodes[i].ID
 		ev.Start = n.h.Now()
-		n.c.Nodes[i].Raft.Set(LinkMode{Stall: true})
+		err = n.c.Nodes[i].Raft.Set(LinkMode{Stall: true})
 		sleep(hold)
 	case LinkBandwidth:
 		ev.Target = "every server's link"
@@ -262,7 +262,7 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		ev.Target = "every client link"
 		ev.Start = n.h.Now()
 		for _, nd := range n.c.Nodes {
-			nd.Client.Set(LinkMode{Delay: 50 * time.Millisecond, Jitter: 100 * time.Millisecond})
+			err = errors.Join(err, nd.Client.Set(LinkMode{Delay: 50 * time.Millisecond, Jitter: 100 * time.Millisecond}))
 		}
 		sleep(hold)
 	case RollingRestart:
@@ -339,10 +339,10 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 			err = nd.Pause()
 			sleep(hold)
 		case ClientStall:
-			nd.Client.Set(LinkMode{Stall: true})
+			err = nd.Client.Set(LinkMode{Stall: true})
 			sleep(hold)
 		case ClientCut:
-			nd.Client.Set(LinkMode{Refuse: true})
+			err = nd.Client.Set(LinkMode{Refuse: true})
 			nd.Client.Cut()
 			sleep(hold)
 		case DiskFullLeader:

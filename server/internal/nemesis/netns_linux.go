@@ -116,7 +116,7 @@ func NewNet(n int) (*Net, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			nt.Close()
+			_ = nt.Close()
 		}
 	}()
 	if err := ipCmd("link", "add", nt.bridge, "type", "bridge"); err != nil {
@@ -268,14 +268,14 @@ func InNS(ns string, f func() error) error {
 			errc <- err
 			return
 		}
-		defer orig.Close()
+		defer func() { _ = orig.Close() }()
 		target, err := os.Open("/run/netns/" + ns)
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("namespace %s: %w", ns, err)
 			return
 		}
-		defer target.Close()
+		defer func() { _ = target.Close() }()
 		if err := setns(target); err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", ns, err)

@@ -125,7 +125,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer func() {
+		if err := c.Close(); err != nil {
+			logf("cluster teardown: %v", err)
+		}
+	}()
 	logf("cluster up: clients reach %s", c.ClientAddrs())
 	h := NewHistory()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
@@ -169,8 +173,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ev.Start == 0 && ierr != nil {
 			// Not applied at all (no leader to aim at): heal, note, go on.
 			ev.Kind, ev.Start, ev.Healed, ev.Err = kind, h.Now(), h.Now(), ierr.Error()
-			n.healAll()
-			n.waitReady(ctx)
+			if herr := errors.Join(n.healAll(), n.waitReady(ctx)); herr != nil {
+				ev.Err += "; healing after it: " + herr.Error()
+			}
 		}
 		rep.Schedule = append(rep.Schedule, ev)
 		logf("fault %-22s %-40s [%v, %v] %s", ev.Kind, ev.Target, ev.Start.Round(time.Millisecond), ev.Healed.Round(time.Millisecond), ev.Err)

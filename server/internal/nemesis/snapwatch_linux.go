@@ -22,7 +22,7 @@ func waitSnapshotStart(ctx context.Context, c *Cluster, d time.Duration) (int, s
 	if err != nil {
 		return -1, "", err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	wds := map[int32]int{}
 	for i, nd := range c.Nodes {
 		wd, err := unix.InotifyAddWatch(fd, filepath.Join(nd.dataDir(), "raft", "snapshots"), unix.IN_CREATE)

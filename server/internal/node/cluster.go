@@ -43,6 +43,15 @@ import (
 // a leader admits one: it first commits OpAdmit for it (the peer is then a
 // participant), so that if that peer later shows up empty again the cluster
 // knows it has lost data the cluster counted on.
+//
+// Every data directory also has an incarnation: a random number created
+// with its Raft state (the INCARNATION file), stated in the handshake and
+// recorded with each participant. A provisional participant with the
+// recorded incarnation is the same directory, lagging behind: it took part
+// before the first leader set the ID and has not applied that entry yet (a
+// young cluster whose first leader failed, F7). It is accepted and catches
+// up through Raft. A different incarnation is a directory that lost its
+// data and started again: refused.
 
 // clusterFile holds the cluster ID in hex, beside MEMBER.
 const clusterFile = "CLUSTER"
@@ -73,6 +82,45 @@ func NewClusterID() fsm.ClusterID {
 
 func clusterPath(dir string) string { return filepath.Join(dir, clusterFile) }
 
+// incarnationFile holds the data directory's incarnation (16 hex digits).
+const incarnationFile = "INCARNATION"
+
+func incarnationPath(dir string) string { return filepath.Join(dir, incarnationFile) }
+
+// newIncarnation returns a random incarnation, never 0 (0 means unknown).
+func newIncarnation() uint64 {
+	for {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand does not fail on supported systems
+		}
+		if v := binary.BigEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+// readIncarnationFile returns dir's incarnation, or 0 if there is none.
+func readIncarnationFile(dir string) (uint64, error) {
+	b, err := os.ReadFile(incarnationPath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(raw) != 8 || binary.BigEndian.Uint64(raw) == 0 {
+		return 0, fmt.Errorf("%s does not hold an incarnation (16 hex digits, not all zero)", incarnationPath(dir))
+	}
+	return binary.BigEndian.Uint64(raw), nil
+}
+
+// writeIncarnationFile replaces dir's INCARNATION file atomically and durably.
+func writeIncarnationFile(dir string, inc uint64) error {
+	return writeFileSync(dir, incarnationPath(dir), fmt.Sprintf("%016x\n", inc))
+}
+
 // readClusterFile returns the ID in dir's CLUSTER file, or zero if there is none.
 func readClusterFile(dir string) (fsm.ClusterID, error) {
 	var id fsm.ClusterID
@@ -93,23 +141,29 @@ func readClusterFile(dir string) (fsm.ClusterID, error) {
 
 // writeClusterFile replaces dir's CLUSTER file atomically and durably.
 func writeClusterFile(dir string, id fsm.ClusterID) error {
-	tmp := clusterPath(dir) + ".tmp"
+	return writeFileSync(dir, clusterPath(dir), FormatClusterID(id)+"\n")
+}
+
+// writeFileSync replaces path (in dir) with content: written to a temporary
+// file, fsynced, renamed over path, and the directory fsynced.
+func writeFileSync(dir, path, content string) error {
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(f, "%s\n", FormatClusterID(id)); err != nil {
-		f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, clusterPath(dir)); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -120,7 +174,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }
 
@@ -128,14 +182,21 @@ func syncDir(dir string) error {
 // then run the check below and close the connection when it fails. Raft's
 // own bytes follow only on an accepted connection.
 //
-//	hello: "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8
-//	reply: "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 reason:str16
+//	hello: "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64]
+//	reply: "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
+//
+// Version 2 adds the incarnation; version 1 (older ticketd) is read with
+// incarnation 0 (unknown). The acceptor replies in the version of the hello,
+// so an older dialer reads the reply. An older acceptor refuses a version 2
+// hello by closing the connection unanswered; the dialer then says hello
+// once more in version 1 (see hello).
 var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
 
 const (
-	handshakeVersion = 1
-	kindRaft         = 1 // a Raft connection
-	kindProbe        = 2 // members add asks who is there; no Raft traffic follows
+	handshakeVersion   = 2
+	handshakeVersionV1 = 1
+	kindRaft           = 1 // a Raft connection
+	kindProbe          = 2 // members add asks who is there; no Raft traffic follows
 
 	stateEmpty       = 0
 	stateProvisional = 1
@@ -163,29 +224,48 @@ func stateName(s byte) string {
 
 // peerInfo is what the other end said about itself.
 type peerInfo struct {
-	ID      string
-	Cluster fsm.ClusterID
-	State   byte
+	ID          string
+	Cluster     fsm.ClusterID
+	State       byte
+	Incarnation uint64 // of its data directory; 0 if unknown (version 1)
+	// Version is the handshake version the frame was read in, or is to be
+	// written in (0 means the current one).
+	Version byte
 }
 
+func (p peerInfo) version() byte {
+	if p.Version == 0 {
+		return handshakeVersion
+	}
+	return p.Version
+}
+
+func appendIdentity(b []byte, p peerInfo) []byte {
+	b = append(b, p.Cluster[:]...)
+	b = append(b, p.State, byte(len(p.ID)))
+	b = append(b, p.ID...)
+	if p.version() >= 2 {
+		b = binary.BigEndian.AppendUint64(b, p.Incarnation)
+	}
+	return b
+}
+
+// appendHello writes me's hello in me.Version (0: the current one).
 func appendHello(b []byte, kind byte, me peerInfo) []byte {
 	b = append(b, handshakeMagic[:]...)
-	b = append(b, handshakeVersion, kind)
-	b = append(b, me.Cluster[:]...)
-	b = append(b, me.State, byte(len(me.ID)))
-	return append(b, me.ID...)
+	b = append(b, me.version(), kind)
+	return appendIdentity(b, me)
 }
 
+// appendReply writes me's reply in me.Version (0: the current one).
 func appendReply(b []byte, refused bool, me peerInfo, reason string) []byte {
 	b = append(b, handshakeMagic[:]...)
 	v := byte(0)
 	if refused {
 		v = 1
 	}
-	b = append(b, handshakeVersion, v)
-	b = append(b, me.Cluster[:]...)
-	b = append(b, me.State, byte(len(me.ID)))
-	b = append(b, me.ID...)
+	b = append(b, me.version(), v)
+	b = appendIdentity(b, me)
 	if len(reason) > 60000 {
 		reason = reason[:60000]
 	}
@@ -193,14 +273,22 @@ func appendReply(b []byte, refused bool, me peerInfo, reason string) []byte {
 	return append(b, reason...)
 }
 
+// errNoHandshake: the other end closed the connection before sending a byte
+// of its handshake (an older ticketd refusing a version it does not speak,
+// or a server going away).
+var errNoHandshake = errors.New("the peer closed the connection without a handshake")
+
 // readHandshake reads a hello (reply=false) or a reply: the byte after the
-// version is the kind or the verdict.
+// version is the kind or the verdict. p.Version is the frame's version.
 func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason string, err error) {
 	var head [4 + 1 + 1 + 16 + 1 + 1]byte
 	// The magic first, on its own: something that is not a ticketd (a
 	// client dialling the Raft port by mistake) is cut off at once rather
 	// than left waiting for bytes it will never send.
-	if _, err = io.ReadFull(r, head[:4]); err != nil {
+	if n, err := io.ReadFull(r, head[:4]); err != nil {
+		if n == 0 && !isTimeout(err) {
+			return p, 0, "", fmt.Errorf("read handshake: %w (%w)", errNoHandshake, err)
+		}
 		return p, 0, "", fmt.Errorf("read handshake: %w", err)
 	}
 	if [4]byte(head[:4]) != handshakeMagic {
@@ -209,9 +297,10 @@ func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason str
 	if _, err = io.ReadFull(r, head[4:]); err != nil {
 		return p, 0, "", fmt.Errorf("read handshake: %w", err)
 	}
-	if head[4] != handshakeVersion {
-		return p, 0, "", fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd version %d", head[4], handshakeVersion)
+	if head[4] < handshakeVersionV1 || head[4] > handshakeVersion {
+		return p, 0, "", fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd versions %d to %d: run the same ticketd version on every server", head[4], handshakeVersionV1, handshakeVersion)
 	}
+	p.Version = head[4]
 	second = head[5]
 	copy(p.Cluster[:], head[6:22])
 	p.State = head[22]
@@ -220,6 +309,13 @@ func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason str
 		return p, 0, "", fmt.Errorf("read handshake: %w", err)
 	}
 	p.ID = string(id)
+	if p.Version >= 2 {
+		var inc [8]byte
+		if _, err = io.ReadFull(r, inc[:]); err != nil {
+			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		}
+		p.Incarnation = binary.BigEndian.Uint64(inc[:])
+	}
 	if reply {
 		var n [2]byte
 		if _, err = io.ReadFull(r, n[:]); err != nil {
@@ -236,9 +332,10 @@ func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason str
 
 // identity is this server's side of the handshake.
 type identity struct {
-	nodeID string
-	dir    string
-	log    *slog.Logger
+	nodeID      string
+	dir         string
+	log         *slog.Logger
+	incarnation uint64 // of this data directory (INCARNATION)
 
 	// Set once Raft runs (the handshake needs the leader state, the
 	// configuration and the participants).
@@ -248,10 +345,10 @@ type identity struct {
 	mu        sync.Mutex
 	cluster   fsm.ClusterID
 	hasState  bool
-	settling  bool            // a new leader is committing the cluster ID
-	admitting map[string]bool // peers this leader admitted, accepted until they settle
-	seen      map[string]bool // peers met while provisional: participants of the new cluster
-	known     map[string]bool // participants in this directory's log at start (applied or not)
+	settling  bool              // a new leader is committing the cluster ID
+	admitting map[string]bool   // peers this leader admitted, accepted until they settle
+	seen      map[string]uint64 // peers met while provisional (participants of the new cluster): their incarnations
+	known     map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
 	conns     map[*hsConn]fsm.ClusterID
 	logged    map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
@@ -272,7 +369,7 @@ func (m *identity) selfLocked() peerInfo {
 	case m.hasState:
 		st = stateProvisional
 	}
-	return peerInfo{ID: m.nodeID, Cluster: m.cluster, State: st}
+	return peerInfo{ID: m.nodeID, Cluster: m.cluster, State: st, Incarnation: m.incarnation}
 }
 
 // Cluster returns the ID this server knows (zero if none).
@@ -318,7 +415,7 @@ func (m *identity) settle(id fsm.ClusterID) {
 		m.log.Warn("cluster ID replaced (restore)", "cluster", FormatClusterID(id), "previous", FormatClusterID(old))
 	}
 	for _, c := range stale {
-		c.Close()
+		_ = c.Close()
 	}
 }
 
@@ -342,12 +439,13 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		}
 		// The settled end decides about us; provisional peers form a new cluster together.
 		m.mu.Lock()
-		if me.State == stateProvisional && p.State != stateSettled && m.settling && m.seen != nil && !m.seen[p.ID] {
+		_, met := m.seen[p.ID]
+		if me.State == stateProvisional && p.State != stateSettled && m.settling && m.seen != nil && !met {
 			m.mu.Unlock()
 			return "this cluster's first leader is setting the cluster ID; try again in a moment"
 		}
-		if m.seen != nil && (m.seen[p.ID] || len(m.seen) < maxTracked) {
-			m.seen[p.ID] = true
+		if m.seen != nil && (met || len(m.seen) < maxTracked) {
+			m.seen[p.ID] = p.Incarnation
 		}
 		m.mu.Unlock()
 		return ""
@@ -364,7 +462,12 @@ func (m *identity) check(p peerInfo, dialed string) string {
 				p.ID, FormatClusterID(p.Cluster), FormatClusterID(me.Cluster), p.ID, p.ID, p.ID)
 		}
 		if m.isLeader() && !m.participant(p.ID) {
-			go m.admit(p.ID) // a settled member of this cluster: record it
+			go func() { // a settled member of this cluster: record it
+				// On failure the next handshake of that peer tries again.
+				if err := m.admit(p.ID, p.Incarnation); err != nil {
+					m.log.Warn("recording a participant failed; retried at its next handshake", "node", p.ID, "err", err)
+				}
+			}()
 		}
 		return ""
 	}
@@ -376,6 +479,12 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	if m.participant(p.ID) {
+		if rec := m.incarnationOf(p.ID); p.State == stateProvisional && rec != 0 && rec == p.Incarnation {
+			// The same data directory that took part, without the cluster
+			// ID yet: it has not applied the entry that set it (F7). It
+			// holds what it acknowledged and catches up through Raft.
+			return ""
+		}
 		return fmt.Sprintf("%s has been a member of cluster %s but its data directory is now %s: it has lost data the cluster counted on and must not vote or count towards a majority. "+
 			"Remove it and add it back empty: ticketctl members remove %s; start it with an empty data directory and --join; ticketctl members add %s RAFTADDR",
 			p.ID, FormatClusterID(me.Cluster), stateName(p.State), p.ID, p.ID)
@@ -384,7 +493,7 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		// A voter of this cluster's configuration that has never been
 		// connected (started after the cluster formed): admit it, durably,
 		// before it receives anything.
-		if err := m.admit(p.ID); err != nil {
+		if err := m.admit(p.ID, p.Incarnation); err != nil {
 			return fmt.Sprintf("could not record %s as a participant: %v", p.ID, err)
 		}
 		return ""
@@ -396,7 +505,7 @@ func (m *identity) isLeader() bool { r := m.r.Load(); return r != nil && r.State
 
 func (m *identity) participant(id string) bool {
 	m.mu.Lock()
-	k := m.known[id]
+	_, k := m.known[id]
 	m.mu.Unlock()
 	if k || m.fsm == nil {
 		return k
@@ -404,6 +513,22 @@ func (m *identity) participant(id string) bool {
 	m.fsm.mu.RLock()
 	defer m.fsm.mu.RUnlock()
 	return m.fsm.state.Admitted(id)
+}
+
+// incarnationOf returns the incarnation recorded with participant id: from
+// the applied state, else from this directory's log at start; 0 if none.
+func (m *identity) incarnationOf(id string) uint64 {
+	if m.fsm != nil {
+		m.fsm.mu.RLock()
+		ok, inc := m.fsm.state.Admitted(id), m.fsm.state.Incarnation(id)
+		m.fsm.mu.RUnlock()
+		if ok {
+			return inc
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.known[id]
 }
 
 func (m *identity) configIDAt(addr string) string {
@@ -419,9 +544,10 @@ func (m *identity) configIDAt(addr string) string {
 	return ""
 }
 
-// admit commits OpAdmit for id (leader only) and accepts it while it catches up.
-func (m *identity) admit(id string) error {
-	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: id}}}
+// admit commits OpAdmit for id (leader only), with the incarnation of its
+// data directory, and accepts it while it catches up.
+func (m *identity) admit(id string, inc uint64) error {
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: id, Incarnation: inc}}}
 	if err := m.r.Load().Apply(fsm.AppendBatch(nil, &b), handshakeTimeout).Error(); err != nil {
 		return err
 	}
@@ -535,7 +661,7 @@ func (s *clusterStream) acceptLoop() {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
-			s.Close()
+			_ = s.Close()
 			return
 		}
 		go s.serve(c) // a slow peer must not hold up the others
@@ -544,7 +670,7 @@ func (s *clusterStream) acceptLoop() {
 
 // serve runs the accepting side of the handshake.
 func (s *clusterStream) serve(raw net.Conn) {
-	var c net.Conn = raw
+	c := raw
 	if s.tls != nil {
 		c = tls.Server(raw, s.tls)
 	}
@@ -558,8 +684,9 @@ func (s *clusterStream) serve(raw net.Conn) {
 		return
 	}
 	me := s.id.self()
+	me.Version = p.Version // an older dialer reads only its own version
 	if kind == kindProbe {
-		c.Write(appendReply(nil, false, me, ""))
+		_, _ = c.Write(appendReply(nil, false, me, ""))
 		c.Close()
 		return
 	}
@@ -604,22 +731,46 @@ func (s *clusterStream) dial(addr string, timeout time.Duration) (net.Conn, erro
 	return tls.DialWithDialer(d, "tcp", addr, s.tls)
 }
 
+// hello dials addr and exchanges hellos: in the current version, and once
+// more in version 1 if the peer closed the connection unanswered (an older
+// ticketd that does not read version 2).
+func (s *clusterStream) hello(addr string, kind byte, timeout time.Duration) (net.Conn, peerInfo, byte, string, error) {
+	var err error
+	for _, v := range []byte{handshakeVersion, handshakeVersionV1} {
+		var c net.Conn
+		if c, err = s.dial(addr, timeout); err != nil {
+			return nil, peerInfo{}, 0, "", err
+		}
+		me := s.id.self()
+		me.Version = v
+		c.SetDeadline(time.Now().Add(max(timeout, handshakeTimeout)))
+		if _, err = c.Write(appendHello(nil, kind, me)); err != nil {
+			c.Close()
+			return nil, peerInfo{}, 0, "", err
+		}
+		p, second, reason, rerr := readHandshake(c, true)
+		if rerr == nil {
+			return c, p, second, reason, nil
+		}
+		c.Close()
+		if err = rerr; !errors.Is(err, errNoHandshake) {
+			break
+		}
+	}
+	return nil, peerInfo{}, 0, "", err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := s.dial(string(addr), timeout)
+	c, p, verdict, reason, err := s.hello(string(addr), kindRaft, timeout)
 	if err != nil {
 		return nil, err
 	}
 	me := s.id.self()
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := c.Write(appendHello(nil, kindRaft, me)); err != nil {
-		c.Close()
-		return nil, err
-	}
-	p, verdict, reason, err := readHandshake(c, true)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
 	if verdict != 0 {
 		c.Close()
 		s.id.refused("dial (refused by the peer)", string(addr), p, reason)
@@ -636,28 +787,21 @@ func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 
 // PeerState is what a server at a Raft address says about itself.
 type PeerState struct {
-	NodeID  string
-	Cluster fsm.ClusterID
-	Empty   bool // no Raft state: waiting to be added
-	Settled bool // knows its cluster ID
+	NodeID      string
+	Cluster     fsm.ClusterID
+	Empty       bool   // no Raft state: waiting to be added
+	Settled     bool   // knows its cluster ID
+	Incarnation uint64 // of its data directory; 0 if unknown (an older ticketd)
 }
 
 // Probe asks the server at addr who it is, without opening a Raft connection.
 func (n *Node) Probe(addr string, timeout time.Duration) (PeerState, error) {
-	c, err := n.stream.dial(addr, timeout)
+	c, p, _, _, err := n.stream.hello(addr, kindProbe, timeout)
 	if err != nil {
 		return PeerState{}, err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write(appendHello(nil, kindProbe, n.id.self())); err != nil {
-		return PeerState{}, err
-	}
-	p, _, _, err := readHandshake(c, true)
-	if err != nil {
-		return PeerState{}, err
-	}
-	return PeerState{NodeID: p.ID, Cluster: p.Cluster, Empty: p.State == stateEmpty, Settled: p.State == stateSettled}, nil
+	c.Close()
+	return PeerState{NodeID: p.ID, Cluster: p.Cluster, Empty: p.State == stateEmpty, Settled: p.State == stateSettled, Incarnation: p.Incarnation}, nil
 }
 
 // watchLeadership gives a new cluster its ID as soon as it has a leader.
@@ -695,12 +839,18 @@ func (n *Node) ensureClusterID() {
 	if f.Error() != nil {
 		return
 	}
-	ops := []fsm.Op{{Kind: fsm.OpSetCluster, Cluster: NewClusterID()}, {Kind: fsm.OpAdmit, NodeID: n.cfg.ID}}
+	ops := []fsm.Op{{Kind: fsm.OpSetCluster, Cluster: NewClusterID()}, {Kind: fsm.OpAdmit, NodeID: n.cfg.ID, Incarnation: n.id.incarnation}}
 	n.id.mu.Lock()
 	n.id.settling = true
 	for _, s := range f.Configuration().Servers {
-		if id := string(s.ID); n.id.seen[id] && id != n.cfg.ID {
-			ops = append(ops, fsm.Op{Kind: fsm.OpAdmit, NodeID: id})
+		if id := string(s.ID); id != n.cfg.ID {
+			inc, met := n.id.seen[id]
+			if !met {
+				continue
+			}
+			// With its incarnation: should this leader fail before id
+			// applied the ID, the next leader still recognises it (F7).
+			ops = append(ops, fsm.Op{Kind: fsm.OpAdmit, NodeID: id, Incarnation: inc})
 			n.id.admitting[id] = true // accepted while they catch up with the ID
 		}
 	}
@@ -754,7 +904,7 @@ func (n *Node) PrepareJoin(id, addr string) error {
 		return fmt.Errorf("%w: %s at %s already holds Raft state (%s): a server is added with an empty data directory. "+
 			"Stop it, empty its data directory, start it with --join, then run members add again", ErrJoinRefused, id, addr, FormatClusterID(p.Cluster))
 	}
-	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: id}}}
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: id, Incarnation: p.Incarnation}}}
 	if err := n.raft.Apply(fsm.AppendBatch(nil, &b), handshakeTimeout).Error(); err != nil {
 		return fmt.Errorf("record %s as a participant: %w", id, err)
 	}

@@ -143,6 +143,11 @@ func TestRestoreStateNewIDAndFloor(t *testing.T) {
 	if len(parts) != 1 || parts[0] != "r1" {
 		t.Fatalf("participants after restore: %v (the old cluster's must be forgotten)", parts)
 	}
+	var inc uint64
+	n.Read(func(s *fsm.State) { inc = s.Incarnation("r1") })
+	if inc == 0 || inc != n.id.incarnation {
+		t.Fatalf("the restored server is recorded with incarnation %x; its directory's is %x", inc, n.id.incarnation)
+	}
 }
 
 // TestOpenChecksIdentity: the CLUSTER file is rebuilt from the log when a

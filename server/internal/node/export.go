@@ -44,7 +44,7 @@ func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 	if err != nil {
 		return info, err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
 	if err != nil {
 		return info, accessOr(dir, err)
@@ -81,7 +81,7 @@ func replayLocal(dbPath string, store *raftboltdb.BoltStore, snaps raft.Snapshot
 			return nil, 0, err
 		}
 		st, err = fsm.ReadSnapshot(rc)
-		rc.Close()
+		_ = rc.Close()
 		if err != nil {
 			return nil, 0, err
 		}

@@ -59,7 +59,7 @@ func checkWritable(dir string) error {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err == nil {
 		err = f.Sync()
-		f.Close()
+		_ = f.Close()
 		os.Remove(p)
 	}
 	if err != nil {
@@ -68,10 +68,10 @@ func checkWritable(dir string) error {
 		}
 		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	for _, name := range []string{"raft.db", memberMarker, clusterFile} {
+	for _, name := range []string{"raft.db", memberMarker, clusterFile, incarnationFile} {
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		if err == nil {
-			f.Close()
+			_ = f.Close()
 		} else if isAccess(err) {
 			return accessOr(dir, err)
 		}
@@ -97,11 +97,11 @@ func writeMarker(dir, id string) error {
 		return err
 	}
 	if _, err := fmt.Fprintf(f, "ticketd member %s, data since %s\n", id, time.Now().UTC().Format(time.RFC3339)); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()
@@ -135,7 +135,7 @@ func checkBoltFile(path string) (err error) {
 		}
 		return damaged(path, err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	var want int64
 	if err := db.View(func(tx *bbolt.Tx) error { want = tx.Size(); return nil }); err != nil {
 		return damaged(path, err)
@@ -250,7 +250,7 @@ func verifySnapshots(dir string, s *raftboltdb.BoltStore, snaps *raft.FileSnapsh
 		return fmt.Errorf("%w: snapshot %s: %v. %s", ErrDamaged, filepath.Join(snapDir, list[0].ID), err, fix)
 	}
 	_, err = fsm.ReadSnapshot(rc)
-	rc.Close()
+	_ = rc.Close()
 	if err != nil {
 		return fmt.Errorf("%w: snapshot %s: %v. %s", ErrDamaged, filepath.Join(snapDir, list[0].ID), err, fix)
 	}

@@ -111,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := checkWritable(cfg.Dir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsm: &stateMachine{state: fsm.New()}, done: make(chan struct{})}
+	n := &Node{cfg: cfg, fsm: &stateMachine{nodeID: cfg.ID, state: fsm.New()}, done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -160,9 +160,24 @@ func Open(cfg Config) (*Node, error) {
 			"Do not start it as a new cluster: run ticketctl members remove %s on the cluster, empty this directory, "+
 			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
 	}
-	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing,
-		admitting: map[string]bool{}, seen: map[string]bool{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
-		known: map[string]bool{}}
+	// The incarnation is created with the Raft state: a directory without
+	// Raft state gets a new one (replacing any left behind), so a directory
+	// that lost its data and started again never shows the old one. A
+	// directory from before incarnations gets one now; the cluster has
+	// none recorded for it, so nothing is accepted on its strength.
+	inc, err := readIncarnationFile(cfg.Dir)
+	if err != nil {
+		return nil, accessOr(cfg.Dir, damaged(incarnationPath(cfg.Dir), err))
+	}
+	if !existing || inc == 0 {
+		inc = newIncarnation()
+		if err := writeIncarnationFile(cfg.Dir, inc); err != nil {
+			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", incarnationPath(cfg.Dir), err))
+		}
+	}
+	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing, incarnation: inc,
+		admitting: map[string]bool{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
+		known: map[string]uint64{}}
 	if existing {
 		// Raft applies the log after a restart only once it learns the
 		// commit index from a leader; the participants must be known
@@ -182,7 +197,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		if local.Cluster() == cluster {
 			for _, id := range local.Participants() {
-				n.id.known[id] = true
+				n.id.known[id] = local.Incarnation(id)
 			}
 		}
 	}
@@ -254,7 +269,13 @@ func Open(cfg Config) (*Node, error) {
 			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err))
 		}
 	}
-	n.fsm.mark = func() { writeMarker(cfg.Dir, cfg.ID) }
+	n.fsm.mark = func() {
+		// Checked at start: a data directory without its marker is refused
+		// as damaged, so a failure to write it now must be visible.
+		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
+			cfg.Logger.Error("writing the member marker failed", "path", markerPath(cfg.Dir), "err", err)
+		}
+	}
 	n.fsm.snapshotEvery = cfg.SnapshotThreshold
 	n.fsm.snapshotNow = func() {
 		defer n.fsm.snapshotting.Store(false)
@@ -374,7 +395,7 @@ func (n *Node) RestoreState(st *fsm.State, minToken uint64) (uint64, error) {
 	}
 	st.RaiseTokenFloor(floor)
 	st.SetCluster(NewClusterID())
-	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: n.cfg.ID}}}
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: n.cfg.ID, Incarnation: n.id.incarnation}}}
 	st.Apply(b)
 	n.cfg.Logger.Info("restoring backup", "held", st.Len(), "backup_last_token", backupLast, "tokens_resume_above", floor,
 		"cluster", FormatClusterID(st.Cluster()))
@@ -453,19 +474,24 @@ const shutdownGrace = 10 * time.Second
 
 func (n *Node) closeStores() {
 	if n.transport != nil {
-		n.transport.Close()
+		_ = n.transport.Close()
 	}
 	if n.store != nil {
-		n.store.Close()
+		_ = n.store.Close()
 	}
 }
 
 // stateMachine adapts fsm.State to raft.FSM.
+// testBeforeApply, set only by tests, is called with every batch before a
+// server applies it: a test holds one server back there (F7).
+var testBeforeApply atomic.Pointer[func(nodeID string, b fsm.Batch)]
+
 type stateMachine struct {
-	mu    sync.RWMutex
-	state *fsm.State
-	held  atomic.Int64
-	mark  func() // records the data directory as a member's (see memberMarker)
+	nodeID string
+	mu     sync.RWMutex
+	state  *fsm.State
+	held   atomic.Int64
+	mark   func() // records the data directory as a member's (see memberMarker)
 	// onCluster is called (outside the lock) when the cluster ID in the
 	// state changes: first set, or replaced by a restore.
 	onCluster   func(fsm.ClusterID)
@@ -492,6 +518,9 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 		// follow the log faithfully, so it stops rather than diverge.
 		panic(fmt.Sprintf("ticketd: Raft log entry %d is damaged (%v); this server stops to avoid serving a wrong state", l.Index, err))
 	}
+	if h := testBeforeApply.Load(); h != nil {
+		(*h)(m.nodeID, b)
+	}
 	m.mu.Lock()
 	res := m.state.Apply(b)
 	m.held.Store(int64(m.state.Len()))
@@ -516,7 +545,7 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	m.marked.Do(m.mark)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
@@ -543,7 +572,7 @@ type snapshot struct{ state *fsm.State }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.state.WriteSnapshot(sink); err != nil {
-		sink.Cancel()
+		_ = sink.Cancel() // the write's error is the one to report
 		return err
 	}
 	return sink.Close()

@@ -97,7 +97,7 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close(ctx)
+	defer func() { _ = c.Close(ctx) }()
 	if _, err := c.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
@@ -241,7 +241,7 @@ func launch(dir, data, postgres string, cred *syscall.Credential) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child has its own descriptor
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	cmd := command(dir, cred, postgres, "-D", data,
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
@@ -264,11 +264,11 @@ func launch(dir, data, postgres string, cred *syscall.Credential) (*Server, erro
 	}
 	s := &Server{dir: dir, port: port, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait()
 		close(s.done)
 	}()
 	if err := s.waitReady(logPath); err != nil {
-		s.Stop()
+		_ = s.Stop()
 		return nil, err
 	}
 	return s, nil
@@ -284,7 +284,7 @@ func (s *Server) waitReady(logPath string) error {
 		c, err := pgx.Connect(ctx, s.DSN())
 		cancel()
 		if err == nil {
-			c.Close(context.Background())
+			_ = c.Close(context.Background())
 			return nil
 		}
 		select {

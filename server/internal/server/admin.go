@@ -148,7 +148,7 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 		fail(err)
 		return
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	h := sha256.New()
 	buf := make([]byte, adminwire.SnapshotChunk)
 	var size int64

@@ -226,7 +226,7 @@ func newAuthTable(c *Config) *authTable {
 		t.byName[p.name] = p
 		for _, h := range pc.TokenSHA256 {
 			var sum [sha256.Size]byte
-			hex.Decode(sum[:], []byte(strings.ToLower(h)))
+			_, _ = hex.Decode(sum[:], []byte(strings.ToLower(h))) // validated as 64 hex digits when the configuration loaded
 			t.hashes = append(t.hashes, sum)
 			t.hashOwner = append(t.hashOwner, p)
 		}

@@ -187,7 +187,7 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 		if closing && !more {
 			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
-				tc.CloseWrite() // let the client read the last frame before the reset
+				_ = tc.CloseWrite() // let the client read the last frame before the reset
 			}
 			return
 		}

@@ -86,16 +86,17 @@ func (c *core) applied(a applied) {
 		case causeAttempt:
 			c.attemptDone(cs.w, res, now)
 		case causeRelease:
-			if res.Status == fsm.Released {
+			switch res.Status {
+			case fsm.Released:
 				c.metrics.release()
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
-			} else if res.Status == fsm.Forbidden {
+			case fsm.Forbidden:
 				name := "release"
 				if op.Kind == fsm.OpReleaseOwner {
 					name = "release_owner"
 				}
 				cs.c.refuse(cs.id, name, op.Key, wire.ForbiddenOwner)
-			} else {
+			default:
 				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
 			}
 			c.freed(op.Key, res)

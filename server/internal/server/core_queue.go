@@ -61,16 +61,6 @@ type waiter struct {
 	done      bool
 }
 
-func (w *waiter) live() int {
-	n := 0
-	for _, r := range w.replies {
-		if !r.cancelled {
-			n++
-		}
-	}
-	return n
-}
-
 // keyQueue is the FIFO of one key. At most one acquire per key is being
 // committed at a time (attempting); later arrivals queue behind it, so grants
 // follow arrival order even while entries are in flight.

@@ -228,7 +228,9 @@ func TestHostileTLSGarbage(t *testing.T) {
 	pool := ca.Pool()
 	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.TLS = server.TLSFiles{CertFile: certFile, KeyFile: keyFile}
-		cfg.HelloTimeout = time.Second // also bounds a TLS handshake that stalls
+		// Also bounds a TLS handshake that stalls; long enough that the
+		// served TLS clients' handshakes finish on a loaded machine.
+		cfg.HelloTimeout = 3 * time.Second
 	}))
 	// Parallel only once the cluster is up: its ports are taken then, so
 	// other tests' connections cannot take them between FreePort and bind.
@@ -249,6 +251,9 @@ func TestHostileTLSGarbage(t *testing.T) {
 	kinds := []string{"random bytes", "TLS record header then garbage", "plaintext protocol hello", "half a TLS handshake", "nothing"}
 	var wg sync.WaitGroup
 	var closed atomic.Int64
+	// If the test stops early, its garbage senders still finish (and report)
+	// before the test counts as completed.
+	t.Cleanup(wg.Wait)
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {

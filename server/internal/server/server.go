@@ -42,7 +42,6 @@ type Server struct {
 	serving   bool
 	servingCh chan struct{} // closed while serving; replaced when serving stops
 	closed    bool
-	nconns    atomic.Int64
 	// transferTo is the id of the voter that a leadership transfer started
 	// here was sent to, until Raft names the new leader: M names it meanwhile
 	// instead of nothing.
@@ -106,14 +105,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		ln.Close()
 		if cfg.RestoreFile != "" {
-			removeContents(raftDir) // it was empty: leave it so
+			_ = removeContents(raftDir) // it was empty: leave it so
 		}
 		return nil, err
 	}
 	if cfg.RestoreFile != "" {
 		if err := s.restore(backup); err != nil {
 			ln.Close()
-			s.node.Close()
+			_ = s.node.Close()
 			// Leave the directory as it was found: empty. A later start
 			// without --restore then cannot serve a half-made cluster.
 			if rerr := removeContents(raftDir); rerr != nil {
@@ -128,11 +127,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			ln.Close()
-			s.node.Close()
+			_ = s.node.Close()
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 		}
 		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-		s.goRun(func() { s.http.Serve(s.httpLn) })
+		s.goRun(func() {
+			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("the HTTP listener (metrics, health) stopped", "addr", cfg.HTTPAddr, "err", err)
+			}
+		})
 	}
 	s.goRun(s.core.run)
 	s.goRun(s.watchLeadership)
@@ -205,7 +208,7 @@ func (s *Server) acceptLoop() {
 				s.metrics.capacityRejects.WithLabelValues("connections").Inc()
 			}
 			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write(wire.Append(nil, &f))
+			_, _ = nc.Write(wire.Append(nil, &f))
 			nc.Close()
 			continue
 		}
@@ -343,8 +346,9 @@ func (s *Server) watchLeadership() {
 		case <-ch:
 		case <-t.C:
 		}
-		s.watchGate.Lock() // held only by tests (export_test.go)
-		s.watchGate.Unlock()
+		// A gate, held only by tests (export_test.go): wait while it is held.
+		s.watchGate.Lock()
+		s.watchGate.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the gate
 		cur := leadership{leader: r.State() == raft.Leader}
 		if cur.leader {
 			cur.term = r.CurrentTerm()
@@ -443,7 +447,7 @@ func (s *Server) stopAll(ctx context.Context) error {
 	close(s.stop)
 	close(s.core.stop)
 	if s.http != nil {
-		s.http.Shutdown(ctx)
+		_ = s.http.Shutdown(ctx) // past ctx the process is ending anyway
 	}
 	// Let Raft answer every entry already proposed before shutting it down.
 	drain := time.NewTimer(10 * time.Second)
@@ -470,7 +474,7 @@ func readBackup(file string) (*fsm.State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: open backup: %w (nothing was changed)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	st, err := fsm.ReadSnapshot(f)
 	switch {
 	case errors.Is(err, fsm.ErrSnapshotVersion):
@@ -584,14 +588,14 @@ func raftTLSConfig(t TLSFiles) (*tls.Config, error) {
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ok, why := s.ready(); !ok {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ready\n"))
+		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux

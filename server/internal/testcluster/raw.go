@@ -93,7 +93,7 @@ func (r *Raw) RecvErr(d time.Duration) (wire.Frame, error) {
 			return wire.Frame{}, err
 		}
 		if f.Type == wire.TypePing {
-			r.Conn.Write(wire.Append(nil, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce}))
+			_, _ = r.Conn.Write(wire.Append(nil, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce}))
 			continue
 		}
 		f.Key = append([]byte(nil), f.Key...)

@@ -134,7 +134,7 @@ func (c *Cluster) stopAll() {
 	defer c.mu.Unlock()
 	for i, s := range c.servers {
 		if s != nil {
-			s.Close()
+			_ = s.Close()
 			c.servers[i] = nil
 		}
 	}
@@ -194,7 +194,7 @@ func (c *Cluster) Kill(i int) {
 	c.servers[i] = nil
 	c.mu.Unlock()
 	if s != nil {
-		s.Close()
+		_ = s.Close()
 	}
 }
 

@@ -91,7 +91,9 @@ public final class Ticket implements AutoCloseable {
     /**
      * Releases the ticket and reports the outcome: returns when the server
      * answered R; {@link NotHeldException} for N (it had already expired or
-     * been released); {@link PermissionDeniedException} for F (final, not
+     * been released; {@link NotHeldAfterRetryException} when N answered a
+     * release sent again after a lost answer, which the earlier attempt may
+     * have released); {@link PermissionDeniedException} for F (final, not
      * retried: the ticket stays held); another exception when no final answer came within
      * {@link TicketBroker#RELEASE_BOUND} (5 s from this call, retried with the
      * exact token across reconnects). A failed release is never presumed

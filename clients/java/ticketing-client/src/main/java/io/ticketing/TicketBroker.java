@@ -248,6 +248,7 @@ public final class TicketBroker implements AutoCloseable {
         // once; the broker backs off only after a whole round failed.
         java.util.ArrayDeque<String> round = new java.util.ArrayDeque<>();
         String lastGood = "";
+        String lastDead = ""; // the server whose session just died (silent or dropped): dialed last
         int failures = 0;
         int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
         String hint = "";
@@ -272,6 +273,13 @@ public final class TicketBroker implements AutoCloseable {
                         order.add(lastGood);
                     }
                     order.addAll(cfg.addrs);
+                    if (!lastDead.isEmpty()) {
+                        // A paused or cut-off server still accepts TCP (the
+                        // kernel answers), so dialing it first would cost the
+                        // failover a dial; try it after the others.
+                        order.remove(lastDead);
+                        order.add(lastDead);
+                    }
                     round.addAll(order);
                 }
                 addr = round.poll();
@@ -315,6 +323,7 @@ public final class TicketBroker implements AutoCloseable {
                 continue;
             }
             lastGood = addr;
+            lastDead = "";
             round.clear(); // after this session, a new round starts with it
             mu.lock();
             try {
@@ -354,6 +363,9 @@ public final class TicketBroker implements AutoCloseable {
                 return;
             }
             LOG.log(Level.INFO, "ticketing: connection ended: {0}", f.what());
+            if (f.kind() == Conn.Kind.SILENT || f.kind() == Conn.Kind.DROP) {
+                lastDead = addr;
+            }
             if (System.nanoTime() - c.bornNanos > TimeUnit.SECONDS.toNanos(1)) {
                 failures = 0;
                 follows = 0;
@@ -893,7 +905,9 @@ public final class TicketBroker implements AutoCloseable {
      * persisted). Returns when the server answered R (the hold ended).
      *
      * @throws NotHeldException N: the ticket had already expired or been released, or the key is held under
-     *     another token (a release never ends it)
+     *     another token (a release never ends it); {@link NotHeldAfterRetryException} (a subclass) when N
+     *     answered a release sent again after the first attempt's answer was lost: the earlier attempt may
+     *     have released it
      * @throws CapacityException B
      * @throws PermissionDeniedException F: this client's principal may not release it (the key is outside its
      *     prefixes, or the ticket was granted to another principal): final, not retried, the ticket stays held
@@ -1001,11 +1015,12 @@ public final class TicketBroker implements AutoCloseable {
                         return;
                     }
                     case Type.NOT_HELD -> {
-                        String m = op + ": the server answered that this token does not hold the key (it expired or was released before)";
                         if (sent > 1) {
-                            m += "; an earlier attempt whose answer was lost may have released it";
+                            // N may answer our own earlier attempt: a distinct
+                            // subclass, so callers can tell (docs/protocol.md).
+                            throw new NotHeldAfterRetryException(op + ": the server answered that this token does not hold the key; an earlier attempt whose answer was lost may have released it (or it had expired or been released before)");
                         }
-                        throw new NotHeldException(m);
+                        throw new NotHeldException(op + ": the server answered that this token does not hold the key (it expired or was released before)");
                     }
                     // final: the same release would be refused again, so it is not retried
                     case Type.FORBIDDEN -> throw forbidden(op, c.addr, a.frame().reason, "; not released, the ticket stays held");

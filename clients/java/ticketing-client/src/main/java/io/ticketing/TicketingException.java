@@ -10,7 +10,8 @@ package io.ticketing;
  *   <li>{@link IndeterminateException}: the request may have been sent but its final answer was lost: the
  *       ticket may or may not have been granted; do not enter the critical section;
  *   <li>{@link BudgetExceededException}: granted too late for the work budget; the client released it;
- *   <li>{@link NotHeldException}: a release found the token no longer holding the key (N);
+ *   <li>{@link NotHeldException}: a release found the token no longer holding the key (N); its subclass
+ *       {@link NotHeldAfterRetryException} when N answered a release resent after a lost answer;
  *   <li>{@link InvalidArgumentException}: an argument out of range; nothing was sent;
  *   <li>{@link UnauthenticatedException}: the server refused the token or the client certificate;
  *   <li>{@link PermissionDeniedException}: the server refused the request for this client's principal (F):

@@ -380,6 +380,34 @@ class RulesTest {
         assertInstanceOf(NotHeldException.class, e.getCause());
     }
 
+    /**
+     * N to a release sent again after the first attempt's answer was lost is
+     * a NotHeldAfterRetryException (still a NotHeldException): the earlier
+     * attempt may be what released it. N to a first attempt is a plain
+     * NotHeldException (the Go client's TestReleaseNotHeldAfterLostAnswerIsDistinct).
+     */
+    @Test
+    void rule5_notHeldAfterALostAnswerIsDistinct() throws Exception {
+        FakeServer srv = server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                if (f.type == Type.RELEASE && f.token == 1 && n == 1) {
+                    s.close(); // released, but the answer is lost with the connection
+                    return;
+                }
+                s.send(FakeServer.idOnly(Type.NOT_HELD, f.id));
+            }
+        });
+        TicketBroker b = broker(srv.addr());
+        NotHeldException e = assertThrows(NotHeldException.class, () -> b.releaseTokenBlocking("k", 1));
+        assertInstanceOf(NotHeldAfterRetryException.class, e, e.getMessage());
+        assertTrue(e.getMessage().contains("earlier attempt"), e.getMessage());
+        assertEquals(2, srv.received(type(Type.RELEASE)).size());
+        e = assertThrows(NotHeldException.class, () -> b.releaseTokenBlocking("k", 2));
+        assertFalse(e instanceof NotHeldAfterRetryException, "N to a first attempt: " + e);
+    }
+
     // ---- Rule 6: a ticket only with positive conservative remaining time >= budget ----
 
     @Test
@@ -676,13 +704,20 @@ class RulesTest {
      * a session, then the configured addresses. With A then B configured and
      * A's first session lost, the broker's next session is with A again.
      */
+    /**
+     * A session that the server ended with a frame (here E 11, stopping) was
+     * on a server that answers: the next round starts with it. (A session that
+     * died of silence or a drop is the opposite case, see
+     * rule9_aSilentServerIsDialedLast.)
+     */
     @Test
     void rule9_aLostSessionReconnectsToTheLastGoodServerFirst() throws Exception {
         FakeServer.Locks locks = new FakeServer.Locks();
         FakeServer a = server((s, n) -> {
             s.hello();
             if (n == 1) {
-                s.readRequest(); // the first describe: the session is lost before its answer
+                s.readRequest(); // the first describe: the session ends before its answer
+                s.send(FakeServer.error(11, "stopping"));
                 s.close();
                 return;
             }
@@ -694,6 +729,34 @@ class RulesTest {
         assertFalse(b.describeBlocking("k").held());
         assertEquals(2, a.received(type(Type.DESCRIBE)).size(), "the second describe went elsewhere");
         assertEquals(0, b2.connections.get(), "the broker skipped the last good server");
+    }
+
+    /**
+     * A server that goes silent (paused, or cut off without resets) still
+     * accepts TCP connections, so the reconnect after its session was given
+     * up tries the other servers first (the Go client's
+     * TestSilentServerIsDialedLast). Java dials one address at a time, so the
+     * order alone decides which server gets the next session.
+     */
+    @Test
+    void rule9_aSilentServerIsDialedLast() throws Exception {
+        FakeServer silent = server((s, n) -> {
+            if (n == 1) {
+                s.hello(100, 16); // pings every 100 ms announced, then nothing
+                s.poll(30_000);
+            }
+            // later connections: hung up at once (only counted)
+        });
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer good = normalServer(locks);
+        TicketBroker b = broker(TicketBroker.builder().addrs(silent.addr(), good.addr()));
+        eventually("the broker reconnected to the other server", () -> {
+            Conn c = b.currentConn();
+            return c != null && c.addr.equals(good.addr());
+        });
+        assertEquals(1, good.connections.get());
+        // The first listed server had the first session (and gave it up).
+        assertEquals(1, silent.connections.get(), "the silent server was dialed again before the other one");
     }
 
     /**
