@@ -28,10 +28,10 @@ const (
 
 // Limits of Acquire's arguments, in whole seconds after rounding up.
 const (
-	MaxWait  = 255 * time.Second // 0 is one immediate attempt
-	MinLease = 1 * time.Second
-	MaxLease = 250 * time.Second // also the longest work budget
-	MaxKey   = 1024              // bytes
+	MaxWait  = wire.MaxWait * time.Second // 0 is one immediate attempt
+	MinLease = wire.MinLease * time.Second
+	MaxLease = wire.MaxLease * time.Second // also the longest work budget
+	MaxKey   = wire.MaxKey                 // bytes
 )
 
 // conservativeDeadline is the latest moment, on this machine's monotonic

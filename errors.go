@@ -118,9 +118,9 @@ type PermissionReason uint8
 
 // Refusal reasons (docs/protocol.md).
 const (
-	PermissionRole  PermissionReason = 1 // the principal's role does not allow the request
-	PermissionKey   PermissionReason = 2 // the key is outside the principal's key prefixes
-	PermissionOwner PermissionReason = 3 // the ticket was granted to another principal
+	PermissionRole  = PermissionReason(wire.ForbiddenRole)  // the principal's role does not allow the request
+	PermissionKey   = PermissionReason(wire.ForbiddenKey)   // the key is outside the principal's key prefixes
+	PermissionOwner = PermissionReason(wire.ForbiddenOwner) // the ticket was granted to another principal
 )
 
 func (r PermissionReason) String() string {
@@ -183,22 +183,22 @@ func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeter
 // a session.
 type ErrorCode uint16
 
-// Server error codes (docs/protocol.md).
+// Server error codes (docs/protocol.md), the protocol's own values.
 const (
-	CodeMalformedFrame     ErrorCode = 1
-	CodeFrameTooLarge      ErrorCode = 2
-	CodeUnknownFrame       ErrorCode = 3
-	CodeUnsupportedVersion ErrorCode = 4
-	CodeUnauthenticated    ErrorCode = 5
-	CodeHelloRequired      ErrorCode = 6
-	CodeHelloTimeout       ErrorCode = 7
-	CodeInvalidArgument    ErrorCode = 8
-	CodePingTimeout        ErrorCode = 9
-	CodeSlowConsumer       ErrorCode = 10
-	CodeShuttingDown       ErrorCode = 11
-	CodeInternal           ErrorCode = 12
-	CodeDuplicateID        ErrorCode = 13
-	CodeNotAllowed         ErrorCode = 14
+	CodeMalformedFrame     = ErrorCode(wire.CodeMalformedFrame)
+	CodeFrameTooLarge      = ErrorCode(wire.CodeFrameTooLarge)
+	CodeUnknownFrame       = ErrorCode(wire.CodeUnknownFrame)
+	CodeUnsupportedVersion = ErrorCode(wire.CodeUnsupportedVersion)
+	CodeUnauthenticated    = ErrorCode(wire.CodeUnauthenticated)
+	CodeHelloRequired      = ErrorCode(wire.CodeHelloRequired)
+	CodeHelloTimeout       = ErrorCode(wire.CodeHelloTimeout)
+	CodeInvalidArgument    = ErrorCode(wire.CodeInvalidArgument)
+	CodePingTimeout        = ErrorCode(wire.CodePingTimeout)
+	CodeSlowConsumer       = ErrorCode(wire.CodeSlowConsumer)
+	CodeShuttingDown       = ErrorCode(wire.CodeShuttingDown)
+	CodeInternal           = ErrorCode(wire.CodeInternal)
+	CodeDuplicateID        = ErrorCode(wire.CodeDuplicateID)
+	CodeNotAllowed         = ErrorCode(wire.CodeNotAllowed)
 )
 
 func (c ErrorCode) String() string { return wire.Code(c).String() }
@@ -226,11 +226,11 @@ type CapacityReason uint8
 
 // Capacity reasons (docs/protocol.md).
 const (
-	CapacityHeld        CapacityReason = 1
-	CapacityKeyWaiters  CapacityReason = 2
-	CapacityWaiters     CapacityReason = 3
-	CapacityInFlight    CapacityReason = 4
-	CapacityConnections CapacityReason = 5
+	CapacityHeld        = CapacityReason(wire.CapacityHeld)
+	CapacityKeyWaiters  = CapacityReason(wire.CapacityKeyWaiters)
+	CapacityWaiters     = CapacityReason(wire.CapacityWaiters)
+	CapacityInFlight    = CapacityReason(wire.CapacityInFlight)
+	CapacityConnections = CapacityReason(wire.CapacityConnections)
 )
 
 func (r CapacityReason) String() string {

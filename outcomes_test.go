@@ -188,33 +188,3 @@ func TestRetryClasses(t *testing.T) {
 	}
 }
 
-// The exported constants mirror the wire package.
-func TestConstantsMatchWire(t *testing.T) {
-	if MaxWait != wire.MaxWait*time.Second || MinLease != wire.MinLease*time.Second ||
-		MaxLease != wire.MaxLease*time.Second || MaxKey != wire.MaxKey {
-		t.Errorf("argument limits differ from package wire")
-	}
-	codes := map[ErrorCode]wire.Code{
-		CodeMalformedFrame: wire.CodeMalformedFrame, CodeFrameTooLarge: wire.CodeFrameTooLarge,
-		CodeUnknownFrame: wire.CodeUnknownFrame, CodeUnsupportedVersion: wire.CodeUnsupportedVersion,
-		CodeUnauthenticated: wire.CodeUnauthenticated, CodeHelloRequired: wire.CodeHelloRequired,
-		CodeHelloTimeout: wire.CodeHelloTimeout, CodeInvalidArgument: wire.CodeInvalidArgument,
-		CodePingTimeout: wire.CodePingTimeout, CodeSlowConsumer: wire.CodeSlowConsumer,
-		CodeShuttingDown: wire.CodeShuttingDown, CodeInternal: wire.CodeInternal,
-		CodeDuplicateID: wire.CodeDuplicateID, CodeNotAllowed: wire.CodeNotAllowed,
-	}
-	for c, w := range codes {
-		if uint16(c) != uint16(w) {
-			t.Errorf("code %v is %d, wire has %d", c, c, w)
-		}
-	}
-	reasons := map[CapacityReason]uint8{
-		CapacityHeld: wire.CapacityHeld, CapacityKeyWaiters: wire.CapacityKeyWaiters, CapacityWaiters: wire.CapacityWaiters,
-		CapacityInFlight: wire.CapacityInFlight, CapacityConnections: wire.CapacityConnections,
-	}
-	for r, w := range reasons {
-		if uint8(r) != w {
-			t.Errorf("capacity reason %d, wire has %d", r, w)
-		}
-	}
-}

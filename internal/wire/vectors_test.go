@@ -123,6 +123,17 @@ func genVectors() []genVector {
 		{name: "error-invalid-argument", frame: &Frame{Type: TypeError, Code: uint16(CodeInvalidArgument), Text: []byte("lease 0 s is outside 1..250 s")}},
 		{name: "error-shutting-down", frame: &Frame{Type: TypeError, Code: uint16(CodeShuttingDown), Text: []byte("the server is shutting down; reconnect to another server")}},
 		{name: "error-frame-too-large", frame: &Frame{Type: TypeError, Code: uint16(CodeFrameTooLarge), Text: []byte("frame of 65537 bytes exceeds the maximum of 65536")}},
+		{name: "error-malformed-frame", frame: &Frame{Type: TypeError, Code: uint16(CodeMalformedFrame), Text: []byte("A frame is too short")}},
+		{name: "error-unknown-frame", frame: &Frame{Type: TypeError, Code: uint16(CodeUnknownFrame), Text: []byte("unknown frame type a")}},
+		{name: "error-unsupported-version", frame: &Frame{Type: TypeError, Code: uint16(CodeUnsupportedVersion), Text: []byte("protocol version 2 is not supported; this server speaks 1")}},
+		{name: "error-unauthenticated", frame: &Frame{Type: TypeError, Code: uint16(CodeUnauthenticated), Text: []byte("the hello's token is missing or wrong")}},
+		{name: "error-hello-required", frame: &Frame{Type: TypeError, Code: uint16(CodeHelloRequired), Text: []byte("the first frame must be H")}},
+		{name: "error-hello-timeout", frame: &Frame{Type: TypeError, Code: uint16(CodeHelloTimeout), Text: []byte("no hello within 5s")}},
+		{name: "error-ping-timeout", frame: &Frame{Type: TypeError, Code: uint16(CodePingTimeout), Text: []byte("no pong within 10s")}},
+		{name: "error-slow-consumer", frame: &Frame{Type: TypeError, Code: uint16(CodeSlowConsumer), Text: []byte("the client does not read its answers")}},
+		{name: "error-internal", frame: &Frame{Type: TypeError, Code: uint16(CodeInternal), Text: []byte("log write failed; the outcome is unknown")}},
+		{name: "error-duplicate-id", frame: &Frame{Type: TypeError, Code: uint16(CodeDuplicateID), Text: []byte("request id 7 is already in flight")}},
+		{name: "error-not-allowed", frame: &Frame{Type: TypeError, Code: uint16(CodeNotAllowed), Text: []byte("G is not a request")}},
 		{name: "info-held", frame: &Frame{Type: TypeInfo, ID: 14, Flags: InfoHeld, Token: 42, Owner: owner1, Remaining: 29000, LeaseMs: 30000, Count: 2}},
 		{name: "info-free", frame: &Frame{Type: TypeInfo, ID: 14}},
 		{name: "admin-reply-ok", frame: &Frame{Type: TypeAdminReply, ID: 15, Code: 0, Text: []byte(`{"node_id":"node-1","role":"leader"}`)}},
@@ -266,7 +277,8 @@ func directionOf(t Type) string {
 	return "both"
 }
 
-func vectorsJSON(gv []genVector) []byte {
+// vectorsJSON is the whole file: the constants section and the vectors.
+func vectorsJSON(t testing.TB, gv []genVector) []byte {
 	var out []object
 	for _, g := range gv {
 		raw := g.raw
@@ -296,7 +308,7 @@ func vectorsJSON(gv []genVector) []byte {
 	e := json.NewEncoder(&buf)
 	e.SetEscapeHTML(false)
 	e.SetIndent("", "  ")
-	if err := e.Encode(out); err != nil {
+	if err := e.Encode(object{{"constants", constantsObject(t)}, {"vectors", out}}); err != nil {
 		panic(err)
 	}
 	return buf.Bytes()
@@ -409,20 +421,28 @@ func frameEqual(a, b *Frame) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func readVectors(t *testing.T) []vector {
+// vectorsFile is testdata/vectors.json as read back.
+type vectorsFile struct {
+	Constants fileConstants `json:"constants"`
+	Vectors   []vector      `json:"vectors"`
+}
+
+func readFile(t *testing.T) vectorsFile {
 	t.Helper()
 	data, err := os.ReadFile(vectorsPath)
 	if err != nil {
 		t.Fatalf("%v (generate it with go test ./internal/wire -run TestVectors -update)", err)
 	}
-	var vs []vector
+	var f vectorsFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&vs); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		t.Fatalf("%s: %v", vectorsPath, err)
 	}
-	return vs
+	return f
 }
+
+func readVectors(t *testing.T) []vector { return readFile(t).Vectors }
 
 // checkVector checks one vector against the codec: the hex decodes (through a
 // Reader, as a stream) to exactly the frame given, the frame encodes to
@@ -503,14 +523,14 @@ func checkVector(t *testing.T, v vector) {
 
 func TestVectors(t *testing.T) {
 	gen := genVectors()
-	want := vectorsJSON(gen)
+	want := vectorsJSON(t, gen)
 	examples := map[Type]vector{}
 	{
-		var vs []vector
-		if err := json.Unmarshal(want, &vs); err != nil {
+		var vf vectorsFile
+		if err := json.Unmarshal(want, &vf); err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range vs {
+		for _, v := range vf.Vectors {
 			if !v.Valid {
 				continue
 			}
@@ -580,6 +600,7 @@ func TestVectors(t *testing.T) {
 func checkCoverage(t *testing.T, vs []vector) {
 	types := map[Type]bool{}
 	codes := map[int]bool{}
+	errorFrames := map[Code]bool{}
 	var edges = map[string]bool{}
 	for _, v := range vs {
 		if !v.Valid {
@@ -591,6 +612,9 @@ func checkCoverage(t *testing.T, vs []vector) {
 			continue // reported by the vector's own subtest
 		}
 		types[f.Type] = true
+		if f.Type == TypeError {
+			errorFrames[Code(f.Code)] = true
+		}
 		switch f.Type {
 		case TypeAcquire:
 			edges["wait 0"] = edges["wait 0"] || f.Wait == 0
@@ -615,6 +639,11 @@ func checkCoverage(t *testing.T, vs []vector) {
 	for _, c := range []Code{CodeMalformedFrame, CodeFrameTooLarge, CodeUnknownFrame, CodeInvalidArgument} {
 		if !codes[int(c)] {
 			t.Errorf("no invalid vector with code %d", c)
+		}
+	}
+	for c := range codeNames {
+		if !errorFrames[c] {
+			t.Errorf("no E vector with code %d (%s)", c, c)
 		}
 	}
 	for _, e := range []string{"wait 0", "wait 255", "lease 1", "lease 250", "non-ASCII key", "non-UTF-8 key", "1024-byte key", "empty M address", "max u64 token G", "max u64 token L"} {
