@@ -223,10 +223,10 @@ final class Conn {
                 case Type.ERROR -> {
                     String msg = "the server " + addr + " refused the hello with error code " + f.code + ": "
                             + new String(f.text, java.nio.charset.StandardCharsets.UTF_8);
-                    if (f.code == 5) {
-                        throw new HelloException(new UnauthenticatedException(msg + "; fix the configured token", null, 5), "", true);
+                    if (f.code == io.ticketing.wire.ErrorCode.UNAUTHENTICATED) {
+                        throw new HelloException(new UnauthenticatedException(msg + "; fix the configured token", null, f.code), "", true);
                     }
-                    boolean rej = f.code == 4 || f.code == 8;
+                    boolean rej = f.code == io.ticketing.wire.ErrorCode.UNSUPPORTED_VERSION || f.code == io.ticketing.wire.ErrorCode.INVALID_ARGUMENT;
                     throw new HelloException(new UnavailableException(msg, null, f.code), "", rej);
                 }
                 case Type.CAPACITY -> throw new HelloException(new UnavailableException("the server " + addr

@@ -61,13 +61,13 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 public final class TicketBroker implements AutoCloseable {
     /** Longest wait: 0 is one immediate attempt. */
-    public static final Duration MAX_WAIT = Duration.ofSeconds(255);
+    public static final Duration MAX_WAIT = Duration.ofSeconds(Type.MAX_WAIT);
     /** Shortest lease. */
-    public static final Duration MIN_LEASE = Duration.ofSeconds(1);
+    public static final Duration MIN_LEASE = Duration.ofSeconds(Type.MIN_LEASE);
     /** Longest lease, and the longest work budget. */
-    public static final Duration MAX_LEASE = Duration.ofSeconds(250);
+    public static final Duration MAX_LEASE = Duration.ofSeconds(Type.MAX_LEASE);
     /** Longest key in bytes. */
-    public static final int MAX_KEY = 1024;
+    public static final int MAX_KEY = Type.MAX_KEY;
     /**
      * How long a release (explicit, background or compensating) keeps retrying
      * the exact token, across reconnects, from the call (or from when a
@@ -555,7 +555,7 @@ public final class TicketBroker implements AutoCloseable {
 
     /** The E code of an unknown frame type. */
     private static final class WireUnknownFrame {
-        static final int CODE = io.ticketing.wire.WireException.UNKNOWN;
+        static final int CODE = io.ticketing.wire.ErrorCode.UNKNOWN_FRAME;
     }
 
     /** Test hook: whether U was found unsupported. */

@@ -147,7 +147,7 @@ public final class Codec {
      */
     public static Frame decode(byte[] body) throws WireException {
         if (body.length == 0) {
-            throw new WireException(WireException.MALFORMED, "frame of length 0 (it must at least hold the type byte)");
+            throw new WireException(ErrorCode.MALFORMED_FRAME, "frame of length 0 (it must at least hold the type byte)");
         }
         ByteBuffer b = ByteBuffer.wrap(body);
         Frame f = new Frame(b.get());
@@ -233,14 +233,14 @@ public final class Codec {
                     f.text = rest(b);
                 }
                 case Type.PING, Type.PONG -> f.nonce = b.getLong();
-                default -> throw new WireException(WireException.UNKNOWN, "unknown frame type " + Type.name(f.type));
+                default -> throw new WireException(ErrorCode.UNKNOWN_FRAME, "unknown frame type " + Type.name(f.type));
             }
         } catch (BufferUnderflowException e) {
-            throw new WireException(WireException.MALFORMED,
+            throw new WireException(ErrorCode.MALFORMED_FRAME,
                     "malformed " + Type.name(f.type) + " frame: " + body.length + " bytes are too few for its layout");
         }
         if (b.hasRemaining()) {
-            throw new WireException(WireException.MALFORMED,
+            throw new WireException(ErrorCode.MALFORMED_FRAME,
                     "malformed " + Type.name(f.type) + " frame: " + b.remaining() + " trailing bytes after its layout");
         }
         return f;
@@ -259,11 +259,11 @@ public final class Codec {
         }
         long n = ByteBuffer.wrap(len).getInt() & 0xffffffffL;
         if (n > Type.MAX_FRAME) {
-            throw new WireException(WireException.TOO_LARGE,
+            throw new WireException(ErrorCode.FRAME_TOO_LARGE,
                     "frame of " + n + " bytes exceeds the maximum of " + Type.MAX_FRAME);
         }
         if (n == 0) {
-            throw new WireException(WireException.MALFORMED, "frame of length 0 (it must at least hold the type byte)");
+            throw new WireException(ErrorCode.MALFORMED_FRAME, "frame of length 0 (it must at least hold the type byte)");
         }
         byte[] body = in.readNBytes((int) n);
         if (body.length < n) {

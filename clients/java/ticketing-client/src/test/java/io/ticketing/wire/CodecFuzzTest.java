@@ -93,7 +93,7 @@ class CodecFuzzTest {
             assertArrayEquals(consumed, Codec.encode(f), "a decoded frame does not re-encode to its bytes: " + where);
         } catch (WireException e) {
             assertTrue(e.code() >= 1 && e.code() <= 3, "code " + e.code() + ": " + where);
-            if (e.code() == WireException.TOO_LARGE) {
+            if (e.code() == ErrorCode.FRAME_TOO_LARGE) {
                 assertEquals(4, s.consumed, "read past the length prefix of a too-large frame: " + where);
             }
         } catch (EOFException e) {
