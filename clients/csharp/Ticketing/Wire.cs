@@ -82,14 +82,9 @@ namespace Ticketing.Wire
     {
         public const ushort Version = 1;
         public const int MaxFrame = 65536;
-        public const int MaxKey = 1024;
         public const int MaxToken = 1024;
         public const byte HelloAdmin = 1;
         public const byte ReadyLeader = 1;
-        public const ushort CodeMalformed = 1;
-        public const ushort CodeTooLarge = 2;
-        public const ushort CodeUnknown = 3;
-        public const ushort CodeInvalidArgument = 8;
 
         /// <summary>The length prefix of a frame with every variable field empty.</summary>
         public static int SmallestLength(byte type)
@@ -192,7 +187,7 @@ namespace Ticketing.Wire
         {
             uint len = (uint)(b[off] << 24 | b[off + 1] << 16 | b[off + 2] << 8 | b[off + 3]);
             if (len == 0) throw Malformed("length prefix 0 (a frame has at least its type byte)");
-            if (len > MaxFrame) throw new WireException(CodeTooLarge, "frame length " + len + " exceeds the maximum " + MaxFrame);
+            if (len > MaxFrame) throw new WireException((ushort)ErrorCode.FrameTooLarge, "frame length " + len + " exceeds the maximum " + MaxFrame);
             return len;
         }
 
@@ -202,7 +197,7 @@ namespace Ticketing.Wire
             var f = new Frame();
             f.Type = buf[off];
             int min = SmallestLength(f.Type);
-            if (min < 0) throw new WireException(CodeUnknown, "unknown frame type " + FrameType.Name(f.Type));
+            if (min < 0) throw new WireException((ushort)ErrorCode.UnknownFrame, "unknown frame type " + FrameType.Name(f.Type));
             if (len < min) throw Malformed(FrameType.Name(f.Type) + " frame of " + len + " bytes, at least " + min + " expected");
             var r = new Reader(buf, off + 1, off + len, f.Type);
             switch (f.Type)
@@ -260,10 +255,10 @@ namespace Ticketing.Wire
 
         static string CheckKey(byte[] k)
         {
-            return k.Length < 1 || k.Length > MaxKey ? "key of " + k.Length + " bytes is outside 1..1024 bytes" : null;
+            return k.Length < 1 || k.Length > TicketBroker.MaxKey ? "key of " + k.Length + " bytes is outside 1..1024 bytes" : null;
         }
 
-        static WireException Malformed(string why) { return new WireException(CodeMalformed, "malformed frame: " + why); }
+        static WireException Malformed(string why) { return new WireException((ushort)ErrorCode.MalformedFrame, "malformed frame: " + why); }
 
         /// <summary>Reads exactly one frame from a stream; null at a clean end of stream before a frame.</summary>
         public static Frame ReadFrame(Stream s, byte[] head)
