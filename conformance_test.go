@@ -1,0 +1,145 @@
+package ticketing
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/internal/faketicketd"
+)
+
+// The Go runner of the language-neutral conformance suite
+// (testdata/conformance/README.md): every scenario file is served by the
+// scripted fake server and driven through this client; the Java and C#
+// runners drive theirs through the same files.
+
+// conformanceDir is where the scenarios are; TICKETING_CONFORMANCE overrides
+// it (to run a scenario broken on purpose, say).
+func conformanceDir() string {
+	if d := os.Getenv("TICKETING_CONFORMANCE"); d != "" {
+		return d
+	}
+	return "testdata/conformance"
+}
+
+// errorClass names err's class as the scenarios spell it.
+func errorClass(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrIndeterminate, "indeterminate"},
+		{ErrCapacity, "capacity"},
+		{ErrNotAcquired, "not_acquired"},
+		{ErrNotHeld, "not_held"},
+		{ErrBudgetExceeded, "budget_exceeded"},
+		{ErrUnauthenticated, "unauthenticated"},
+		{ErrPermissionDenied, "permission_denied"},
+		{ErrInvalidArgument, "invalid_argument"},
+		{ErrClosed, "closed"},
+		{context.Canceled, "cancelled"},
+		{ErrUnavailable, "unavailable"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "unclassified"
+}
+
+func TestConformance(t *testing.T) {
+	scenarios, err := faketicketd.LoadScenarios(conformanceDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, sc)
+		})
+	}
+}
+
+func runScenario(t *testing.T, sc *faketicketd.Scenario) {
+	srv, err := faketicketd.ServeScenario(sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	b := connect(t, srv.Addr())
+	var ticket *Ticket
+	for i, step := range sc.Client {
+		within := time.Duration(step.WithinMs) * time.Millisecond
+		if within == 0 {
+			within = patience
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if step.CancelWhen != "" {
+			go func() {
+				if srv.WaitFrame(step.CancelWhen, within) {
+					cancel()
+				}
+			}()
+		}
+		type outcome struct {
+			result string
+			token  uint64
+			err    error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			var o outcome
+			switch step.Op {
+			case "acquire":
+				var tk *Ticket
+				tk, o.err = b.Acquire(ctx, step.Key, time.Duration(step.WaitMs)*time.Millisecond,
+					time.Duration(step.LeaseMs)*time.Millisecond, time.Duration(step.BudgetMs)*time.Millisecond)
+				if o.err == nil {
+					ticket, o.result, o.token = tk, "granted", tk.Token()
+				}
+			case "release":
+				if ticket == nil {
+					o.err = errors.New("no ticket to release: no earlier acquire was granted")
+					break
+				}
+				if o.err = ticket.Release(ctx); o.err == nil {
+					o.result = "released"
+				}
+			case "describe":
+				var d Description
+				if d, o.err = b.Describe(ctx, step.Key); o.err == nil {
+					o.result = map[bool]string{true: "held", false: "free"}[d.Held]
+				}
+			}
+			done <- o
+		}()
+		var o outcome
+		select {
+		case o = <-done:
+		case <-time.After(within):
+			cancel()
+			t.Fatalf("step %d (%s): no outcome within %v (the bound catches a hang)", i, step.Op, within)
+		}
+		cancel()
+		got := o.result
+		if o.err != nil {
+			got = "error " + errorClass(o.err)
+		}
+		want := step.Expect.Result
+		if step.Expect.Error != "" {
+			want = "error " + step.Expect.Error
+		}
+		if got != want {
+			t.Fatalf("step %d (%s): got %s (%v), want %s\nrule: %s", i, step.Op, got, o.err, want, sc.Rule)
+		}
+		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
+			t.Fatalf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
+		}
+	}
+	if err := srv.Check(5 * time.Second); err != nil {
+		t.Fatalf("frames sent: %v\nrule: %s", err, sc.Rule)
+	}
+}
