@@ -187,4 +187,3 @@ func TestRetryClasses(t *testing.T) {
 		t.Errorf("indeterminate errors must be retried only when idempotent")
 	}
 }
-
