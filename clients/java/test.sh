@@ -33,9 +33,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "== building ticketd for the Java integration tests"
-(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd)
-export TICKETD_BIN="$tmp/ticketd"
+echo "== building ticketd and faketicketd (the conformance scenarios' server) for the Java tests"
+(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/faketicketd" ./internal/faketicketd/cmd/faketicketd)
+export TICKETD_BIN="$tmp/ticketd" FAKETICKETD_BIN="$tmp/faketicketd"
 
 # Old reports would be counted again.
 find "$here" -path '*/target/surefire-reports' -type d -prune -exec rm -rf {} +

@@ -1,0 +1,237 @@
+package io.ticketing;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+
+/**
+ * The Java runner of the language-neutral conformance suite
+ * (testdata/conformance/README.md): every scenario file is served by the
+ * scripted fake server, started as a process ($FAKETICKETD_BIN, which
+ * clients/java/test.sh builds; without it the runner builds it once with
+ * "go build ./internal/faketicketd/cmd/faketicketd"), and driven through this
+ * client. The Go and C# runners drive their clients through the same files.
+ */
+class ConformanceTest {
+    static final Duration PATIENCE = Duration.ofSeconds(20);
+
+    static Path repo() {
+        return Path.of(System.getProperty("ticketing.repo.root", "../../..")).toAbsolutePath().normalize();
+    }
+
+    /** The scenarios' directory; TICKETING_CONFORMANCE overrides it (a scenario broken on purpose, say). */
+    static Path dir() {
+        String env = System.getenv("TICKETING_CONFORMANCE");
+        return env != null && !env.isEmpty() ? Path.of(env) : repo().resolve("testdata/conformance");
+    }
+
+    static Path binary;
+
+    static synchronized Path fakeBinary() throws Exception {
+        if (binary != null) {
+            return binary;
+        }
+        String env = System.getenv("FAKETICKETD_BIN");
+        if (env != null && !env.isEmpty()) {
+            binary = Path.of(env);
+            if (!Files.isExecutable(binary)) {
+                throw new AssertionError("FAKETICKETD_BIN=" + env + " is not an executable file; build it with: go build -o <path> ./internal/faketicketd/cmd/faketicketd");
+            }
+            return binary;
+        }
+        Path out = Path.of("target", "faketicketd").toAbsolutePath();
+        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./internal/faketicketd/cmd/faketicketd")
+                .directory(repo().toFile()).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (p.waitFor() != 0) {
+            throw new AssertionError("FAKETICKETD_BIN is not set and \"go build ./internal/faketicketd/cmd/faketicketd\" in " + repo() + " failed (install Go, or set FAKETICKETD_BIN): " + log);
+        }
+        binary = out;
+        return binary;
+    }
+
+    @TestFactory
+    Stream<DynamicTest> scenarios() throws IOException {
+        List<Path> files;
+        try (Stream<Path> s = Files.list(dir())) {
+            files = s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
+        }
+        if (files.isEmpty()) {
+            fail("no scenarios in " + dir());
+        }
+        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> run(p)));
+    }
+
+    /** The fake server process of one scenario: its address, the frames it received, its verdict. */
+    static final class Fake implements AutoCloseable {
+        final Process process;
+        final OutputStream in;
+        final List<String> received = new ArrayList<>();
+        String addr;
+        String verdict;
+
+        Fake(Path scenario) throws Exception {
+            process = new ProcessBuilder(fakeBinary().toString(), scenario.toString())
+                    .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            in = process.getOutputStream();
+            Thread.ofPlatform().daemon().start(this::readLines);
+            synchronized (this) {
+                long end = System.nanoTime() + PATIENCE.toNanos();
+                while (addr == null && process.isAlive() && System.nanoTime() < end) {
+                    wait(100);
+                }
+            }
+            assertNotNull(addr, "faketicketd printed no address for " + scenario);
+        }
+
+        void readLines() {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    synchronized (this) {
+                        if (line.startsWith("addr ")) {
+                            addr = line.substring(5);
+                        } else if (line.startsWith("recv ")) {
+                            received.add(line.substring(5));
+                        } else if (line.startsWith("verdict ")) {
+                            verdict = line.substring(8);
+                        }
+                        notifyAll();
+                    }
+                }
+            } catch (IOException e) {
+                // the process ended
+            }
+        }
+
+        /** Waits until a frame of this type has arrived; false after the bound. */
+        synchronized boolean awaitFrame(String type, Duration bound) throws InterruptedException {
+            long end = System.nanoTime() + bound.toNanos();
+            while (!received.contains(type)) {
+                long left = end - System.nanoTime();
+                if (left <= 0 || !process.isAlive()) {
+                    return false;
+                }
+                TimeUnit.NANOSECONDS.timedWait(this, left);
+            }
+            return true;
+        }
+
+        String check() throws Exception {
+            in.write("check\n".getBytes(StandardCharsets.UTF_8));
+            in.flush();
+            synchronized (this) {
+                long end = System.nanoTime() + PATIENCE.toNanos();
+                while (verdict == null && process.isAlive() && System.nanoTime() < end) {
+                    wait(100);
+                }
+                return verdict;
+            }
+        }
+
+        @Override
+        public void close() throws Exception {
+            in.close();
+            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        }
+    }
+
+    static String errorClass(Throwable e) {
+        if (e instanceof IndeterminateException) return "indeterminate";
+        if (e instanceof CapacityException) return "capacity";
+        if (e instanceof NotAcquiredException) return "not_acquired";
+        if (e instanceof NotHeldException) return "not_held";
+        if (e instanceof BudgetExceededException) return "budget_exceeded";
+        if (e instanceof UnauthenticatedException) return "unauthenticated";
+        if (e instanceof PermissionDeniedException) return "permission_denied";
+        if (e instanceof InvalidArgumentException) return "invalid_argument";
+        if (e instanceof ClosedException) return "closed";
+        if (e instanceof CancellationException) return "cancelled";
+        if (e instanceof UnavailableException) return "unavailable";
+        return "unclassified";
+    }
+
+    static Duration ms(Map<String, Object> step, String name) {
+        Object v = step.get(name);
+        return Duration.ofMillis(v == null ? 0 : ((Number) v).longValue());
+    }
+
+    @SuppressWarnings("unchecked")
+    static void run(Path file) throws Exception {
+        Map<String, Object> sc = (Map<String, Object>) Json.parse(Files.readString(file));
+        String rule = (String) sc.get("rule");
+        try (Fake fake = new Fake(file);
+                TicketBroker b = TicketBroker.builder().addrs(fake.addr).backoff(Duration.ofMillis(10), Duration.ofMillis(100)).connect()) {
+            Ticket[] ticket = new Ticket[1];
+            List<Map<String, Object>> steps = (List<Map<String, Object>>) sc.get("client");
+            for (int i = 0; i < steps.size(); i++) {
+                Map<String, Object> step = steps.get(i);
+                String op = (String) step.get("op");
+                Duration within = ms(step, "within_ms").isZero() ? PATIENCE : ms(step, "within_ms");
+                CompletableFuture<String> outcome = new CompletableFuture<>();
+                // A blocking call on its own thread: a cancel is an interrupt.
+                Thread th = Thread.ofVirtual().start(() -> {
+                    try {
+                        switch (op) {
+                            case "acquire" -> {
+                                ticket[0] = b.acquireBlocking((String) step.get("key"), ms(step, "wait_ms"), ms(step, "lease_ms"), ms(step, "budget_ms"));
+                                outcome.complete("granted " + ticket[0].getToken());
+                            }
+                            case "release" -> {
+                                ticket[0].releaseBlocking();
+                                outcome.complete("released");
+                            }
+                            case "describe" -> outcome.complete(b.describeBlocking((String) step.get("key")).held() ? "held" : "free");
+                            default -> outcome.complete("unknown op " + op);
+                        }
+                    } catch (Throwable e) {
+                        outcome.complete("error " + errorClass(e) + " (" + e + ")");
+                    }
+                });
+                String cancelWhen = (String) step.get("cancel_when");
+                if (cancelWhen != null && fake.awaitFrame(cancelWhen, within)) {
+                    th.interrupt();
+                }
+                String got;
+                try {
+                    got = outcome.get(within.toMillis(), TimeUnit.MILLISECONDS);
+                } catch (TimeoutException e) {
+                    th.interrupt();
+                    throw new AssertionError("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)");
+                }
+                Map<String, Object> expect = (Map<String, Object>) step.get("expect");
+                String want = expect.containsKey("error") ? "error " + expect.get("error") : (String) expect.get("result");
+                if (expect.containsKey("token")) {
+                    want += " " + expect.get("token");
+                }
+                String gotClass = got.contains(" (") ? got.substring(0, got.indexOf(" (")) : got;
+                if (!expect.containsKey("token") && gotClass.startsWith("granted ")) {
+                    gotClass = "granted";
+                }
+                assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + "\nrule: " + rule);
+            }
+            String verdict = fake.check();
+            assertEquals("ok", verdict, "frames sent\nrule: " + rule);
+        }
+    }
+}
