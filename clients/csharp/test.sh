@@ -33,8 +33,8 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "== building ticketd and ticketbench for the C# integration tests"
-(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./server/cmd/ticketbench)
+echo "== building ticketd, ticketbench and faketicketd (the conformance scenarios' server) for the C# tests"
+(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./server/cmd/ticketbench && nice -n 10 go build -o "$tmp/faketicketd" ./internal/faketicketd/cmd/faketicketd)
 
 echo "== compiling the C# client and its tests with mcs (C# 7.0)"
 compile() {
@@ -55,7 +55,7 @@ cp "$nunit" "$tmp/"
 compile -out:"$tmp/Ticketing.Tests.dll" -r:System.dll -r:System.Core.dll -r:"$tmp/Ticketing.dll" -r:"$tmp/nunit.framework.dll" Ticketing.Tests/*.cs
 
 echo "== running the C# tests (NUnit 2.6 under Mono)"
-export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" TICKETING_REPO="$repo"
+export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" FAKETICKETD_BIN="$tmp/faketicketd" TICKETING_REPO="$repo"
 status=0
 # -domain:None: no AppDomain unload at the end, which on Mono waits for
 # threads blocked in socket reads (a failed test can leave some behind).

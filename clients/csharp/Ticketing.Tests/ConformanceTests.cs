@@ -1,0 +1,218 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
+using NUnit.Framework;
+
+namespace Ticketing.Tests
+{
+    /// <summary>
+    /// The C# runner of the language-neutral conformance suite
+    /// (testdata/conformance/README.md): every scenario file is served by the
+    /// scripted fake server, started as a process ($FAKETICKETD_BIN, which
+    /// clients/csharp/test.sh builds), and driven through this client. The Go
+    /// and Java runners drive their clients through the same files.
+    /// </summary>
+    [TestFixture]
+    public class ConformanceTests
+    {
+        /// <summary>The scenarios' directory; TICKETING_CONFORMANCE overrides it (a scenario broken on purpose, say).</summary>
+        static string Dir()
+        {
+            var env = Environment.GetEnvironmentVariable("TICKETING_CONFORMANCE");
+            return !string.IsNullOrEmpty(env) ? env : Path.GetDirectoryName(VectorTests.RepoFile("testdata/conformance/README.md"));
+        }
+
+        public static IEnumerable<string> Scenarios()
+        {
+            var files = Directory.GetFiles(Dir(), "*.json").OrderBy(f => f, StringComparer.Ordinal).ToList();
+            if (files.Count == 0) throw new FileNotFoundException("no scenarios in " + Dir());
+            return files.Select(f => Path.GetFileNameWithoutExtension(f));
+        }
+
+        /// <summary>The fake server process of one scenario: its address, the frames it received, its verdict.</summary>
+        sealed class Fake : IDisposable
+        {
+            readonly Process process;
+            readonly object mu = new object();
+            readonly List<string> received = new List<string>();
+            string addr, verdict;
+
+            public Fake(string scenario)
+            {
+                var bin = Environment.GetEnvironmentVariable("FAKETICKETD_BIN");
+                if (string.IsNullOrEmpty(bin) || !File.Exists(bin))
+                    throw new InvalidOperationException("FAKETICKETD_BIN is not set to the faketicketd binary; clients/csharp/test.sh builds it (go build -o PATH ./internal/faketicketd/cmd/faketicketd)");
+                process = new Process
+                {
+                    StartInfo = new ProcessStartInfo(bin, "\"" + scenario + "\"")
+                    {
+                        UseShellExecute = false,
+                        RedirectStandardInput = true,
+                        RedirectStandardOutput = true,
+                    },
+                };
+                process.Start();
+                new Thread(ReadLines) { IsBackground = true }.Start();
+                lock (mu)
+                {
+                    var end = DateTime.UtcNow.AddMilliseconds(U.Patience);
+                    while (addr == null && !process.HasExited && DateTime.UtcNow < end) Monitor.Wait(mu, 100);
+                }
+                Assert.IsNotNull(addr, "faketicketd printed no address for " + scenario);
+            }
+
+            public string Addr { get { return addr; } }
+
+            void ReadLines()
+            {
+                for (string line; (line = process.StandardOutput.ReadLine()) != null;)
+                {
+                    lock (mu)
+                    {
+                        if (line.StartsWith("addr ")) addr = line.Substring(5);
+                        else if (line.StartsWith("recv ")) received.Add(line.Substring(5));
+                        else if (line.StartsWith("verdict ")) verdict = line.Substring(8);
+                        Monitor.PulseAll(mu);
+                    }
+                }
+            }
+
+            /// <summary>Waits until a frame of this type has arrived; false after the bound.</summary>
+            public bool AwaitFrame(string type, TimeSpan bound)
+            {
+                var end = DateTime.UtcNow + bound;
+                lock (mu)
+                {
+                    while (!received.Contains(type))
+                    {
+                        var left = end - DateTime.UtcNow;
+                        if (left <= TimeSpan.Zero || process.HasExited) return false;
+                        Monitor.Wait(mu, left);
+                    }
+                    return true;
+                }
+            }
+
+            public string Check()
+            {
+                process.StandardInput.WriteLine("check");
+                process.StandardInput.Flush();
+                lock (mu)
+                {
+                    var end = DateTime.UtcNow.AddMilliseconds(U.Patience);
+                    while (verdict == null && !process.HasExited && DateTime.UtcNow < end) Monitor.Wait(mu, 100);
+                    return verdict;
+                }
+            }
+
+            public void Dispose()
+            {
+                process.StandardInput.Close();
+                if (!process.WaitForExit(10000)) process.Kill();
+                process.Dispose();
+            }
+        }
+
+        static string ErrorClass(Exception e)
+        {
+            var ae = e as AggregateException;
+            if (ae != null) e = ae.Flatten().InnerExceptions[0];
+            if (e is IndeterminateException) return "indeterminate";
+            if (e is CapacityException) return "capacity";
+            if (e is NotAcquiredException) return "not_acquired";
+            if (e is NotHeldException) return "not_held";
+            if (e is BudgetExceededException) return "budget_exceeded";
+            if (e is UnauthenticatedException) return "unauthenticated";
+            if (e is PermissionDeniedException) return "permission_denied";
+            if (e is InvalidArgumentException) return "invalid_argument";
+            if (e is ClosedException) return "closed";
+            if (e is OperationCanceledException) return "cancelled";
+            if (e is UnavailableException) return "unavailable";
+            return "unclassified";
+        }
+
+        /// <summary>A call's outcome as the scenarios spell it: its result, or "error CLASS (message)".</summary>
+        static async Task<string> Outcome(Func<Task<string>> call)
+        {
+            try
+            {
+                return await call().ConfigureAwait(false);
+            }
+            catch (Exception e)
+            {
+                return "error " + ErrorClass(e) + " (" + e.Message + ")";
+            }
+        }
+
+        static TimeSpan Ms(Dictionary<string, object> step, string name)
+        {
+            object v;
+            return TimeSpan.FromMilliseconds(step.TryGetValue(name, out v) ? (double)(decimal)v : 0);
+        }
+
+        static string Str(Dictionary<string, object> d, string name)
+        {
+            object v;
+            return d.TryGetValue(name, out v) ? (string)v : null;
+        }
+
+        [Test, TestCaseSource("Scenarios")]
+        public void Scenario(string name)
+        {
+            var file = Path.Combine(Dir(), name + ".json");
+            var sc = (Dictionary<string, object>)MiniJson.Parse(File.ReadAllText(file));
+            var rule = (string)sc["rule"];
+            using (var fake = new Fake(file))
+            using (var b = U.Connect(fake.Addr))
+            {
+                Ticket ticket = null;
+                var steps = ((List<object>)sc["client"]).Cast<Dictionary<string, object>>().ToList();
+                for (int i = 0; i < steps.Count; i++)
+                {
+                    var step = steps[i];
+                    var op = (string)step["op"];
+                    var within = Ms(step, "within_ms");
+                    if (within == TimeSpan.Zero) within = TimeSpan.FromMilliseconds(U.Patience);
+                    var cts = new CancellationTokenSource();
+                    Task<string> call;
+                    switch (op)
+                    {
+                        case "acquire":
+                            call = Outcome(async () =>
+                            {
+                                ticket = await b.AcquireAsync(Str(step, "key"), Ms(step, "wait_ms"), Ms(step, "lease_ms"), Ms(step, "budget_ms"), cts.Token);
+                                return "granted " + ticket.Token;
+                            });
+                            break;
+                        case "release":
+                            call = Outcome(async () => { await ticket.ReleaseAsync(cts.Token); return "released"; });
+                            break;
+                        default:
+                            call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), cts.Token)).Held ? "held" : "free");
+                            break;
+                    }
+                    var cancelWhen = Str(step, "cancel_when");
+                    if (cancelWhen != null && fake.AwaitFrame(cancelWhen, within)) cts.Cancel();
+                    if (!call.Wait(within))
+                    {
+                        cts.Cancel();
+                        Assert.Fail("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)");
+                    }
+                    var got = call.Result;
+                    var detail = got.Contains(" (") ? got.Substring(got.IndexOf(" (")) : "";
+                    got = got.Substring(0, got.Length - detail.Length);
+                    var expect = (Dictionary<string, object>)step["expect"];
+                    var want = expect.ContainsKey("error") ? "error " + expect["error"] : (string)expect["result"];
+                    if (expect.ContainsKey("token")) want += " " + expect["token"];
+                    else if (got.StartsWith("granted ")) got = "granted";
+                    Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + "\nrule: " + rule);
+                }
+                Assert.AreEqual("ok", fake.Check(), "frames sent\nrule: " + rule);
+            }
+        }
+    }
+}
