@@ -34,6 +34,7 @@ func errorClass(err error) string {
 		{ErrIndeterminate, "indeterminate"},
 		{ErrCapacity, "capacity"},
 		{ErrNotAcquired, "not_acquired"},
+		{ErrNotHeldAfterRetry, "not_held_after_retry"},
 		{ErrNotHeld, "not_held"},
 		{ErrBudgetExceeded, "budget_exceeded"},
 		{ErrUnauthenticated, "unauthenticated"},

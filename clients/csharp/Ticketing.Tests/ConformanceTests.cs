@@ -124,6 +124,7 @@ namespace Ticketing.Tests
             if (e is IndeterminateException) return "indeterminate";
             if (e is CapacityException) return "capacity";
             if (e is NotAcquiredException) return "not_acquired";
+            if (e is NotHeldAfterRetryException) return "not_held_after_retry";
             if (e is NotHeldException) return "not_held";
             if (e is BudgetExceededException) return "budget_exceeded";
             if (e is UnauthenticatedException) return "unauthenticated";

@@ -160,6 +160,7 @@ class ConformanceTest {
         if (e instanceof IndeterminateException) return "indeterminate";
         if (e instanceof CapacityException) return "capacity";
         if (e instanceof NotAcquiredException) return "not_acquired";
+        if (e instanceof NotHeldAfterRetryException) return "not_held_after_retry";
         if (e instanceof NotHeldException) return "not_held";
         if (e instanceof BudgetExceededException) return "budget_exceeded";
         if (e instanceof UnauthenticatedException) return "unauthenticated";
