@@ -38,11 +38,11 @@ func TestArguments_InvalidRejectedBeforeSending(t *testing.T) {
 		{"negative budget", "k", 0, s, -1},
 		{"budget over the rounded lease", "k", 0, s / 2, 1500 * time.Millisecond},
 		{"work over 250 s", "k", 0, 250 * s, 251 * s},
-		// Issue 19 item 5: a budget no grant of that lease could ever
+		// A budget no grant of that lease could ever
 		// leave is refused before a token is spent on it.
 		{"budget equal to the rounded lease", "k", 0, 2500 * time.Millisecond, 3 * s},
 		{"budget above what the lease can leave", "k", 0, 30 * s, 29700 * time.Millisecond},
-		// Issue 9 item 11: the budget rounds up like wait and lease.
+		// The budget rounds up like wait and lease.
 		{"budget that rounds up past what the lease leaves", "k", 0, 10 * s, 9500 * time.Millisecond},
 	}
 	for _, c := range cases {

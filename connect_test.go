@@ -126,7 +126,7 @@ func TestWithDialerOpensEveryConnection(t *testing.T) {
 // A server that goes silent (paused, or cut off without resets) still
 // accepts TCP connections, so the reconnect after its session was given up
 // tries the other servers first instead of spending a stagger on it
-// (failover, issue 13).
+// (failover).
 func TestSilentServerIsDialedLast(t *testing.T) {
 	silent := faketicketd.Start(t, func(c *faketicketd.Conn) {
 		if c.Index == 0 {

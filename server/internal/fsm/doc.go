@@ -6,12 +6,15 @@
 // State and reaches the same result. Time arrives inside each Batch, stamped
 // by the leader; the state machine never lets it go backwards.
 //
-// A ticket is an exclusive Hold on a key, owned by a lease. The coordination
-// nodes planned next (sessions, counting semaphores, watches) extend this
-// model: a semaphore is a key with a limit above one and several holds, and a
-// hold owned by a session instead of a lease ends with its session.
+// A ticket is an exclusive Hold on a key, owned by a lease. Coordination
+// nodes (coord.go: nodes, sessions, counting semaphores and their waiters,
+// watches' change events) live beside the tickets and share only the token
+// counter with them: a semaphore holds up to its limit, and a hold owned by a
+// session instead of a lease ends with its session. The cluster identity
+// (the cluster ID and its participants) is kept here too, so that a server
+// that lost its data is recognised.
 //
-// The queue of waiters is not here. Waiters belong to client connections,
+// The queue of ticket waiters is not here. Ticket waiters belong to client connections,
 // which live on the leader only, so the leader keeps the FIFO queues and
 // proposes an Acquire for the head waiter when a key becomes free, in the same
 // Batch as the Release or Expire that frees it (one commit per handoff).

@@ -1,5 +1,5 @@
 // Package nemesis is a Jepsen-style fault-injection harness for ticketd
-// (issue 13; docs/reliability.md has the fault matrix and results).
+// (docs/reliability.md has the fault matrix and results).
 //
 // Topology (Linux, root, iproute2): a bridge in the root namespace holding
 // 10.77.S.1/24 (S chosen free on this machine) and one network namespace per
