@@ -1,0 +1,46 @@
+package faketicketd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every scenario of the suite loads; a malformed one is refused with a
+// message naming its file and what is wrong, so a typo never silently
+// weakens a scenario.
+func TestLoadScenarios(t *testing.T) {
+	scs, err := LoadScenarios("../../testdata/conformance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, sc := range scs {
+		if names[sc.Name] {
+			t.Errorf("scenario name %q twice", sc.Name)
+		}
+		names[sc.Name] = true
+	}
+
+	dir := t.TempDir()
+	for _, c := range []struct{ name, json, want string }{
+		{"unknown field", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}],"sent":{"mustnot":["A"]}}`, "unknown field"},
+		{"two actions", `{"name":"x","rule":"r","connections":[[{"cut":true,"stall":true}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "exactly one thing"},
+		{"no action", `{"name":"x","rule":"r","connections":[[{}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "exactly one thing"},
+		{"unknown op", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"grab","expect":{"result":"free"}}]}`, "unknown op"},
+		{"no expectation", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{}}]}`, "expect a result or an error"},
+		{"bad token", `{"name":"x","rule":"r","connections":[[{"send":"G","token":"-1"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "token"},
+		{"bad raw", `{"name":"x","rule":"r","connections":[[{"raw":"zz"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "raw"},
+		{"no rule", `{"name":"x","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "rule"},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
+		if err := os.WriteFile(p, []byte(c.json), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadScenario(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: got %v, want an error naming %s and saying %q", c.name, err, p, c.want)
+		}
+	}
+}
