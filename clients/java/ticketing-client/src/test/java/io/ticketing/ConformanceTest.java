@@ -93,7 +93,9 @@ class ConformanceTest {
             process = new ProcessBuilder(fakeBinary().toString(), scenario.toString())
                     .redirectError(ProcessBuilder.Redirect.INHERIT).start();
             in = process.getOutputStream();
-            Thread.ofPlatform().daemon().start(this::readLines);
+            Thread reader = new Thread(this::readLines, "faketicketd output");
+            reader.setDaemon(true);
+            reader.start();
             synchronized (this) {
                 long end = System.nanoTime() + PATIENCE.toNanos();
                 while (addr == null && process.isAlive() && System.nanoTime() < end) {
@@ -191,7 +193,7 @@ class ConformanceTest {
                 Duration within = ms(step, "within_ms").isZero() ? PATIENCE : ms(step, "within_ms");
                 CompletableFuture<String> outcome = new CompletableFuture<>();
                 // A blocking call on its own thread: a cancel is an interrupt.
-                Thread th = Thread.ofVirtual().start(() -> {
+                Thread th = new Thread(() -> {
                     try {
                         switch (op) {
                             case "acquire" -> {
@@ -208,7 +210,9 @@ class ConformanceTest {
                     } catch (Throwable e) {
                         outcome.complete("error " + errorClass(e) + " (" + e + ")");
                     }
-                });
+                }, "conformance step " + i);
+                th.setDaemon(true);
+                th.start();
                 String cancelWhen = (String) step.get("cancel_when");
                 if (cancelWhen != null && fake.awaitFrame(cancelWhen, within)) {
                     th.interrupt();
