@@ -71,7 +71,8 @@ type Step struct {
 	Reason   uint8  `json:"reason,omitempty"`
 	Code     uint16 `json:"code,omitempty"`
 	Text     string `json:"text,omitempty"`
-	Held     bool   `json:"held,omitempty"` // I: the key is held
+	Held     bool   `json:"held,omitempty"`  // I: the key is held
+	Nonce    string `json:"nonce,omitempty"` // P, O: u64 as a decimal string
 }
 
 // HelloStep is the Y frame's content.
@@ -119,11 +120,13 @@ type SentCheck struct {
 	MaxConnections int `json:"max_connections,omitempty"`
 }
 
-// FrameMatch selects received frames by type and, when set, token and key.
+// FrameMatch selects received frames by type and, when set, token, key and
+// nonce.
 type FrameMatch struct {
 	Type  string `json:"type"`
 	Token string `json:"token,omitempty"`
 	Key   string `json:"key,omitempty"`
+	Nonce string `json:"nonce,omitempty"`
 }
 
 func (m FrameMatch) String() string {
@@ -134,6 +137,9 @@ func (m FrameMatch) String() string {
 	if m.Key != "" {
 		s += " key " + strconv.Quote(m.Key)
 	}
+	if m.Nonce != "" {
+		s += " nonce " + m.Nonce
+	}
 	return s
 }
 
@@ -142,6 +148,9 @@ func (m FrameMatch) matches(f wire.Frame) bool {
 		return false
 	}
 	if m.Token != "" && strconv.FormatUint(f.Token, 10) != m.Token {
+		return false
+	}
+	if m.Nonce != "" && strconv.FormatUint(f.Nonce, 10) != m.Nonce {
 		return false
 	}
 	return m.Key == "" || string(f.Key) == m.Key
@@ -228,9 +237,12 @@ func (st Step) validate() error {
 			return fmt.Errorf("frame type %q is not one letter", t)
 		}
 	}
-	if st.Token != "" {
-		if _, err := strconv.ParseUint(st.Token, 10, 64); err != nil {
-			return fmt.Errorf("token %q: %w", st.Token, err)
+	for name, v := range map[string]string{"token": st.Token, "nonce": st.Nonce} {
+		if v == "" {
+			continue
+		}
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return fmt.Errorf("%s %q: %w", name, v, err)
 		}
 	}
 	if st.Raw != "" {
@@ -455,10 +467,10 @@ func (s *ScenarioServer) handle(c *Conn) {
 					c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
 				}
 			}
-			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key}
+			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key, Nonce: st.Nonce}
 			if !want.matches(last) {
-				s.violate("connection %d step %d: the client sent %s token %d key %q, want %s",
-					c.Index, i, last.Type, last.Token, last.Key, want)
+				s.violate("connection %d step %d: the client sent %s token %d key %q nonce %d, want %s",
+					c.Index, i, last.Type, last.Token, last.Key, last.Nonce, want)
 			}
 		case st.Send != "":
 			f := st.frame(last.ID)
@@ -514,7 +526,8 @@ func (s *ScenarioServer) handle(c *Conn) {
 // frame is the frame a Send step writes, answering request id.
 func (st Step) frame(id uint32) wire.Frame {
 	token, _ := strconv.ParseUint(st.Token, 10, 64)
-	f := wire.Frame{Type: wire.Type(st.Send[0]), ID: id, Token: token, LeaseMs: st.LeaseMs, QueuedMs: st.QueuedMs,
+	nonce, _ := strconv.ParseUint(st.Nonce, 10, 64)
+	f := wire.Frame{Type: wire.Type(st.Send[0]), ID: id, Token: token, Nonce: nonce, LeaseMs: st.LeaseMs, QueuedMs: st.QueuedMs,
 		Count: st.Count, Reason: st.Reason, Code: st.Code, Text: []byte(st.Text), Key: []byte(st.Key)}
 	if f.Type == wire.TypeInfo && st.Held {
 		f.Flags = wire.InfoHeld
