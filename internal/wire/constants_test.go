@@ -5,6 +5,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,5 +235,32 @@ func TestConstantsSection(t *testing.T) {
 	}
 	if c.Limits["max_key"] != MaxKey || c.Limits["max_frame"] != MaxFrame || c.Limits["version"] != int(Version) {
 		t.Errorf("limits %v differ from the codec", c.Limits)
+	}
+
+	// docs/protocol.md's tables of codes and reasons list the same entries:
+	// one row "| value | `GoName` |" each.
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docRow := func(what string, value int, goName string) {
+		row := regexp.MustCompile(fmt.Sprintf("(?m)^\\| %d \\| `([A-Za-z]+)` \\|", value))
+		var names []string
+		for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+			names = append(names, m[1])
+			if strings.EqualFold(m[1], goName) {
+				return
+			}
+		}
+		t.Errorf("%s: %s %d (%s) has no row in its table (rows with %d: %v)", docPath, what, value, goName, value, names)
+	}
+	for _, e := range c.ErrorCodes {
+		docRow("error code", e.Code, strings.ReplaceAll(e.Name, "_", ""))
+	}
+	for _, r := range c.CapacityReasons {
+		docRow("capacity reason", r.Value, "Capacity"+strings.ReplaceAll(r.Name, "_", ""))
+	}
+	for _, r := range c.ForbiddenReasons {
+		docRow("refusal reason", r.Value, "Forbidden"+strings.ReplaceAll(r.Name, "_", ""))
 	}
 }
