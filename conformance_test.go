@@ -80,7 +80,7 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 		ctx, cancel := context.WithCancel(context.Background())
 		if step.CancelWhen != "" {
 			go func() {
-				if srv.WaitFrame(step.CancelWhen, within) {
+				if srv.WaitFrame(step.CancelWhen, within, ctx.Done()) {
 					cancel()
 				}
 			}()

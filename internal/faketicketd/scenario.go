@@ -332,9 +332,10 @@ func (s *ScenarioServer) Received() []Received {
 	return append([]Received(nil), s.received...)
 }
 
-// WaitFrame waits until a frame of type t (a letter) has been received.
-func (s *ScenarioServer) WaitFrame(t string, timeout time.Duration) bool {
-	return s.waitFor(timeout, func(rs []Received) bool {
+// WaitFrame waits until a frame of type t (a letter) has been received, or
+// until stop is closed or timeout has passed (false).
+func (s *ScenarioServer) WaitFrame(t string, timeout time.Duration, stop <-chan struct{}) bool {
+	return s.waitFor(timeout, stop, func(rs []Received) bool {
 		for _, r := range rs {
 			if r.Frame.Type.String() == t {
 				return true
@@ -344,7 +345,7 @@ func (s *ScenarioServer) WaitFrame(t string, timeout time.Duration) bool {
 	})
 }
 
-func (s *ScenarioServer) waitFor(timeout time.Duration, cond func([]Received) bool) bool {
+func (s *ScenarioServer) waitFor(timeout time.Duration, stop <-chan struct{}, cond func([]Received) bool) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -358,6 +359,8 @@ func (s *ScenarioServer) waitFor(timeout time.Duration, cond func([]Received) bo
 		case <-ch:
 		case <-deadline.C:
 			return false
+		case <-stop:
+			return false
 		}
 	}
 }
@@ -367,7 +370,7 @@ func (s *ScenarioServer) waitFor(timeout time.Duration, cond func([]Received) bo
 // difference.
 func (s *ScenarioServer) Check(timeout time.Duration) error {
 	want := s.sc.Sent
-	s.waitFor(timeout, func(rs []Received) bool {
+	s.waitFor(timeout, nil, func(rs []Received) bool {
 		for _, m := range want.Must {
 			if !anyMatch(rs, m) {
 				return false
