@@ -109,6 +109,10 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 				if o.err = ticket.Release(ctx); o.err == nil {
 					o.result = "released"
 				}
+			case "close":
+				if o.err = b.Close(); o.err == nil {
+					o.result = "closed"
+				}
 			case "describe":
 				var d Description
 				if d, o.err = b.Describe(ctx, step.Key); o.err == nil {

@@ -84,7 +84,7 @@ type HelloStep struct {
 
 // ClientStep is one call a runner makes, and what it must return.
 type ClientStep struct {
-	Op       string `json:"op"` // acquire, release (the last acquired ticket), describe
+	Op       string `json:"op"` // acquire, release (the last acquired ticket), describe, close (the client)
 	Key      string `json:"key,omitempty"`
 	WaitMs   int64  `json:"wait_ms,omitempty"`
 	LeaseMs  int64  `json:"lease_ms,omitempty"`
@@ -211,7 +211,7 @@ func (sc *Scenario) validate() error {
 	}
 	for i, cs := range sc.Client {
 		switch cs.Op {
-		case "acquire", "release", "describe":
+		case "acquire", "release", "describe", "close":
 		default:
 			return fmt.Errorf("client step %d: unknown op %q", i, cs.Op)
 		}

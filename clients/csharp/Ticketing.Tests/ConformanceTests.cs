@@ -192,6 +192,9 @@ namespace Ticketing.Tests
                         case "release":
                             call = Outcome(async () => { await ticket.ReleaseAsync(cts.Token); return "released"; });
                             break;
+                        case "close":
+                            call = Outcome(async () => { await b.CloseAsync(); return "closed"; });
+                            break;
                         default:
                             call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), cts.Token)).Held ? "held" : "free");
                             break;

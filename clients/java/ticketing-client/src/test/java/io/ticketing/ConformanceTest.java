@@ -205,6 +205,10 @@ class ConformanceTest {
                                 outcome.complete("released");
                             }
                             case "describe" -> outcome.complete(b.describeBlocking((String) step.get("key")).held() ? "held" : "free");
+                            case "close" -> {
+                                b.close();
+                                outcome.complete("closed");
+                            }
                             default -> outcome.complete("unknown op " + op);
                         }
                     } catch (Throwable e) {
