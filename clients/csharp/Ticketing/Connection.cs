@@ -229,7 +229,7 @@ namespace Ticketing
                 string why = null;
                 var tls = cfg.Tls;
                 var ssl = new SslStream(rec, false,
-                    (sender, cert, chain, errors) => tls.Validate(cert, chain, errors, out why),
+                    (sender, cert, chain, errors) => tls.Validate(host, cert, chain, errors, out why),
                     (sender, target, local, remote, issuers) =>
                     {
                         certRequested = true;

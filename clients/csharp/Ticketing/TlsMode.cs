@@ -170,26 +170,36 @@ namespace Ticketing
         internal X509Certificate2 Client;
 
         /// <summary>The server certificate check of this mode.</summary>
-        internal bool Validate(X509Certificate cert, X509Chain chain, SslPolicyErrors errors, out string why)
+        internal bool Validate(string host, X509Certificate cert, X509Chain chain, SslPolicyErrors errors, out string why)
         {
             why = null;
-            switch (Mode)
+            if (Mode == TlsMode.Kind.Insecure) return true;
+            if (cert == null || (errors & SslPolicyErrors.RemoteCertificateNotAvailable) != 0)
             {
-                case TlsMode.Kind.Insecure:
-                    return true;
-                case TlsMode.Kind.SystemRoots:
-                    if (errors == SslPolicyErrors.None) return true;
-                    why = "the server certificate is not trusted by the system roots or does not match the address (" + errors + ")";
-                    return false;
-            }
-            // CA file: the name must match, and the chain must end at one of the given CAs.
-            if ((errors & (SslPolicyErrors.RemoteCertificateNameMismatch | SslPolicyErrors.RemoteCertificateNotAvailable)) != 0)
-            {
-                why = "the server certificate does not match the address or is missing (" + errors + ")";
+                why = "the server sent no certificate";
                 return false;
             }
-            if (cert == null) { why = "the server sent no certificate"; return false; }
             var leaf = cert as X509Certificate2 ?? new X509Certificate2(cert);
+            // The name is checked here whatever the runtime reported: Mono,
+            // for one, never reports a name mismatch alongside chain errors.
+            var mismatch = ServerName.Mismatch(leaf, host);
+            if (mismatch != null)
+            {
+                why = "the server certificate does not match the address " + host + ": " + mismatch;
+                return false;
+            }
+            if (Mode == TlsMode.Kind.SystemRoots)
+            {
+                if (errors == SslPolicyErrors.None) return true;
+                why = "the server certificate is not trusted by the system roots or does not match the address (" + errors + ")";
+                return false;
+            }
+            // CA file: the chain must end at one of the given CAs.
+            if ((errors & SslPolicyErrors.RemoteCertificateNameMismatch) != 0)
+            {
+                why = "the server certificate does not match the address " + host + " (" + errors + ")";
+                return false;
+            }
             foreach (var ca in Cas)
                 if (ca.Thumbprint == leaf.Thumbprint) return true;
             using (var ch = new X509Chain())
