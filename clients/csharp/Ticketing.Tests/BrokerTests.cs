@@ -217,7 +217,7 @@ namespace Ticketing.Tests
                 var k = U.Get(b.DescribeAsync("orders/42"));
                 Assert.IsTrue(k.Held);
                 Assert.AreEqual(42UL, k.Token);
-                Assert.AreEqual(owner, k.Owner);
+                CollectionAssert.AreEqual(owner, k.Owner.ToArray());
                 Assert.AreEqual(U.Ms(29000), k.Remaining);
                 Assert.AreEqual(U.Ms(30000), k.Lease);
                 Assert.AreEqual(2, k.Waiters);

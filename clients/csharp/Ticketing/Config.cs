@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Runtime.CompilerServices;
 using System.Text;
+using System.Threading;
 
 [assembly: InternalsVisibleTo("Ticketing.Tests")]
 
@@ -14,6 +15,7 @@ namespace Ticketing
         internal TlsSettings Tls;
         internal TlsMode TlsMode = TlsMode.Off;
         internal TimeSpan DialTimeout = TicketBroker.DefaultDialTimeout;
+        internal TimeSpan OperationTimeout = TicketBroker.DefaultOperationTimeout;
         internal int ReleaseQueue = TicketBroker.DefaultReleaseQueue;
         internal int ReleaseWorkers = TicketBroker.ReleaseWorkers;
         internal TimeSpan ReleaseBound = TicketBroker.ReleaseBound;
@@ -57,6 +59,30 @@ namespace Ticketing
 
         /// <summary>Bounds one connection attempt: TCP, TLS and hello (default 5 s).</summary>
         public TicketBrokerBuilder DialTimeout(TimeSpan d) { cfg.DialTimeout = d; return this; }
+
+        /// <summary>
+        /// Bounds every call made without a cancellation token (the default
+        /// 10 s, TicketBroker.DefaultOperationTimeout), in the manner of
+        /// HttpClient.Timeout: waiting for a connection, for a free request
+        /// slot and for the answer all count. An acquire gets its wait on top
+        /// (time in the key's queue is the caller's choice). Ended before
+        /// anything was sent: UnavailableException; after an acquire may have
+        /// been sent: IndeterminateException (a cancel is sent and a late grant
+        /// released, as for a cancellation); a describe: UnavailableException.
+        /// Releases keep their own bound (ReleaseBound). A call given a
+        /// cancellable token is bounded by that token alone.
+        /// Timeout.InfiniteTimeSpan turns the bound off.
+        /// </summary>
+        /// <param name="timeout">Positive, or Timeout.InfiniteTimeSpan.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentOutOfRangeException">timeout is zero or negative (other than Timeout.InfiniteTimeSpan).</exception>
+        public TicketBrokerBuilder OperationTimeout(TimeSpan timeout)
+        {
+            if (timeout <= TimeSpan.Zero && timeout != Timeout.InfiniteTimeSpan)
+                throw new ArgumentOutOfRangeException("timeout", timeout, "ticketing: the operation timeout must be positive, or Timeout.InfiniteTimeSpan");
+            cfg.OperationTimeout = timeout;
+            return this;
+        }
 
         /// <summary>Capacity of the background release queue used by Ticket.Dispose (default 1024).</summary>
         public TicketBrokerBuilder ReleaseQueue(int n) { cfg.ReleaseQueue = n; return this; }

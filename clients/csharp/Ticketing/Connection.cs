@@ -198,12 +198,14 @@ namespace Ticketing
                 throw new HelloException(new TicketingException("cannot connect to " + addr + ": " + e.Message, e), null, false);
             }
             // The rest is blocking I/O bounded by socket timeouts and by
-            // closing the socket when ct ends.
-            using (ct.Register(() => tcp.Close()))
+            // shutting the socket down when ct ends: a bare Close does not wake
+            // a read blocked in the TLS handshake or the hello on every runtime
+            // (Mono's), Shutdown does.
+            using (ct.Register(() => Abort(tcp)))
             {
                 try
                 {
-                    return await Task.Run(() => Handshake(addr, host, port, tcp, cfg, flags, hooks)).ConfigureAwait(false);
+                    return await Task.Run(() => Handshake(addr, host, port, tcp, cfg, flags, hooks, ct)).ConfigureAwait(false);
                 }
                 catch (Exception)
                 {
@@ -214,9 +216,16 @@ namespace Ticketing
             }
         }
 
+        /// <summary>Ends a socket so that a read or write blocked on it returns at once.</summary>
+        static void Abort(TcpClient tcp)
+        {
+            try { tcp.Client.Shutdown(SocketShutdown.Both); } catch (Exception) { }
+            try { tcp.Close(); } catch (Exception) { }
+        }
+
         static void Observe(Task t) { t.ContinueWith(x => { var _ = x.Exception; }, TaskContinuationOptions.OnlyOnFaulted); }
 
-        static Connection Handshake(string addr, string host, int port, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks)
+        static Connection Handshake(string addr, string host, int port, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks, CancellationToken ct)
         {
             int ms = (int)Math.Max(1, cfg.DialTimeout.TotalMilliseconds);
             tcp.ReceiveTimeout = ms;
@@ -280,7 +289,8 @@ namespace Ticketing
                 {
                     // A TLS server closes a plain connection without a word:
                     // check with a TLS handshake on a second connection.
-                    if (AnswersTls(host, port, cfg.DialTimeout))
+                    ct.ThrowIfCancellationRequested(); // the broker is closing: no probe
+                    if (AnswersTls(host, port, cfg.DialTimeout, ct))
                         throw new HelloException(new TicketingException("the server " + addr + " requires TLS (it closed the plain connection and answers a TLS handshake); this broker is configured without TLS (TlsMode.Off)", e), null, true);
                     throw new HelloException(new TicketingException("the server " + addr + " closed the connection without answering the hello (" + e.Message + ")", e), null, false);
                 }
@@ -333,11 +343,12 @@ namespace Ticketing
         }
 
         /// <summary>Whether host:port completes a TLS handshake (any certificate accepted: this only tells TLS from plain).</summary>
-        static bool AnswersTls(string host, int port, TimeSpan timeout)
+        static bool AnswersTls(string host, int port, TimeSpan timeout, CancellationToken ct)
         {
             try
             {
                 using (var t = new TcpClient())
+                using (ct.Register(() => Abort(t)))
                 {
                     var connect = t.ConnectAsync(host, port);
                     if (!connect.Wait(timeout)) return false;

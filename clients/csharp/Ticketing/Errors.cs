@@ -1,4 +1,6 @@
 using System;
+using System.Collections.Generic;
+using System.Collections.ObjectModel;
 
 namespace Ticketing
 {
@@ -197,7 +199,9 @@ namespace Ticketing
         /// (release by owner, U), so an orphaned grant is freed within a
         /// reconnect rather than at the end of its lease. Null otherwise.
         /// </summary>
-        public byte[] Owner { get; internal set; }
+        public IReadOnlyList<byte> Owner { get { return owner; } }
+        internal byte[] OwnerBytes { set { owner = value == null ? null : new ReadOnlyCollection<byte>((byte[])value.Clone()); } }
+        ReadOnlyCollection<byte> owner;
         public IndeterminateException(string message, Exception inner) : base(message, inner) { }
     }
 

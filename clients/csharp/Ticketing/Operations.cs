@@ -1,4 +1,6 @@
 using System;
+using System.Collections.Generic;
+using System.Collections.ObjectModel;
 using System.Diagnostics;
 using System.Security.Cryptography;
 using System.Text;
@@ -26,29 +28,41 @@ namespace Ticketing
             return s;
         }
 
+        /// <summary>
+        /// Throws ArgumentNullException for a null key and ArgumentException
+        /// (ParamName "key") for one outside 1..1024 UTF-8 bytes.
+        /// </summary>
+        internal static void CheckKey(string key, string op)
+        {
+            if (key == null) throw new ArgumentNullException("key", Op(op, key) + "the key is null; nothing was sent");
+            int klen = Encoding.UTF8.GetByteCount(key);
+            if (klen == 0 || klen > MaxKeyBytes)
+                throw new ArgumentException(Op(op, key) + "the key is " + klen + " bytes, it must be 1.." + MaxKeyBytes + " bytes; nothing was sent", "key");
+        }
+
+        static ArgumentOutOfRangeException OutOfRange(string param, object value, string key, string why)
+        {
+            return new ArgumentOutOfRangeException(param, value, Op("acquire", key) + why + "; nothing was sent");
+        }
+
         internal static AcquireArgs CheckAcquire(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget)
         {
-            string bad = null;
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
+            CheckKey(key, "acquire");
             long l = CeilSeconds(lease);
-            if (klen == 0 || klen > MaxKey)
-                bad = "the key is " + klen + " bytes, it must be 1.." + MaxKey + " bytes";
-            else if (wait < TimeSpan.Zero)
-                bad = "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)";
-            else if (CeilSeconds(wait) > 255)
-                bad = "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s";
-            else if (lease <= TimeSpan.Zero)
-                bad = "lease " + lease + " must be 1..250 s";
-            else if (l > 250)
-                bad = "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s";
-            else if (budget < TimeSpan.Zero)
-                bad = "work budget " + budget + " is negative; it must be 0..lease";
-            else if (budget > MaxLease)
-                bad = "work budget " + budget + " is longer than 250 s: work longer than that is not supported";
-            else if (budget > TimeSpan.FromSeconds(l))
-                bad = "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends";
-            if (bad != null)
-                throw new InvalidArgumentException(Op("acquire", key) + bad + "; nothing was sent");
+            if (wait < TimeSpan.Zero)
+                throw OutOfRange("wait", wait, key, "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)");
+            if (CeilSeconds(wait) > 255)
+                throw OutOfRange("wait", wait, key, "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s");
+            if (lease <= TimeSpan.Zero)
+                throw OutOfRange("lease", lease, key, "lease " + lease + " must be 1..250 s");
+            if (l > 250)
+                throw OutOfRange("lease", lease, key, "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s");
+            if (budget < TimeSpan.Zero)
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is negative; it must be 0..lease");
+            if (budget > MaxLease)
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than 250 s: work longer than that is not supported");
+            if (budget > TimeSpan.FromSeconds(l))
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends");
             return new AcquireArgs { Wait = (byte)CeilSeconds(wait), Lease = (byte)l, Budget = budget };
         }
 
@@ -103,14 +117,56 @@ namespace Ticketing
         /// limit is reached, the call waits for a free slot as long as ct
         /// allows (having sent nothing).</para>
         /// </summary>
-        public async Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
-            CancellationToken ct = default(CancellationToken))
+        public Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
+            CancellationToken cancellationToken = default(CancellationToken))
         {
             var args = CheckAcquire(key, wait, lease, budget);
+            return AcquireBoundedAsync(key, args, cancellationToken);
+        }
+
+        /// <summary>The acquire under the caller's token, or, when it passed none, under the operation timeout plus the wait.</summary>
+        async Task<Ticket> AcquireBoundedAsync(string key, AcquireArgs args, CancellationToken ct)
+        {
+            var st = new OpState();
+            using (var limit = DefaultLimit(ct, TimeSpan.FromSeconds(args.Wait)))
+            {
+                if (limit == null) return await AcquireCoreAsync(key, args, ct, st).ConfigureAwait(false);
+                try
+                {
+                    return await AcquireCoreAsync(key, args, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e)
+                {
+                    var within = "within the operation timeout (" + (Cfg.OperationTimeout + TimeSpan.FromSeconds(args.Wait)).TotalSeconds + " s with the wait)";
+                    if (!st.Sent)
+                        throw new UnavailableException(Op("acquire", key) + "not sent: it could not be sent " + within + " (" + e.Message + ")", e.InnerException ?? e);
+                    throw new IndeterminateException(Op("acquire", key) + "outcome unknown: no final answer came " + within +
+                        "; a cancel was sent and a grant that arrives anyway is released in the background; do not enter the critical section", e)
+                    { Key = key, OwnerBytes = st.Owner };
+                }
+            }
+        }
+
+        /// <summary>
+        /// When the caller passed no cancellable token, a source that ends the
+        /// call after the broker's operation timeout plus extra (an acquire's
+        /// wait); null when the caller's token governs or the timeout is infinite.
+        /// </summary>
+        internal CancellationTokenSource DefaultLimit(CancellationToken ct, TimeSpan extra)
+        {
+            if (ct.CanBeCanceled || Cfg.OperationTimeout == Timeout.InfiniteTimeSpan) return null;
+            var cts = new CancellationTokenSource();
+            cts.CancelAfter(Cfg.OperationTimeout + extra);
+            return cts;
+        }
+
+        async Task<Ticket> AcquireCoreAsync(string key, AcquireArgs args, CancellationToken ct, OpState st)
+        {
             if (ct.IsCancellationRequested)
                 throw new OperationCanceledException(Op("acquire", key) + "not sent: cancelled before sending", ct);
             var owner = new byte[16];
             lock (Rng) Rng.GetBytes(owner);
+            st.Owner = owner;
             var kb = Encoding.UTF8.GetBytes(key);
             for (;;)
             {
@@ -134,6 +190,7 @@ namespace Ticketing
                         "not sent: cancelled while waiting for a free request slot (the connection's in-flight limit was reached)", ct);
                 }
                 if (r == StartResult.Gone) continue; // nothing was sent: try the next connection
+                st.Sent = true;
                 return await AwaitAcquireAsync(c, cl, args, ct).ConfigureAwait(false);
             }
         }
@@ -168,7 +225,7 @@ namespace Ticketing
             if (a != null) return FinishAcquire(c, cl, a, args);
             throw new IndeterminateException(Op("acquire", cl.Key) + "outcome unknown, the server " + c.Addr +
                 " sent no final answer within the wait plus " + AnswerGrace(c).TotalSeconds + " s although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section", null)
-            { Addr = c.Addr, Key = cl.Key, Owner = cl.Owner };
+            { Addr = c.Addr, Key = cl.Key, OwnerBytes = cl.Owner };
         }
 
         Ticket FinishAcquire(Connection c, Call cl, Answer a, AcquireArgs args)
@@ -182,7 +239,7 @@ namespace Ticketing
                 else
                     msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)";
                 throw new IndeterminateException(msg, a.Fail.Cause)
-                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, Owner = cl.Owner };
+                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, OwnerBytes = cl.Owner };
             }
             var f = a.F;
             switch (f.Type)
@@ -234,7 +291,7 @@ namespace Ticketing
         /// exception (IndeterminateException if a release may have been sent,
         /// UnavailableException if none could be), never success.
         /// </summary>
-        internal async Task ReleaseAsync(string key, ulong token, long start, bool draining, CancellationToken ct)
+        internal async Task ReleaseAsync(string key, ulong token, long start, bool draining, OpState st, CancellationToken ct)
         {
             string op = "release of token " + token + " for";
             var left = Cfg.ReleaseBound - SinceTicks(start, Stopwatch.GetTimestamp());
@@ -274,6 +331,7 @@ namespace Ticketing
                     }
                     if (r == StartResult.Gone) continue;
                     sent++;
+                    if (st != null) st.Sent = true;
                     Answer a;
                     var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
                     using (bt.Register(() => never.TrySetResult(true)))
@@ -340,15 +398,13 @@ namespace Ticketing
         /// 1..1024 bytes or token 0 is rejected with InvalidArgumentException
         /// before anything is sent.
         /// </summary>
-        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken ct = default(CancellationToken))
+        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken cancellationToken = default(CancellationToken))
         {
             string op = "release of token " + token + " for";
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
-            if (klen == 0 || klen > MaxKey)
-                throw new InvalidArgumentException(Op(op, key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            CheckKey(key, op);
             if (token == 0)
-                throw new InvalidArgumentException(Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
-            return ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, ct);
+                throw new ArgumentOutOfRangeException("token", token, Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
+            return ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, null, cancellationToken);
         }
 
         // ---------------- describing ----------------
@@ -360,11 +416,32 @@ namespace Ticketing
         /// and nothing is retried automatically. F is PermissionDeniedException,
         /// B CapacityException.
         /// </summary>
-        public async Task<KeyDescription> DescribeAsync(string key, CancellationToken ct = default(CancellationToken))
+        public Task<KeyDescription> DescribeAsync(string key, CancellationToken cancellationToken = default(CancellationToken))
         {
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
-            if (klen == 0 || klen > MaxKey)
-                throw new InvalidArgumentException(Op("describe", key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            CheckKey(key, "describe");
+            return DescribeBoundedAsync(key, cancellationToken);
+        }
+
+        async Task<KeyDescription> DescribeBoundedAsync(string key, CancellationToken ct)
+        {
+            var st = new OpState();
+            using (var limit = DefaultLimit(ct, TimeSpan.Zero))
+            {
+                if (limit == null) return await DescribeCoreAsync(key, ct, st).ConfigureAwait(false);
+                try
+                {
+                    return await DescribeCoreAsync(key, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e)
+                {
+                    throw new UnavailableException(Op("describe", key) + (st.Sent ? "no answer" : "not sent") + " within the operation timeout (" +
+                        Cfg.OperationTimeout.TotalSeconds + " s): " + e.Message, e.InnerException ?? e);
+                }
+            }
+        }
+
+        async Task<KeyDescription> DescribeCoreAsync(string key, CancellationToken ct, OpState st)
+        {
             var kb = Encoding.UTF8.GetBytes(key);
             for (;;)
             {
@@ -379,6 +456,7 @@ namespace Ticketing
                     throw new OperationCanceledException(Op("describe", key) + "not sent: cancelled while waiting for a free request slot", ct);
                 }
                 if (r == StartResult.Gone) continue;
+                st.Sent = true;
                 var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
                 // Bounded on a live connection too (docs/protocol.md, Liveness): a
                 // server that keeps the connection alive but never answers cannot
@@ -460,12 +538,12 @@ namespace Ticketing
                     else
                     {
                         a = c.Abandon(cl);
-                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, Owner = owner };
+                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, OwnerBytes = owner };
                     }
                     if (a.Fail != null)
                     {
                         if (a.Fail.Closed || bt.IsCancellationRequested)
-                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, Owner = owner, BrokerClosed = a.Fail.Closed };
+                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, OwnerBytes = owner, BrokerClosed = a.Fail.Closed };
                         continue; // U is idempotent: again on the next connection
                     }
                     switch (a.F.Type)
@@ -500,6 +578,13 @@ namespace Ticketing
         }
     }
 
+    /// <summary>What an operation got to do before it ended: whether its request may have been sent, and an acquire's owner.</summary>
+    internal sealed class OpState
+    {
+        internal bool Sent;
+        internal byte[] Owner;
+    }
+
     /// <summary>The state of one key as the leader saw it when it answered.</summary>
     public sealed class KeyDescription
     {
@@ -508,7 +593,7 @@ namespace Ticketing
         /// <summary>The holder's token (0 when free).</summary>
         public ulong Token { get; private set; }
         /// <summary>The holder's acquire owner (16 bytes; zero when free).</summary>
-        public byte[] Owner { get; private set; }
+        public IReadOnlyList<byte> Owner { get; private set; }
         /// <summary>The holder's remaining lease as the leader sees it.</summary>
         public TimeSpan Remaining { get; private set; }
         public TimeSpan Lease { get; private set; }
@@ -517,7 +602,7 @@ namespace Ticketing
 
         internal KeyDescription(string key, bool held, ulong token, byte[] owner, TimeSpan remaining, TimeSpan lease, int waiters)
         {
-            Key = key; Held = held; Token = token; Owner = owner; Remaining = remaining; Lease = lease; Waiters = waiters;
+            Key = key; Held = held; Token = token; Owner = new ReadOnlyCollection<byte>((byte[])owner.Clone()); Remaining = remaining; Lease = lease; Waiters = waiters;
         }
     }
 }

@@ -16,24 +16,31 @@ namespace Ticketing
     /// named by an M frame, otherwise to the listed addresses in turn, with
     /// jittered exponential backoff).
     /// </summary>
-    public sealed partial class TicketBroker : IDisposable, IConnHooks
-#if NETSTANDARD2_1_OR_GREATER || NET
-        , IAsyncDisposable
-#endif
+    public sealed partial class TicketBroker : IDisposable, IAsyncDisposable, IConnHooks
     {
         /// <summary>Longest wait in the key's queue (0 is one immediate attempt).</summary>
         public static readonly TimeSpan MaxWait = TimeSpan.FromSeconds(255);
+        /// <summary>Shortest lease.</summary>
         public static readonly TimeSpan MinLease = TimeSpan.FromSeconds(1);
         /// <summary>Longest lease, and longest work budget.</summary>
         public static readonly TimeSpan MaxLease = TimeSpan.FromSeconds(250);
-        public const int MaxKey = 1024;
+        /// <summary>Longest key, in UTF-8 bytes.</summary>
+        public static readonly int MaxKeyBytes = 1024;
         /// <summary>How long a release (explicit, background or compensating) retries the exact token, from the call or from when it was queued.</summary>
         public static readonly TimeSpan ReleaseBound = TimeSpan.FromSeconds(5);
-        public const int DefaultReleaseQueue = 1024;
-        public const int ReleaseWorkers = 4;
+        /// <summary>Default capacity of the background release queue (TicketBrokerBuilder.ReleaseQueue).</summary>
+        public static readonly int DefaultReleaseQueue = 1024;
+        /// <summary>How many background releases run at the same time.</summary>
+        public static readonly int ReleaseWorkers = 4;
+        /// <summary>Default bound of one connection attempt: TCP, TLS and hello (TicketBrokerBuilder.DialTimeout).</summary>
         public static readonly TimeSpan DefaultDialTimeout = TimeSpan.FromSeconds(5);
+        /// <summary>
+        /// Default bound of a call made without a cancellation token
+        /// (TicketBrokerBuilder.OperationTimeout); an acquire's wait is added to it.
+        /// </summary>
+        public static readonly TimeSpan DefaultOperationTimeout = TimeSpan.FromSeconds(10);
         /// <summary>Assumed worst-case clock rate difference, percent of lease plus queued time.</summary>
-        public const int ClockDriftPercent = 1;
+        public static readonly int ClockDriftPercent = 1;
         /// <summary>Fixed margin subtracted from the deadline for millisecond truncation.</summary>
         public static readonly TimeSpan ClockDriftMargin = TimeSpan.FromMilliseconds(100);
 
@@ -265,6 +272,16 @@ namespace Ticketing
             return !ct.IsCancellationRequested;
         }
 
+        /// <summary>The outcome of a background or disposing release, to the release observer.</summary>
+        internal void ReportRelease(string key, ulong token, Exception err)
+        {
+            var obs = Cfg.Observer;
+            if (obs != null)
+            {
+                try { obs(key, token, err); } catch (Exception) { }
+            }
+        }
+
         /// <summary>A G arrived for an acquire whose caller left (or too late for its budget): release that exact token in the background.</summary>
         internal void LateGrant(string key, ulong token)
         {
@@ -378,10 +395,15 @@ namespace Ticketing
             }
         }
 
-        /// <summary>Waits for the connection as long as ct allows (see the overload with a timeout).</summary>
-        public Task WaitReadyAsync(CancellationToken ct)
+        /// <summary>
+        /// Waits for the connection as long as cancellationToken allows, or,
+        /// without a token, for at most the operation timeout (see the
+        /// overload with a timeout).
+        /// </summary>
+        public Task WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            return WaitReadyAsync(Timeout.InfiniteTimeSpan, ct);
+            if (!cancellationToken.CanBeCanceled) return WaitReadyAsync(Cfg.OperationTimeout, cancellationToken);
+            return WaitReadyAsync(Timeout.InfiniteTimeSpan, cancellationToken);
         }
 
         // ---------------- closing ----------------
@@ -417,14 +439,18 @@ namespace Ticketing
             // Release what can still be reached: cancel the acquires still
             // waiting, and give a grant that races with the cancel the grace
             // period to arrive, so that it is released rather than left to its lease.
+            // Both phases run at once under one bound (DrainTimeout): the
+            // releaser keeps accepting jobs until the cancelled acquires have
+            // settled, so a late grant is still queued and released.
             Connection live;
             lock (mu) live = cur;
+            Task acquiresSettled = Task.FromResult(true);
             if (live != null && !live.Dead)
             {
                 var settled = live.CancelAcquiresForClose(new ConnFailure { Kind = FailKind.Closed, Addr = live.Addr });
-                await Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout)).ConfigureAwait(false);
+                acquiresSettled = Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout));
             }
-            await rel.DrainAsync(Cfg.DrainTimeout).ConfigureAwait(false);
+            await rel.DrainAsync(Cfg.DrainTimeout, acquiresSettled).ConfigureAwait(false);
             Connection c;
             lock (mu)
             {
@@ -438,17 +464,21 @@ namespace Ticketing
             closedDone.TrySetResult(true);
         }
 
-        /// <summary>Closes the broker (CloseAsync) and waits for it; blocks for at most about the drain grace period (ReleaseBound).</summary>
+        /// <summary>
+        /// Closes the broker (CloseAsync) and waits for it: blocks for at most
+        /// about ReleaseBound (5 s, the drain period), plus the time to stop
+        /// the connection's threads.
+        /// </summary>
         public void Dispose()
         {
             CloseAsync().GetAwaiter().GetResult();
         }
 
-#if NETSTANDARD2_1_OR_GREATER || NET
+        /// <summary>Closes the broker (CloseAsync): completes within about ReleaseBound (5 s).</summary>
+        /// <returns>A task that completes when the broker is closed.</returns>
         public ValueTask DisposeAsync()
         {
             return new ValueTask(CloseAsync());
         }
-#endif
     }
 }
