@@ -45,7 +45,8 @@ compile() {
   fi
 }
 cd "$here"
-compile -out:"$tmp/Ticketing.dll" -r:System.dll -r:System.Core.dll Ticketing/*.cs
+# -doc: every public member must have its XML documentation (CS1591 is an error).
+compile -doc:"$tmp/Ticketing.xml" -out:"$tmp/Ticketing.dll" -r:System.dll -r:System.Core.dll Ticketing/*.cs
 # The same sources against reference assemblies of .NET Framework 4.6.1, the
 # API level netstandard2.0 maps to: no Mono-only API slips in. IAsyncDisposable
 # and ValueTask, which the netstandard2.0 package takes from

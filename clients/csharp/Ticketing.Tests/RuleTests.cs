@@ -122,7 +122,7 @@ namespace Ticketing.Tests
             {
                 var e = U.Throws<PermissionDeniedException>(() => b.AcquireAsync("no/1", TimeSpan.FromSeconds(5), S, TimeSpan.Zero));
                 Assert.AreEqual(PermissionReason.Key, e.Reason);
-                Assert.AreEqual(srv.Addr, e.Addr);
+                Assert.AreEqual(srv.Addr, e.Address);
                 StringAssert.Contains("permission denied", e.Message);
                 StringAssert.Contains(e.ReasonText, e.Message);
                 StringAssert.Contains("not acquired", e.Message);
@@ -599,7 +599,7 @@ namespace Ticketing.Tests
             var table = new LockTable();
             using (var dead = new FakeServer(c => c.Close()))
             using (var good = new FakeServer(FakeServer.Normal(table)))
-            using (var b = TicketBroker.CreateBuilder().Addrs(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
+            using (var b = TicketBroker.CreateBuilder().Addresses(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
             {
                 U.Wait(b.WaitReadyAsync(TimeSpan.FromSeconds(20)));
                 Assert.AreEqual(1, good.Accepted);

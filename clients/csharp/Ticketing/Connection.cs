@@ -163,7 +163,7 @@ namespace Ticketing
             host = i > 0 ? addr.Substring(0, i) : "";
             if (host.StartsWith("[") && host.EndsWith("]")) host = host.Substring(1, host.Length - 2);
             if (i <= 0 || host.Length == 0 || !int.TryParse(addr.Substring(i + 1), out port) || port < 1 || port > 65535)
-                throw new InvalidArgumentException("ticketing: address \"" + addr + "\" is not host:port");
+                throw new ArgumentException("ticketing: address \"" + addr + "\" is not host:port", "addresses");
         }
 
         /// <summary>Connects to addr, runs TLS and the hello, and starts the connection's threads.</summary>
@@ -248,11 +248,8 @@ namespace Ticketing
                 if (tls.Client != null) certs.Add(tls.Client);
                 try
                 {
-#if NET5_0_OR_GREATER
+                    // None: the operating system picks the version (TLS 1.3 where it has it).
                     ssl.AuthenticateAsClient(host, certs, SslProtocols.None, false);
-#else
-                    ssl.AuthenticateAsClient(host, certs, SslProtocols.Tls12, false);
-#endif
                 }
                 catch (Exception e)
                 {
@@ -311,13 +308,13 @@ namespace Ticketing
                         s.Dispose();
                         var se = new ServerErrorException(addr, (ErrorCode)first.Code, Encoding.UTF8.GetString(first.Text));
                         if (se.Code == ErrorCode.Unauthenticated)
-                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se) { Addr = addr, ServerCode = se.Code }, null, true);
+                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se) { Address = addr, ServerCode = se.Code }, null, true);
                         bool rej = se.Code == ErrorCode.UnsupportedVersion || se.Code == ErrorCode.InvalidArgument;
                         throw new HelloException(se, null, rej);
                     }
                 case FrameType.Capacity:
                     s.Dispose();
-                    throw new HelloException(new CapacityException("the server " + addr + " refused the connection: it is at its connection limit (" + (CapacityReason)first.Reason + "); retry later", (CapacityReason)first.Reason) { Addr = addr }, null, true);
+                    throw new HelloException(new CapacityException("the server " + addr + " refused the connection: it is at its connection limit (" + (CapacityReason)first.Reason + "); retry later", (CapacityReason)first.Reason) { Address = addr }, null, true);
                 default:
                     s.Dispose();
                     throw new HelloException(new TicketingException("the server " + addr + " answered the hello with an unexpected " + FrameType.Name(first.Type) + " frame"), null, true);
@@ -356,11 +353,7 @@ namespace Ticketing
                     t.SendTimeout = (int)timeout.TotalMilliseconds;
                     using (var ssl = new SslStream(t.GetStream(), false, (a, b, c, d) => true))
                     {
-#if NET5_0_OR_GREATER
                         ssl.AuthenticateAsClient(host, null, SslProtocols.None, false);
-#else
-                        ssl.AuthenticateAsClient(host, null, SslProtocols.Tls12, false);
-#endif
                         return true;
                     }
                 }

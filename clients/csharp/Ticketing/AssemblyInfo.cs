@@ -1,0 +1,18 @@
+using System;
+using System.Runtime.CompilerServices;
+
+// Tokens are ulong, which the CLS does not have.
+[assembly: CLSCompliant(false)]
+[assembly: InternalsVisibleTo("Ticketing.Tests")]
+
+#if NETSTANDARD2_0
+namespace System.Diagnostics.CodeAnalysis
+{
+    /// <summary>
+    /// The nullable-analysis attribute for targets whose base library lacks
+    /// it (netstandard2.0, .NET Framework); the compiler recognises it by name.
+    /// </summary>
+    [AttributeUsage(AttributeTargets.Field | AttributeTargets.Parameter | AttributeTargets.Property | AttributeTargets.ReturnValue, Inherited = false)]
+    internal sealed class MaybeNullAttribute : Attribute { }
+}
+#endif
