@@ -68,7 +68,7 @@ status=0
 # threads blocked in socket reads (a failed test can leave some behind).
 (cd "$tmp" && timeout 900 nunit-console -nologo -domain:None -xml="$tmp/result.xml" Ticketing.Tests.dll) >"$tmp/nunit.log" 2>&1 || status=$?
 # The latency lines and the failover tally, then failures in full.
-grep -oE '(csharp|go) (latency|failover|cancellation storm).*' "$tmp/nunit.log" || true
+grep -oE '(csharp|go) (latency|failover|cancellation storm|dispose|leader kills).*' "$tmp/nunit.log" || true
 if [ ! -s "$tmp/result.xml" ]; then
   tail -n 50 "$tmp/nunit.log" >&2
   summary 0 1
