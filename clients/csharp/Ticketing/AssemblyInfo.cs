@@ -9,10 +9,14 @@ using System.Runtime.CompilerServices;
 namespace System.Diagnostics.CodeAnalysis
 {
     /// <summary>
-    /// The nullable-analysis attribute for targets whose base library lacks
+    /// The nullable-analysis attributes for targets whose base library lacks
     /// it (netstandard2.0, .NET Framework); the compiler recognises it by name.
     /// </summary>
     [AttributeUsage(AttributeTargets.Field | AttributeTargets.Parameter | AttributeTargets.Property | AttributeTargets.ReturnValue, Inherited = false)]
     internal sealed class MaybeNullAttribute : Attribute { }
+
+    /// <summary>The nullable-analysis attribute for a parameter that accepts null (see MaybeNullAttribute).</summary>
+    [AttributeUsage(AttributeTargets.Field | AttributeTargets.Parameter | AttributeTargets.Property, Inherited = false)]
+    internal sealed class AllowNullAttribute : Attribute { }
 }
 #endif

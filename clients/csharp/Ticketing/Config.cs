@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.CodeAnalysis;
 using System.Text;
 using System.Threading;
 
@@ -61,7 +62,7 @@ namespace Ticketing
         /// <param name="token">At most 1024 UTF-8 bytes; null or empty sends none.</param>
         /// <returns>This builder.</returns>
         /// <exception cref="ArgumentException">token is over 1024 bytes.</exception>
-        public TicketBrokerBuilder Token(string token)
+        public TicketBrokerBuilder Token([AllowNull] string token)
         {
             var bytes = Encoding.UTF8.GetBytes(token ?? "");
             if (bytes.Length > Wire.Codec.MaxToken)
@@ -73,7 +74,7 @@ namespace Ticketing
         /// <summary>The TLS mode: TlsMode.Off (default), SystemRoots, Ca(file) or InsecureSkipVerify.</summary>
         /// <param name="mode">The mode; null is Off.</param>
         /// <returns>This builder.</returns>
-        public TicketBrokerBuilder Tls(TlsMode mode) { cfg.TlsMode = mode ?? TlsMode.Off; return this; }
+        public TicketBrokerBuilder Tls([AllowNull] TlsMode mode) { cfg.TlsMode = mode ?? TlsMode.Off; return this; }
 
         /// <summary>Bounds one connection attempt: TCP, TLS and hello (default 5 s, TicketBroker.DefaultDialTimeout).</summary>
         /// <param name="timeout">Positive.</param>
@@ -133,7 +134,7 @@ namespace Ticketing
         /// </summary>
         /// <param name="observer">Called with the key, the token and the failure (null for success); null for none.</param>
         /// <returns>This builder.</returns>
-        public TicketBrokerBuilder ReleaseObserver(Action<string, ulong, Exception> observer) { cfg.Observer = observer; return this; }
+        public TicketBrokerBuilder ReleaseObserver([AllowNull] Action<string, ulong, Exception> observer) { cfg.Observer = observer; return this; }
 
         // Knobs for the tests: shorter timings, same code paths.
         internal TicketBrokerBuilder ReleaseBoundForTests(TimeSpan d) { cfg.ReleaseBound = d; return this; }

@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.CodeAnalysis;
 using System.IO;
 using System.Net.Security;
 using System.Security.Cryptography.X509Certificates;
@@ -61,7 +62,7 @@ namespace Ticketing
         /// <returns>A new mode with the client certificate.</returns>
         /// <exception cref="ArgumentNullException">pkcs12File is null.</exception>
         /// <exception cref="InvalidOperationException">This mode is Off.</exception>
-        public TlsMode WithClientCert(string pkcs12File, string password)
+        public TlsMode WithClientCert(string pkcs12File, [AllowNull] string password)
         {
             if (pkcs12File == null) throw new ArgumentNullException("pkcs12File");
             if (Mode == Kind.Off) throw new InvalidOperationException("ticketing: a client certificate needs TLS; TlsMode.Off cannot present one");
