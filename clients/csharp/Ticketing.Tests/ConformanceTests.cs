@@ -129,7 +129,7 @@ namespace Ticketing.Tests
             if (e is BudgetExceededException) return "budget_exceeded";
             if (e is UnauthenticatedException) return "unauthenticated";
             if (e is PermissionDeniedException) return "permission_denied";
-            if (e is InvalidArgumentException) return "invalid_argument";
+            if (e is ArgumentException) return "invalid_argument";
             if (e is ClosedException) return "closed";
             if (e is OperationCanceledException) return "cancelled";
             if (e is UnavailableException) return "unavailable";

@@ -93,7 +93,7 @@ namespace Ticketing.Tests
         {
             Assert.AreEqual(Limit("limits", "version"), Codec.Version);
             Assert.AreEqual(Limit("limits", "max_frame"), Codec.MaxFrame);
-            Assert.AreEqual(Limit("limits", "max_key"), TicketBroker.MaxKey);
+            Assert.AreEqual(Limit("limits", "max_key"), TicketBroker.MaxKeyBytes);
             Assert.AreEqual(Limit("limits", "max_token"), Codec.MaxToken);
             Assert.AreEqual(TimeSpan.FromSeconds(Limit("limits", "max_wait_s")), TicketBroker.MaxWait);
             Assert.AreEqual(TimeSpan.FromSeconds(Limit("limits", "min_lease_s")), TicketBroker.MinLease);

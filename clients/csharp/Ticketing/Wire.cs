@@ -255,7 +255,7 @@ namespace Ticketing.Wire
 
         static string CheckKey(byte[] k)
         {
-            return k.Length < 1 || k.Length > TicketBroker.MaxKey ? "key of " + k.Length + " bytes is outside 1..1024 bytes" : null;
+            return k.Length < 1 || k.Length > TicketBroker.MaxKeyBytes ? "key of " + k.Length + " bytes is outside 1..1024 bytes" : null;
         }
 
         static WireException Malformed(string why) { return new WireException((ushort)ErrorCode.MalformedFrame, "malformed frame: " + why); }
