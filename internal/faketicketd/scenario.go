@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +28,12 @@ type Scenario struct {
 	Rule string `json:"rule"`
 	// Connections[i] scripts the i-th accepted connection; connections
 	// after the last script run the last one again.
-	Connections [][]Step `json:"connections"`
+	Connections [][]Step `json:"connections,omitempty"`
+	// Servers, instead of Connections, scripts several servers: Servers[n]
+	// is server n's Connections. The client is given every server's
+	// address, in this order; a Send step's Text may name one as
+	// "{server N}" (a leader hint in M, say).
+	Servers [][][]Step `json:"servers,omitempty"`
 	// Client is what a runner does, in order, and what it must see.
 	Client []ClientStep `json:"client"`
 	// Sent is what the client must and must not send.
@@ -199,13 +205,23 @@ func (sc *Scenario) validate() error {
 	if sc.Name == "" || sc.Rule == "" {
 		return errors.New("a scenario needs a name and a rule")
 	}
-	if len(sc.Connections) == 0 || len(sc.Client) == 0 {
-		return errors.New("a scenario needs connections and client steps")
+	if (len(sc.Connections) == 0) == (len(sc.Servers) == 0) || len(sc.Client) == 0 {
+		return errors.New("a scenario needs client steps and either connections or servers")
 	}
-	for i, script := range sc.Connections {
-		for j, st := range script {
-			if err := st.validate(); err != nil {
-				return fmt.Errorf("connection %d step %d: %w", i, j, err)
+	for n, conns := range sc.servers() {
+		if len(conns) == 0 {
+			return fmt.Errorf("server %d has no connection scripts", n)
+		}
+		for i, script := range conns {
+			for j, st := range script {
+				if err := st.validate(); err != nil {
+					return fmt.Errorf("server %d connection %d step %d: %w", n, i, j, err)
+				}
+				if m := serverRef.FindStringSubmatch(st.Text); m != nil {
+					if k, _ := strconv.Atoi(m[1]); k >= len(sc.servers()) {
+						return fmt.Errorf("server %d connection %d step %d: there is no server %d", n, i, j, k)
+					}
+				}
 			}
 		}
 	}
@@ -221,6 +237,17 @@ func (sc *Scenario) validate() error {
 	}
 	return nil
 }
+
+// servers is the scripts of each server: Servers, or Connections as one.
+func (sc *Scenario) servers() [][][]Step {
+	if len(sc.Servers) > 0 {
+		return sc.Servers
+	}
+	return [][][]Step{sc.Connections}
+}
+
+// serverRef is how a Send step's Text names a server's address.
+var serverRef = regexp.MustCompile(`\{server (\d+)\}`)
 
 func (st Step) validate() error {
 	n := 0
@@ -269,17 +296,20 @@ func rawBytes(s string) ([]byte, error) {
 	return b, nil
 }
 
-// Received is one frame the server read, with the connection it came on.
+// Received is one frame a server read, with the server and the connection
+// it came on.
 type Received struct {
-	Conn  int
-	Frame wire.Frame
+	Server int
+	Conn   int
+	Frame  wire.Frame
 }
 
-// ScenarioServer serves one scenario and records what the client sends.
+// ScenarioServer serves one scenario (one or several servers) and records
+// what the client sends.
 type ScenarioServer struct {
-	*Server
-	sc    *Scenario
-	locks *Locks
+	servers []*Server
+	sc      *Scenario
+	locks   *Locks // one lock table: the servers serve one cluster's state
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced at every new frame
@@ -292,22 +322,45 @@ type ScenarioServer struct {
 // nil, is called for every frame received (the command prints them).
 func ServeScenario(sc *Scenario, onFrame func(Received)) (*ScenarioServer, error) {
 	s := &ScenarioServer{sc: sc, locks: NewLocks(), changed: make(chan struct{}), onFrame: onFrame}
-	srv, err := New(s.handle)
-	if err != nil {
-		return nil, err
+	for n := range sc.servers() {
+		srv, err := New(func(c *Conn) { s.handle(n, c) })
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.servers = append(s.servers, srv)
 	}
-	s.Server = srv
 	return s, nil
 }
 
-// Close stops the server and its lock table.
+// Addr is the servers' addresses, comma-separated, in scenario order.
+func (s *ScenarioServer) Addr() string {
+	addrs := make([]string, len(s.servers))
+	for i, srv := range s.servers {
+		addrs[i] = srv.Addr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Accepted is the number of connections accepted by all the servers.
+func (s *ScenarioServer) Accepted() int {
+	n := 0
+	for _, srv := range s.servers {
+		n += srv.Accepted()
+	}
+	return n
+}
+
+// Close stops the servers and the lock table.
 func (s *ScenarioServer) Close() {
-	s.Server.Close()
+	for _, srv := range s.servers {
+		srv.Close()
+	}
 	s.locks.Close()
 }
 
-func (s *ScenarioServer) record(c *Conn, f wire.Frame) {
-	r := Received{Conn: c.Index, Frame: f}
+func (s *ScenarioServer) record(server int, c *Conn, f wire.Frame) {
+	r := Received{Server: server, Conn: c.Index, Frame: f}
 	s.mu.Lock()
 	s.received = append(s.received, r)
 	close(s.changed)
@@ -388,10 +441,8 @@ func (s *ScenarioServer) Check(timeout time.Duration) error {
 		}
 	}
 	counts := map[string]int{}
-	conns := 0
 	for _, r := range rs {
 		counts[r.Frame.Type.String()]++
-		conns = max(conns, r.Conn+1)
 	}
 	types := make([]string, 0, len(want.Count))
 	for t := range want.Count {
@@ -426,14 +477,15 @@ func anyMatch(rs []Received, m FrameMatch) bool {
 	return false
 }
 
-// handle runs the script of connection c.Index.
-func (s *ScenarioServer) handle(c *Conn) {
-	script := s.sc.Connections[min(c.Index, len(s.sc.Connections)-1)]
+// handle runs the script of connection c.Index of server n.
+func (s *ScenarioServer) handle(n int, c *Conn) {
+	conns := s.sc.servers()[n]
+	script := conns[min(c.Index, len(conns)-1)]
 	var last wire.Frame // the last request read: answers echo its id
 	read := func() (wire.Frame, error) {
 		f, err := c.Read()
 		if err == nil {
-			s.record(c, f)
+			s.record(n, c, f)
 		}
 		return f, err
 	}
@@ -445,7 +497,7 @@ func (s *ScenarioServer) handle(c *Conn) {
 				return
 			}
 			if h.Type != wire.TypeHello {
-				s.violate("connection %d: the first frame is %s, not H", c.Index, h.Type)
+				s.violate("server %d connection %d: the first frame is %s, not H", n, c.Index, h.Type)
 				return
 			}
 			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower}
@@ -476,11 +528,15 @@ func (s *ScenarioServer) handle(c *Conn) {
 			}
 			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key, Nonce: st.Nonce}
 			if !want.matches(got) {
-				s.violate("connection %d step %d: the client sent %s token %d key %q nonce %d, want %s",
-					c.Index, i, got.Type, got.Token, got.Key, got.Nonce, want)
+				s.violate("server %d connection %d step %d: the client sent %s token %d key %q nonce %d, want %s",
+					n, c.Index, i, got.Type, got.Token, got.Key, got.Nonce, want)
 			}
 		case st.Send != "":
 			f := st.frame(last.ID)
+			f.Text = []byte(serverRef.ReplaceAllStringFunc(st.Text, func(ref string) string {
+				k, _ := strconv.Atoi(serverRef.FindStringSubmatch(ref)[1])
+				return s.servers[k].Addr()
+			}))
 			c.Send(f)
 			if f.Type == wire.TypeError || f.Type == wire.TypeNotLeader {
 				c.Close()
