@@ -182,7 +182,7 @@ class ConformanceTest {
     @SuppressWarnings("unchecked")
     static void run(Path file) throws Exception {
         Map<String, Object> sc = (Map<String, Object>) Json.parse(Files.readString(file));
-        String rule = (String) sc.get("rule");
+        String rule = sc.get("name") + ": " + sc.get("rule");
         try (Fake fake = new Fake(file);
                 TicketBroker b = TicketBroker.builder().addrs(fake.addr).backoff(Duration.ofMillis(10), Duration.ofMillis(100)).connect()) {
             Ticket[] ticket = new Ticket[1];
