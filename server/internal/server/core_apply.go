@@ -74,6 +74,17 @@ func (c *core) applied(a applied) {
 	if b.epoch != c.epoch || !c.leading {
 		return // leadership changed: those connections were closed with M
 	}
+	if l := c.log.leadership(); !l.leader || l.term != c.term {
+		// Leadership was lost (or lost and regained) before this outcome
+		// was handled, and the watcher has not said so yet: a stalled
+		// process resumes with Raft's news and this outcome both ready.
+		// Nothing is answered from a term that may have been deposed; the
+		// new term ends every connection with M, so these requests are
+		// indeterminate, which is always safe.
+		c.logger.Info("leadership changed before a batch's outcome was handled; its clients are sent to the new leader", "ops", len(b.ops))
+		c.newTerm(l)
+		return
+	}
 	if a.o != outcomeApplied {
 		c.failed(b, a.o, a.err)
 		return
@@ -82,9 +93,9 @@ func (c *core) applied(a applied) {
 	b.each(a.res.Results, func(op *fsm.Op, cs cause, res fsm.Result) {
 		switch cs.kind {
 		case causeTakeover:
-			c.takeoverDone(now)
+			c.takeoverDone(now, b.sealed)
 		case causeAttempt:
-			c.attemptDone(cs.w, res, now)
+			c.attemptDone(cs.w, res, now, b.sealed)
 		case causeRelease:
 			switch res.Status {
 			case fsm.Released:
@@ -125,7 +136,10 @@ func (c *core) freed(key string, res fsm.Result) {
 	}
 }
 
-func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
+// attemptDone handles the result of w's attempt, applied at now in a batch
+// sealed at sealed (before its commit: the bound of every promise made for
+// a grant in it).
+func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 	q := c.queues[w.key]
 	w.attempt = false
 	c.attempts--
@@ -153,13 +167,14 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
 			c.metrics.grant()
-			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+			lease := time.Duration(res.Hold.LeaseMs) * time.Millisecond
+			c.setLease(w.key, res.Hold.Token, now.Add(lease), sealed.Add(lease))
 		}
 		if w.wait > 0 {
 			c.metrics.queueWait(now.Sub(w.arrived))
 		}
 		c.metrics.acquireSeconds(c.clk.Now().Sub(w.arrived))
-		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
+		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, sealed)
 		c.retire(w)
 		if !delivered && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone or
@@ -223,18 +238,26 @@ func (c *core) releaseOrphan(key string, token uint64) {
 	c.handoff(key)
 }
 
+// recheckExpiry tries the expiry of a hold the state machine kept again
+// soon. Its lease promises nothing more meanwhile (a zero promise): the
+// hold's end is being decided.
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 	if h, ok := c.holdOf(key); ok && h.Token == token {
-		c.setLease(key, token, now.Add(50*time.Millisecond))
+		c.setLease(key, token, now.Add(50*time.Millisecond), time.Time{})
 	}
 }
 
-func (c *core) takeoverDone(now time.Time) {
+// takeoverDone starts serving once the takeover entry, sealed at sealed, is
+// applied at now.
+func (c *core) takeoverDone(now, sealed time.Time) {
 	// Every remaining lease restarts in full from now: a new leader extends
-	// leases, never shortens them (the state machine did the same to ExpiresAt).
+	// leases, never shortens them (the state machine did the same to
+	// ExpiresAt). What a client is told of them counts from the takeover's
+	// sealing, before its commit, which no later leader's takeover precedes.
 	c.state.Read(func(st *fsm.State) {
 		st.Range(func(k string, h fsm.Hold) bool {
-			t := &timer{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token, idx: len(c.timers)}
+			lease := time.Duration(h.LeaseMs) * time.Millisecond
+			t := &timer{at: now.Add(lease), promise: sealed.Add(lease), key: k, token: h.Token, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
 			c.leases[k] = t
 			return true
