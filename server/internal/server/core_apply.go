@@ -22,6 +22,7 @@ func (c *core) failed(b *batch, o outcome, err error) {
 			// and answers still pending, so no key is wedged and no timer lost.
 			c.logger.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
 			c.retry = append(c.retry, b)
+			c.retryDue = false
 			c.retryT.Reset(retryDelay)
 			return
 		}
@@ -56,17 +57,28 @@ func (c *core) tellBatch(b *batch, f *wire.Frame) {
 	}
 }
 
-// retryNow puts the refused batches back in front of the pending one, in
-// their order, to be proposed again.
-func (c *core) retryNow() {
+// retryNow marks the refused batches due: flush proposes them again once
+// every batch proposed before them is settled.
+func (c *core) retryNow() { c.retryDue = len(c.retry) > 0 }
+
+// takeRetry puts the refused batches back in front of the pending one, in
+// their order, to be proposed again. It reports whether anything may be
+// proposed now: nothing is while refused batches wait for their retry, nor
+// while a batch proposed before the retry has no outcome yet (it may be
+// refused too, and must then go first).
+func (c *core) takeRetry() bool {
 	if len(c.retry) == 0 {
-		return
+		return true
+	}
+	if !c.retryDue || c.inflight > 0 {
+		return false
 	}
 	nb := &batch{}
 	for _, b := range append(c.retry, c.pending) {
 		nb.merge(b)
 	}
-	c.retry, c.pending = nil, nb
+	c.retry, c.retryDue, c.pending = nil, false, nb
+	return true
 }
 
 func (c *core) applied(a applied) {
@@ -125,6 +137,13 @@ func (c *core) applied(a applied) {
 		}
 	})
 	if len(b.reads) > 0 {
+		if n := len(c.retry); n > 0 {
+			// An earlier batch was refused and waits for its retry: these
+			// reads must see it applied (a D right behind an L sees the key
+			// free), so they are answered after it.
+			c.retry[n-1].reads = append(c.retry[n-1].reads, b.reads...)
+			return
+		}
 		c.answerReads(b.reads)
 	}
 }

@@ -185,3 +185,44 @@ func TestStalledTakeoverNeverOverstatesAnExistingHold(t *testing.T) {
 			g.LeaseMs, d.Sub(start), grantedB.Sub(start))
 	}
 }
+
+// protocol.md: a D pipelined right behind an L sees the key free. Raft
+// refuses the L's batch while this server stays leader (a leadership
+// transfer that then fails), and the L is proposed again later. Neither a D
+// already proposed in a later batch that commits meanwhile nor a D that
+// arrives after the refusal may be answered before the L is applied.
+func TestDescribeBehindARefusedReleaseSeesTheKeyFree(t *testing.T) {
+	h := newCoreHarness(t, testLimits())
+	a := h.conn()
+	h.acquire(a, 1, 1, "k", 0, 30)
+	h.settle()
+	g := h.expect(a, fr(wire.TypeGranted, 1))[0]
+
+	h.log.then(fakeStep{o: outcomeRefused}, fakeStep{o: outcomeApplied})
+	h.release(a, 2, "k", g.Token)
+	h.do(request{kind: wire.TypeDescribe, c: a, id: 3, key: "k"}) // its own batch, in flight
+	if h.c.inflight != 2 {
+		t.Fatalf("%d batches in flight, want the L's and the D's", h.c.inflight)
+	}
+	h.settle() // the L's batch: refused, retried later
+	h.do(request{kind: wire.TypeDescribe, c: a, id: 4, key: "k"})
+	h.settle() // the first D's batch commits
+	h.advance(retryDelay)
+	h.settleAll()
+	got := map[uint32]wire.Frame{}
+	for _, f := range h.frames(a) {
+		got[f.ID] = f
+	}
+	if got[2].Type != wire.TypeReleased {
+		t.Fatalf("the release got %v, want R", got[2].Type)
+	}
+	for _, id := range []uint32{3, 4} {
+		f, ok := got[id]
+		if !ok || f.Type != wire.TypeInfo {
+			t.Fatalf("describe %d got %v, want I (answers %v)", id, f.Type, got)
+		}
+		if f.Flags&wire.InfoHeld != 0 {
+			t.Fatalf("describe %d pipelined behind the release sees the key held under token %d (released %d)", id, f.Token, g.Token)
+		}
+	}
+}

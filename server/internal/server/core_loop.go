@@ -96,8 +96,11 @@ func (c *core) afterStep() {
 
 // flush proposes the gathered batch when a slot is free.
 func (c *core) flush() {
+	if c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
+		return
+	}
 	b := c.pending
-	if c.inflight >= maxInFlightBatches || b.empty() || !c.leading {
+	if b.empty() {
 		return
 	}
 	b.epoch = c.epoch
