@@ -226,3 +226,30 @@ func TestDescribeBehindARefusedReleaseSeesTheKeyFree(t *testing.T) {
 		}
 	}
 }
+
+// A second request of the same owner that arrives after the grant's batch
+// was sealed (it joins the waiter while the attempt commits) is promised no
+// more than the first: its lease ends at the sealing + the lease, like the
+// first request's, not a full lease after its own receipt.
+func TestGrantToARequestThatJoinedAfterTheSealing(t *testing.T) {
+	h := newCoreHarness(t, testLimits())
+	a := h.conn()
+	step, open := h.gate(fakeStep{o: outcomeApplied})
+	h.log.then(step)
+	sealed := h.clk.Now()
+	h.acquire(a, 1, 1, "k", 5, 2)
+	h.clk.advance(time.Second)
+	sent2 := h.clk.Now()
+	h.acquire(a, 2, 1, "k", 5, 2) // the same owner: joins the waiter
+	open()
+	h.settle()
+	end := sealed.Add(2 * time.Second) // no later leader ends the lease earlier
+	sent := map[uint32]time.Time{1: sealed, 2: sent2}
+	for _, g := range h.expect(a, fr(wire.TypeGranted, 1), fr(wire.TypeGranted, 2)) {
+		promised := sent[g.ID].Add(time.Duration(g.QueuedMs+g.LeaseMs) * time.Millisecond)
+		if promised.After(end) {
+			t.Fatalf("request %d (queued_ms %d, lease_ms %d) is promised the key until +%v, past the sealing + lease (+%v)",
+				g.ID, g.QueuedMs, g.LeaseMs, promised.Sub(sealed), end.Sub(sealed))
+		}
+	}
+}
