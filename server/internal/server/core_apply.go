@@ -40,6 +40,23 @@ func (c *core) failed(b *batch, o outcome, err error) {
 	c.newTerm(c.log.leadership())
 }
 
+// deposed reports whether Raft has lost this core's leadership (or lost and
+// regained it in a new term) while the watcher has not said so yet: a
+// stalled process resumes with Raft's news and its pending work both ready.
+// Then nothing is answered from the old term: the core starts the new one
+// at once, every connection ends with M, and their acquires are
+// indeterminate, which is always safe (design.md, "Deadlines across
+// leaders"). what names the answer withheld, for the log.
+func (c *core) deposed(what string) bool {
+	l := c.log.leadership()
+	if l.leader && l.term == c.term {
+		return false
+	}
+	c.logger.Info("leadership changed before "+what+" was answered; clients are sent to the new leader", "term", c.term)
+	c.newTerm(l)
+	return true
+}
+
 // tellBatch ends the connection of every request in b with the frame f.
 func (c *core) tellBatch(b *batch, f *wire.Frame) {
 	for _, cs := range b.causes {
@@ -86,15 +103,7 @@ func (c *core) applied(a applied) {
 	if b.epoch != c.epoch || !c.leading {
 		return // leadership changed: those connections were closed with M
 	}
-	if l := c.log.leadership(); !l.leader || l.term != c.term {
-		// Leadership was lost (or lost and regained) before this outcome
-		// was handled, and the watcher has not said so yet: a stalled
-		// process resumes with Raft's news and this outcome both ready.
-		// Nothing is answered from a term that may have been deposed; the
-		// new term ends every connection with M, so these requests are
-		// indeterminate, which is always safe.
-		c.logger.Info("leadership changed before a batch's outcome was handled; its clients are sent to the new leader", "ops", len(b.ops))
-		c.newTerm(l)
+	if c.deposed("a batch's outcome") {
 		return
 	}
 	if a.o != outcomeApplied {

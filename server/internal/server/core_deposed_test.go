@@ -253,3 +253,22 @@ func TestGrantToARequestThatJoinedAfterTheSealing(t *testing.T) {
 		}
 	}
 }
+
+// A repeated acquire of an existing hold, handled after Raft reported a new
+// term but before the watcher did, is not answered G: the old term ends
+// (its connections get M).
+func TestExistingHoldNotGrantedFromAnEndedTerm(t *testing.T) {
+	h := newCoreHarness(t, testLimits())
+	a := h.conn()
+	h.acquire(a, 1, 1, "k", 0, 30)
+	h.settle()
+	h.expect(a, fr(wire.TypeGranted, 1))
+	h.log.setLeadership(leadership{leader: true, term: h.term + 1}) // lost and regained
+	h.acquire(a, 2, 1, "k", 0, 30)
+	if got := h.frames(a); len(got) > 0 {
+		t.Fatalf("answered %v from an ended term; want no answer (its connections end with M)", types(got))
+	}
+	if calls := h.srv.calls; calls[len(calls)-1] {
+		t.Fatalf("the ended term still serves (setServing calls %v)", calls)
+	}
+}

@@ -132,7 +132,11 @@ func (c *core) acquire(r request) {
 	h, held := c.holdOf(r.key)
 	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
 		// This owner already holds the key: the same grant, no queue entry,
-		// and only the lease the leader will still enforce.
+		// and only the lease the leader will still enforce, from a leader
+		// that still leads as far as Raft knows.
+		if c.deposed("a grant of an existing hold") {
+			return
+		}
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
 		return
 	}
