@@ -7,6 +7,17 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# Unresolved merge conflicts: lines that are exactly git's markers, in any
+# tracked file (a Markdown setext underline of another length is fine).
+echo "== merge-conflict markers"
+conflict_rc=0
+conflicts=$(git grep -nE '^(<<<<<<<|>>>>>>>)( |$)|^=======$') || conflict_rc=$?
+case $conflict_rc in
+  0) printf 'unresolved merge-conflict markers in tracked files:\n%s\n' "$conflicts" >&2; exit 1 ;;
+  1) ;; # none
+  *) echo "git grep failed (exit $conflict_rc): run the tests from a git checkout" >&2; exit 1 ;;
+esac
+
 # apt-get update once, and only when something has to be installed.
 apt_updated=
 need() { # need PACKAGE... : install with apt-get

@@ -97,6 +97,12 @@ func TestCheckerCatchesPlantedBugs(t *testing.T) {
 		{"release answered R for a token that never held",
 			new(hb).grant(0, 0, 10*ms, 5, 900*ms).release(1, 20*ms, 30*ms, 4, OK),
 			[]string{"linearizability"}},
+		{"G from a deposed leader: granted late, deadline past the next leader's grant",
+			// The stall-after-commit fault before the fix: A called at 0,
+			// its G came at 4.9 s with queued_ms ~4.9 s and a 2 s lease
+			// (deadline 6.7 s), while the new leader granted B at 4.95 s.
+			new(hb).grant(0, 0, 4900*ms, 5, 6700*ms).grant(1, 4920*ms, 4950*ms, 6, 6900*ms),
+			[]string{"overlap"}},
 		{"holder nobody asked for",
 			new(hb).describe(0, 0, 10*ms, true, 9),
 			[]string{"linearizability"}},

@@ -37,7 +37,9 @@ func BuildTicketd(dir string, race bool) (string, error) {
 		}
 	}
 	out := filepath.Join(dir, "ticketd")
-	args := []string{"build", "-o", out}
+	// The stall hook (package stallhook) is built in for the
+	// stall-after-commit fault; ticketd for production never has it.
+	args := []string{"build", "-tags", "stallhook", "-o", out}
 	if race {
 		args = append(args, "-race")
 	}
@@ -83,6 +85,7 @@ type Node struct {
 	paused  bool
 	mounted bool // dataDir is a tmpfs mount of its own
 	killed  bool // the harness ended the current process (not a crash)
+	stall   bool // the stall hook is armed or holds the core (stall_linux.go)
 	up      int  // proxies of the current start whose server port listens
 }
 

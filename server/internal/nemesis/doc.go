@@ -19,7 +19,10 @@
 // server drops what it sends to an address: one direction; both sides for a
 // symmetric cut); link faults are the proxies' modes (delay with jitter,
 // stall, cut and refuse); process faults are signals (SIGKILL, SIGSTOP and
-// SIGCONT, SIGTERM for rolling restarts). The kernel here has no netem, so
+// SIGCONT, SIGTERM for rolling restarts); the stall-after-commit fault uses
+// ticketd's stall hook (package stallhook, built in with -tags stallhook,
+// which BuildTicketd sets) to stop the leader's core between a commit and
+// its answer. The kernel here has no netem, so
 // there is no packet-level loss or delay; a stall is the proxy holding every
 // byte while the connection stays open.
 //

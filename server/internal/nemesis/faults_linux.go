@@ -40,6 +40,12 @@ const (
 	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
 	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
 	KillInSnapshot      FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
+	// StallAfterCommit: the leader's core stopped right after a grant to an
+	// acquire with wait > 0 committed, before it answers (ticketd's stall
+	// hook), and the leader cut off from its peers, so another server takes
+	// over and may grant the key meanwhile; the core resumes, then the cut
+	// heals (stall_linux.go).
+	StallAfterCommit FaultKind = "stall-after-commit"
 
 	// Quiet injects nothing for the hold. It is not in AllFaults: a run of
 	// only quiet periods counts the elections a healthy cluster holds on
@@ -52,6 +58,7 @@ var AllFaults = []FaultKind{
 	PartitionMinority, PartitionLeader, PartitionLeaderAll, PartitionLeaderSome, PartitionBridge, PartitionAsymmetric, PartitionFlapping,
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
 	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader, KillInSnapshot,
+	StallAfterCommit,
 }
 
 // FaultEvent is one injected fault as it happened.
@@ -136,6 +143,9 @@ func (n *nemesis) healAll() error {
 			if err := nd.Resume(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if err := nd.endStall(); err != nil {
+			errs = append(errs, err)
 		}
 		if !nd.Running() {
 			if err := nd.Start(); err != nil {
@@ -348,6 +358,8 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 		case DiskFullLeader:
 			err = nd.FillDisk()
 			sleep(hold)
+		case StallAfterCommit:
+			err = n.stallAfterCommit(ctx, l, ev, sleep)
 		default:
 			return fmt.Errorf("unknown fault kind %q", kind)
 		}

@@ -50,7 +50,13 @@ type core struct {
 
 	pending  *batch
 	inflight int
-	retry    []*batch   // refused by Raft without being written; proposed again
+	// retry holds the batches Raft refused without writing them, in log
+	// order; they are proposed again, ahead of everything gathered since,
+	// once retryT has fired and every batch proposed before is settled.
+	// Until then nothing else is proposed: the log keeps the order in which
+	// this leader accepted requests.
+	retry    []*batch
+	retryDue bool       // retryT fired since the last refusal
 	retryT   clockTimer // fires when the batches in retry are due
 	queues   map[string]*keyQueue
 	owners   map[fsm.Owner]*waiter
@@ -105,7 +111,7 @@ func (c *core) reset() {
 		}
 	}
 	c.pending = &batch{}
-	c.retry = nil
+	c.retry, c.retryDue = nil, false
 	c.queues = make(map[string]*keyQueue)
 	c.owners = make(map[fsm.Owner]*waiter)
 	c.waiters, c.attempts = 0, 0

@@ -22,6 +22,7 @@ func (c *core) failed(b *batch, o outcome, err error) {
 			// and answers still pending, so no key is wedged and no timer lost.
 			c.logger.Info("Raft refused a batch without writing it; proposing it again", "err", err, "ops", len(b.ops))
 			c.retry = append(c.retry, b)
+			c.retryDue = false
 			c.retryT.Reset(retryDelay)
 			return
 		}
@@ -37,6 +38,23 @@ func (c *core) failed(b *batch, o outcome, err error) {
 	// The entry may still be applied: only a fresh takeover (barrier, then
 	// timers rebuilt from the applied state) knows the state again.
 	c.newTerm(c.log.leadership())
+}
+
+// deposed reports whether Raft has lost this core's leadership (or lost and
+// regained it in a new term) while the watcher has not said so yet: a
+// stalled process resumes with Raft's news and its pending work both ready.
+// Then nothing is answered from the old term: the core starts the new one
+// at once, every connection ends with M, and their acquires are
+// indeterminate, which is always safe (design.md, "Deadlines across
+// leaders"). what names the answer withheld, for the log.
+func (c *core) deposed(what string) bool {
+	l := c.log.leadership()
+	if l.leader && l.term == c.term {
+		return false
+	}
+	c.logger.Info("leadership changed before "+what+" was answered; clients are sent to the new leader", "term", c.term)
+	c.newTerm(l)
+	return true
 }
 
 // tellBatch ends the connection of every request in b with the frame f.
@@ -56,23 +74,37 @@ func (c *core) tellBatch(b *batch, f *wire.Frame) {
 	}
 }
 
-// retryNow puts the refused batches back in front of the pending one, in
-// their order, to be proposed again.
-func (c *core) retryNow() {
+// retryNow marks the refused batches due: flush proposes them again once
+// every batch proposed before them is settled.
+func (c *core) retryNow() { c.retryDue = len(c.retry) > 0 }
+
+// takeRetry puts the refused batches back in front of the pending one, in
+// their order, to be proposed again. It reports whether anything may be
+// proposed now: nothing is while refused batches wait for their retry, nor
+// while a batch proposed before the retry has no outcome yet (it may be
+// refused too, and must then go first).
+func (c *core) takeRetry() bool {
 	if len(c.retry) == 0 {
-		return
+		return true
+	}
+	if !c.retryDue || c.inflight > 0 {
+		return false
 	}
 	nb := &batch{}
 	for _, b := range append(c.retry, c.pending) {
 		nb.merge(b)
 	}
-	c.retry, c.pending = nil, nb
+	c.retry, c.retryDue, c.pending = nil, false, nb
+	return true
 }
 
 func (c *core) applied(a applied) {
 	b := a.b
 	if b.epoch != c.epoch || !c.leading {
 		return // leadership changed: those connections were closed with M
+	}
+	if c.deposed("a batch's outcome") {
+		return
 	}
 	if a.o != outcomeApplied {
 		c.failed(b, a.o, a.err)
@@ -82,9 +114,9 @@ func (c *core) applied(a applied) {
 	b.each(a.res.Results, func(op *fsm.Op, cs cause, res fsm.Result) {
 		switch cs.kind {
 		case causeTakeover:
-			c.takeoverDone(now)
+			c.takeoverDone(now, b.sealed)
 		case causeAttempt:
-			c.attemptDone(cs.w, res, now)
+			c.attemptDone(cs.w, res, now, b.sealed)
 		case causeRelease:
 			switch res.Status {
 			case fsm.Released:
@@ -114,6 +146,13 @@ func (c *core) applied(a applied) {
 		}
 	})
 	if len(b.reads) > 0 {
+		if n := len(c.retry); n > 0 {
+			// An earlier batch was refused and waits for its retry: these
+			// reads must see it applied (a D right behind an L sees the key
+			// free), so they are answered after it.
+			c.retry[n-1].reads = append(c.retry[n-1].reads, b.reads...)
+			return
+		}
 		c.answerReads(b.reads)
 	}
 }
@@ -125,7 +164,10 @@ func (c *core) freed(key string, res fsm.Result) {
 	}
 }
 
-func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
+// attemptDone handles the result of w's attempt, applied at now in a batch
+// sealed at sealed (before its commit: the bound of every promise made for
+// a grant in it).
+func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 	q := c.queues[w.key]
 	w.attempt = false
 	c.attempts--
@@ -153,13 +195,14 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now time.Time) {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
 			c.metrics.grant()
-			c.setLease(w.key, res.Hold.Token, now.Add(time.Duration(res.Hold.LeaseMs)*time.Millisecond))
+			lease := time.Duration(res.Hold.LeaseMs) * time.Millisecond
+			c.setLease(w.key, res.Hold.Token, now.Add(lease), sealed.Add(lease))
 		}
 		if w.wait > 0 {
 			c.metrics.queueWait(now.Sub(w.arrived))
 		}
 		c.metrics.acquireSeconds(c.clk.Now().Sub(w.arrived))
-		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, now)
+		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, sealed)
 		c.retire(w)
 		if !delivered && res.Status == fsm.Granted {
 			// Nobody can ever learn this token (its connections are gone or
@@ -223,18 +266,26 @@ func (c *core) releaseOrphan(key string, token uint64) {
 	c.handoff(key)
 }
 
+// recheckExpiry tries the expiry of a hold the state machine kept again
+// soon. Its lease promises nothing more meanwhile (a zero promise): the
+// hold's end is being decided.
 func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 	if h, ok := c.holdOf(key); ok && h.Token == token {
-		c.setLease(key, token, now.Add(50*time.Millisecond))
+		c.setLease(key, token, now.Add(50*time.Millisecond), time.Time{})
 	}
 }
 
-func (c *core) takeoverDone(now time.Time) {
+// takeoverDone starts serving once the takeover entry, sealed at sealed, is
+// applied at now.
+func (c *core) takeoverDone(now, sealed time.Time) {
 	// Every remaining lease restarts in full from now: a new leader extends
-	// leases, never shortens them (the state machine did the same to ExpiresAt).
+	// leases, never shortens them (the state machine did the same to
+	// ExpiresAt). What a client is told of them counts from the takeover's
+	// sealing, before its commit, which no later leader's takeover precedes.
 	c.state.Read(func(st *fsm.State) {
 		st.Range(func(k string, h fsm.Hold) bool {
-			t := &timer{at: now.Add(time.Duration(h.LeaseMs) * time.Millisecond), key: k, token: h.Token, idx: len(c.timers)}
+			lease := time.Duration(h.LeaseMs) * time.Millisecond
+			t := &timer{at: now.Add(lease), promise: sealed.Add(lease), key: k, token: h.Token, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
 			c.leases[k] = t
 			return true

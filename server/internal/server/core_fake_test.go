@@ -32,7 +32,7 @@ type fakeStep struct {
 // fakeLog is an in-memory replicated log: an fsm.State that applies each
 // batch when its outcome is awaited (in log order), as scripted.
 type fakeLog struct {
-	mu       sync.Mutex
+	mu       *sync.Mutex // shared with the log's peers (peer)
 	st       *fsm.State
 	script   []fakeStep
 	proposed [][]fsm.Op // every proposed batch's ops, in order
@@ -72,6 +72,11 @@ func (l *fakeLog) propose(data []byte) func() (*node.Applied, outcome, error) {
 }
 
 func (l *fakeLog) barrier() error { return nil }
+
+// peer is another server's view of the same log: one state and one lock,
+// but its own leadership, script and proposals, so that two cores can lead
+// one after the other over the same applied state.
+func (l *fakeLog) peer() *fakeLog { return &fakeLog{mu: l.mu, st: l.st} }
 
 func (l *fakeLog) leadership() leadership {
 	l.mu.Lock()
@@ -275,8 +280,23 @@ const waitFor = 10 * time.Second
 
 func newCoreHarness(t *testing.T, limits Limits) *coreHarness {
 	t.Helper()
-	h := &coreHarness{t: t, log: &fakeLog{st: fsm.New()}, clk: &fakeClock{now: time.UnixMilli(1_700_000_000_000)},
-		srv: &fakeServing{}, m: &fakeMetrics{}}
+	return newCoreHarnessOn(t, limits, &fakeLog{mu: &sync.Mutex{}, st: fsm.New()}, &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, 0)
+}
+
+// newCoreHarnessOn is a core on log and clk (a peer of another harness's log
+// and the same clock, for two leaders one after the other), leading in the
+// term after term.
+func newCoreHarnessOn(t *testing.T, limits Limits, log *fakeLog, clk *fakeClock, term uint64) *coreHarness {
+	t.Helper()
+	h := newFollowerHarness(t, limits, log, clk, term)
+	h.lead()
+	return h
+}
+
+// newFollowerHarness is a core on log and clk that does not lead yet.
+func newFollowerHarness(t *testing.T, limits Limits, log *fakeLog, clk *fakeClock, term uint64) *coreHarness {
+	t.Helper()
+	h := &coreHarness{t: t, log: log, clk: clk, srv: &fakeServing{}, m: &fakeMetrics{}, term: term}
 	h.host = &Server{cfg: DefaultConfig(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	h.host.metrics = newMetrics(h.host)
 	h.c = newCore(corePorts{log: h.log, state: h.log, srv: h.srv, metrics: h.m,
@@ -291,7 +311,6 @@ func newCoreHarness(t *testing.T, limits Limits) *coreHarness {
 		}
 		<-h.c.drained
 	})
-	h.lead()
 	return h
 }
 
@@ -300,6 +319,12 @@ func testLimits() Limits { return DefaultConfig().Limits }
 // lead makes the core leader in a new term and waits until it serves.
 func (h *coreHarness) lead() {
 	h.t.Helper()
+	h.elected()
+	h.takeover()
+}
+
+// elected makes the core leader in a new term; its barrier is under way.
+func (h *coreHarness) elected() {
 	h.term++
 	l := leadership{leader: true, term: h.term}
 	h.log.mu.Lock()
@@ -307,7 +332,28 @@ func (h *coreHarness) lead() {
 	h.log.mu.Unlock()
 	h.c.event(coreEvent{leader: &l})
 	h.afterStep()
-	h.takeover()
+}
+
+// stalledTakeover makes the core leader in a new term and commits its
+// takeover entry, whose outcome it returns without handling it: the core is
+// stalled between the commit and its answer (onResult resumes it).
+func (h *coreHarness) stalledTakeover() applied {
+	h.t.Helper()
+	h.elected()
+	select {
+	case ev := <-h.c.events:
+		h.c.event(ev)
+		h.afterStep()
+	case <-time.After(waitFor):
+		h.t.Fatal("no barrier result")
+	}
+	select {
+	case a := <-h.c.results:
+		return a
+	case <-time.After(waitFor):
+		h.t.Fatal("no outcome for the takeover")
+	}
+	return applied{}
 }
 
 // takeover completes a leader's start: its barrier, then its takeover entry.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // This file holds the core's loop and pipeline: the select loop, sealing and
@@ -14,7 +15,18 @@ type coreEvent struct {
 	leader      *leadership
 	barrierDone *barrierResult
 	pause       <-chan struct{} // tests: the core waits until it is closed
+	paused      chan<- struct{} // with pause, when set: closed once the core waits
 }
+
+// Test hooks, nil in ticketd: set only by a build with -tags stallhook
+// (stallhook.go, for the nemesis harness).
+var (
+	// commitHook runs in the awaiter after a batch committed, before the
+	// core learns its outcome.
+	commitHook func(c *core, b *batch, res *node.Applied)
+	// startHook runs when the core starts.
+	startHook func(c *core)
+)
 
 // leadership is Raft's state as the watcher last saw it: whether this server
 // leads, and in which term. A term change while leading is a lost and
@@ -40,6 +52,9 @@ func (c *core) clock() int64 {
 // everything queued behind it, an outcome, an event, a timer) and then
 // proposes what it gathered; unit tests drive the same steps without run.
 func (c *core) run() {
+	if startHook != nil {
+		startHook(c)
+	}
 	go c.proposer()
 	go c.awaiter()
 	for {
@@ -96,8 +111,11 @@ func (c *core) afterStep() {
 
 // flush proposes the gathered batch when a slot is free.
 func (c *core) flush() {
+	if c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
+		return
+	}
 	b := c.pending
-	if c.inflight >= maxInFlightBatches || b.empty() || !c.leading {
+	if b.empty() {
 		return
 	}
 	b.epoch = c.epoch
@@ -127,6 +145,9 @@ func (c *core) awaiter() {
 	for p := range c.await {
 		res, o, err := p.wait()
 		c.metrics.commitSeconds(c.clk.Now().Sub(p.b.sealed))
+		if commitHook != nil && o == outcomeApplied {
+			commitHook(c, p.b, res)
+		}
 		if g := c.resultGate.Load(); g != nil {
 			select {
 			case <-*g:
@@ -143,6 +164,9 @@ func (c *core) awaiter() {
 func (c *core) event(ev coreEvent) {
 	switch {
 	case ev.pause != nil:
+		if ev.paused != nil {
+			close(ev.paused)
+		}
 		<-ev.pause
 	case ev.leader != nil:
 		l := *ev.leader

@@ -132,7 +132,11 @@ func (c *core) acquire(r request) {
 	h, held := c.holdOf(r.key)
 	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
 		// This owner already holds the key: the same grant, no queue entry,
-		// and only the lease the leader will still enforce.
+		// and only the lease the leader will still enforce, from a leader
+		// that still leads as far as Raft knows.
+		if c.deposed("a grant of an existing hold") {
+			return
+		}
 		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
 		return
 	}
@@ -378,38 +382,55 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 	w.replies = nil
 }
 
-// leaseLeft is what remains, at, of the lease of key's hold h as this leader
-// will enforce it (its expiry timer), in whole ms and never more than the
-// hold's lease: a G for an existing hold must not promise more. It is 0 when
-// the hold's end is already being committed (expiry, or orphan release).
+// leaseLeft is what remains, at, of the lease of key's hold h as every
+// leader will enforce it, in whole ms and never more than the hold's lease:
+// a G for an existing hold must not promise more. It ends at this leader's
+// expiry timer or at the timer's promise (counted from before the commit
+// that started the lease, so no later leader ends it earlier), whichever
+// comes first. It is 0 when the hold's end is already being committed
+// (expiry, or orphan release).
 func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 	t := c.leases[key]
 	if t == nil || t.token != h.Token {
 		return 0
 	}
-	left := t.at.Sub(at)
+	end := t.at
+	if t.promise.Before(end) {
+		end = t.promise
+	}
+	left := end.Sub(at)
 	if left <= 0 {
 		return 0
 	}
 	return min(uint32(left/time.Millisecond), h.LeaseMs)
 }
 
-// answerGranted answers every request of w with G for hold h. Each G is
-// measured from its own request's receipt (protocol.md, "What G reports"):
-// for a new grant queued_ms runs to now, when the leader's expiry timer
-// started, and lease_ms is the full lease from then; for an existing hold
-// queued_ms is 0 and lease_ms is what remains of it at the receipt.
+// answerGranted answers every request of w with G for hold h, granted by a
+// batch sealed at sealed. Each G is measured from its own request's receipt
+// (protocol.md, "What G reports"). For a new grant the lease clock starts,
+// for every promise, at the sealing, before the commit: no later leader can
+// take over before the commit, and each restarts the lease in full at its
+// takeover (design.md, "Deadlines across leaders"). queued_ms runs from the
+// receipt to the sealing (0 for wait 0, or for a request received after
+// it), and lease_ms is the lease from there, less whatever of it passed
+// before a receipt after the sealing. For an existing hold queued_ms is 0
+// and lease_ms is what remains of it at the receipt (leaseLeft).
 // It reports whether any G could be delivered (a connection that is closing
 // takes no more answers).
-func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, now time.Time) bool {
+func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, sealed time.Time) bool {
 	delivered := false
+	end := sealed.Add(time.Duration(h.LeaseMs) * time.Millisecond)
 	for _, r := range w.replies {
 		f := wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: h.LeaseMs}
 		switch {
 		case existing:
 			f.LeaseMs = c.leaseLeft(w.key, h, r.at)
-		case w.wait > 0:
-			f.QueuedMs = uint32(max(now.Sub(r.at), 0) / time.Millisecond)
+		default:
+			if w.wait > 0 {
+				f.QueuedMs = uint32(max(sealed.Sub(r.at), 0) / time.Millisecond)
+			}
+			start := r.at.Add(time.Duration(f.QueuedMs) * time.Millisecond)
+			f.LeaseMs = min(uint32(max(end.Sub(start), 0)/time.Millisecond), h.LeaseMs)
 		}
 		if r.c.finish(r.id, &f) {
 			delivered = true

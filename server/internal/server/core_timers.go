@@ -19,8 +19,14 @@ type timer struct {
 	w     *waiter // a wait deadline, or
 	key   string  // the lease deadline of key's hold under token
 	token uint64
-	fn    func() // or a coordination deadline (coord.go)
-	idx   int    // position in the heap; -1 when not in it
+	// promise, for a lease: the latest end of the lease this leader may
+	// report to a client (leaseLeft). It is measured from the sealing of
+	// the entry that started the lease, before its commit, so that no later
+	// leader can end the lease earlier (design.md, "Deadlines across
+	// leaders"); at is measured from the apply, for this leader's expiry.
+	promise time.Time
+	fn      func() // or a coordination deadline (coord.go)
+	idx     int    // position in the heap; -1 when not in it
 }
 
 type timerHeap []*timer
@@ -58,10 +64,12 @@ func (c *core) removeTimer(t *timer) {
 	}
 }
 
-// setLease (re)starts the lease timer of key's hold under token.
-func (c *core) setLease(key string, token uint64, at time.Time) {
+// setLease (re)starts the lease timer of key's hold under token: this
+// leader expires the hold at at, and promises clients no later end than
+// promise.
+func (c *core) setLease(key string, token uint64, at, promise time.Time) {
 	c.removeTimer(c.leases[key])
-	t := &timer{at: at, key: key, token: token}
+	t := &timer{at: at, key: key, token: token, promise: promise}
 	c.leases[key] = t
 	c.addTimer(t)
 }

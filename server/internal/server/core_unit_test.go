@@ -222,6 +222,8 @@ func TestCoreOrphanGrantReleased(t *testing.T) {
 
 // A batch refused before it was written, while this server stays leader, is
 // proposed again with the same ops, and its requests are answered then.
+// Requests accepted after it wait behind it: they go in the same entry,
+// after its ops.
 func TestCoreRefusedBatchReproposed(t *testing.T) {
 	h := newCoreHarness(t, testLimits())
 	a, b := h.conn(), h.conn()
@@ -233,15 +235,17 @@ func TestCoreRefusedBatchReproposed(t *testing.T) {
 		t.Fatal("a refused batch was applied")
 	}
 	refused := h.proposals()[len(h.proposals())-1]
-	h.acquire(b, 2, 'b', "j", 5, 30) // served meanwhile
-	h.settleAll()
-	h.expect(b, fr(wire.TypeGranted, 2))
+	h.acquire(b, 2, 'b', "j", 5, 30) // accepted meanwhile, proposed behind the retry
+	if h.c.inflight != 0 {
+		t.Fatal("a request was proposed ahead of the refused batch's retry")
+	}
 	h.advance(retryDelay)
 	h.settleAll()
 	h.expect(a, fr(wire.TypeGranted, 1))
+	h.expect(b, fr(wire.TypeGranted, 2))
 	ps := h.proposals()
-	if again := ps[len(ps)-1]; len(again) != 1 || again[0] != refused[0] {
-		t.Fatalf("re-proposed %v, want the refused %v", again, refused)
+	if again := ps[len(ps)-1]; len(again) != 2 || again[0] != refused[0] || again[1].Key != "j" {
+		t.Fatalf("re-proposed %v, want the refused %v then the later acquire", again, refused)
 	}
 }
 

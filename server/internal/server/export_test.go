@@ -52,3 +52,6 @@ func GateResults(s *Server) chan struct{} {
 
 // QueuedRequests is the number of requests waiting for the core.
 func QueuedRequests(s *Server) int { return len(s.core.reqs) }
+
+// HeldApplied is the number of tickets held in s's applied state.
+func HeldApplied(s *Server) int { return s.node.Held() }
