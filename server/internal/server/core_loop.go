@@ -14,6 +14,7 @@ type coreEvent struct {
 	leader      *leadership
 	barrierDone *barrierResult
 	pause       <-chan struct{} // tests: the core waits until it is closed
+	inspect     func(*core)     // the console: reads the queues (console.go)
 }
 
 // leadership is Raft's state as the watcher last saw it: whether this server
@@ -144,6 +145,8 @@ func (c *core) event(ev coreEvent) {
 	switch {
 	case ev.pause != nil:
 		<-ev.pause
+	case ev.inspect != nil:
+		ev.inspect(c)
 	case ev.leader != nil:
 		l := *ev.leader
 		if l.leader == c.leading && (!l.leader || l.term == c.term) {
