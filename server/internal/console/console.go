@@ -85,8 +85,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if status, why := h.o.Authorize(r); status != 0 {
 		if status == http.StatusUnauthorized {
-			// A browser asks for the token (the password; the user name is ignored).
-			w.Header().Set("WWW-Authenticate", `Basic realm="ticketd console", charset="UTF-8"`)
+			// Bearer, not Basic: a browser shows the refusal instead of
+			// prompting; people come through a client certificate or a
+			// proxy that adds the token (docs/deployment.md).
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ticketd console"`)
 		}
 		http.Error(w, why, status)
 		return
