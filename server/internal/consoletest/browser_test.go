@@ -285,7 +285,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		defer s2.Close(ctx)
 		qctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go func() { _, _ = s2.AcquireSemaphore(qctx, "nightly-report", coordination.Exclusive(), coordination.Timeout(time.Minute)) }()
+		go func() {
+			_, _ = s2.AcquireSemaphore(qctx, "nightly-report", coordination.Exclusive(), coordination.Timeout(time.Minute))
+		}()
 		sem := `section.node[data-path="/jobs"] tr.semaphore[data-name="nightly-report"]`
 		ops.until("http://"+leader.http+"/console/coordination", "the semaphore's owner and waiter", func() bool {
 			return ops.count(sem+" td.owners span.holder") == 1 && ops.count(sem+" td.waiters span.holder") == 1

@@ -35,7 +35,7 @@ const (
 	// Bounds of one view, so that a page stays readable and its answer
 	// small whatever the cluster holds.
 	consoleNodes, consoleSessions, consoleSems, consoleHolders, consoleWaiters = 50, 100, 100, 20, 20
-	consoleCacheEntries                                                         = 64
+	consoleCacheEntries                                                        = 64
 )
 
 // consoleCacheFor is how long a view read is reused: many open pages, or a
@@ -331,9 +331,9 @@ func (s *Server) consoleCoordination() *console.Coordination {
 		}
 		for _, n := range nodes {
 			cn := console.CoordNode{Path: n.Path, SelfCheckMs: n.Config.SelfCheckMs, GraceMs: n.Config.GraceMs,
-				ReadMode:      modeName(n.Config.ReadMode, map[uint8]string{fsm.ReadRelaxed: "relaxed", fsm.ReadStrict: "strict"}),
-				AttachMode:    modeName(n.Config.AttachMode, map[uint8]string{fsm.AttachStrict: "strict", fsm.AttachRelaxed: "relaxed"}),
-				MaxSessions:   n.Config.MaxSessions, MaxSemaphores: n.Config.MaxSemaphores, MaxWaiters: n.Config.MaxWaiters,
+				ReadMode:    modeName(n.Config.ReadMode, map[uint8]string{fsm.ReadRelaxed: "relaxed", fsm.ReadStrict: "strict"}),
+				AttachMode:  modeName(n.Config.AttachMode, map[uint8]string{fsm.AttachStrict: "strict", fsm.AttachRelaxed: "relaxed"}),
+				MaxSessions: n.Config.MaxSessions, MaxSemaphores: n.Config.MaxSemaphores, MaxWaiters: n.Config.MaxWaiters,
 				Sessions: []console.Session{}, Semaphores: []console.Semaphore{}}
 			sessions := st.Sessions(n.Path)
 			if len(sessions) > consoleSessions {
