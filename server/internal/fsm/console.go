@@ -1,9 +1,9 @@
 package fsm
 
 import (
-	"container/heap"
-	"slices"
 	"strings"
+
+	"github.com/google/btree"
 )
 
 // This file holds the read-only listings of the operator's console: pages
@@ -15,55 +15,58 @@ type HeldKey struct {
 	Hold Hold
 }
 
-// HoldsPage returns, in key order, up to limit held keys that start with
-// prefix and sort after after (every one when after is ""), with the number
-// of held keys that start with prefix and whether more follow the page.
-// Holds live in a hash map, so a page costs one pass over every hold while
-// only limit of them are kept (a bounded heap), not a sort of them all.
-func (s *State) HoldsPage(prefix, after string, limit int) (page []HeldKey, matched int, more bool) {
-	if limit <= 0 {
-		return nil, 0, false
-	}
-	h := &keyHeap{}
-	beyond := 0 // matching keys after the cursor
-	for k := range s.holds {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		matched++
-		if k <= after {
-			continue
-		}
-		beyond++
-		if h.Len() < limit {
-			heap.Push(h, k)
-		} else if k < (*h)[0] {
-			(*h)[0] = k
-			heap.Fix(h, 0)
-		}
-	}
-	keys := []string(*h)
-	slices.Sort(keys)
-	page = make([]HeldKey, len(keys))
-	for i, k := range keys {
-		page[i] = HeldKey{Key: k, Hold: s.holds[k]}
-	}
-	return page, matched, beyond > len(keys)
+// newKeyOrder is an empty sorted index of held keys.
+func newKeyOrder() *btree.BTreeG[string] {
+	return btree.NewG(32, func(a, b string) bool { return a < b })
 }
 
-// keyHeap is a max-heap of keys: its root is the largest key kept, the one
-// a smaller key replaces.
-type keyHeap []string
+// forget ends the hold of key.
+func (s *State) forget(key string) {
+	delete(s.holds, key)
+	s.order.Delete(key)
+}
 
-func (h keyHeap) Len() int           { return len(h) }
-func (h keyHeap) Less(i, j int) bool { return h[i] > h[j] }
-func (h keyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *keyHeap) Push(x any)        { *h = append(*h, x.(string)) }
-func (h *keyHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// HoldsPage returns, in key order, up to limit held keys that start with
+// prefix and sort after after (every one when after is ""), with whether
+// more follow the page. It walks the sorted index from the first key it
+// may list, so a page costs its own keys, not the number held.
+func (s *State) HoldsPage(prefix, after string, limit int) (page []HeldKey, more bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	from := max(prefix, after)
+	s.order.AscendGreaterOrEqual(from, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false // past the keys of the prefix
+		}
+		if k == after {
+			return true
+		}
+		if len(page) == limit {
+			more = true
+			return false
+		}
+		page = append(page, HeldKey{Key: k, Hold: s.holds[k]})
+		return true
+	})
+	return page, more
+}
+
+// CountPrefix returns how many held keys start with prefix, counting at
+// most limit of them (a count of every key is a walk of every key).
+func (s *State) CountPrefix(prefix string, limit int) (n int, capped bool) {
+	s.order.AscendGreaterOrEqual(prefix, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		if n == limit {
+			capped = true
+			return false
+		}
+		n++
+		return true
+	})
+	return n, capped
 }
 
 // CoordNodes returns every coordination node, by path.

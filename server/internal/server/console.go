@@ -36,6 +36,9 @@ const (
 	// small whatever the cluster holds.
 	consoleNodes, consoleSessions, consoleSems, consoleHolders, consoleWaiters = 50, 100, 100, 20, 20
 	consoleCacheEntries                                                        = 64
+	// consoleCountLimit bounds the count of the keys under a prefix: a
+	// count is a walk of those keys.
+	consoleCountLimit = 10000
 )
 
 // consoleCacheFor is how long a view read is reused: many open pages, or a
@@ -278,7 +281,14 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	var page []fsm.HeldKey
 	t := &console.Tickets{Prefix: q.Prefix, After: q.After, Rows: []console.Ticket{}}
 	var more bool
-	s.node.Read(func(st *fsm.State) { page, t.Matched, more = st.HoldsPage(q.Prefix, q.After, console.PageSize) })
+	s.node.Read(func(st *fsm.State) {
+		page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
+		if q.Prefix == "" {
+			t.Matched = st.Len()
+		} else {
+			t.Matched, t.MatchedMore = st.CountPrefix(q.Prefix, consoleCountLimit)
+		}
+	})
 	if more && len(page) > 0 {
 		t.Next = page[len(page)-1].Key
 	}
