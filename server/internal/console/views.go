@@ -65,14 +65,14 @@ type LeaderChange struct {
 
 // Tickets is one page of held keys.
 type Tickets struct {
-	Prefix  string   `json:"prefix"`
-	After   string   `json:"after"`
-	Matched int      `json:"matched"` // held keys with the prefix, on every page
+	Prefix  string `json:"prefix"`
+	After   string `json:"after"`
+	Matched int    `json:"matched"` // held keys with the prefix, on every page
 	// MatchedMore: more keys than Matched have the prefix (the count stops
 	// at a bound).
-	MatchedMore bool `json:"matched_more"`
-	Rows    []Ticket `json:"rows"`
-	Next    string   `json:"next"` // the After of the next page, "" on the last one
+	MatchedMore bool     `json:"matched_more"`
+	Rows        []Ticket `json:"rows"`
+	Next        string   `json:"next"` // the After of the next page, "" on the last one
 }
 
 // Ticket is one held key. Owner is the owner id in hex; the principal is

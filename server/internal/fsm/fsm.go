@@ -148,11 +148,11 @@ type State struct {
 	// order holds the keys of holds, sorted, so that the console pages
 	// through them without sorting every key (console.go). Clone shares it
 	// copy-on-write.
-	order     *btree.BTreeG[string]
-	members   map[string]string // node id -> client address
-	cluster   ClusterID
-	admitted  map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
-	coord     *coordState       // coordination nodes (coord.go)
+	order    *btree.BTreeG[string]
+	members  map[string]string // node id -> client address
+	cluster  ClusterID
+	admitted map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
+	coord    *coordState       // coordination nodes (coord.go)
 }
 
 // New returns an empty state.
