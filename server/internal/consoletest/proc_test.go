@@ -57,7 +57,7 @@ func (c *cluster) addrs() string {
 	return strings.Join(a, ",")
 }
 
-func startCluster(t testing.TB, n int) *cluster {
+func startCluster(t testing.TB, n int, extraTOML ...string) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "ticketd.toml")
@@ -74,7 +74,7 @@ name = "app"
 role = "client"
 key_prefixes = [""]
 token_sha256 = [%q]
-`, server.HashToken(monitorToken), server.HashToken(appToken))
+`, server.HashToken(monitorToken), server.HashToken(appToken)) + strings.Join(extraTOML, "\n")
 	if err := os.WriteFile(conf, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
