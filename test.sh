@@ -3,7 +3,8 @@
 # language. Needs Go and PostgreSQL 15 binaries (initdb, pg_ctl, postgres);
 # installs from Debian what a fresh machine lacks (mariadb-server for the
 # MySQL fence tests, Mono and NUnit for the C# client, iproute2 for the fault
-# tests, chromium for the console's browser tests, prometheus for promtool). Ends with one line "tests: N passed, N failed" over all languages.
+# tests, chromium for the console's browser tests, prometheus for promtool).
+# Ends with one line "tests: N passed, N failed" over all languages.
 set -euo pipefail
 cd "$(dirname "$0")"
 
