@@ -36,7 +36,7 @@ func TestAuditTee(t *testing.T) {
 	log.With("principal", "orders").Warn("audit", "op", "acquire", "outcome", "denied", "reason", "key", "key", "billing/1", "remote", "10.0.0.9:4000")
 	log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", "10.0.0.8:1")
 	log.Info("audit", "op", "admin status", "outcome", "ok") // not a refusal
-	log.Warn("something else", "outcome", "denied")         // not an audit record
+	log.Warn("something else", "outcome", "denied")          // not an audit record
 	log.Error("shown")
 	recs := ring.Refusals().Records
 	if len(recs) != 2 {

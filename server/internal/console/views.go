@@ -148,7 +148,8 @@ type Holder struct {
 	OrderID uint64 `json:"order_id"`
 }
 
-// Refusals are the latest refused requests, newest first.
+// Refusals are the latest refused requests, newest first: the leader's,
+// and on a follower its own beside them.
 type Refusals struct {
 	Records []Refusal `json:"records"`
 	Kept    int       `json:"kept"` // the ring's size
@@ -157,6 +158,7 @@ type Refusals struct {
 // Refusal is one audit record of a refused request or hello.
 type Refusal struct {
 	At        time.Time `json:"at"`
+	Node      string    `json:"node"` // the server that refused`
 	Principal string    `json:"principal"`
 	Op        string    `json:"op"`
 	Outcome   string    `json:"outcome"`

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -218,6 +219,9 @@ func (s *Server) consoleRead(ctx context.Context, r *http.Request, q console.Que
 		v, err = s.consoleView(ctx, q)
 	} else {
 		v, err = s.consoleFromLeader(ctx, consoleToken(r), q)
+		if err == nil && v.Refusals != nil {
+			v.Refusals = mergeRefusals(v.Refusals, s.ownRefusals())
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -244,7 +248,7 @@ func (s *Server) consoleView(ctx context.Context, q console.Query) (*console.Vie
 	case console.PageCoordination:
 		v.Coordination = s.consoleCoordination()
 	case console.PageRefusals:
-		v.Refusals = s.console.ring.Refusals()
+		v.Refusals = s.ownRefusals()
 	default:
 		return nil, fmt.Errorf("no console page %q", q.Page)
 	}
@@ -445,4 +449,21 @@ func (s *Server) adminConsole(c *conn, id uint32, req adminwire.Request) string 
 	}
 	adminAnswer(c, id, adminwire.StatusOK, adminwire.ConsoleDone{Size: len(data)})
 	return "ok"
+}
+
+// ownRefusals are this server's latest refusals, marked with its id.
+func (s *Server) ownRefusals() *console.Refusals {
+	r := s.console.ring.Refusals()
+	for i := range r.Records {
+		r.Records[i].Node = s.cfg.NodeID
+	}
+	return r
+}
+
+// mergeRefusals puts a follower's own refusals (refused console requests,
+// hellos, admin requests made to it) beside the leader's, newest first.
+func mergeRefusals(leader, own *console.Refusals) *console.Refusals {
+	out := &console.Refusals{Kept: leader.Kept, Records: append(append([]console.Refusal(nil), leader.Records...), own.Records...)}
+	slices.SortStableFunc(out.Records, func(a, b console.Refusal) int { return b.At.Compare(a.At) })
+	return out
 }

@@ -210,6 +210,15 @@ func TestConsoleOnFollowerShowsLeader(t *testing.T) {
 	if resp, _ := consoleDo(t, http.DefaultClient, "GET", url, bearer(ordersToken)); resp.StatusCode != 403 {
 		t.Errorf("a client principal on the follower: %d, want 403", resp.StatusCode)
 	}
+	// That refusal happened on the follower: its refusals page lists it
+	// beside the leader's, the leader's own page does not.
+	refused := fmt.Sprintf(`<td class="node">%s</td><td class="principal">orders</td><td class="op">console</td>`, c.Server(fi).NodeID())
+	if _, body := consoleDo(t, http.DefaultClient, "GET", "http://"+c.Server(fi).HTTPAddr().String()+"/console/refusals", bearer(monitorToken)); !strings.Contains(body, refused) {
+		t.Errorf("the follower's refusals page does not list its own refusal:\n%s", body)
+	}
+	if _, body := consoleDo(t, http.DefaultClient, "GET", "http://"+c.Server(li).HTTPAddr().String()+"/console/refusals", bearer(monitorToken)); strings.Contains(body, `<td class="op">console</td>`) {
+		t.Errorf("the leader's refusals page lists the follower's refusal:\n%s", body)
+	}
 	// A monitor session on the client port may send the op itself; a client may not.
 	for _, tc := range []struct {
 		token string
