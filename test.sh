@@ -96,6 +96,7 @@ fuzz ./internal/wire FuzzDecodeCoord
 fuzz ./internal/adminwire FuzzDecodeRequest
 fuzz ./server/internal/fsm FuzzDecodeCoordBatch
 fuzz ./server/internal/fsm FuzzReadCoordSnapshot
+fuzz ./server/internal/server FuzzConsoleToken
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x $GO_PKGS > /dev/null
