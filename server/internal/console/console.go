@@ -99,8 +99,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := strings.TrimPrefix(path, "/console/")
+	// Relative redirects (http.Redirect would make them absolute), so that
+	// the console works under a proxy's path prefix.
 	if path == "/console" || page == "" {
-		http.Redirect(w, r, "/console/"+PageCluster, http.StatusFound)
+		to := PageCluster
+		if path == "/console" {
+			to = "console/" + PageCluster
+		}
+		w.Header().Set("Location", to)
+		w.WriteHeader(http.StatusFound)
 		return
 	}
 	tmpl := h.pages[page]

@@ -98,3 +98,20 @@ func TestPagesEscapeKeys(t *testing.T) {
 		t.Errorf("a binary key is not shown in hex:\n%s", body)
 	}
 }
+
+// The root redirects to the cluster page with a relative location, so that
+// the console works under a reverse proxy's path prefix.
+func TestRedirectsAreRelative(t *testing.T) {
+	h := Handler(Options{NodeID: "n1", Authorize: func(*http.Request) (int, string) { return 0, "" },
+		Read: func(context.Context, *http.Request, Query) (*View, error) { return &View{}, nil }})
+	for path, want := range map[string]string{"/console/": "cluster", "/console": "console/cluster"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusFound || rec.Header().Get("Location") != want {
+			t.Errorf("GET %s: %d to %q, want 302 to %q", path, rec.Code, rec.Header().Get("Location"), want)
+		}
+		if rec.Header().Get("Content-Security-Policy") != ContentSecurityPolicy {
+			t.Errorf("GET %s: no policy on the redirect", path)
+		}
+	}
+}
