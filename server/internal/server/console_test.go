@@ -268,3 +268,29 @@ func TestConsoleClientCertificate(t *testing.T) {
 		}
 	}
 }
+
+// The console and TLS on the HTTP port need the HTTP port, and TLS needs
+// the client port's certificate.
+func TestConsoleConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*server.Config)
+		want string
+	}{
+		{"tls without a certificate", func(c *server.Config) { c.HTTP.TLS = true }, "http.tls needs the client port's certificate"},
+		{"console without the port", func(c *server.Config) { c.HTTP.Console, c.HTTPAddr = true, "" }, "http.console and http.tls need the HTTP port"},
+	} {
+		cfg := server.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		tc.set(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTP.Console = true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the console on the default HTTP port: %v", err)
+	}
+}
