@@ -45,23 +45,30 @@ compile() {
   fi
 }
 cd "$here"
-compile -out:"$tmp/Ticketing.dll" -r:System.dll -r:System.Core.dll Ticketing/*.cs
+# -doc: every public member must have its XML documentation (CS1591 is an error).
+compile -doc:"$tmp/Ticketing.xml" -out:"$tmp/Ticketing.dll" -r:System.dll -r:System.Core.dll Ticketing/*.cs
 # The same sources against reference assemblies of .NET Framework 4.6.1, the
-# API level netstandard2.0 maps to: no Mono-only API slips in.
+# API level netstandard2.0 maps to: no Mono-only API slips in. IAsyncDisposable
+# and ValueTask, which the netstandard2.0 package takes from
+# Microsoft.Bcl.AsyncInterfaces, come from a stand-in (ci/): no NuGet here.
 api=/usr/lib/mono/4.6.1-api
+compile -nostdlib -noconfig -out:"$tmp/AsyncInterfaces.api-check.dll" \
+  -r:"$api/mscorlib.dll" ci/AsyncInterfacesReference.cs
 compile -nostdlib -noconfig -define:NETSTANDARD2_0 -out:"$tmp/Ticketing.api-check.dll" \
-  -r:"$api/mscorlib.dll" -r:"$api/System.dll" -r:"$api/System.Core.dll" Ticketing/*.cs
+  -r:"$api/mscorlib.dll" -r:"$api/System.dll" -r:"$api/System.Core.dll" -r:"$tmp/AsyncInterfaces.api-check.dll" Ticketing/*.cs
 cp "$nunit" "$tmp/"
 compile -out:"$tmp/Ticketing.Tests.dll" -r:System.dll -r:System.Core.dll -r:"$tmp/Ticketing.dll" -r:"$tmp/nunit.framework.dll" Ticketing.Tests/*.cs
+# The documentation's example, as a program against the library as built above.
+compile -target:exe -out:"$tmp/Example.exe" -r:"$tmp/Ticketing.dll" Example/*.cs
 
 echo "== running the C# tests (NUnit 2.6 under Mono)"
-export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" TICKETING_REPO="$repo"
+export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" TICKETING_REPO="$repo" TICKETING_EXAMPLE="$tmp/Example.exe"
 status=0
 # -domain:None: no AppDomain unload at the end, which on Mono waits for
 # threads blocked in socket reads (a failed test can leave some behind).
 (cd "$tmp" && timeout 900 nunit-console -nologo -domain:None -xml="$tmp/result.xml" Ticketing.Tests.dll) >"$tmp/nunit.log" 2>&1 || status=$?
 # The latency lines and the failover tally, then failures in full.
-grep -oE '(csharp|go) (latency|failover|cancellation storm).*' "$tmp/nunit.log" || true
+grep -oE '(csharp|go) (latency|failover|cancellation storm|dispose|leader kills).*' "$tmp/nunit.log" || true
 if [ ! -s "$tmp/result.xml" ]; then
   tail -n 50 "$tmp/nunit.log" >&2
   summary 0 1

@@ -217,7 +217,7 @@ namespace Ticketing.Tests
                 var k = U.Get(b.DescribeAsync("orders/42"));
                 Assert.IsTrue(k.Held);
                 Assert.AreEqual(42UL, k.Token);
-                Assert.AreEqual(owner, k.Owner);
+                CollectionAssert.AreEqual(owner, k.Owner.ToArray());
                 Assert.AreEqual(U.Ms(29000), k.Remaining);
                 Assert.AreEqual(U.Ms(30000), k.Lease);
                 Assert.AreEqual(2, k.Waiters);
@@ -298,32 +298,81 @@ namespace Ticketing.Tests
             U.Ended<ClosedException>(a);
         }
 
+        static void Param<TEx>(string param, TestDelegate code) where TEx : ArgumentException
+        {
+            var e = Assert.Catch<ArgumentException>(code);
+            Assert.IsInstanceOf<TEx>(e);
+            Assert.AreEqual(param, e.ParamName, e.Message);
+        }
+
         [Test]
         public void ConfigurationErrors()
         {
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.Connect(""));
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.Connect("no-port"));
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.Connect("h:99999"));
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Connect());
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Addrs("127.0.0.1:5225").Token(new string('t', 1025)).Connect());
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Addrs("127.0.0.1:5225").Tls(TlsMode.Ca("/nonexistent/ca.crt")).Connect());
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Addrs("127.0.0.1:5225").Tls(TlsMode.Off.WithClientCert("x.p12", "")).Connect());
-            Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Addrs("127.0.0.1:5225").Tls(TlsMode.InsecureSkipVerify.WithClientCert("/nonexistent.p12", "")).Connect());
+            Param<ArgumentException>("addresses", () => TicketBroker.Connect(""));
+            Param<ArgumentNullException>("addresses", () => TicketBroker.Connect(null));
+            Param<ArgumentException>("addresses", () => TicketBroker.Connect("no-port"));
+            Param<ArgumentException>("addresses", () => TicketBroker.Connect("h:99999"));
+            Assert.Throws<InvalidOperationException>(() => TicketBroker.CreateBuilder().Connect());
+            Param<ArgumentException>("token", () => TicketBroker.CreateBuilder().Token(new string('t', 1025)));
+            Param<ArgumentOutOfRangeException>("capacity", () => TicketBroker.CreateBuilder().ReleaseQueue(0));
+            Param<ArgumentOutOfRangeException>("timeout", () => TicketBroker.CreateBuilder().DialTimeout(TimeSpan.Zero));
+            Param<ArgumentOutOfRangeException>("timeout", () => TicketBroker.CreateBuilder().OperationTimeout(TimeSpan.FromTicks(-5)));
+            Param<ArgumentNullException>("caFile", () => TlsMode.Ca(null));
+            Param<ArgumentException>("caFile", () => TicketBroker.CreateBuilder().Addresses("127.0.0.1:5225").Tls(TlsMode.Ca("/nonexistent/ca.crt")).Connect());
+            Assert.Throws<InvalidOperationException>(() => TlsMode.Off.WithClientCert("x.p12", ""));
+            Param<ArgumentException>("pkcs12File", () => TicketBroker.CreateBuilder().Addresses("127.0.0.1:5225").Tls(TlsMode.InsecureSkipVerify.WithClientCert("/nonexistent.p12", "")).Connect());
             var tmp = Path.GetTempFileName();
             try
             {
                 File.WriteAllText(tmp, "not a certificate");
-                Assert.Throws<InvalidArgumentException>(() => TicketBroker.CreateBuilder().Addrs("127.0.0.1:5225").Tls(TlsMode.Ca(tmp)).Connect());
+                Param<ArgumentException>("caFile", () => TicketBroker.CreateBuilder().Addresses("127.0.0.1:5225").Tls(TlsMode.Ca(tmp)).Connect());
             }
             finally { File.Delete(tmp); }
-            using (var b = TicketBroker.CreateBuilder().Addrs("127.0.0.1:1, [::1]:2", "127.0.0.1:3").Connect()) { }
+            using (var b = TicketBroker.CreateBuilder().Addresses("127.0.0.1:1, [::1]:2", "127.0.0.1:3").Connect())
+            {
+                Param<ArgumentOutOfRangeException>("timeout", () => b.WaitReadyAsync(TimeSpan.FromSeconds(-1)));
+            }
+        }
+
+        /// <summary>The .NET design rules the public surface keeps: no public constants, no arrays in properties, standard exception constructors, documented parameter names.</summary>
+        [Test]
+        public void PublicSurfaceFollowsTheDotNetGuidelines()
+        {
+            var asm = typeof(TicketBroker).Assembly;
+            var cls = (CLSCompliantAttribute)Attribute.GetCustomAttribute(asm, typeof(CLSCompliantAttribute));
+            Assert.IsNotNull(cls, "no [assembly: CLSCompliant]");
+            Assert.IsFalse(cls.IsCompliant);
+            foreach (var t in asm.GetExportedTypes())
+            {
+                foreach (var f in t.GetFields(System.Reflection.BindingFlags.Public | System.Reflection.BindingFlags.Static | System.Reflection.BindingFlags.Instance))
+                    if (!t.IsEnum) Assert.IsFalse(f.IsLiteral, t.Name + "." + f.Name + " is a public const callers would bake in");
+                foreach (var p in t.GetProperties())
+                    Assert.IsFalse(p.PropertyType.IsArray, t.Name + "." + p.Name + " exposes a mutable array");
+                foreach (var m in t.GetMethods())
+                    foreach (var p in m.GetParameters())
+                    {
+                        if (p.ParameterType == typeof(System.Threading.CancellationToken))
+                            Assert.AreEqual("cancellationToken", p.Name, t.Name + "." + m.Name);
+                        StringAssert.DoesNotContain("Addr", p.Name.Replace("Address", ""), t.Name + "." + m.Name + " abbreviates: " + p.Name);
+                    }
+                foreach (var m in t.GetMembers())
+                    StringAssert.DoesNotContain("Addr", m.Name.Replace("Address", ""), t.Name + "." + m.Name + " abbreviates");
+                if (typeof(Exception).IsAssignableFrom(t))
+                {
+                    Assert.IsNotNull(t.GetConstructor(Type.EmptyTypes), t.Name + "()");
+                    Assert.IsNotNull(t.GetConstructor(new[] { typeof(string) }), t.Name + "(string)");
+                    Assert.IsNotNull(t.GetConstructor(new[] { typeof(string), typeof(Exception) }), t.Name + "(string, Exception)");
+                }
+            }
+            Assert.IsTrue(typeof(IAsyncDisposable).IsAssignableFrom(typeof(Ticket)));
+            Assert.IsTrue(typeof(IAsyncDisposable).IsAssignableFrom(typeof(TicketBroker)));
         }
 
         [Test]
         public void ExceptionsAreDistinctTypes()
         {
             var types = new[] { typeof(NotAcquiredException), typeof(CapacityException), typeof(IndeterminateException), typeof(NotHeldException),
-                typeof(InvalidArgumentException), typeof(UnauthenticatedException), typeof(UnavailableException), typeof(ClosedException),
+                typeof(UnauthenticatedException), typeof(UnavailableException), typeof(ClosedException),
                 typeof(BudgetExceededException), typeof(ReleaseDroppedException) };
             foreach (var t in types)
             {

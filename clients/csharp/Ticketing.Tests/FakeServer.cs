@@ -27,6 +27,7 @@ namespace Ticketing.Tests
         readonly Thread acceptor;
         volatile bool stopped;
         public readonly List<Exception> ScriptErrors = new List<Exception>();
+        public long RawBytes; // bytes a Silent script read
 
         public FakeServer(params Action<FakeConn>[] scripts)
         {
@@ -211,6 +212,17 @@ namespace Ticketing.Tests
             catch (EndOfStreamException) { return true; }
             catch (IOException e) { return !(e.InnerException is SocketException && ((SocketException)e.InnerException).SocketErrorCode == SocketError.TimedOut); }
             catch (ObjectDisposedException) { return true; }
+        }
+
+        /// <summary>Reads and discards whatever the client sends (a TLS hello, frames) without ever answering, until it goes away.</summary>
+        public void Silent()
+        {
+            tcp.ReceiveTimeout = 120000;
+            var buf = new byte[4096];
+            int n;
+            try { while ((n = s.Read(buf, 0, buf.Length)) > 0) Interlocked.Add(ref srv.RawBytes, n); }
+            catch (IOException) { }
+            catch (ObjectDisposedException) { }
         }
 
         public Frame Hello() { return Expect(FrameType.Hello); }

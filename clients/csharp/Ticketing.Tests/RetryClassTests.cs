@@ -61,7 +61,9 @@ namespace Ticketing.Tests
             Assert.AreEqual(RetryClass.NonRetryable, new IndeterminateException("i", null) { BrokerClosed = true }.RetryClass,
                 "unknown because the broker was closed: the Go client's ErrClosed wins");
             Assert.AreEqual(RetryClass.TransportUnavailable, new UnavailableException("u", null).RetryClass);
-            Assert.AreEqual(RetryClass.InvalidArgument, new InvalidArgumentException("bad wait").RetryClass);
+            Assert.AreEqual(RetryClass.InvalidArgument, RetryClasses.Of(new ArgumentOutOfRangeException("wait")));
+            Assert.AreEqual(RetryClass.Canceled, RetryClasses.Of(new OperationCanceledException()));
+            Assert.AreEqual(RetryClass.Overloaded, RetryClasses.Of(new CapacityException("b", CapacityReason.Held)));
             Assert.AreEqual(RetryClass.NonRetryable, new PermissionDeniedException("f", PermissionReason.Key).RetryClass);
             Assert.AreEqual(RetryClass.NonRetryable, new NotAcquiredException("w").RetryClass);
             Assert.AreEqual(RetryClass.NonRetryable, new NotHeldException("n").RetryClass);

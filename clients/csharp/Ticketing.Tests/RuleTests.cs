@@ -46,12 +46,21 @@ namespace Ticketing.Tests
                 };
                 foreach (var c in cases)
                 {
-                    var e = U.Throws<InvalidArgumentException>(() => b.AcquireAsync((string)c[1], (TimeSpan)c[2], (TimeSpan)c[3], (TimeSpan)c[4]));
+                    // Thrown by the call itself (a usage error), not by its task.
+                    ArgumentException e = null;
+                    try { b.AcquireAsync((string)c[1], (TimeSpan)c[2], (TimeSpan)c[3], (TimeSpan)c[4]); }
+                    catch (ArgumentException x) { e = x; }
+                    Assert.IsNotNull(e, (string)c[0] + ": no ArgumentException thrown by the call");
                     StringAssert.Contains("nothing was sent", e.Message, (string)c[0]);
+                    Assert.AreEqual(((string)c[0]).Contains("key") ? "key" : ((string)c[0]).Contains("wait") ? "wait" : ((string)c[0]).Contains("lease") && !((string)c[0]).Contains("budget") ? "lease" : "budget",
+                        e.ParamName, (string)c[0]);
+                    if (e.ParamName != "key") Assert.IsInstanceOf<ArgumentOutOfRangeException>(e, (string)c[0]);
                 }
-                U.Throws<InvalidArgumentException>(() => b.DescribeAsync(""));
-                U.Throws<InvalidArgumentException>(() => b.ReleaseTokenAsync("", 1));
-                U.Throws<InvalidArgumentException>(() => b.ReleaseTokenAsync("k", 0));
+                Assert.AreEqual("key", Assert.Throws<ArgumentNullException>(() => b.AcquireAsync(null, S, S, TimeSpan.Zero)).ParamName);
+                Assert.AreEqual("key", Assert.Throws<ArgumentNullException>(() => b.DescribeAsync(null)).ParamName);
+                Assert.AreEqual("key", Assert.Throws<ArgumentException>(() => b.DescribeAsync("")).ParamName);
+                Assert.AreEqual("key", Assert.Throws<ArgumentException>(() => b.ReleaseTokenAsync("", 1)).ParamName);
+                Assert.AreEqual("token", Assert.Throws<ArgumentOutOfRangeException>(() => b.ReleaseTokenAsync("k", 0)).ParamName);
 
                 // Fractions round up; the boundaries are accepted; zero wait stays zero.
                 var t = U.Get(b.AcquireAsync("round", U.Ms(1200), U.Ms(2500), S));
@@ -113,7 +122,7 @@ namespace Ticketing.Tests
             {
                 var e = U.Throws<PermissionDeniedException>(() => b.AcquireAsync("no/1", TimeSpan.FromSeconds(5), S, TimeSpan.Zero));
                 Assert.AreEqual(PermissionReason.Key, e.Reason);
-                Assert.AreEqual(srv.Addr, e.Addr);
+                Assert.AreEqual(srv.Addr, e.Address);
                 StringAssert.Contains("permission denied", e.Message);
                 StringAssert.Contains(e.ReasonText, e.Message);
                 StringAssert.Contains("not acquired", e.Message);
@@ -159,7 +168,7 @@ namespace Ticketing.Tests
                 Assert.IsFalse(e.BrokerClosed);
                 Assert.AreEqual("k", e.Key);
                 var a = srv.Received.First(f => f.Type == FrameType.Acquire);
-                Assert.AreEqual(VectorTests.ToHex(a.Owner), VectorTests.ToHex(e.Owner));
+                Assert.AreEqual(VectorTests.ToHex(a.Owner), VectorTests.ToHex(e.Owner.ToArray()));
                 // Once reconnected, the client ends the orphaned grant by its owner (U).
                 U.WaitUntil("the orphaned grant is released by owner", () => owners.Has("k/" + VectorTests.ToHex(a.Owner) + "/0/ok"));
                 var u = srv.Received.Single(f => f.Type == FrameType.ReleaseOwner);
@@ -590,7 +599,7 @@ namespace Ticketing.Tests
             var table = new LockTable();
             using (var dead = new FakeServer(c => c.Close()))
             using (var good = new FakeServer(FakeServer.Normal(table)))
-            using (var b = TicketBroker.CreateBuilder().Addrs(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
+            using (var b = TicketBroker.CreateBuilder().Addresses(dead.Addr + "," + good.Addr).BackoffForTests(TimeSpan.FromHours(1), TimeSpan.FromHours(1)).Connect())
             {
                 U.Wait(b.WaitReadyAsync(TimeSpan.FromSeconds(20)));
                 Assert.AreEqual(1, good.Accepted);

@@ -32,6 +32,15 @@ namespace Ticketing.Tests
                     Ssl(d, "req -newkey rsa:2048 -nodes -keyout " + who + ".key -out " + who + ".csr -subj /CN=" + (who == "server" ? "127.0.0.1" : "ticketing-client"));
                     Ssl(d, "x509 -req -in " + who + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + who + ".crt -days 2 -extfile " + who + ".ext");
                 }
+                // Right CA, wrong names: one for another host, one for the IP only.
+                File.WriteAllText(Path.Combine(d, "evil.ext"), "subjectAltName=DNS:evil.example\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
+                File.WriteAllText(Path.Combine(d, "iponly.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
+                foreach (var who in new[] { "evil", "iponly" })
+                {
+                    // The CN names the address too: with SANs present it must not count.
+                    Ssl(d, "req -newkey rsa:2048 -nodes -keyout " + who + ".key -out " + who + ".csr -subj /CN=" + (who == "evil" ? "127.0.0.1" : "localhost"));
+                    Ssl(d, "x509 -req -in " + who + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + who + ".crt -days 2 -extfile " + who + ".ext");
+                }
                 // 3DES/SHA-1 protection: readable by Mono's and .NET's PKCS#12 readers alike.
                 Ssl(d, "pkcs12 -export -out client.p12 -inkey client.key -in client.crt -passout pass:test -keypbe PBE-SHA1-3DES -certpbe PBE-SHA1-3DES -macalg sha1");
                 dir = d;
@@ -90,6 +99,49 @@ namespace Ticketing.Tests
                     StringAssert.Contains("TLS", e.Message);
                 }
             }
+        }
+
+        static TicketBroker Named(Cluster c, string host, TlsMode m)
+        {
+            return U.Builder(c.Addrs[0].Replace("127.0.0.1", host)).Tls(m).Connect();
+        }
+
+        [Test]
+        public void CaModeRefusesACertificateForAnotherHost()
+        {
+            using (var c = new Cluster(1, "--tls-cert", F("evil.crt"), "--tls-key", F("evil.key")))
+            {
+                using (var b = Tls(c, TlsMode.Ca(F("ca.crt"))))
+                {
+                    var e = U.Throws<UnavailableException>(() => b.WaitReadyAsync(TimeSpan.FromMinutes(1)));
+                    StringAssert.Contains("does not match the address 127.0.0.1", e.Message);
+                    StringAssert.Contains("DNS:evil.example", e.Message);
+                }
+                // The same server is reachable at all: only its name is wrong.
+                using (var b = Tls(c, TlsMode.InsecureSkipVerify)) Works(b);
+            }
+        }
+
+        [Test]
+        public void CaModeRefusesAnIpOnlyCertificateReachedByName()
+        {
+            using (var c = new Cluster(1, "--tls-cert", F("iponly.crt"), "--tls-key", F("iponly.key")))
+            {
+                using (var b = Named(c, "localhost", TlsMode.Ca(F("ca.crt"))))
+                {
+                    var e = U.Throws<UnavailableException>(() => b.WaitReadyAsync(TimeSpan.FromMinutes(1)));
+                    StringAssert.Contains("does not match the address localhost", e.Message);
+                }
+                using (var b = Named(c, "127.0.0.1", TlsMode.Ca(F("ca.crt")))) Works(b);
+            }
+        }
+
+        [Test]
+        public void CaModeAcceptsTheDnsNameOfACertificate()
+        {
+            using (var c = new Cluster(1, "--tls-cert", F("server.crt"), "--tls-key", F("server.key")))
+            using (var b = Named(c, "localhost", TlsMode.Ca(F("ca.crt"))))
+                Works(b);
         }
 
         [Test]

@@ -18,7 +18,7 @@ namespace Ticketing.Tests
 
         public static TicketBrokerBuilder Builder(string addrs)
         {
-            return TicketBroker.CreateBuilder().Addrs(addrs).BackoffForTests(Ms(10), Ms(200));
+            return TicketBroker.CreateBuilder().Addresses(addrs).BackoffForTests(Ms(10), Ms(200));
         }
 
         public static TicketBroker Connect(string addrs)

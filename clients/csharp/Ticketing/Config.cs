@@ -1,9 +1,8 @@
 using System;
 using System.Collections.Generic;
-using System.Runtime.CompilerServices;
+using System.Diagnostics.CodeAnalysis;
 using System.Text;
-
-[assembly: InternalsVisibleTo("Ticketing.Tests")]
+using System.Threading;
 
 namespace Ticketing
 {
@@ -14,6 +13,7 @@ namespace Ticketing
         internal TlsSettings Tls;
         internal TlsMode TlsMode = TlsMode.Off;
         internal TimeSpan DialTimeout = TicketBroker.DefaultDialTimeout;
+        internal TimeSpan OperationTimeout = TicketBroker.DefaultOperationTimeout;
         internal int ReleaseQueue = TicketBroker.DefaultReleaseQueue;
         internal int ReleaseWorkers = TicketBroker.ReleaseWorkers;
         internal TimeSpan ReleaseBound = TicketBroker.ReleaseBound;
@@ -31,44 +31,110 @@ namespace Ticketing
     }
 
     /// <summary>
-    /// Builds a TicketBroker: TicketBroker.CreateBuilder().Addrs(...).Token(...).Tls(...).Connect().
+    /// Builds a TicketBroker:
+    /// TicketBroker.CreateBuilder().Addresses(...).Token(...).Tls(...).Connect().
     /// Every option is optional except the addresses.
     /// </summary>
     public sealed class TicketBrokerBuilder
     {
         readonly Config cfg = new Config();
-        readonly List<string> addrs = new List<string>();
-        string token = "";
+        readonly List<string> addresses = new List<string>();
 
         internal TicketBrokerBuilder() { }
 
-        /// <summary>Server addresses (host:port); each argument may itself be a comma-separated list.</summary>
-        public TicketBrokerBuilder Addrs(params string[] addrs)
+        /// <summary>Adds server addresses (host:port); each argument may itself be a comma-separated list.</summary>
+        /// <param name="addresses">host:port strings, IPv6 hosts in brackets ([::1]:5225).</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentNullException">addresses or one of its items is null.</exception>
+        /// <exception cref="ArgumentException">An item is empty or not host:port.</exception>
+        public TicketBrokerBuilder Addresses(params string[] addresses)
         {
-            foreach (var a in addrs ?? new string[0]) this.addrs.AddRange(TicketBroker.ParseAddrs(a));
+            if (addresses == null) throw new ArgumentNullException("addresses");
+            foreach (var a in addresses)
+            {
+                if (a == null) throw new ArgumentNullException("addresses", "ticketing: an address is null");
+                this.addresses.AddRange(TicketBroker.ParseAddresses(a));
+            }
             return this;
         }
 
-        /// <summary>The client token sent in the hello; it must match one of the server's client_tokens (at most 1024 bytes).</summary>
-        public TicketBrokerBuilder Token(string token) { this.token = token ?? ""; return this; }
+        /// <summary>The client token sent in the hello; it must match one of the server's client_tokens.</summary>
+        /// <param name="token">At most 1024 UTF-8 bytes; null or empty sends none.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentException">token is over 1024 bytes.</exception>
+        public TicketBrokerBuilder Token([AllowNull] string token)
+        {
+            var bytes = Encoding.UTF8.GetBytes(token ?? "");
+            if (bytes.Length > Wire.Codec.MaxToken)
+                throw new ArgumentException("ticketing: the token is " + bytes.Length + " bytes; at most " + Wire.Codec.MaxToken + " are allowed", "token");
+            cfg.Token = bytes;
+            return this;
+        }
 
         /// <summary>The TLS mode: TlsMode.Off (default), SystemRoots, Ca(file) or InsecureSkipVerify.</summary>
-        public TicketBrokerBuilder Tls(TlsMode mode) { cfg.TlsMode = mode ?? TlsMode.Off; return this; }
+        /// <param name="mode">The mode; null is Off.</param>
+        /// <returns>This builder.</returns>
+        public TicketBrokerBuilder Tls([AllowNull] TlsMode mode) { cfg.TlsMode = mode ?? TlsMode.Off; return this; }
 
-        /// <summary>Bounds one connection attempt: TCP, TLS and hello (default 5 s).</summary>
-        public TicketBrokerBuilder DialTimeout(TimeSpan d) { cfg.DialTimeout = d; return this; }
-
-        /// <summary>Capacity of the background release queue used by Ticket.Dispose (default 1024).</summary>
-        public TicketBrokerBuilder ReleaseQueue(int n) { cfg.ReleaseQueue = n; return this; }
+        /// <summary>Bounds one connection attempt: TCP, TLS and hello (default 5 s, TicketBroker.DefaultDialTimeout).</summary>
+        /// <param name="timeout">Positive.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentOutOfRangeException">timeout is zero or negative.</exception>
+        public TicketBrokerBuilder DialTimeout(TimeSpan timeout)
+        {
+            if (timeout <= TimeSpan.Zero)
+                throw new ArgumentOutOfRangeException("timeout", timeout, "ticketing: the dial timeout must be positive");
+            cfg.DialTimeout = timeout;
+            return this;
+        }
 
         /// <summary>
-        /// Called with the outcome of every background release (Ticket.Dispose,
-        /// and the compensating releases of late grants): null for R,
-        /// NotHeldException for N, ReleaseDroppedException when the queue was
-        /// full, another exception when no final answer came within
-        /// ReleaseBound. Runs on the client's own threads and must not block.
+        /// Bounds every call made without a cancellation token (the default
+        /// 10 s, TicketBroker.DefaultOperationTimeout), in the manner of
+        /// HttpClient.Timeout: waiting for a connection, for a free request
+        /// slot and for the answer all count. An acquire gets its wait on top
+        /// (time in the key's queue is the caller's choice). Ended before
+        /// anything was sent: UnavailableException; after an acquire may have
+        /// been sent: IndeterminateException (a cancel is sent and a late grant
+        /// released, as for a cancellation); a describe: UnavailableException.
+        /// Releases keep their own bound (ReleaseBound). A call given a
+        /// cancellable token is bounded by that token alone.
+        /// Timeout.InfiniteTimeSpan turns the bound off.
         /// </summary>
-        public TicketBrokerBuilder ReleaseObserver(Action<string, ulong, Exception> observer) { cfg.Observer = observer; return this; }
+        /// <param name="timeout">Positive, or Timeout.InfiniteTimeSpan.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentOutOfRangeException">timeout is zero or negative (other than Timeout.InfiniteTimeSpan).</exception>
+        public TicketBrokerBuilder OperationTimeout(TimeSpan timeout)
+        {
+            if (timeout <= TimeSpan.Zero && timeout != Timeout.InfiniteTimeSpan)
+                throw new ArgumentOutOfRangeException("timeout", timeout, "ticketing: the operation timeout must be positive, or Timeout.InfiniteTimeSpan");
+            cfg.OperationTimeout = timeout;
+            return this;
+        }
+
+        /// <summary>Capacity of the background release queue used by Ticket.Dispose (default 1024, TicketBroker.DefaultReleaseQueue).</summary>
+        /// <param name="capacity">At least 1.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentOutOfRangeException">capacity is below 1.</exception>
+        public TicketBrokerBuilder ReleaseQueue(int capacity)
+        {
+            if (capacity < 1)
+                throw new ArgumentOutOfRangeException("capacity", capacity, "ticketing: the release queue must hold at least 1 release");
+            cfg.ReleaseQueue = capacity;
+            return this;
+        }
+
+        /// <summary>
+        /// Called with the outcome of every background release (Ticket.Dispose
+        /// and DisposeAsync, and the compensating releases of late grants):
+        /// null for R, NotHeldException for N, ReleaseDroppedException when
+        /// the queue was full, another exception when no final answer came
+        /// within ReleaseBound. Runs on the client's own threads and must not
+        /// block. Failures also raise TicketBroker.ReleaseFailed.
+        /// </summary>
+        /// <param name="observer">Called with the key, the token and the failure (null for success); null for none.</param>
+        /// <returns>This builder.</returns>
+        public TicketBrokerBuilder ReleaseObserver([AllowNull] Action<string, ulong, Exception> observer) { cfg.Observer = observer; return this; }
 
         // Knobs for the tests: shorter timings, same code paths.
         internal TicketBrokerBuilder ReleaseBoundForTests(TimeSpan d) { cfg.ReleaseBound = d; return this; }
@@ -81,19 +147,15 @@ namespace Ticketing
 
         /// <summary>
         /// Builds the broker. It returns at once and connects in the
-        /// background; use WaitReadyAsync. Throws InvalidArgumentException
-        /// only for a bad configuration (no or malformed address, unreadable
-        /// CA or client certificate file, token over 1024 bytes).
+        /// background; use WaitReadyAsync. The TLS mode's files are read here.
         /// </summary>
+        /// <returns>The broker; dispose it when the application ends.</returns>
+        /// <exception cref="InvalidOperationException">No address was given, or a client certificate was added to TlsMode.Off.</exception>
+        /// <exception cref="ArgumentException">A CA or client certificate file cannot be read (ParamName names the TlsMode parameter: caFile, pkcs12File, certFile).</exception>
         public TicketBroker Connect()
         {
-            if (addrs.Count == 0) throw new InvalidArgumentException("ticketing: no server address given (Addrs(\"host:port\", ...))");
-            cfg.Addrs = addrs.ToArray();
-            cfg.Token = Encoding.UTF8.GetBytes(token);
-            if (cfg.Token.Length > Wire.Codec.MaxToken)
-                throw new InvalidArgumentException("ticketing: the token is " + cfg.Token.Length + " bytes; at most 1024 are allowed");
-            if (cfg.DialTimeout <= TimeSpan.Zero) cfg.DialTimeout = TicketBroker.DefaultDialTimeout;
-            if (cfg.ReleaseQueue < 1) throw new InvalidArgumentException("ticketing: the release queue must hold at least 1 release");
+            if (addresses.Count == 0) throw new InvalidOperationException("ticketing: no server address given (Addresses(\"host:port\", ...))");
+            cfg.Addrs = addresses.ToArray();
             cfg.Tls = cfg.TlsMode.Build();
             return new TicketBroker(cfg);
         }

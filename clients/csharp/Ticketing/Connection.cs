@@ -163,7 +163,7 @@ namespace Ticketing
             host = i > 0 ? addr.Substring(0, i) : "";
             if (host.StartsWith("[") && host.EndsWith("]")) host = host.Substring(1, host.Length - 2);
             if (i <= 0 || host.Length == 0 || !int.TryParse(addr.Substring(i + 1), out port) || port < 1 || port > 65535)
-                throw new InvalidArgumentException("ticketing: address \"" + addr + "\" is not host:port");
+                throw new ArgumentException("ticketing: address \"" + addr + "\" is not host:port", "addresses");
         }
 
         /// <summary>Connects to addr, runs TLS and the hello, and starts the connection's threads.</summary>
@@ -198,12 +198,14 @@ namespace Ticketing
                 throw new HelloException(new TicketingException("cannot connect to " + addr + ": " + e.Message, e), null, false);
             }
             // The rest is blocking I/O bounded by socket timeouts and by
-            // closing the socket when ct ends.
-            using (ct.Register(() => tcp.Close()))
+            // shutting the socket down when ct ends: a bare Close does not wake
+            // a read blocked in the TLS handshake or the hello on every runtime
+            // (Mono's), Shutdown does.
+            using (ct.Register(() => Abort(tcp)))
             {
                 try
                 {
-                    return await Task.Run(() => Handshake(addr, host, port, tcp, cfg, flags, hooks)).ConfigureAwait(false);
+                    return await Task.Run(() => Handshake(addr, host, port, tcp, cfg, flags, hooks, ct)).ConfigureAwait(false);
                 }
                 catch (Exception)
                 {
@@ -214,9 +216,16 @@ namespace Ticketing
             }
         }
 
+        /// <summary>Ends a socket so that a read or write blocked on it returns at once.</summary>
+        static void Abort(TcpClient tcp)
+        {
+            try { tcp.Client.Shutdown(SocketShutdown.Both); } catch (Exception) { }
+            try { tcp.Close(); } catch (Exception) { }
+        }
+
         static void Observe(Task t) { t.ContinueWith(x => { var _ = x.Exception; }, TaskContinuationOptions.OnlyOnFaulted); }
 
-        static Connection Handshake(string addr, string host, int port, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks)
+        static Connection Handshake(string addr, string host, int port, TcpClient tcp, Config cfg, byte flags, IConnHooks hooks, CancellationToken ct)
         {
             int ms = (int)Math.Max(1, cfg.DialTimeout.TotalMilliseconds);
             tcp.ReceiveTimeout = ms;
@@ -229,7 +238,7 @@ namespace Ticketing
                 string why = null;
                 var tls = cfg.Tls;
                 var ssl = new SslStream(rec, false,
-                    (sender, cert, chain, errors) => tls.Validate(cert, chain, errors, out why),
+                    (sender, cert, chain, errors) => tls.Validate(host, cert, chain, errors, out why),
                     (sender, target, local, remote, issuers) =>
                     {
                         certRequested = true;
@@ -239,11 +248,8 @@ namespace Ticketing
                 if (tls.Client != null) certs.Add(tls.Client);
                 try
                 {
-#if NET5_0_OR_GREATER
+                    // None: the operating system picks the version (TLS 1.3 where it has it).
                     ssl.AuthenticateAsClient(host, certs, SslProtocols.None, false);
-#else
-                    ssl.AuthenticateAsClient(host, certs, SslProtocols.Tls12, false);
-#endif
                 }
                 catch (Exception e)
                 {
@@ -280,7 +286,8 @@ namespace Ticketing
                 {
                     // A TLS server closes a plain connection without a word:
                     // check with a TLS handshake on a second connection.
-                    if (AnswersTls(host, port, cfg.DialTimeout))
+                    ct.ThrowIfCancellationRequested(); // the broker is closing: no probe
+                    if (AnswersTls(host, port, cfg.DialTimeout, ct))
                         throw new HelloException(new TicketingException("the server " + addr + " requires TLS (it closed the plain connection and answers a TLS handshake); this broker is configured without TLS (TlsMode.Off)", e), null, true);
                     throw new HelloException(new TicketingException("the server " + addr + " closed the connection without answering the hello (" + e.Message + ")", e), null, false);
                 }
@@ -301,13 +308,13 @@ namespace Ticketing
                         s.Dispose();
                         var se = new ServerErrorException(addr, (ErrorCode)first.Code, Encoding.UTF8.GetString(first.Text));
                         if (se.Code == ErrorCode.Unauthenticated)
-                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se) { Addr = addr, ServerCode = se.Code }, null, true);
+                            throw new HelloException(new UnauthenticatedException("the server " + addr + " refused the client token (E code 5: " + se.ServerMessage + "); fix the configured token", se) { Address = addr, ServerCode = se.Code }, null, true);
                         bool rej = se.Code == ErrorCode.UnsupportedVersion || se.Code == ErrorCode.InvalidArgument;
                         throw new HelloException(se, null, rej);
                     }
                 case FrameType.Capacity:
                     s.Dispose();
-                    throw new HelloException(new CapacityException("the server " + addr + " refused the connection: it is at its connection limit (" + (CapacityReason)first.Reason + "); retry later", (CapacityReason)first.Reason) { Addr = addr }, null, true);
+                    throw new HelloException(new CapacityException("the server " + addr + " refused the connection: it is at its connection limit (" + (CapacityReason)first.Reason + "); retry later", (CapacityReason)first.Reason) { Address = addr }, null, true);
                 default:
                     s.Dispose();
                     throw new HelloException(new TicketingException("the server " + addr + " answered the hello with an unexpected " + FrameType.Name(first.Type) + " frame"), null, true);
@@ -333,11 +340,12 @@ namespace Ticketing
         }
 
         /// <summary>Whether host:port completes a TLS handshake (any certificate accepted: this only tells TLS from plain).</summary>
-        static bool AnswersTls(string host, int port, TimeSpan timeout)
+        static bool AnswersTls(string host, int port, TimeSpan timeout, CancellationToken ct)
         {
             try
             {
                 using (var t = new TcpClient())
+                using (ct.Register(() => Abort(t)))
                 {
                     var connect = t.ConnectAsync(host, port);
                     if (!connect.Wait(timeout)) return false;
@@ -345,11 +353,7 @@ namespace Ticketing
                     t.SendTimeout = (int)timeout.TotalMilliseconds;
                     using (var ssl = new SslStream(t.GetStream(), false, (a, b, c, d) => true))
                     {
-#if NET5_0_OR_GREATER
                         ssl.AuthenticateAsClient(host, null, SslProtocols.None, false);
-#else
-                        ssl.AuthenticateAsClient(host, null, SslProtocols.Tls12, false);
-#endif
                         return true;
                     }
                 }

@@ -1,14 +1,22 @@
 using System;
+using System.Collections.Generic;
+using System.Collections.ObjectModel;
+using System.Diagnostics.CodeAnalysis;
 
 namespace Ticketing
 {
     /// <summary>Which server limit a B frame hit (docs/protocol.md, "Capacity reasons of B").</summary>
     public enum CapacityReason : byte
     {
+        /// <summary>The server holds as many tickets as it allows.</summary>
         Held = 1,
+        /// <summary>The key's queue is full.</summary>
         KeyWaiters = 2,
+        /// <summary>The server has as many waiting acquires as it allows.</summary>
         Waiters = 3,
+        /// <summary>The connection has as many requests in flight as the server allows.</summary>
         InFlight = 4,
+        /// <summary>The server has as many client connections as it allows.</summary>
         Connections = 5,
     }
 
@@ -26,19 +34,33 @@ namespace Ticketing
     /// <summary>The stable numeric code of a server E frame (docs/protocol.md, "Error codes").</summary>
     public enum ErrorCode : ushort
     {
+        /// <summary>A frame the server could not decode.</summary>
         MalformedFrame = 1,
+        /// <summary>A frame over the size limit.</summary>
         FrameTooLarge = 2,
+        /// <summary>A frame type the server does not know.</summary>
         UnknownFrame = 3,
+        /// <summary>A protocol version the server does not speak.</summary>
         UnsupportedVersion = 4,
+        /// <summary>The client token was refused.</summary>
         Unauthenticated = 5,
+        /// <summary>A request came before the hello.</summary>
         HelloRequired = 6,
+        /// <summary>No hello in time.</summary>
         HelloTimeout = 7,
+        /// <summary>A request with an out-of-range field.</summary>
         InvalidArgument = 8,
+        /// <summary>The client did not answer pings.</summary>
         PingTimeout = 9,
+        /// <summary>The client read its answers too slowly.</summary>
         SlowConsumer = 10,
+        /// <summary>The server is stopping.</summary>
         ShuttingDown = 11,
+        /// <summary>An internal server error.</summary>
         Internal = 12,
+        /// <summary>A request id already in flight.</summary>
         DuplicateId = 13,
+        /// <summary>A request the server does not allow on this connection.</summary>
         NotAllowed = 14,
     }
 
@@ -85,7 +107,28 @@ namespace Ticketing
     /// <summary>The Go retry package's rules for RetryClass.</summary>
     public static class RetryClasses
     {
-        /// <summary>The Go name of c (ABORTED, TRANSPORT_UNAVAILABLE, ...).</summary>
+        /// <summary>
+        /// The retry class of any exception a call of this library throws:
+        /// a TicketingException's own RetryClass, InvalidArgument for an
+        /// ArgumentException, Canceled for an OperationCanceledException,
+        /// NonRetryable for anything else.
+        /// </summary>
+        /// <param name="exception">The exception a call threw.</param>
+        /// <returns>Its retry class.</returns>
+        /// <exception cref="ArgumentNullException">exception is null.</exception>
+        public static RetryClass Of(Exception exception)
+        {
+            if (exception == null) throw new ArgumentNullException("exception");
+            var te = exception as TicketingException;
+            if (te != null) return te.RetryClass;
+            if (exception is ArgumentException) return RetryClass.InvalidArgument;
+            if (exception is OperationCanceledException) return RetryClass.Canceled;
+            return RetryClass.NonRetryable;
+        }
+
+        /// <summary>The Go name of a class (ABORTED, TRANSPORT_UNAVAILABLE, ...).</summary>
+        /// <param name="c">The class.</param>
+        /// <returns>Its name in the Go retry package.</returns>
         public static string RetryClassName(this RetryClass c)
         {
             var sb = new System.Text.StringBuilder();
@@ -98,6 +141,9 @@ namespace Ticketing
         }
 
         /// <summary>Whether a failure of class c is retried; idempotent work is also retried when the outcome is unknown.</summary>
+        /// <param name="c">The class.</param>
+        /// <param name="idempotent">Whether the work may safely run twice.</param>
+        /// <returns>True when the Go retry package retries it.</returns>
         public static bool Retryable(this RetryClass c, bool idempotent)
         {
             switch (c)
@@ -120,46 +166,52 @@ namespace Ticketing
 
     /// <summary>
     /// Base of every exception this library throws for an outcome of a call
-    /// (cancellation is the standard OperationCanceledException). Catch the
-    /// subclasses to tell the outcomes apart; the message says what happened
-    /// and what to do.
+    /// (cancellation is the standard OperationCanceledException, a usage
+    /// error an ArgumentException). Catch the subclasses to tell the
+    /// outcomes apart; the message says what happened and what to do.
     /// </summary>
     public class TicketingException : Exception
     {
-        /// <summary>The server that answered or was tried, when known.</summary>
-        public string Addr { get; internal set; }
+        /// <summary>The server (host:port) that answered or was tried, when known; otherwise null.</summary>
+        [MaybeNull]
+        public string Address { get; internal set; }
         /// <summary>The code of the server's E frame, when the session ended with one.</summary>
         public ErrorCode? ServerCode { get; internal set; }
 
+        /// <summary>An exception with a default message.</summary>
+        public TicketingException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public TicketingException(string message) : base(message) { }
-        public TicketingException(string message, Exception inner) : base(message, inner) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public TicketingException(string message, Exception innerException) : base(message, innerException) { }
 
         /// <summary>
         /// How a transaction-retry layer should treat this failure, as the Go
         /// client's errors report it: capacity rejects Overloaded, unknown
         /// outcomes Undetermined (NonRetryable when the broker was closed),
-        /// unusable connections TransportUnavailable, invalid arguments
-        /// InvalidArgument; everything else (not acquired, not held, budget
-        /// exceeded, unauthenticated, permission denied, closed) NonRetryable.
+        /// unusable connections TransportUnavailable; everything else (not
+        /// acquired, not held, budget exceeded, unauthenticated, permission
+        /// denied, closed) NonRetryable. RetryClasses.Of also classifies
+        /// argument errors and cancellations.
         /// </summary>
         public virtual RetryClass RetryClass { get { return RetryClass.NonRetryable; } }
-    }
-
-    /// <summary>
-    /// An argument is out of range (wait, lease, budget, key length, token 0,
-    /// configuration). Nothing was sent; the same call always fails again.
-    /// </summary>
-    public sealed class InvalidArgumentException : TicketingException
-    {
-        public override RetryClass RetryClass { get { return RetryClass.InvalidArgument; } }
-        public InvalidArgumentException(string message) : base(message) { }
-        public InvalidArgumentException(string message, Exception inner) : base(message, inner) { }
     }
 
     /// <summary>The key was not granted within the wait (W), or the acquire was withdrawn (X): the only ordinary "no".</summary>
     public sealed class NotAcquiredException : TicketingException
     {
+        /// <summary>An exception with a default message.</summary>
+        public NotAcquiredException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public NotAcquiredException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public NotAcquiredException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -169,8 +221,22 @@ namespace Ticketing
     /// </summary>
     public sealed class CapacityException : TicketingException
     {
+        /// <summary>Overloaded.</summary>
         public override RetryClass RetryClass { get { return RetryClass.Overloaded; } }
+        /// <summary>Which limit the request hit.</summary>
         public CapacityReason Reason { get; private set; }
+        /// <summary>An exception with a default message.</summary>
+        public CapacityException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public CapacityException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public CapacityException(string message, Exception innerException) : base(message, innerException) { }
+        /// <summary>An exception for a B frame.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="reason">Which limit the request hit.</param>
         public CapacityException(string message, CapacityReason reason) : base(message) { Reason = reason; }
     }
 
@@ -184,10 +250,12 @@ namespace Ticketing
     /// </summary>
     public sealed class IndeterminateException : TicketingException
     {
+        /// <summary>Undetermined; NonRetryable when the broker was closed.</summary>
         public override RetryClass RetryClass { get { return BrokerClosed ? RetryClass.NonRetryable : RetryClass.Undetermined; } }
         /// <summary>True when the cause was the broker being closed.</summary>
         public bool BrokerClosed { get; internal set; }
-        /// <summary>The key of the request (for an acquire: of the acquire).</summary>
+        /// <summary>The key of the request (for an acquire: of the acquire), when known; otherwise null.</summary>
+        [MaybeNull]
         public string Key { get; internal set; }
         /// <summary>
         /// For an acquire: the 16 random owner bytes it sent (KeyDescription.Owner
@@ -197,8 +265,19 @@ namespace Ticketing
         /// (release by owner, U), so an orphaned grant is freed within a
         /// reconnect rather than at the end of its lease. Null otherwise.
         /// </summary>
-        public byte[] Owner { get; internal set; }
-        public IndeterminateException(string message, Exception inner) : base(message, inner) { }
+        [MaybeNull]
+        public IReadOnlyList<byte> Owner { get { return owner; } }
+        internal byte[] OwnerBytes { set { owner = value == null ? null : new ReadOnlyCollection<byte>((byte[])value.Clone()); } }
+        ReadOnlyCollection<byte> owner;
+        /// <summary>An exception with a default message.</summary>
+        public IndeterminateException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public IndeterminateException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public IndeterminateException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -209,7 +288,15 @@ namespace Ticketing
     /// </summary>
     public class NotHeldException : TicketingException
     {
+        /// <summary>An exception with a default message.</summary>
+        public NotHeldException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public NotHeldException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public NotHeldException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -223,7 +310,15 @@ namespace Ticketing
     /// </summary>
     public sealed class NotHeldAfterRetryException : NotHeldException
     {
+        /// <summary>An exception with a default message.</summary>
+        public NotHeldAfterRetryException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public NotHeldAfterRetryException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public NotHeldAfterRetryException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -233,7 +328,20 @@ namespace Ticketing
     /// </summary>
     public sealed class BudgetExceededException : TicketingException
     {
+        /// <summary>The token that was granted (and is being released).</summary>
         public ulong Token { get; private set; }
+        /// <summary>An exception with a default message.</summary>
+        public BudgetExceededException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public BudgetExceededException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public BudgetExceededException(string message, Exception innerException) : base(message, innerException) { }
+        /// <summary>An exception for a grant that came too late for its budget.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="token">The token that was granted.</param>
         public BudgetExceededException(string message, ulong token) : base(message) { Token = token; }
     }
 
@@ -244,7 +352,15 @@ namespace Ticketing
     /// </summary>
     public sealed class UnauthenticatedException : TicketingException
     {
-        public UnauthenticatedException(string message, Exception inner) : base(message, inner) { }
+        /// <summary>An exception with a default message.</summary>
+        public UnauthenticatedException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public UnauthenticatedException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public UnauthenticatedException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -261,9 +377,23 @@ namespace Ticketing
         public PermissionReason Reason { get; private set; }
         /// <summary>The reason in words, as in the message.</summary>
         public string ReasonText { get { return ReasonName(Reason); } }
+        /// <summary>An exception with a default message.</summary>
+        public PermissionDeniedException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public PermissionDeniedException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public PermissionDeniedException(string message, Exception innerException) : base(message, innerException) { }
+        /// <summary>An exception for an F frame.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="reason">The F frame's reason.</param>
         public PermissionDeniedException(string message, PermissionReason reason) : base(message) { Reason = reason; }
 
         /// <summary>A refusal reason in words (the Go client's wording).</summary>
+        /// <param name="reason">The reason.</param>
+        /// <returns>The reason in words.</returns>
         public static string ReasonName(PermissionReason reason)
         {
             switch (reason)
@@ -278,20 +408,38 @@ namespace Ticketing
 
     /// <summary>
     /// No usable connection to the cluster leader: none could be made in
-    /// time, the server refuses the connection, or, for a request without an
-    /// effect (describe), the connection was lost before the answer. Requests
-    /// that may have had an effect throw IndeterminateException instead.
+    /// time (the operation timeout, the caller's wait), the server refuses the
+    /// connection, or, for a request without an effect (describe), the
+    /// connection was lost before the answer. Requests that may have had an
+    /// effect throw IndeterminateException instead.
     /// </summary>
     public sealed class UnavailableException : TicketingException
     {
+        /// <summary>TransportUnavailable.</summary>
         public override RetryClass RetryClass { get { return RetryClass.TransportUnavailable; } }
-        public UnavailableException(string message, Exception inner) : base(message, inner) { }
+        /// <summary>An exception with a default message.</summary>
+        public UnavailableException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public UnavailableException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public UnavailableException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>The broker was closed (disposed) before the call could be sent.</summary>
     public sealed class ClosedException : TicketingException
     {
+        /// <summary>An exception with a default message.</summary>
+        public ClosedException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public ClosedException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public ClosedException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>
@@ -301,31 +449,67 @@ namespace Ticketing
     /// </summary>
     public sealed class ReleaseDroppedException : TicketingException
     {
+        /// <summary>An exception with a default message.</summary>
+        public ReleaseDroppedException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
         public ReleaseDroppedException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public ReleaseDroppedException(string message, Exception innerException) : base(message, innerException) { }
     }
 
     /// <summary>The content of a server E frame: it ended the session with a stable code.</summary>
     public sealed class ServerErrorException : TicketingException
     {
+        /// <summary>The E frame's code.</summary>
         public ErrorCode Code { get; private set; }
+        /// <summary>The E frame's text; empty when it had none.</summary>
         public string ServerMessage { get; private set; }
-        public ServerErrorException(string addr, ErrorCode code, string serverMessage)
-            : base("the server " + addr + " ended the session with error " + code + " (code " + (ushort)code + "): " + serverMessage)
+        /// <summary>An exception with a default message.</summary>
+        public ServerErrorException() { ServerMessage = ""; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public ServerErrorException(string message) : base(message) { ServerMessage = ""; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public ServerErrorException(string message, Exception innerException) : base(message, innerException) { ServerMessage = ""; }
+        /// <summary>An exception for an E frame.</summary>
+        /// <param name="address">The server (host:port).</param>
+        /// <param name="code">The E frame's code.</param>
+        /// <param name="serverMessage">The E frame's text.</param>
+        public ServerErrorException(string address, ErrorCode code, string serverMessage)
+            : base("the server " + address + " ended the session with error " + code + " (code " + (ushort)code + "): " + serverMessage)
         {
-            Addr = addr; Code = code; ServerMessage = serverMessage; ServerCode = code;
+            Address = address; Code = code; ServerMessage = serverMessage ?? ""; ServerCode = code;
         }
     }
 
     /// <summary>The server is not the leader (M), naming the leader's client address when it knows it.</summary>
     public sealed class NotLeaderException : TicketingException
     {
-        public string LeaderAddr { get; private set; }
-        public NotLeaderException(string addr, string leaderAddr)
-            : base(leaderAddr.Length > 0
-                ? "the server " + addr + " is not the leader (the leader is " + leaderAddr + ")"
-                : "the server " + addr + " is not the leader and does not know the leader")
+        /// <summary>The leader's client address (host:port); empty when the server did not know it.</summary>
+        public string LeaderAddress { get; private set; }
+        /// <summary>An exception with a default message.</summary>
+        public NotLeaderException() { LeaderAddress = ""; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public NotLeaderException(string message) : base(message) { LeaderAddress = ""; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public NotLeaderException(string message, Exception innerException) : base(message, innerException) { LeaderAddress = ""; }
+        /// <summary>An exception for an M frame.</summary>
+        /// <param name="address">The server that answered M.</param>
+        /// <param name="leaderAddress">The leader it named; empty when it did not know it.</param>
+        public NotLeaderException(string address, string leaderAddress)
+            : base(!string.IsNullOrEmpty(leaderAddress)
+                ? "the server " + address + " is not the leader (the leader is " + leaderAddress + ")"
+                : "the server " + address + " is not the leader and does not know the leader")
         {
-            Addr = addr; LeaderAddr = leaderAddr;
+            Address = address; LeaderAddress = leaderAddress ?? "";
         }
     }
 }

@@ -1,4 +1,6 @@
 using System;
+using System.Collections.Generic;
+using System.Collections.ObjectModel;
 using System.Diagnostics;
 using System.Security.Cryptography;
 using System.Text;
@@ -26,29 +28,41 @@ namespace Ticketing
             return s;
         }
 
+        /// <summary>
+        /// Throws ArgumentNullException for a null key and ArgumentException
+        /// (ParamName "key") for one outside 1..1024 UTF-8 bytes.
+        /// </summary>
+        internal static void CheckKey(string key, string op)
+        {
+            if (key == null) throw new ArgumentNullException("key", Op(op, key) + "the key is null; nothing was sent");
+            int klen = Encoding.UTF8.GetByteCount(key);
+            if (klen == 0 || klen > MaxKeyBytes)
+                throw new ArgumentException(Op(op, key) + "the key is " + klen + " bytes, it must be 1.." + MaxKeyBytes + " bytes; nothing was sent", "key");
+        }
+
+        static ArgumentOutOfRangeException OutOfRange(string param, object value, string key, string why)
+        {
+            return new ArgumentOutOfRangeException(param, value, Op("acquire", key) + why + "; nothing was sent");
+        }
+
         internal static AcquireArgs CheckAcquire(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget)
         {
-            string bad = null;
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
+            CheckKey(key, "acquire");
             long l = CeilSeconds(lease);
-            if (klen == 0 || klen > MaxKey)
-                bad = "the key is " + klen + " bytes, it must be 1.." + MaxKey + " bytes";
-            else if (wait < TimeSpan.Zero)
-                bad = "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)";
-            else if (CeilSeconds(wait) > 255)
-                bad = "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s";
-            else if (lease <= TimeSpan.Zero)
-                bad = "lease " + lease + " must be 1..250 s";
-            else if (l > 250)
-                bad = "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s";
-            else if (budget < TimeSpan.Zero)
-                bad = "work budget " + budget + " is negative; it must be 0..lease";
-            else if (budget > MaxLease)
-                bad = "work budget " + budget + " is longer than 250 s: work longer than that is not supported";
-            else if (budget > TimeSpan.FromSeconds(l))
-                bad = "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends";
-            if (bad != null)
-                throw new InvalidArgumentException(Op("acquire", key) + bad + "; nothing was sent");
+            if (wait < TimeSpan.Zero)
+                throw OutOfRange("wait", wait, key, "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)");
+            if (CeilSeconds(wait) > 255)
+                throw OutOfRange("wait", wait, key, "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s");
+            if (lease <= TimeSpan.Zero)
+                throw OutOfRange("lease", lease, key, "lease " + lease + " must be 1..250 s");
+            if (l > 250)
+                throw OutOfRange("lease", lease, key, "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s");
+            if (budget < TimeSpan.Zero)
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is negative; it must be 0..lease");
+            if (budget > MaxLease)
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than 250 s: work longer than that is not supported");
+            if (budget > TimeSpan.FromSeconds(l))
+                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends");
             return new AcquireArgs { Wait = (byte)CeilSeconds(wait), Lease = (byte)l, Budget = budget };
         }
 
@@ -75,42 +89,90 @@ namespace Ticketing
         }
 
         /// <summary>
-        /// Asks for the ticket of key and waits for the answer.
-        /// <list type="bullet">
-        /// <item>wait (0..255 s): how long the server keeps the request in the
-        /// key's FIFO queue; 0 is one immediate attempt, never queued.</item>
-        /// <item>lease (1..250 s): how long the ticket is held unless released.</item>
-        /// <item>budget (0..lease, required): the minimum time the caller needs for its
-        /// work; a ticket is handed over only if its conservative remaining
-        /// time is positive and at least budget, otherwise it is released and
-        /// BudgetExceededException thrown.</item>
-        /// </list>
-        /// Fractions of a second are rounded up; values out of range are
-        /// rejected with InvalidArgumentException before anything is sent
-        /// (never clamped). Keys are 1..1024 bytes (UTF-8).
-        /// <para>Outcomes: a Ticket; NotAcquiredException; CapacityException
-        /// (final, thrown at once, not retried); IndeterminateException (the
-        /// request may have been sent but its final answer was lost: do not
-        /// enter the critical section; it is never re-sent automatically);
-        /// BudgetExceededException; UnauthenticatedException; UnavailableException
-        /// / ClosedException (nothing sent).</para>
-        /// <para>If ct is cancelled before the request was sent, nothing is
-        /// sent (OperationCanceledException). If it is cancelled after the
-        /// request may have been sent, the call throws
-        /// OperationCanceledException at once and sends a cancel (C) for the
-        /// acquire; should the server grant it anyway, the client releases that
-        /// exact token in the background. While the connection's in-flight
-        /// limit is reached, the call waits for a free slot as long as ct
-        /// allows (having sent nothing).</para>
+        /// Asks for the ticket of key and waits for the answer. Fractions of a
+        /// second are rounded up; values out of range are rejected before
+        /// anything is sent (never clamped).
+        /// <para>If cancellationToken ends before the request was sent, nothing
+        /// is sent (OperationCanceledException). If it ends after the request
+        /// may have been sent, the call throws OperationCanceledException at
+        /// once and sends a cancel (C) for the acquire; should the server grant
+        /// it anyway, the client releases that exact token in the background.
+        /// While the connection's in-flight limit is reached, the call waits
+        /// for a free slot (having sent nothing).</para>
+        /// <para>Without a token the call ends within the broker's operation
+        /// timeout (TicketBrokerBuilder.OperationTimeout, default 10 s) plus
+        /// wait: UnavailableException if nothing was sent,
+        /// IndeterminateException if the acquire may have been sent (cancelled
+        /// and a late grant released as above).</para>
         /// </summary>
-        public async Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
-            CancellationToken ct = default(CancellationToken))
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="wait">0..255 s: how long the server keeps the request in the key's FIFO queue; zero is one immediate attempt, never queued.</param>
+        /// <param name="lease">1..250 s: how long the ticket is held unless released.</param>
+        /// <param name="budget">0..lease, required: the minimum time the caller needs for its work; a ticket is handed over only if its conservative remaining time is positive and at least budget, otherwise it is released and BudgetExceededException thrown.</param>
+        /// <param name="cancellationToken">Ends the call (see above); without one, the operation timeout does.</param>
+        /// <returns>The granted ticket; release it (ReleaseAsync, await using / DisposeAsync, or Dispose).</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentOutOfRangeException">wait, lease or budget is out of range (thrown by the call itself).</exception>
+        /// <exception cref="NotAcquiredException">Not granted within the wait, or withdrawn by the server.</exception>
+        /// <exception cref="CapacityException">A server limit; final, not retried.</exception>
+        /// <exception cref="IndeterminateException">The request may have been sent but its final answer was lost: do not enter the critical section; it is never re-sent automatically.</exception>
+        /// <exception cref="BudgetExceededException">Granted too late for the budget; it is being released.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused the request for this client's principal.</exception>
+        /// <exception cref="UnavailableException">Nothing could be sent in time (no connection).</exception>
+        /// <exception cref="ClosedException">The broker was closed before the request was sent, or the grant came while it closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
+            CancellationToken cancellationToken = default(CancellationToken))
         {
             var args = CheckAcquire(key, wait, lease, budget);
+            return AcquireBoundedAsync(key, args, cancellationToken);
+        }
+
+        /// <summary>The acquire under the caller's token, or, when it passed none, under the operation timeout plus the wait.</summary>
+        async Task<Ticket> AcquireBoundedAsync(string key, AcquireArgs args, CancellationToken ct)
+        {
+            var st = new OpState();
+            using (var limit = DefaultLimit(ct, TimeSpan.FromSeconds(args.Wait)))
+            {
+                if (limit == null) return await AcquireCoreAsync(key, args, ct, st).ConfigureAwait(false);
+                try
+                {
+                    return await AcquireCoreAsync(key, args, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e)
+                {
+                    var within = "within the operation timeout (" + (Cfg.OperationTimeout + TimeSpan.FromSeconds(args.Wait)).TotalSeconds + " s with the wait)";
+                    if (!st.Sent)
+                        throw new UnavailableException(Op("acquire", key) + "not sent: it could not be sent " + within + " (" + e.Message + ")", e.InnerException ?? e);
+                    throw new IndeterminateException(Op("acquire", key) + "outcome unknown: no final answer came " + within +
+                        "; a cancel was sent and a grant that arrives anyway is released in the background; do not enter the critical section", e)
+                    { Key = key, OwnerBytes = st.Owner };
+                }
+            }
+        }
+
+        /// <summary>
+        /// When the caller passed no cancellable token, a source that ends the
+        /// call after the broker's operation timeout plus extra (an acquire's
+        /// wait); null when the caller's token governs or the timeout is infinite.
+        /// </summary>
+        internal CancellationTokenSource DefaultLimit(CancellationToken ct, TimeSpan extra)
+        {
+            if (ct.CanBeCanceled || Cfg.OperationTimeout == Timeout.InfiniteTimeSpan) return null;
+            var cts = new CancellationTokenSource();
+            cts.CancelAfter(Cfg.OperationTimeout + extra);
+            return cts;
+        }
+
+        async Task<Ticket> AcquireCoreAsync(string key, AcquireArgs args, CancellationToken ct, OpState st)
+        {
             if (ct.IsCancellationRequested)
                 throw new OperationCanceledException(Op("acquire", key) + "not sent: cancelled before sending", ct);
             var owner = new byte[16];
             lock (Rng) Rng.GetBytes(owner);
+            st.Owner = owner;
             var kb = Encoding.UTF8.GetBytes(key);
             for (;;)
             {
@@ -134,6 +196,7 @@ namespace Ticketing
                         "not sent: cancelled while waiting for a free request slot (the connection's in-flight limit was reached)", ct);
                 }
                 if (r == StartResult.Gone) continue; // nothing was sent: try the next connection
+                st.Sent = true;
                 return await AwaitAcquireAsync(c, cl, args, ct).ConfigureAwait(false);
             }
         }
@@ -168,7 +231,7 @@ namespace Ticketing
             if (a != null) return FinishAcquire(c, cl, a, args);
             throw new IndeterminateException(Op("acquire", cl.Key) + "outcome unknown, the server " + c.Addr +
                 " sent no final answer within the wait plus " + AnswerGrace(c).TotalSeconds + " s although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section", null)
-            { Addr = c.Addr, Key = cl.Key, Owner = cl.Owner };
+            { Address = c.Addr, Key = cl.Key, OwnerBytes = cl.Owner };
         }
 
         Ticket FinishAcquire(Connection c, Call cl, Answer a, AcquireArgs args)
@@ -182,7 +245,7 @@ namespace Ticketing
                 else
                     msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)";
                 throw new IndeterminateException(msg, a.Fail.Cause)
-                { Addr = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, Owner = cl.Owner };
+                { Address = c.Addr, BrokerClosed = a.Fail.Closed, ServerCode = a.Fail.Code, Key = key, OwnerBytes = cl.Owner };
             }
             var f = a.F;
             switch (f.Type)
@@ -194,7 +257,7 @@ namespace Ticketing
                             // The caller could not release it once the broker is torn down.
                             LateGrant(key, f.Token);
                             throw new ClosedException(Op("acquire", key) + "granted token " + f.Token +
-                                " while the broker was closing; the ticket is being released; do not enter the critical section") { Addr = c.Addr };
+                                " while the broker was closing; the ticket is being released; do not enter the critical section") { Address = c.Addr };
                         }
                         long deadline = ConservativeDeadline(cl.Sent, f.LeaseMs, f.QueuedMs);
                         var rem = SinceTicks(Stopwatch.GetTimestamp(), deadline);
@@ -203,23 +266,23 @@ namespace Ticketing
                             LateGrant(key, f.Token);
                             throw new BudgetExceededException(Op("acquire", key) + "granted token " + f.Token + " with a " + f.LeaseMs +
                                 " ms lease after " + f.QueuedMs + " ms in the queue, but only " + Math.Max(0, (long)rem.TotalMilliseconds) +
-                                " ms of it conservatively remain, less than the work budget " + args.Budget + "; the ticket is being released; do not enter the critical section", f.Token) { Addr = c.Addr };
+                                " ms of it conservatively remain, less than the work budget " + args.Budget + "; the ticket is being released; do not enter the critical section", f.Token) { Address = c.Addr };
                         }
                         return new Ticket(this, key, f.Token, deadline, TimeSpan.FromMilliseconds(f.LeaseMs), TimeSpan.FromMilliseconds(f.QueuedMs));
                     }
                 case FrameType.NotAcquired:
                     if (args.Wait == 0)
-                        throw new NotAcquiredException(Op("acquire", key) + "not acquired: the key is held or has waiters (one immediate attempt, wait 0)") { Addr = c.Addr };
-                    throw new NotAcquiredException(Op("acquire", key) + "not acquired within the wait of " + args.Wait + " s") { Addr = c.Addr };
+                        throw new NotAcquiredException(Op("acquire", key) + "not acquired: the key is held or has waiters (one immediate attempt, wait 0)") { Address = c.Addr };
+                    throw new NotAcquiredException(Op("acquire", key) + "not acquired within the wait of " + args.Wait + " s") { Address = c.Addr };
                 case FrameType.Cancelled:
-                    throw new NotAcquiredException(Op("acquire", key) + "not acquired: the server cancelled the request") { Addr = c.Addr };
+                    throw new NotAcquiredException(Op("acquire", key) + "not acquired: the server cancelled the request") { Address = c.Addr };
                 case FrameType.Forbidden:
                     throw Forbidden(Op("acquire", key), c.Addr, f.Reason, "; not acquired");
                 default: // B
                     {
                         var reason = (CapacityReason)f.Reason;
                         throw new CapacityException(Op("acquire", key) + "not acquired: the server " + c.Addr + " rejected it for capacity (" + reason +
-                            "); this is final and not retried: back off and start a new acquire if still needed", reason) { Addr = c.Addr };
+                            "); this is final and not retried: back off and start a new acquire if still needed", reason) { Address = c.Addr };
                     }
             }
         }
@@ -234,7 +297,7 @@ namespace Ticketing
         /// exception (IndeterminateException if a release may have been sent,
         /// UnavailableException if none could be), never success.
         /// </summary>
-        internal async Task ReleaseAsync(string key, ulong token, long start, bool draining, CancellationToken ct)
+        internal async Task ReleaseAsync(string key, ulong token, long start, bool draining, OpState st, CancellationToken ct)
         {
             string op = "release of token " + token + " for";
             var left = Cfg.ReleaseBound - SinceTicks(start, Stopwatch.GetTimestamp());
@@ -274,6 +337,7 @@ namespace Ticketing
                     }
                     if (r == StartResult.Gone) continue;
                     sent++;
+                    if (st != null) st.Sent = true;
                     Answer a;
                     var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
                     using (bt.Register(() => never.TrySetResult(true)))
@@ -301,8 +365,8 @@ namespace Ticketing
                                 // N may answer our own earlier attempt: a distinct
                                 // subclass, so callers can tell (docs/protocol.md).
                                 if (sent > 1)
-                                    throw new NotHeldAfterRetryException(Op(op, key) + "the server answered that this token does not hold the key; an earlier attempt whose answer was lost may have released it (or it had expired or been released before)") { Addr = c.Addr };
-                                throw new NotHeldException(Op(op, key) + "the server answered that this token does not hold the key (it expired or was released before)") { Addr = c.Addr };
+                                    throw new NotHeldAfterRetryException(Op(op, key) + "the server answered that this token does not hold the key; an earlier attempt whose answer was lost may have released it (or it had expired or been released before)") { Address = c.Addr };
+                                throw new NotHeldException(Op(op, key) + "the server answered that this token does not hold the key (it expired or was released before)") { Address = c.Addr };
                             }
                         case FrameType.Forbidden:
                             // final: the same release would be refused again, so it is not retried
@@ -310,7 +374,7 @@ namespace Ticketing
                         default: // B
                             {
                                 var reason = (CapacityReason)a.F.Reason;
-                                throw new CapacityException(Op(op, key) + "not released: rejected by a server capacity limit (" + reason + "); the ticket stays held until its lease expires", reason) { Addr = c.Addr };
+                                throw new CapacityException(Op(op, key) + "not released: rejected by a server capacity limit (" + reason + "); the ticket stays held until its lease expires", reason) { Address = c.Addr };
                             }
                     }
                 }
@@ -329,42 +393,78 @@ namespace Ticketing
         /// <summary>
         /// Releases key's ticket if token still holds it, for a ticket known
         /// only by its key and token (acquired by another process, or whose
-        /// token was persisted). Completes when the server answered R (the hold
-        /// ended); throws NotHeldException for N (the ticket had already expired
-        /// or been released, or the key is held under another token, which a
-        /// release never ends), CapacityException for a capacity reject, and,
-        /// never presumed success, IndeterminateException when a release may
-        /// have been sent but no final answer came within ReleaseBound (5 s from
-        /// this call) or UnavailableException when none could be sent. Within
-        /// the bound it retries the exact token across reconnects. A key outside
-        /// 1..1024 bytes or token 0 is rejected with InvalidArgumentException
-        /// before anything is sent.
+        /// token was persisted). Within ReleaseBound (5 s from this call, also
+        /// without a token) it retries the exact token across reconnects; a
+        /// release is never presumed successful.
         /// </summary>
-        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken ct = default(CancellationToken))
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="token">The ticket's token (never 0).</param>
+        /// <param name="cancellationToken">Ends the call early.</param>
+        /// <returns>A task that completes when the server answered R (the hold ended).</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentOutOfRangeException">token is 0 (thrown by the call itself).</exception>
+        /// <exception cref="NotHeldException">N: the ticket had already expired or been released, or the key is held under another token (NotHeldAfterRetryException when N answered a release sent again).</exception>
+        /// <exception cref="CapacityException">A server capacity limit rejected it.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused it for this client's principal.</exception>
+        /// <exception cref="IndeterminateException">A release may have been sent but no final answer came within the bound.</exception>
+        /// <exception cref="UnavailableException">None could be sent within the bound.</exception>
+        /// <exception cref="ClosedException">The broker was closed before it was sent.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken cancellationToken = default(CancellationToken))
         {
             string op = "release of token " + token + " for";
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
-            if (klen == 0 || klen > MaxKey)
-                throw new InvalidArgumentException(Op(op, key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            CheckKey(key, op);
             if (token == 0)
-                throw new InvalidArgumentException(Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
-            return ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, ct);
+                throw new ArgumentOutOfRangeException("token", token, Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
+            return ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, null, cancellationToken);
         }
 
         // ---------------- describing ----------------
 
         /// <summary>
-        /// Reads the state of key (D/I). Read-only: a connection lost before the
-        /// answer, or no answer within the answer grace (10 s, or 3 ping
-        /// intervals if longer) on a live connection, is UnavailableException,
-        /// and nothing is retried automatically. F is PermissionDeniedException,
-        /// B CapacityException.
+        /// Reads the state of key (D/I). Read-only and never retried
+        /// automatically. Without a token the call ends within the operation
+        /// timeout; on a live connection that does not answer, within the
+        /// answer grace (10 s, or 3 ping intervals if longer) in any case.
         /// </summary>
-        public async Task<KeyDescription> DescribeAsync(string key, CancellationToken ct = default(CancellationToken))
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="cancellationToken">Ends the call; without one, the operation timeout does.</param>
+        /// <returns>The key's state as the leader saw it when it answered.</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="UnavailableException">No connection in time, the connection was lost before the answer, or no answer within the grace.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused it for this client's principal.</exception>
+        /// <exception cref="CapacityException">A server capacity limit rejected it.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="ClosedException">The broker was closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task<KeyDescription> DescribeAsync(string key, CancellationToken cancellationToken = default(CancellationToken))
         {
-            int klen = key == null ? 0 : Encoding.UTF8.GetByteCount(key);
-            if (klen == 0 || klen > MaxKey)
-                throw new InvalidArgumentException(Op("describe", key) + "the key is " + klen + " bytes, it must be 1..1024 bytes; nothing was sent");
+            CheckKey(key, "describe");
+            return DescribeBoundedAsync(key, cancellationToken);
+        }
+
+        async Task<KeyDescription> DescribeBoundedAsync(string key, CancellationToken ct)
+        {
+            var st = new OpState();
+            using (var limit = DefaultLimit(ct, TimeSpan.Zero))
+            {
+                if (limit == null) return await DescribeCoreAsync(key, ct, st).ConfigureAwait(false);
+                try
+                {
+                    return await DescribeCoreAsync(key, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e)
+                {
+                    throw new UnavailableException(Op("describe", key) + (st.Sent ? "no answer" : "not sent") + " within the operation timeout (" +
+                        Cfg.OperationTimeout.TotalSeconds + " s): " + e.Message, e.InnerException ?? e);
+                }
+            }
+        }
+
+        async Task<KeyDescription> DescribeCoreAsync(string key, CancellationToken ct, OpState st)
+        {
             var kb = Encoding.UTF8.GetBytes(key);
             for (;;)
             {
@@ -379,6 +479,7 @@ namespace Ticketing
                     throw new OperationCanceledException(Op("describe", key) + "not sent: cancelled while waiting for a free request slot", ct);
                 }
                 if (r == StartResult.Gone) continue;
+                st.Sent = true;
                 var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
                 // Bounded on a live connection too (docs/protocol.md, Liveness): a
                 // server that keeps the connection alive but never answers cannot
@@ -397,19 +498,19 @@ namespace Ticketing
                     a = c.Abandon(cl);
                     if (a == null && ct.IsCancellationRequested) throw new OperationCanceledException(Op("describe", key) + "cancelled before the answer", ct);
                     if (a == null)
-                        throw new UnavailableException(Op("describe", key) + "no answer from " + c.Addr + " within " + grace.TotalSeconds + " s although the connection is alive; try again", null) { Addr = c.Addr };
+                        throw new UnavailableException(Op("describe", key) + "no answer from " + c.Addr + " within " + grace.TotalSeconds + " s although the connection is alive; try again", null) { Address = c.Addr };
                 }
                 if (a.Fail != null)
                 {
                     if (a.Fail.Closed) throw new ClosedException(Op("describe", key) + "no answer: the broker was closed");
-                    throw new UnavailableException(Op("describe", key) + "no answer: " + a.Fail.What(), a.Fail.Cause) { Addr = c.Addr, ServerCode = a.Fail.Code };
+                    throw new UnavailableException(Op("describe", key) + "no answer: " + a.Fail.What(), a.Fail.Cause) { Address = c.Addr, ServerCode = a.Fail.Code };
                 }
                 if (a.F.Type == FrameType.Forbidden)
                     throw Forbidden(Op("describe", key), c.Addr, a.F.Reason, "");
                 if (a.F.Type == FrameType.Capacity)
                 {
                     var reason = (CapacityReason)a.F.Reason;
-                    throw new CapacityException(Op("describe", key) + "rejected by a server capacity limit (" + reason + ")", reason) { Addr = c.Addr };
+                    throw new CapacityException(Op("describe", key) + "rejected by a server capacity limit (" + reason + ")", reason) { Address = c.Addr };
                 }
                 var f = a.F;
                 return new KeyDescription(key, (f.Flags & 1) != 0, f.Token, f.Owner,
@@ -460,12 +561,12 @@ namespace Ticketing
                     else
                     {
                         a = c.Abandon(cl);
-                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, Owner = owner };
+                        if (a == null) throw new IndeterminateException(Op(op, key) + "no answer in time", null) { Key = key, OwnerBytes = owner };
                     }
                     if (a.Fail != null)
                     {
                         if (a.Fail.Closed || bt.IsCancellationRequested)
-                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, Owner = owner, BrokerClosed = a.Fail.Closed };
+                            throw new IndeterminateException(Op(op, key) + "outcome unknown: " + a.Fail.What(), a.Fail.Cause) { Key = key, OwnerBytes = owner, BrokerClosed = a.Fail.Closed };
                         continue; // U is idempotent: again on the next connection
                     }
                     switch (a.F.Type)
@@ -473,13 +574,13 @@ namespace Ticketing
                         case FrameType.Released:
                             return;
                         case FrameType.NotHeld:
-                            throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Addr = c.Addr };
+                            throw new NotHeldException(Op(op, key) + "that owner holds nothing on the key") { Address = c.Addr };
                         case FrameType.Forbidden:
                             throw Forbidden(Op(op, key), c.Addr, a.F.Reason, "; not released");
                         default:
                             {
                                 var reason = (CapacityReason)a.F.Reason;
-                                throw new CapacityException(Op(op, key) + "rejected by a server capacity limit (" + reason + ")", reason) { Addr = c.Addr };
+                                throw new CapacityException(Op(op, key) + "rejected by a server capacity limit (" + reason + ")", reason) { Address = c.Addr };
                             }
                     }
                 }
@@ -491,7 +592,7 @@ namespace Ticketing
         {
             var r = (PermissionReason)reason;
             return new PermissionDeniedException(op + "permission denied by the server " + addr + ": " + PermissionDeniedException.ReasonName(r) + effect +
-                "; the same request is refused until the server's principals change (docs/deployment.md, Authorization)", r) { Addr = addr };
+                "; the same request is refused until the server's principals change (docs/deployment.md, Authorization)", r) { Address = addr };
         }
 
         internal void EnqueueTicketRelease(Ticket t)
@@ -500,24 +601,34 @@ namespace Ticketing
         }
     }
 
+    /// <summary>What an operation got to do before it ended: whether its request may have been sent, and an acquire's owner.</summary>
+    internal sealed class OpState
+    {
+        internal bool Sent;
+        internal byte[] Owner;
+    }
+
     /// <summary>The state of one key as the leader saw it when it answered.</summary>
     public sealed class KeyDescription
     {
+        /// <summary>The key described.</summary>
         public string Key { get; private set; }
+        /// <summary>Whether a ticket holds the key.</summary>
         public bool Held { get; private set; }
         /// <summary>The holder's token (0 when free).</summary>
         public ulong Token { get; private set; }
         /// <summary>The holder's acquire owner (16 bytes; zero when free).</summary>
-        public byte[] Owner { get; private set; }
+        public IReadOnlyList<byte> Owner { get; private set; }
         /// <summary>The holder's remaining lease as the leader sees it.</summary>
         public TimeSpan Remaining { get; private set; }
+        /// <summary>The holder's granted lease (zero when free).</summary>
         public TimeSpan Lease { get; private set; }
         /// <summary>Acquires waiting in the key's queue.</summary>
         public int Waiters { get; private set; }
 
         internal KeyDescription(string key, bool held, ulong token, byte[] owner, TimeSpan remaining, TimeSpan lease, int waiters)
         {
-            Key = key; Held = held; Token = token; Owner = owner; Remaining = remaining; Lease = lease; Waiters = waiters;
+            Key = key; Held = held; Token = token; Owner = new ReadOnlyCollection<byte>((byte[])owner.Clone()); Remaining = remaining; Lease = lease; Waiters = waiters;
         }
     }
 }

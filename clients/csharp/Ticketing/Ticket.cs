@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Runtime.ExceptionServices;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -11,20 +12,17 @@ namespace Ticketing
     /// same database transaction as the protected write, reject the write if
     /// Token is not above the stored high-water token, store Token as the new
     /// high-water, write, commit, and only then release. Release it with
-    /// ReleaseAsync (to learn the outcome) or Dispose / DisposeAsync (best
-    /// effort, in the background, never blocking).
+    /// ReleaseAsync (to learn the outcome), DisposeAsync (awaits the bounded
+    /// release, reports its outcome to the broker's release observer) or
+    /// Dispose (queues the release in the background and returns at once).
     /// </summary>
-    public sealed class Ticket : IDisposable
-#if NETSTANDARD2_1_OR_GREATER || NET
-        , IAsyncDisposable
-#endif
+    public sealed class Ticket : IDisposable, IAsyncDisposable
     {
         readonly TicketBroker b;
         readonly long deadline; // Stopwatch ticks
         readonly object mu = new object();
-        bool started;
-        readonly TaskCompletionSource<Exception> done =
-            new TaskCompletionSource<Exception>(TaskCreationOptions.RunContinuationsAsynchronously);
+        bool started; // a release is under way or done; false again after a release of which nothing was sent
+        TaskCompletionSource<Exception> done = NewOutcome(); // the outcome of the latest release attempt
 
         internal Ticket(TicketBroker b, string key, ulong token, long deadline, TimeSpan lease, TimeSpan queued)
         {
@@ -32,6 +30,12 @@ namespace Ticketing
             DeadlineUtc = DateTime.UtcNow + Remaining;
         }
 
+        static TaskCompletionSource<Exception> NewOutcome()
+        {
+            return new TaskCompletionSource<Exception>(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+
+        /// <summary>The key the ticket holds.</summary>
         public string Key { get; private set; }
 
         /// <summary>The fencing token: strictly larger than every token granted before it, for any key.</summary>
@@ -54,7 +58,34 @@ namespace Ticketing
         /// <summary>The conservative deadline as a UTC wall-clock time (for logs; Remaining is authoritative).</summary>
         public DateTime DeadlineUtc { get; private set; }
 
-        internal void Finish(Exception e) { done.TrySetResult(e); }
+        /// <summary>A background release finished (the releaser reports it).</summary>
+        internal void Finish(Exception e)
+        {
+            TaskCompletionSource<Exception> d;
+            lock (mu) d = done;
+            d.TrySetResult(e);
+        }
+
+        /// <summary>
+        /// Starts a release unless one is under way or done: true with the
+        /// attempt's outcome source to complete, false with the running or
+        /// finished attempt's outcome to wait for.
+        /// </summary>
+        bool Begin(out TaskCompletionSource<Exception> outcome)
+        {
+            lock (mu)
+            {
+                if (started)
+                {
+                    outcome = done;
+                    return false;
+                }
+                started = true;
+                done = NewOutcome();
+                outcome = done;
+                return true;
+            }
+        }
 
         /// <summary>
         /// Releases the ticket and reports the outcome: completes when the
@@ -64,73 +95,113 @@ namespace Ticketing
         /// may have released); CapacityException for a capacity reject;
         /// IndeterminateException or UnavailableException when no final answer
         /// came within ReleaseBound (5 s from this call; retried with the exact
-        /// token across reconnects) or ct. A failed release is never presumed
-        /// successful. A second call (or one after Dispose) waits for the first
-        /// release's outcome and reports it.
+        /// token across reconnects) or cancellationToken. A failed release is
+        /// never presumed successful. A second call (or one after Dispose)
+        /// waits for the first release's outcome and reports it. The
+        /// exception is a release of which nothing was sent (the token ended
+        /// first, or no connection could be had): the ticket then stays
+        /// releasable, so a later ReleaseAsync, DisposeAsync or Dispose still
+        /// sends it. Without a token it is bounded by ReleaseBound alone.
         /// </summary>
-        public async Task ReleaseAsync(CancellationToken ct = default(CancellationToken))
+        /// <param name="cancellationToken">Ends the wait; if nothing was sent yet, nothing is sent and the ticket stays releasable.</param>
+        /// <returns>A task that completes when the server answered R.</returns>
+        /// <exception cref="NotHeldException">The server answered N.</exception>
+        /// <exception cref="CapacityException">A server capacity limit rejected the release.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused the release for this client's principal.</exception>
+        /// <exception cref="IndeterminateException">A release may have been sent but no final answer came in time.</exception>
+        /// <exception cref="UnavailableException">No release could be sent within the bound.</exception>
+        /// <exception cref="ClosedException">The broker was closed before anything was sent.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public async Task ReleaseAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            bool first;
-            lock (mu)
+            TaskCompletionSource<Exception> outcome;
+            if (!Begin(out outcome))
             {
-                first = !started;
-                started = true;
-            }
-            if (!first)
-            {
+                var ct = cancellationToken;
                 var never = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
                 using (ct.Register(() => never.TrySetResult(true)))
                 {
-                    await Task.WhenAny(done.Task, never.Task).ConfigureAwait(false);
+                    await Task.WhenAny(outcome.Task, never.Task).ConfigureAwait(false);
                 }
-                if (!done.Task.IsCompleted)
+                if (!outcome.Task.IsCompleted)
                     throw new OperationCanceledException(TicketBroker.Op("release of token " + Token + " for", Key) +
                         "an earlier release of this ticket is still running and its outcome is not known yet", ct);
-                var prior = done.Task.Result;
-                if (prior != null) throw prior;
+                var prior = outcome.Task.Result;
+                if (prior != null) ExceptionDispatchInfo.Capture(prior).Throw();
                 return;
             }
+            var err = await ReleaseOnceAsync(outcome, cancellationToken).ConfigureAwait(false);
+            if (err != null) ExceptionDispatchInfo.Capture(err).Throw();
+        }
+
+        /// <summary>One release attempt: its outcome, also given to outcome; the ticket stays releasable when nothing was sent.</summary>
+        async Task<Exception> ReleaseOnceAsync(TaskCompletionSource<Exception> outcome, CancellationToken ct)
+        {
+            var st = new OpState();
             Exception err = null;
             try
             {
-                await b.ReleaseAsync(Key, Token, Stopwatch.GetTimestamp(), false, ct).ConfigureAwait(false);
+                await b.ReleaseAsync(Key, Token, Stopwatch.GetTimestamp(), false, st, ct).ConfigureAwait(false);
             }
             catch (Exception e)
             {
                 err = e;
             }
-            Finish(err);
-            if (err != null) throw err;
+            if (err != null && !st.Sent)
+            {
+                // Nothing reached the server (the Go client's rule): a later
+                // release, DisposeAsync or Dispose still sends it.
+                lock (mu) started = false;
+            }
+            outcome.TrySetResult(err);
+            return err;
         }
 
         /// <summary>
         /// Releases the ticket in the background, best effort, and returns at
-        /// once. The release is queued (bounded queue, fixed number of workers)
-        /// and retried with the exact token for ReleaseBound from when it was
-        /// queued; its outcome goes to the release observer. When the queue is
-        /// full the release is dropped (reported as ReleaseDroppedException) and
-        /// the ticket expires with its lease. After ReleaseAsync, or a second
-        /// time, it does nothing. Use ReleaseAsync when the outcome matters.
+        /// once, never blocking. The release is queued (bounded queue, fixed
+        /// number of workers) and retried with the exact token for
+        /// ReleaseBound from when it was queued; its outcome goes to the
+        /// release observer and the ReleaseFailed event. When the queue is full
+        /// the release is dropped (reported as ReleaseDroppedException) and the
+        /// ticket expires with its lease. After a release that was sent, or a
+        /// second time, it does nothing. Use ReleaseAsync when the outcome
+        /// matters, DisposeAsync to wait for the release.
         /// </summary>
         public void Dispose()
         {
-            lock (mu)
-            {
-                if (started) return;
-                started = true;
-            }
+            TaskCompletionSource<Exception> outcome;
+            if (!Begin(out outcome)) return;
             b.EnqueueTicketRelease(this);
         }
 
-#if NETSTANDARD2_1_OR_GREATER || NET
-        /// <summary>Same as Dispose: queues the background release and completes at once.</summary>
+        /// <summary>
+        /// Releases the ticket and waits for the release to end, bounded by
+        /// ReleaseBound (5 s): what `await using` calls. It never throws; the
+        /// outcome goes to the release observer and, when it failed, to the
+        /// ReleaseFailed event. After ReleaseAsync or Dispose it waits for that
+        /// release to end (also bounded) and reports nothing again.
+        /// </summary>
+        /// <returns>A task that completes when the release ended, whatever its outcome.</returns>
         public ValueTask DisposeAsync()
         {
-            Dispose();
-            return default(ValueTask);
+            return new ValueTask(DisposeCoreAsync());
         }
-#endif
 
+        async Task DisposeCoreAsync()
+        {
+            TaskCompletionSource<Exception> outcome;
+            if (!Begin(out outcome))
+            {
+                await outcome.Task.ConfigureAwait(false);
+                return;
+            }
+            var err = await ReleaseOnceAsync(outcome, CancellationToken.None).ConfigureAwait(false);
+            b.ReportRelease(Key, Token, err);
+        }
+
+        /// <summary>The key and token, for logs.</summary>
+        /// <returns>"ticket for "key" token N".</returns>
         public override string ToString() { return "ticket for \"" + Key + "\" token " + Token; }
     }
 
@@ -227,7 +298,7 @@ namespace Ticketing
                 Exception err = null;
                 try
                 {
-                    await b.ReleaseAsync(j.Key, j.Token, j.At, true, cts.Token).ConfigureAwait(false);
+                    await b.ReleaseAsync(j.Key, j.Token, j.At, true, null, cts.Token).ConfigureAwait(false);
                 }
                 catch (Exception e)
                 {
@@ -243,16 +314,18 @@ namespace Ticketing
         void Report(RelJob j, Exception err)
         {
             if (j.Ticket != null) j.Ticket.Finish(err);
-            var obs = b.Cfg.Observer;
-            if (obs != null)
-            {
-                try { obs(j.Key, j.Token, err); } catch (Exception) { }
-            }
+            b.ReportRelease(j.Key, j.Token, err);
         }
 
-        /// <summary>Stops accepting jobs and lets the workers finish the queue for at most grace; then cancels the rest.</summary>
-        internal async Task DrainAsync(TimeSpan grace)
+        /// <summary>
+        /// Lets the workers finish the queue for at most grace, accepting new
+        /// jobs until acceptUntil completes (late grants of cancelled
+        /// acquires); then cancels the rest.
+        /// </summary>
+        internal async Task DrainAsync(TimeSpan grace, Task acceptUntil)
         {
+            cts.CancelAfter(grace);
+            await acceptUntil.ConfigureAwait(false);
             lock (mu)
             {
                 if (!shut)
@@ -261,7 +334,6 @@ namespace Ticketing
                     items.Release(workers.Length);
                 }
             }
-            cts.CancelAfter(grace);
             await Task.WhenAll(workers).ConfigureAwait(false);
             cts.Cancel();
             ownerCts.Cancel();

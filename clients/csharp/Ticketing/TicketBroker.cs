@@ -16,24 +16,31 @@ namespace Ticketing
     /// named by an M frame, otherwise to the listed addresses in turn, with
     /// jittered exponential backoff).
     /// </summary>
-    public sealed partial class TicketBroker : IDisposable, IConnHooks
-#if NETSTANDARD2_1_OR_GREATER || NET
-        , IAsyncDisposable
-#endif
+    public sealed partial class TicketBroker : IDisposable, IAsyncDisposable, IConnHooks
     {
         /// <summary>Longest wait in the key's queue (0 is one immediate attempt).</summary>
         public static readonly TimeSpan MaxWait = TimeSpan.FromSeconds(255);
+        /// <summary>Shortest lease.</summary>
         public static readonly TimeSpan MinLease = TimeSpan.FromSeconds(1);
         /// <summary>Longest lease, and longest work budget.</summary>
         public static readonly TimeSpan MaxLease = TimeSpan.FromSeconds(250);
-        public const int MaxKey = 1024;
+        /// <summary>Longest key, in UTF-8 bytes.</summary>
+        public static readonly int MaxKeyBytes = 1024;
         /// <summary>How long a release (explicit, background or compensating) retries the exact token, from the call or from when it was queued.</summary>
         public static readonly TimeSpan ReleaseBound = TimeSpan.FromSeconds(5);
-        public const int DefaultReleaseQueue = 1024;
-        public const int ReleaseWorkers = 4;
+        /// <summary>Default capacity of the background release queue (TicketBrokerBuilder.ReleaseQueue).</summary>
+        public static readonly int DefaultReleaseQueue = 1024;
+        /// <summary>How many background releases run at the same time.</summary>
+        public static readonly int ReleaseWorkers = 4;
+        /// <summary>Default bound of one connection attempt: TCP, TLS and hello (TicketBrokerBuilder.DialTimeout).</summary>
         public static readonly TimeSpan DefaultDialTimeout = TimeSpan.FromSeconds(5);
+        /// <summary>
+        /// Default bound of a call made without a cancellation token
+        /// (TicketBrokerBuilder.OperationTimeout); an acquire's wait is added to it.
+        /// </summary>
+        public static readonly TimeSpan DefaultOperationTimeout = TimeSpan.FromSeconds(10);
         /// <summary>Assumed worst-case clock rate difference, percent of lease plus queued time.</summary>
-        public const int ClockDriftPercent = 1;
+        public static readonly int ClockDriftPercent = 1;
         /// <summary>Fixed margin subtracted from the deadline for millisecond truncation.</summary>
         public static readonly TimeSpan ClockDriftMargin = TimeSpan.FromMilliseconds(100);
 
@@ -53,6 +60,41 @@ namespace Ticketing
         internal int Dials; // tests: connection attempts made
         internal Connection CurrentForTests { get { lock (mu) return cur; } }
 
+        /// <summary>
+        /// A session with a server began (the first connection, and every
+        /// reconnect). Raised on the broker's connection task: handlers must
+        /// return quickly; an exception they throw is ignored.
+        /// </summary>
+        public event EventHandler<ConnectedEventArgs> Connected;
+
+        /// <summary>
+        /// A session ended (dropped, silent, the server stopped leading or
+        /// sent an error; not when the broker is closed). Calls wait for the
+        /// reconnect. Raised like Connected.
+        /// </summary>
+        public event EventHandler<DisconnectedEventArgs> Disconnected;
+
+        /// <summary>A new session is with another server than the previous one (a leader change or failover). Raised like Connected, after it.</summary>
+        public event EventHandler<LeaderChangedEventArgs> LeaderChanged;
+
+        /// <summary>
+        /// A release that no caller awaits failed: Ticket.Dispose and
+        /// DisposeAsync, and the compensating release of a grant that arrived
+        /// after its caller left. Raised on the releasing thread: handlers
+        /// must return quickly; an exception they throw is ignored.
+        /// </summary>
+        public event EventHandler<ReleaseFailedEventArgs> ReleaseFailed;
+
+        /// <summary>Calls an event's handlers, ignoring what they throw.</summary>
+        void Raise<T>(EventHandler<T> handlers, T args) where T : EventArgs
+        {
+            if (handlers == null) return;
+            foreach (EventHandler<T> h in handlers.GetInvocationList())
+            {
+                try { h(this, args); } catch (Exception) { }
+            }
+        }
+
         internal TicketBroker(Config cfg)
         {
             Cfg = cfg;
@@ -70,15 +112,20 @@ namespace Ticketing
         /// without token or TLS. It returns at once and connects in the
         /// background; use WaitReadyAsync.
         /// </summary>
-        public static TicketBroker Connect(string addrs)
+        /// <param name="addresses">host:port[,host:port...]</param>
+        /// <returns>The broker; one per process, disposed when the application ends.</returns>
+        /// <exception cref="ArgumentNullException">addresses is null.</exception>
+        /// <exception cref="ArgumentException">addresses is empty or an address is not host:port.</exception>
+        public static TicketBroker Connect(string addresses)
         {
-            return CreateBuilder().Addrs(addrs).Connect();
+            return CreateBuilder().Addresses(addresses).Connect();
         }
 
         /// <summary>A builder for a broker with a token, TLS or other options.</summary>
+        /// <returns>A new builder.</returns>
         public static TicketBrokerBuilder CreateBuilder() { return new TicketBrokerBuilder(); }
 
-        internal static string[] ParseAddrs(string s)
+        internal static string[] ParseAddresses(string s)
         {
             var list = new List<string>();
             foreach (var part in (s ?? "").Split(','))
@@ -89,7 +136,7 @@ namespace Ticketing
                 Connection.SplitAddr(a, out host, out port);
                 list.Add(a);
             }
-            if (list.Count == 0) throw new InvalidArgumentException("ticketing: the address list \"" + s + "\" is empty; give host:port[,host:port...]");
+            if (list.Count == 0) throw new ArgumentException("ticketing: the address list \"" + s + "\" is empty; give host:port[,host:port...]", "addresses");
             return list.ToArray();
         }
 
@@ -114,6 +161,7 @@ namespace Ticketing
             // once; the broker backs off only after a whole round failed.
             var round = new List<string>();
             string lastGood = "";
+            string lastSession = ""; // the server of the previous session, for Connected and LeaderChanged
             string lastDead = ""; // the server whose session just died (silent or dropped): dialed last
             var ct = life.Token;
             while (!ct.IsCancellationRequested)
@@ -184,6 +232,9 @@ namespace Ticketing
                     lastErr = null;
                     BroadcastLocked();
                 }
+                Raise(Connected, new ConnectedEventArgs(addr, c.NodeId ?? "", lastSession.Length > 0));
+                if (lastSession.Length > 0 && lastSession != addr) Raise(LeaderChanged, new LeaderChangedEventArgs(lastSession, addr));
+                lastSession = addr;
                 await c.Done.Task.ConfigureAwait(false);
                 var f = c.Failure;
                 lock (mu)
@@ -192,7 +243,8 @@ namespace Ticketing
                     if (!f.Closed) lastErr = new TicketingException(f.What(), f.Cause);
                     BroadcastLocked();
                 }
-                if (ct.IsCancellationRequested) return;
+                if (ct.IsCancellationRequested || f.Closed) return;
+                Raise(Disconnected, new DisconnectedEventArgs(addr, f.What(), f.Cause, f.Hint));
                 if (f.Kind == FailKind.Silent || f.Kind == FailKind.Drop) lastDead = addr;
                 if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = follows = 0;
                 if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr && follows < maxFollows)
@@ -263,6 +315,17 @@ namespace Ticketing
                 await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
             }
             return !ct.IsCancellationRequested;
+        }
+
+        /// <summary>The outcome of a background or disposing release, to the release observer.</summary>
+        internal void ReportRelease(string key, ulong token, Exception err)
+        {
+            var obs = Cfg.Observer;
+            if (obs != null)
+            {
+                try { obs(key, token, err); } catch (Exception) { }
+            }
+            if (err != null) Raise(ReleaseFailed, new ReleaseFailedEventArgs(key, token, err));
         }
 
         /// <summary>A G arrived for an acquire whose caller left (or too late for its budget): release that exact token in the background.</summary>
@@ -339,9 +402,9 @@ namespace Ticketing
                 return new OperationCanceledException(Op(op, key) + notSent + nc.Message + "; cancelled", nc.Last, ct);
             }
             string msg = Op(op, key) + notSent + "the server refused the connection (" + e.Message + "); the broker keeps retrying in the background";
-            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Addr = ((TicketingException)e).Addr, ServerCode = ((TicketingException)e).ServerCode };
+            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Address = ((TicketingException)e).Address, ServerCode = ((TicketingException)e).ServerCode };
             var ce = e as CapacityException;
-            if (ce != null) return new CapacityException(msg, ce.Reason) { Addr = ce.Addr };
+            if (ce != null) return new CapacityException(msg, ce.Reason) { Address = ce.Address };
             var te = e as TicketingException;
             return new UnavailableException(msg, e) { ServerCode = te != null ? te.ServerCode : null };
         }
@@ -353,11 +416,25 @@ namespace Ticketing
         /// another persistent refusal (unsupported version, untrusted server
         /// certificate, TLS on one side only, connection limit), while the
         /// server refuses the connection; the broker keeps retrying in the
-        /// background. When timeout passes first: UnavailableException saying
-        /// what the last attempt ran into. When ct ends first:
-        /// OperationCanceledException.
+        /// background.
         /// </summary>
-        public async Task WaitReadyAsync(TimeSpan timeout, CancellationToken ct = default(CancellationToken))
+        /// <param name="timeout">How long to wait; Timeout.InfiniteTimeSpan for as long as cancellationToken allows.</param>
+        /// <param name="cancellationToken">Ends the wait.</param>
+        /// <returns>A task that completes once a connection to the leader is ready.</returns>
+        /// <exception cref="UnavailableException">timeout passed first (the message says what the last attempt ran into), or a persistent refusal.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="CapacityException">Every server is at its connection limit.</exception>
+        /// <exception cref="ClosedException">The broker was closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        /// <exception cref="ArgumentOutOfRangeException">timeout is negative (other than Timeout.InfiniteTimeSpan).</exception>
+        public Task WaitReadyAsync(TimeSpan timeout, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (timeout < TimeSpan.Zero && timeout != Timeout.InfiniteTimeSpan)
+                throw new ArgumentOutOfRangeException("timeout", timeout, "ticketing: the timeout must not be negative");
+            return WaitReadyCoreAsync(timeout, cancellationToken);
+        }
+
+        async Task WaitReadyCoreAsync(TimeSpan timeout, CancellationToken ct)
         {
             using (var lim = CancellationTokenSource.CreateLinkedTokenSource(ct))
             {
@@ -378,10 +455,21 @@ namespace Ticketing
             }
         }
 
-        /// <summary>Waits for the connection as long as ct allows (see the overload with a timeout).</summary>
-        public Task WaitReadyAsync(CancellationToken ct)
+        /// <summary>
+        /// Waits for the connection as long as cancellationToken allows, or,
+        /// without a token, for at most the operation timeout (see the
+        /// overload with a timeout).
+        /// </summary>
+        /// <param name="cancellationToken">Ends the wait; without one the operation timeout does.</param>
+        /// <returns>A task that completes once a connection to the leader is ready.</returns>
+        /// <exception cref="UnavailableException">The operation timeout passed first, or a persistent refusal.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="ClosedException">The broker was closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            return WaitReadyAsync(Timeout.InfiniteTimeSpan, ct);
+            if (!cancellationToken.CanBeCanceled) return WaitReadyAsync(Cfg.OperationTimeout, cancellationToken);
+            return WaitReadyAsync(Timeout.InfiniteTimeSpan, cancellationToken);
         }
 
         // ---------------- closing ----------------
@@ -395,8 +483,10 @@ namespace Ticketing
         /// end with ClosedException. Background releases already queued get the
         /// same grace period to finish while the connection is still open;
         /// whatever remains is abandoned and reported to the release observer
-        /// (those tickets expire with their lease). Safe to call more than once.
+        /// (those tickets expire with their lease). Both run at once, within
+        /// about ReleaseBound (5 s) in all. Safe to call more than once.
         /// </summary>
+        /// <returns>A task that completes when the broker is closed; it never fails.</returns>
         public async Task CloseAsync()
         {
             bool already;
@@ -417,14 +507,18 @@ namespace Ticketing
             // Release what can still be reached: cancel the acquires still
             // waiting, and give a grant that races with the cancel the grace
             // period to arrive, so that it is released rather than left to its lease.
+            // Both phases run at once under one bound (DrainTimeout): the
+            // releaser keeps accepting jobs until the cancelled acquires have
+            // settled, so a late grant is still queued and released.
             Connection live;
             lock (mu) live = cur;
+            Task acquiresSettled = Task.FromResult(true);
             if (live != null && !live.Dead)
             {
                 var settled = live.CancelAcquiresForClose(new ConnFailure { Kind = FailKind.Closed, Addr = live.Addr });
-                await Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout)).ConfigureAwait(false);
+                acquiresSettled = Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout));
             }
-            await rel.DrainAsync(Cfg.DrainTimeout).ConfigureAwait(false);
+            await rel.DrainAsync(Cfg.DrainTimeout, acquiresSettled).ConfigureAwait(false);
             Connection c;
             lock (mu)
             {
@@ -438,17 +532,21 @@ namespace Ticketing
             closedDone.TrySetResult(true);
         }
 
-        /// <summary>Closes the broker (CloseAsync) and waits for it; blocks for at most about the drain grace period (ReleaseBound).</summary>
+        /// <summary>
+        /// Closes the broker (CloseAsync) and waits for it: blocks for at most
+        /// about ReleaseBound (5 s, the drain period), plus the time to stop
+        /// the connection's threads.
+        /// </summary>
         public void Dispose()
         {
             CloseAsync().GetAwaiter().GetResult();
         }
 
-#if NETSTANDARD2_1_OR_GREATER || NET
+        /// <summary>Closes the broker (CloseAsync): completes within about ReleaseBound (5 s).</summary>
+        /// <returns>A task that completes when the broker is closed.</returns>
         public ValueTask DisposeAsync()
         {
             return new ValueTask(CloseAsync());
         }
-#endif
     }
 }

@@ -1,5 +1,6 @@
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.CodeAnalysis;
 using System.IO;
 using System.Net.Security;
 using System.Security.Cryptography.X509Certificates;
@@ -12,7 +13,7 @@ namespace Ticketing
     /// InsecureSkipVerify (tests only), optionally with a client certificate
     /// for mutual TLS (WithClientCert). Files are read when the broker is
     /// built (Connect): a missing or unreadable file is an
-    /// InvalidArgumentException there.
+    /// ArgumentException there.
     /// </summary>
     public sealed class TlsMode
     {
@@ -39,10 +40,15 @@ namespace Ticketing
         /// <summary>TLS without any verification of the server's certificate. For tests only.</summary>
         public static TlsMode InsecureSkipVerify { get { return new TlsMode(Kind.Insecure, null, null, null, null, null); } }
 
-        /// <summary>TLS verified against the CA certificate(s) in a PEM (or DER) file, and the server's host name or IP.</summary>
+        /// <summary>TLS verified against the CA certificate(s) in a PEM (or DER) file, and the server's host name or IP (checked by the client itself, RFC 6125).</summary>
+        /// <param name="caFile">The CA file's path; read by TicketBrokerBuilder.Connect.</param>
+        /// <returns>The mode.</returns>
+        /// <exception cref="ArgumentNullException">caFile is null.</exception>
+        /// <exception cref="ArgumentException">caFile is empty.</exception>
         public static TlsMode Ca(string caFile)
         {
-            if (string.IsNullOrEmpty(caFile)) throw new InvalidArgumentException("ticketing: TlsMode.Ca needs the path of a CA certificate file");
+            if (caFile == null) throw new ArgumentNullException("caFile");
+            if (caFile.Length == 0) throw new ArgumentException("ticketing: TlsMode.Ca needs the path of a CA certificate file", "caFile");
             return new TlsMode(Kind.Ca, caFile, null, null, null, null);
         }
 
@@ -51,8 +57,15 @@ namespace Ticketing
         /// PKCS#12 (.pfx/.p12) file holding the certificate and its private
         /// key. Works on every target (netstandard2.0, Mono). Not valid on Off.
         /// </summary>
-        public TlsMode WithClientCert(string pkcs12File, string password)
+        /// <param name="pkcs12File">The PKCS#12 file's path; read by TicketBrokerBuilder.Connect.</param>
+        /// <param name="password">Its password; null for none.</param>
+        /// <returns>A new mode with the client certificate.</returns>
+        /// <exception cref="ArgumentNullException">pkcs12File is null.</exception>
+        /// <exception cref="InvalidOperationException">This mode is Off.</exception>
+        public TlsMode WithClientCert(string pkcs12File, [AllowNull] string password)
         {
+            if (pkcs12File == null) throw new ArgumentNullException("pkcs12File");
+            if (Mode == Kind.Off) throw new InvalidOperationException("ticketing: a client certificate needs TLS; TlsMode.Off cannot present one");
             return new TlsMode(Mode, CaFile, pkcs12File, password ?? "", null, null);
         }
 
@@ -62,12 +75,22 @@ namespace Ticketing
         /// and private key), as ticketd's own files are. .NET 5 and later only;
         /// on netstandard2.0 use the PKCS#12 overload.
         /// </summary>
+        /// <param name="certFile">The certificate's PEM file.</param>
+        /// <param name="keyFile">The private key's PEM file.</param>
+        /// <returns>A new mode with the client certificate.</returns>
+        /// <exception cref="ArgumentNullException">certFile or keyFile is null.</exception>
+        /// <exception cref="InvalidOperationException">This mode is Off.</exception>
         public TlsMode WithClientCertPem(string certFile, string keyFile)
         {
+            if (certFile == null) throw new ArgumentNullException("certFile");
+            if (keyFile == null) throw new ArgumentNullException("keyFile");
+            if (Mode == Kind.Off) throw new InvalidOperationException("ticketing: a client certificate needs TLS; TlsMode.Off cannot present one");
             return new TlsMode(Mode, CaFile, null, null, certFile, keyFile);
         }
 #endif
 
+        /// <summary>The mode in words, for logs.</summary>
+        /// <returns>"TLS (CA file ca.crt) with a client certificate" and the like.</returns>
         public override string ToString()
         {
             string s;
@@ -88,7 +111,7 @@ namespace Ticketing
             bool hasClient = ClientPkcs12 != null || ClientCertPem != null;
             if (Mode == Kind.Off)
             {
-                if (hasClient) throw new InvalidArgumentException("ticketing: a client certificate needs TLS; TlsMode.Off cannot present one");
+                if (hasClient) throw new InvalidOperationException("ticketing: a client certificate needs TLS; TlsMode.Off cannot present one");
                 return null;
             }
             var st = new TlsSettings { Mode = Mode };
@@ -105,10 +128,10 @@ namespace Ticketing
                 }
                 catch (Exception e)
                 {
-                    throw new InvalidArgumentException("ticketing: cannot load the client certificate " + ClientPkcs12 + " (PKCS#12 with its private key expected): " + e.Message, e);
+                    throw new ArgumentException("ticketing: cannot load the client certificate " + ClientPkcs12 + " (PKCS#12 with its private key expected): " + e.Message, "pkcs12File", e);
                 }
                 if (!st.Client.HasPrivateKey)
-                    throw new InvalidArgumentException("ticketing: the client certificate file " + ClientPkcs12 + " holds no private key");
+                    throw new ArgumentException("ticketing: the client certificate file " + ClientPkcs12 + " holds no private key", "pkcs12File");
             }
 #if NET5_0_OR_GREATER
             if (ClientCertPem != null)
@@ -121,7 +144,7 @@ namespace Ticketing
                 }
                 catch (Exception e)
                 {
-                    throw new InvalidArgumentException("ticketing: cannot load the client certificate " + ClientCertPem + " with key " + ClientKeyPem + ": " + e.Message, e);
+                    throw new ArgumentException("ticketing: cannot load the client certificate " + ClientCertPem + " with key " + ClientKeyPem + ": " + e.Message, "certFile", e);
                 }
             }
 #endif
@@ -134,7 +157,7 @@ namespace Ticketing
             try { raw = File.ReadAllBytes(path); }
             catch (Exception e)
             {
-                throw new InvalidArgumentException("ticketing: cannot read the CA file " + path + ": " + e.Message, e);
+                throw new ArgumentException("ticketing: cannot read the CA file " + path + ": " + e.Message, "caFile", e);
             }
             var list = new List<X509Certificate2>();
             var text = Encoding.ASCII.GetString(raw);
@@ -154,10 +177,10 @@ namespace Ticketing
             }
             catch (Exception e)
             {
-                throw new InvalidArgumentException("ticketing: the CA file " + path + " holds an unreadable certificate: " + e.Message, e);
+                throw new ArgumentException("ticketing: the CA file " + path + " holds an unreadable certificate: " + e.Message, "caFile", e);
             }
             if (list.Count == 0)
-                throw new InvalidArgumentException("ticketing: the CA file " + path + " holds no certificate (PEM or DER expected)");
+                throw new ArgumentException("ticketing: the CA file " + path + " holds no certificate (PEM or DER expected)", "caFile");
             return list;
         }
     }
@@ -170,26 +193,36 @@ namespace Ticketing
         internal X509Certificate2 Client;
 
         /// <summary>The server certificate check of this mode.</summary>
-        internal bool Validate(X509Certificate cert, X509Chain chain, SslPolicyErrors errors, out string why)
+        internal bool Validate(string host, X509Certificate cert, X509Chain chain, SslPolicyErrors errors, out string why)
         {
             why = null;
-            switch (Mode)
+            if (Mode == TlsMode.Kind.Insecure) return true;
+            if (cert == null || (errors & SslPolicyErrors.RemoteCertificateNotAvailable) != 0)
             {
-                case TlsMode.Kind.Insecure:
-                    return true;
-                case TlsMode.Kind.SystemRoots:
-                    if (errors == SslPolicyErrors.None) return true;
-                    why = "the server certificate is not trusted by the system roots or does not match the address (" + errors + ")";
-                    return false;
-            }
-            // CA file: the name must match, and the chain must end at one of the given CAs.
-            if ((errors & (SslPolicyErrors.RemoteCertificateNameMismatch | SslPolicyErrors.RemoteCertificateNotAvailable)) != 0)
-            {
-                why = "the server certificate does not match the address or is missing (" + errors + ")";
+                why = "the server sent no certificate";
                 return false;
             }
-            if (cert == null) { why = "the server sent no certificate"; return false; }
             var leaf = cert as X509Certificate2 ?? new X509Certificate2(cert);
+            // The name is checked here whatever the runtime reported: Mono,
+            // for one, never reports a name mismatch alongside chain errors.
+            var mismatch = ServerName.Mismatch(leaf, host);
+            if (mismatch != null)
+            {
+                why = "the server certificate does not match the address " + host + ": " + mismatch;
+                return false;
+            }
+            if (Mode == TlsMode.Kind.SystemRoots)
+            {
+                if (errors == SslPolicyErrors.None) return true;
+                why = "the server certificate is not trusted by the system roots or does not match the address (" + errors + ")";
+                return false;
+            }
+            // CA file: the chain must end at one of the given CAs.
+            if ((errors & SslPolicyErrors.RemoteCertificateNameMismatch) != 0)
+            {
+                why = "the server certificate does not match the address " + host + " (" + errors + ")";
+                return false;
+            }
             foreach (var ca in Cas)
                 if (ca.Thumbprint == leaf.Thumbprint) return true;
             using (var ch = new X509Chain())
