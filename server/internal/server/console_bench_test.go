@@ -49,7 +49,7 @@ func BenchmarkConsoleTicketsPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Close()
-	defer server.SetConsoleCache(0)()
+	b.Cleanup(server.SetConsoleCache(0)) // runs after the server's cleanup
 	c := testcluster.Start(b, 1, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.HTTP.Console = true
 		cfg.RestoreFile = backup

@@ -294,3 +294,47 @@ func TestConsoleConfigValidation(t *testing.T) {
 		t.Errorf("the console on the default HTTP port: %v", err)
 	}
 }
+
+// On a TLS cluster a follower reads from the leader over TLS: with the
+// caller's token, or, for a caller known by its client certificate, with
+// the follower's own certificate, which the leader knows as a monitor.
+func TestConsoleFollowerReadsLeaderOverTLS(t *testing.T) {
+	t.Cleanup(server.SetConsoleCache(0)) // before the cluster's cleanup: runs after it
+	ca := testcerts.New(t)
+	cert, key := ca.Issue(t, "ticketd-server")
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.HTTP.Console, cfg.HTTP.TLS = true, true
+		cfg.TLS = server.TLSFiles{CertFile: cert, KeyFile: key, CAFile: ca.CAFile}
+		cfg.Auth = server.AuthConfig{Principals: []server.PrincipalConfig{
+			{Name: "oncall", Role: server.RoleMonitor, Certificates: []string{"oncall-laptop"}},
+			{Name: "grafana", Role: server.RoleMonitor, TokenSHA256: []string{server.HashToken(monitorToken)}},
+			{Name: "servers", Role: server.RoleMonitor, Certificates: []string{"ticketd-server"}},
+		}}
+	}))
+	li := c.LeaderIndex(t)
+	fi := (li + 1) % 3
+	url := "https://" + c.Server(fi).HTTPAddr().String() + "/console/cluster"
+	for _, tc := range []struct {
+		name, cert, auth string
+	}{
+		{"a token", "", bearer(monitorToken)},
+		{"a client certificate", "oncall-laptop", ""},
+	} {
+		tlsCfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+		if tc.cert != "" {
+			tlsCfg.Certificates = []tls.Certificate{ca.TLSCert(t, tc.cert)}
+		}
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			resp, body := consoleDo(t, client, "GET", url, tc.auth)
+			if resp.StatusCode == 200 && strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the follower did not show the leader's view (%d):\n%s", tc.name, resp.StatusCode, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
