@@ -37,6 +37,9 @@ const PageSize = 50
 type Options struct {
 	// NodeID names the server rendering the pages.
 	NodeID string
+	// Local describes the rendering server's own state (role and
+	// readiness), shown on every page beside the leader's view.
+	Local func() string
 	// Authorize decides whether the request may see the console; when it
 	// may not, it returns the HTTP status (401 or 403) and a message.
 	Authorize func(r *http.Request) (status int, why string)
@@ -120,7 +123,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if page == PageTickets {
 		q.Prefix, q.After = qv.Get("prefix"), qv.Get("after")
 	}
-	d := pageData{NodeID: h.o.NodeID, Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
+	d := pageData{NodeID: h.o.NodeID, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
 		At: time.Now().UTC().Format(time.RFC3339)}
 	d.links(qv)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -145,15 +148,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // pageData is what the templates see.
 type pageData struct {
-	NodeID, Page, Title, At string
-	Nav                     []string
-	Query                   Query
-	Refresh                 bool
-	RefreshURL, AutoURL     string
-	NoAutoURL               string
-	FirstURL                string
-	View                    *View
-	Err                     string
+	NodeID, Local, Page string
+	Title, At           string
+	Nav                 []string
+	Query               Query
+	Refresh             bool
+	RefreshURL, AutoURL string
+	NoAutoURL           string
+	FirstURL            string
+	View                *View
+	Err                 string
 }
 
 func (d *pageData) links(qv url.Values) {

@@ -81,7 +81,7 @@ func TestNoInlineScriptOrStyle(t *testing.T) {
 
 // Keys are escaped, and a key that is not printable text is shown in hex.
 func TestPagesEscapeKeys(t *testing.T) {
-	h := Handler(Options{NodeID: "n1", Authorize: func(*http.Request) (int, string) { return 0, "" },
+	h := Handler(Options{NodeID: "n1", Local: func() string { return "leader, ready" }, Authorize: func(*http.Request) (int, string) { return 0, "" },
 		Read: func(_ context.Context, _ *http.Request, q Query) (*View, error) {
 			return &View{From: "n1", Tickets: &Tickets{Matched: 2, Rows: []Ticket{
 				{Key: `<img src=x onerror=alert(1)>`, GrantedAt: time.Unix(1, 0)},
@@ -102,7 +102,7 @@ func TestPagesEscapeKeys(t *testing.T) {
 // The root redirects to the cluster page with a relative location, so that
 // the console works under a reverse proxy's path prefix.
 func TestRedirectsAreRelative(t *testing.T) {
-	h := Handler(Options{NodeID: "n1", Authorize: func(*http.Request) (int, string) { return 0, "" },
+	h := Handler(Options{NodeID: "n1", Local: func() string { return "" }, Authorize: func(*http.Request) (int, string) { return 0, "" },
 		Read: func(context.Context, *http.Request, Query) (*View, error) { return &View{}, nil }})
 	for path, want := range map[string]string{"/console/": "cluster", "/console": "console/cluster"} {
 		rec := httptest.NewRecorder()

@@ -159,7 +159,7 @@ func (s *Server) consoleHandler() http.Handler {
 	if s.console == nil {
 		return nil
 	}
-	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Authorize: s.consoleAuthorize, Read: s.consoleRead})
+	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Local: s.consoleLocal, Authorize: s.consoleAuthorize, Read: s.consoleRead})
 }
 
 // httpConnKey carries the HTTP request's connection in its context, so that
@@ -466,4 +466,14 @@ func mergeRefusals(leader, own *console.Refusals) *console.Refusals {
 	out := &console.Refusals{Kept: leader.Kept, Records: append(append([]console.Refusal(nil), leader.Records...), own.Records...)}
 	slices.SortStableFunc(out.Records, func(a, b console.Refusal) int { return b.At.Compare(a.At) })
 	return out
+}
+
+// consoleLocal is this server's role and readiness (its /readyz), shown on
+// every page: on a follower, beside the leader's view.
+func (s *Server) consoleLocal() string {
+	role := roleName(s.node.Raft().State())
+	if ok, why := s.ready(); !ok {
+		return role + ", not ready: " + strings.TrimSpace(why)
+	}
+	return role + ", ready"
 }

@@ -195,7 +195,7 @@ func TestConsoleOnFollowerShowsLeader(t *testing.T) {
 	for {
 		resp, body := consoleDo(t, http.DefaultClient, "GET", url, bearer(monitorToken))
 		if resp.StatusCode == 200 && strings.Contains(body, want) {
-			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) {
+			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready)") {
 				t.Errorf("the follower's page does not say whose view it is:\n%s", body)
 			}
 			break
