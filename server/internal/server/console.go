@@ -200,6 +200,7 @@ func (s *Server) consoleAuthorize(r *http.Request) (int, string) {
 		return http.StatusUnauthorized, "the console needs the token of a monitor or admin principal (Authorization: Bearer, or as the password) or its client certificate"
 	}
 	if p.role != RoleAdmin && p.role != RoleMonitor {
+		s.metrics.authzRefusals.WithLabelValues("console", "role").Inc()
 		s.log.Warn("audit", "principal", p.name, "op", "console", "outcome", "denied", "reason", "role", "remote", r.RemoteAddr)
 		return http.StatusForbidden, fmt.Sprintf("principal %q has the %s role; the console is for monitor and admin principals", p.name, p.role)
 	}

@@ -110,6 +110,10 @@ func TestConsoleAccessAndHeaders(t *testing.T) {
 			t.Errorf("%s: inline script or style in the page", tc.name)
 		}
 	}
+	// The client principal's refusal is counted like a refused request.
+	if got := scrape(t, c.Server(0).HTTPAddr().String())[`ticketing_authz_refusals_total{op="console",reason="role"}`]; got != 1 {
+		t.Errorf("ticketing_authz_refusals_total{op=console,reason=role} = %v, want 1", got)
+	}
 	// The refused console requests are on the refusals page, with the
 	// principal that was refused.
 	deadline := time.Now().Add(10 * time.Second)
