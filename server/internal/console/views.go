@@ -54,6 +54,10 @@ type Member struct {
 	// its data directory's incarnation (hex), "" when not recorded.
 	Participant bool   `json:"participant"`
 	Incarnation string `json:"incarnation"`
+	// Health is the leader's word on the member: "ready" (or why not) for
+	// itself, "reachable", or since when its heartbeats fail.
+	Health string `json:"health"`
+	OK     bool   `json:"ok"`
 }
 
 // LeaderChange is one change of leader this server saw.

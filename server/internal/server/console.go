@@ -53,6 +53,9 @@ type consoleState struct {
 
 	mu      sync.Mutex
 	changes []console.LeaderChange // oldest first
+	// unreachable are the members whose heartbeats from this leader fail,
+	// with their last contact (Raft's heartbeat observations).
+	unreachable map[string]time.Time
 	cache   map[console.Query]cachedView
 
 	// The TLS configuration of reads from the leader, loaded once.
@@ -72,7 +75,7 @@ func (s *Server) initConsole() {
 	if !s.cfg.HTTP.Console {
 		return
 	}
-	s.console = &consoleState{ring: console.NewRing(refusalsKept), cache: map[console.Query]cachedView{}}
+	s.console = &consoleState{ring: console.NewRing(refusalsKept), cache: map[console.Query]cachedView{}, unreachable: map[string]time.Time{}}
 	s.log = slog.New(console.AuditTee(s.log.Handler(), s.console.ring))
 }
 
@@ -83,10 +86,13 @@ func (s *Server) watchLeaders() {
 		return
 	}
 	r := s.node.Raft()
-	ch := make(chan raft.Observation, 16)
+	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
 	})
 	r.RegisterObserver(obs)
 	if _, id := r.LeaderWithID(); id != "" {
@@ -99,16 +105,42 @@ func (s *Server) watchLeaders() {
 			case <-s.stop:
 				return
 			case o := <-ch:
-				lo := o.Data.(raft.LeaderObservation)
-				s.console.leaderChanged(string(lo.LeaderID), r.CurrentTerm())
+				switch d := o.Data.(type) {
+				case raft.LeaderObservation:
+					s.console.leaderChanged(string(d.LeaderID), r.CurrentTerm())
+				case raft.FailedHeartbeatObservation:
+					s.console.heartbeat(string(d.PeerID), false, d.LastContact)
+				case raft.ResumedHeartbeatObservation:
+					s.console.heartbeat(string(d.PeerID), true, time.Time{})
+				}
 			}
 		}
 	})
 }
 
+// heartbeat records whether this leader's heartbeats to peer succeed.
+func (cs *consoleState) heartbeat(peer string, ok bool, lastContact time.Time) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if ok {
+		delete(cs.unreachable, peer)
+	} else if _, known := cs.unreachable[peer]; !known {
+		cs.unreachable[peer] = lastContact
+	}
+}
+
+// lastContact reports since when peer's heartbeats fail, if they do.
+func (cs *consoleState) lastContact(peer string) (time.Time, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	t, failing := cs.unreachable[peer]
+	return t, failing
+}
+
 func (cs *consoleState) leaderChanged(id string, term uint64) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	clear(cs.unreachable) // a new leader's heartbeats start afresh
 	if n := len(cs.changes); n > 0 && cs.changes[n-1].LeaderID == id && cs.changes[n-1].Term == term {
 		return
 	}
@@ -272,6 +304,16 @@ func (s *Server) consoleCluster() *console.Cluster {
 				Participant: fs.Admitted(m.ID)}
 			if inc := fs.Incarnation(m.ID); inc != 0 {
 				cm.Incarnation = fmt.Sprintf("%016x", inc)
+			}
+			switch last, failing := s.console.lastContact(m.ID); {
+			case m.ID == s.cfg.NodeID:
+				cm.Health, cm.OK = c.Health, c.Ready
+			case failing && last.IsZero():
+				cm.Health = "unreachable: heartbeats fail"
+			case failing:
+				cm.Health = "unreachable: heartbeats fail, last contact " + last.UTC().Format(time.RFC3339)
+			default:
+				cm.Health, cm.OK = "reachable", true
 			}
 			c.Members = append(c.Members, cm)
 		}

@@ -342,3 +342,41 @@ func TestConsoleFollowerReadsLeaderOverTLS(t *testing.T) {
 		}
 	}
 }
+
+// The cluster page gives each member's health as the leader sees it: a
+// stopped follower is unreachable, and reachable again once restarted.
+func TestConsoleMemberHealth(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) { cfg.HTTP.Console = true }))
+	li := c.LeaderIndex(t)
+	fi := (li + 1) % 3
+	url := "http://" + c.Server(li).HTTPAddr().String() + "/console/cluster"
+	row := func(body string) string {
+		i := strings.Index(body, fmt.Sprintf(`<tr class="member" data-id="%s">`, c.Config(fi).NodeID))
+		if i < 0 {
+			return ""
+		}
+		return body[i : i+strings.Index(body[i:], "</tr>")]
+	}
+	waitRow := func(what, want string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
+			if strings.Contains(row(body), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the member's row does not say %q:\n%s", what, want, row(body))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitRow("running", `<td class="health ok">reachable</td>`)
+	c.Kill(fi)
+	waitRow("stopped", `<td class="health bad">unreachable: heartbeats fail`)
+	c.Restart(fi)
+	waitRow("restarted", `<td class="health ok">reachable</td>`)
+	_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
+	if !strings.Contains(body, fmt.Sprintf(`data-id="%s">`, c.Config(li).NodeID)) || !strings.Contains(body, `<td class="health ok">ready</td>`) {
+		t.Errorf("the leader's own row does not say ready:\n%s", body)
+	}
+}
