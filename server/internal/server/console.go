@@ -56,7 +56,7 @@ type consoleState struct {
 	// unreachable are the members whose heartbeats from this leader fail,
 	// with their last contact (Raft's heartbeat observations).
 	unreachable map[string]time.Time
-	cache   map[console.Query]cachedView
+	cache       map[console.Query]cachedView
 
 	// The TLS configuration of reads from the leader, loaded once.
 	tlsOnce sync.Once
