@@ -3,7 +3,8 @@
 # language. Needs Go and PostgreSQL 15 binaries (initdb, pg_ctl, postgres);
 # installs from Debian what a fresh machine lacks (mariadb-server for the
 # MySQL fence tests, Mono and NUnit for the C# client, iproute2 for the fault
-# tests). Ends with one line "tests: N passed, N failed" over all languages.
+# tests, chromium for the console's browser tests, prometheus for promtool).
+# Ends with one line "tests: N passed, N failed" over all languages.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -40,6 +41,18 @@ if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
   need iproute2
 fi
 
+# The operator's console is tested in Debian's headless Chromium
+# (server/internal/consoletest), and the alert rules with Prometheus's
+# promtool (Debian's prometheus package).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (for the console's browser tests)"
+  need chromium
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "== installing prometheus (promtool, for the alert rules)"
+  need prometheus
+fi
+
 # Every Go module of the checkout, through go.work: the client module (the
 # root), the native-pgx fence module and the server module (ticketd, tools
 # and every end-to-end, crash and fault test).
@@ -58,6 +71,10 @@ if ! "$golangci_lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VER
 fi
 echo "== golangci-lint"
 "$golangci_lint" run $GO_PKGS
+
+echo "== alert rules (promtool check rules, promtool test rules)"
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts_test.yml
 
 echo "== Go tests (race detector on)"
 log=$(mktemp)
@@ -90,6 +107,7 @@ fuzz ./internal/wire FuzzDecodeCoord
 fuzz ./internal/adminwire FuzzDecodeRequest
 fuzz ./server/internal/fsm FuzzDecodeCoordBatch
 fuzz ./server/internal/fsm FuzzReadCoordSnapshot
+fuzz ./server/internal/server FuzzConsoleToken
 
 echo "== benchmarks, once each (they must still run; timings are not checked)"
 go test -run '^$' -bench . -benchtime 1x $GO_PKGS > /dev/null

@@ -49,9 +49,14 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/google/btree v1.1.3
 	github.com/ticketing-io/ticketing v0.0.0-00010101000000-000000000000
 	github.com/ticketing-io/ticketing/fence/pgxfence v0.0.0-00010101000000-000000000000
 )
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 // The server is built and tested with the client, fence and pgxfence of the
 // same checkout (go.work says the same for the whole repository).

@@ -20,6 +20,10 @@ const (
 	OpMembersRemove  = "members.remove"
 	OpLeaderTransfer = "leader.transfer"
 	OpSnapshotSave   = "snapshot.save"
+	// OpConsole reads one page of the operator's console from the leader
+	// (Page, Prefix, After); the answer is a JSON view streamed in
+	// StatusChunk pieces, then a final ConsoleDone.
+	OpConsole = "console"
 )
 
 // V status codes (the frame's code field).
@@ -45,9 +49,18 @@ const SnapshotChunk = 60 << 10
 type Request struct {
 	// Fields in alphabetical order: the bytes are those the client has
 	// always sent (it used to encode a map).
+	After    string `json:"after,omitempty"` // console: the tickets page's cursor
 	ID       string `json:"id,omitempty"`
 	Op       string `json:"op"`
+	Page     string `json:"page,omitempty"`   // console: which page
+	Prefix   string `json:"prefix,omitempty"` // console: the tickets page's key prefix
 	RaftAddr string `json:"raft_addr,omitempty"`
+}
+
+// ConsoleDone is the final answer (status StatusOK) of op "console", after
+// the chunks: how many bytes they carried together.
+type ConsoleDone struct {
+	Size int `json:"size"`
 }
 
 // Status is a node's own view of the cluster (the answer to op "status").

@@ -54,6 +54,8 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.RaftAddr, "raft-listen", def.RaftAddr, "Raft listen `address` (host:port)")
 	fs.StringVar(&v.AdvertiseRaftAddr, "raft-advertise", "", "Raft `address` peers reach this server at (default: --raft-listen)")
 	fs.StringVar(&v.HTTPAddr, "http-listen", def.HTTPAddr, "HTTP `address` for /healthz, /readyz and /metrics; empty disables it")
+	fs.BoolVar(&v.HTTP.Console, "http-console", false, "serve the read-only operator's console at /console/ on the HTTP port")
+	fs.BoolVar(&v.HTTP.TLS, "http-tls", false, "serve the HTTP port over TLS with --tls-cert and --tls-key (client certificates verified against --tls-client-ca when given)")
 	fs.StringVar(&v.DataDir, "data-dir", def.DataDir, "`directory` holding the Raft log, stable store and snapshots")
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
 	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list or with no config file and no cluster flags, else existing)")
@@ -79,6 +81,8 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"raft-listen", func(c *server.Config) error { c.RaftAddr = v.RaftAddr; return nil }},
 		{"raft-advertise", func(c *server.Config) error { c.AdvertiseRaftAddr = v.AdvertiseRaftAddr; return nil }},
 		{"http-listen", func(c *server.Config) error { c.HTTPAddr = v.HTTPAddr; return nil }},
+		{"http-console", func(c *server.Config) error { c.HTTP.Console = v.HTTP.Console; return nil }},
+		{"http-tls", func(c *server.Config) error { c.HTTP.TLS = v.HTTP.TLS; return nil }},
 		{"data-dir", func(c *server.Config) error { c.DataDir = v.DataDir; return nil }},
 		{"node-id", func(c *server.Config) error { c.NodeID = v.NodeID; return nil }},
 		{"bootstrap", func(c *server.Config) error {

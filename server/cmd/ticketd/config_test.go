@@ -510,3 +510,22 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// The console is off by default and on with [http] console or
+// --http-console; the flag wins over the file.
+func TestConsoleSetting(t *testing.T) {
+	c, err := loadConfig(nil, io.Discard)
+	if err != nil || c.HTTP.Console {
+		t.Fatalf("default: console %v, %v", c.HTTP.Console, err)
+	}
+	file := writeFile(t, "[http]\nconsole = true\n")
+	if c, err = loadConfig([]string{"--config", file}, io.Discard); err != nil || !c.HTTP.Console {
+		t.Fatalf("[http] console = true: console %v, %v", c.HTTP.Console, err)
+	}
+	if c, err = loadConfig([]string{"--config", file, "--http-console=false"}, io.Discard); err != nil || c.HTTP.Console {
+		t.Fatalf("--http-console=false over the file: console %v, %v", c.HTTP.Console, err)
+	}
+	if c, err = loadConfig([]string{"--http-console"}, io.Discard); err != nil || !c.HTTP.Console {
+		t.Fatalf("--http-console: console %v, %v", c.HTTP.Console, err)
+	}
+}

@@ -381,6 +381,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("%w: %d holds in %d bytes", ErrCorrupt, nh, len(d.b))
 	}
 	s.holds = make(map[string]Hold, nh)
+	s.order = newKeyOrder()
 	for i := uint64(0); i < nh && d.err == nil; i++ {
 		k := d.str("key")
 		var h Hold
@@ -393,6 +394,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			h.Principal = d.str("principal")
 		}
 		s.holds[k] = h
+		s.order.ReplaceOrInsert(k)
 	}
 	if version >= 2 && d.err == nil {
 		d.cluster(&s.cluster)

@@ -1,6 +1,10 @@
 package fsm
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/google/btree"
+)
 
 // Owner identifies one acquire attempt (16 random bytes chosen by the client).
 type Owner [16]byte
@@ -141,15 +145,19 @@ type State struct {
 	lastToken uint64
 	lastTime  int64
 	holds     map[string]Hold
-	members   map[string]string // node id -> client address
-	cluster   ClusterID
-	admitted  map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
-	coord     *coordState       // coordination nodes (coord.go)
+	// order holds the keys of holds, sorted, so that the console pages
+	// through them without sorting every key (console.go). Clone shares it
+	// copy-on-write.
+	order    *btree.BTreeG[string]
+	members  map[string]string // node id -> client address
+	cluster  ClusterID
+	admitted map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
+	coord    *coordState       // coordination nodes (coord.go)
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState()}
+	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState()}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -185,6 +193,7 @@ func (s *State) apply(now int64, op *Op) Result {
 		s.lastToken++
 		h := Hold{Token: s.lastToken, Owner: op.Owner, LeaseMs: op.LeaseMs, GrantedAt: now, ExpiresAt: now + int64(op.LeaseMs), Principal: op.Principal}
 		s.holds[op.Key] = h
+		s.order.ReplaceOrInsert(op.Key)
 		return Result{Status: Granted, Hold: h}
 	case OpRelease:
 		h, ok := s.holds[op.Key]
@@ -194,7 +203,7 @@ func (s *State) apply(now int64, op *Op) Result {
 		if !mayRelease(op.Principal, h) {
 			return Result{Status: Forbidden}
 		}
-		delete(s.holds, op.Key)
+		s.forget(op.Key)
 		return Result{Status: Released, Hold: h}
 	case OpReleaseOwner:
 		h, ok := s.holds[op.Key]
@@ -204,14 +213,14 @@ func (s *State) apply(now int64, op *Op) Result {
 		if !mayRelease(op.Principal, h) {
 			return Result{Status: Forbidden}
 		}
-		delete(s.holds, op.Key)
+		s.forget(op.Key)
 		return Result{Status: Released, Hold: h}
 	case OpExpire:
 		h, ok := s.holds[op.Key]
 		if !ok || h.Token != op.Token || now < h.ExpiresAt {
 			return Result{Status: NotHeld}
 		}
-		delete(s.holds, op.Key)
+		s.forget(op.Key)
 		return Result{Status: Released, Hold: h}
 	case OpTakeover:
 		if op.NodeID != "" {
@@ -334,7 +343,7 @@ func (s *State) Participants() []string {
 // Clone returns a deep copy, for snapshots taken while applying continues.
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
-		holds: make(map[string]Hold, len(s.holds)), members: make(map[string]string, len(s.members)),
+		holds: make(map[string]Hold, len(s.holds)), order: s.order.Clone(), members: make(map[string]string, len(s.members)),
 		admitted: make(map[string]uint64, len(s.admitted)), coord: s.coord.clone()}
 	for id, inc := range s.admitted {
 		c.admitted[id] = inc

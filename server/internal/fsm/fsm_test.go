@@ -257,7 +257,7 @@ func TestInvalidOpsStateUnchanged(t *testing.T) {
 			t.Errorf("op %d: %+v, want Invalid with no hold", i, r)
 		}
 	}
-	if !reflect.DeepEqual(before, s) {
+	if !sameState(before, s) {
 		t.Fatalf("state changed:\n%+v\n%+v", before, s)
 	}
 }

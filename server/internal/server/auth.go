@@ -396,12 +396,12 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	}
 	label := op
 	switch op {
-	case adminwire.OpStatus, adminwire.OpMembersAdd, adminwire.OpMembersRemove, adminwire.OpLeaderTransfer, adminwire.OpSnapshotSave:
+	case adminwire.OpStatus, adminwire.OpMembersAdd, adminwire.OpMembersRemove, adminwire.OpLeaderTransfer, adminwire.OpSnapshotSave, adminwire.OpConsole:
 	default:
 		label = "other" // bounded metric labels
 	}
 	p := c.lookup()
-	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && op == adminwire.OpStatus) {
+	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && (op == adminwire.OpStatus || op == adminwire.OpConsole)) {
 		s.metrics.adminOps.WithLabelValues(label, "denied").Inc()
 		c.refuse(id, "admin "+op, "", wire.ForbiddenRole)
 		return
@@ -415,6 +415,12 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 		s.adminSnapshot(c, id) // streams; the snapshot's own errors reach the client
 		s.metrics.adminOps.WithLabelValues(label, "done").Inc()
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "done"))...)
+		return
+	}
+	if derr == nil && op == adminwire.OpConsole {
+		outcome := s.adminConsole(c, id, req) // console.go: a read, streamed
+		s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
 		return
 	}
 	var code uint16

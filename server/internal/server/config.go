@@ -55,6 +55,16 @@ type Limits struct {
 	MaxConnections     int `toml:"max_connections"` // open client connections
 }
 
+// HTTPConfig configures the HTTP port.
+type HTTPConfig struct {
+	// Console serves the read-only operator's console under /console/.
+	Console bool `toml:"console"`
+	// TLS serves the HTTP port over TLS with the client port's certificate
+	// ([tls]); with tls.ca, a client certificate that is given is verified
+	// and names a principal as it does on the client port.
+	TLS bool `toml:"tls"`
+}
+
 // Config is the whole configuration of one ticketd server. Start from
 // DefaultConfig and call Validate (New does) before use.
 type Config struct {
@@ -70,7 +80,9 @@ type Config struct {
 	AdvertiseRaftAddr string `toml:"raft_advertise"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty disables it.
 	HTTPAddr string `toml:"http_listen"`
-	DataDir  string `toml:"data_dir"`
+	// HTTP configures the HTTP port beyond its address ([http]).
+	HTTP    HTTPConfig `toml:"http"`
+	DataDir string     `toml:"data_dir"`
 
 	// InitialClusterState says what an empty data directory means: "new"
 	// bootstraps a new cluster from Bootstrap; "existing" waits until a
@@ -191,6 +203,12 @@ func (c *Config) Validate() error {
 	checkAddr("raft_listen", c.RaftAddr, true)
 	checkAddr("raft_advertise", c.AdvertiseRaftAddr, false)
 	checkAddr("http_listen", c.HTTPAddr, false)
+	if c.HTTP.TLS && !c.TLS.Enabled() {
+		bad("http.tls needs the client port's certificate: set tls.cert and tls.key (--tls-cert, --tls-key)")
+	}
+	if (c.HTTP.TLS || c.HTTP.Console) && c.HTTPAddr == "" {
+		bad("http.console and http.tls need the HTTP port: set http_listen (--http-listen)")
+	}
 	// A wildcard listen address is no address to hand out: clients (and
 	// peers) would be sent to [::] or 0.0.0.0.
 	wildcard := func(listen, listenKey, adv, advKey string) {

@@ -16,6 +16,7 @@ type coreEvent struct {
 	barrierDone *barrierResult
 	pause       <-chan struct{} // tests: the core waits until it is closed
 	paused      chan<- struct{} // with pause, when set: closed once the core waits
+	inspect     func(*core)     // the console: reads the queues (console.go)
 }
 
 // Test hooks, nil in ticketd: set only by a build with -tags stallhook
@@ -168,6 +169,8 @@ func (c *core) event(ev coreEvent) {
 			close(ev.paused)
 		}
 		<-ev.pause
+	case ev.inspect != nil:
+		ev.inspect(c)
 	case ev.leader != nil:
 		l := *ev.leader
 		if l.leader == c.leading && (!l.leader || l.term == c.term) {

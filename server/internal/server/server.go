@@ -51,6 +51,8 @@ type Server struct {
 	stop chan struct{}
 
 	watchGate sync.Mutex // tests hold it to delay the leadership watcher
+
+	console *consoleState // the operator's console (console.go), nil when off
 }
 
 // New validates cfg, opens the data directory, starts Raft and begins serving
@@ -60,6 +62,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
+	s.initConsole()
 
 	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
 	if err != nil {
@@ -130,7 +133,10 @@ func New(cfg Config) (*Server, error) {
 			_ = s.node.Close()
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 		}
-		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		if cfg.HTTP.TLS {
+			s.httpLn = tls.NewListener(s.httpLn, httpTLSConfig(clientTLS))
+		}
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: withHTTPConn}
 		s.goRun(func() {
 			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("the HTTP listener (metrics, health) stopped", "addr", cfg.HTTPAddr, "err", err)
@@ -138,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 		})
 	}
 	s.goRun(s.core.run)
+	s.watchLeaders()
 	s.goRun(s.watchLeadership)
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)
@@ -598,6 +605,10 @@ func (s *Server) httpHandler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	if h := s.consoleHandler(); h != nil {
+		mux.Handle("/console", h)
+		mux.Handle("/console/", h)
+	}
 	return mux
 }
 

@@ -1,0 +1,90 @@
+package fsm
+
+import (
+	"strings"
+
+	"github.com/google/btree"
+)
+
+// This file holds the read-only listings of the operator's console: pages
+// of held keys and the coordination nodes with their semaphores.
+
+// HeldKey is one held key with its hold.
+type HeldKey struct {
+	Key  string
+	Hold Hold
+}
+
+// newKeyOrder is an empty sorted index of held keys.
+func newKeyOrder() *btree.BTreeG[string] {
+	return btree.NewG(32, func(a, b string) bool { return a < b })
+}
+
+// forget ends the hold of key.
+func (s *State) forget(key string) {
+	delete(s.holds, key)
+	s.order.Delete(key)
+}
+
+// HoldsPage returns, in key order, up to limit held keys that start with
+// prefix and sort after after (every one when after is ""), with whether
+// more follow the page. It walks the sorted index from the first key it
+// may list, so a page costs its own keys, not the number held.
+func (s *State) HoldsPage(prefix, after string, limit int) (page []HeldKey, more bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	from := max(prefix, after)
+	s.order.AscendGreaterOrEqual(from, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false // past the keys of the prefix
+		}
+		if k == after {
+			return true
+		}
+		if len(page) == limit {
+			more = true
+			return false
+		}
+		page = append(page, HeldKey{Key: k, Hold: s.holds[k]})
+		return true
+	})
+	return page, more
+}
+
+// CountPrefix returns how many held keys start with prefix, counting at
+// most limit of them (a count of every key is a walk of every key).
+func (s *State) CountPrefix(prefix string, limit int) (n int, capped bool) {
+	s.order.AscendGreaterOrEqual(prefix, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		if n == limit {
+			capped = true
+			return false
+		}
+		n++
+		return true
+	})
+	return n, capped
+}
+
+// CoordNodes returns every coordination node, by path.
+func (s *State) CoordNodes() []NodeInfo {
+	out := make([]NodeInfo, 0, len(s.coord.nodes))
+	for _, p := range sortedKeys(s.coord.nodes) {
+		info, _ := s.DescribeNode(p)
+		out = append(out, info)
+	}
+	return out
+}
+
+// SemaphoreNames returns the names of the semaphores of the node at path,
+// sorted; none when there is no such node.
+func (s *State) SemaphoreNames(path string) []string {
+	n := s.coord.nodes[path]
+	if n == nil {
+		return nil
+	}
+	return sortedKeys(n.sems)
+}
