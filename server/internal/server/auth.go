@@ -370,16 +370,20 @@ func (c *conn) authorize(f *wire.Frame) (*principal, bool) {
 	return nil, false
 }
 
-// refuse answers a request F and records the refusal (audit log and metric).
-func (c *conn) refuse(id uint32, op, key string, reason uint8) {
+// refuse answers a request F and records the refusal: the metric always,
+// the audit log within its rate limit. op is a name from a closed set
+// (opName, "coordination", "admin <op>" of a known op or "admin other").
+func (c *conn) refuse(id uint32, op, key string, reason uint8, extra ...slog.Attr) {
 	s := c.srv
 	s.metrics.authzRefusals.WithLabelValues(op, forbiddenName(reason)).Inc()
-	attrs := []slog.Attr{slog.String("principal", c.principal), slog.String("op", op), slog.String("outcome", "denied"),
-		slog.String("reason", forbiddenName(reason)), slog.String("remote", c.nc.RemoteAddr().String())}
-	if key != "" {
-		attrs = append(attrs, slog.String("key", key))
+	if s.logLimit.allow(logKey{what: op, who: c.principal, reason: forbiddenName(reason)}) {
+		attrs := []slog.Attr{slog.String("principal", c.principal), slog.String("op", op), slog.String("outcome", "denied"),
+			slog.String("reason", forbiddenName(reason)), slog.String("remote", c.nc.RemoteAddr().String())}
+		if key != "" {
+			attrs = append(attrs, slog.String("key", auditText(key)))
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", append(attrs, extra...)...)
 	}
-	s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", attrs...)
 	c.finish(id, &wire.Frame{Type: wire.TypeForbidden, ID: id, Reason: reason})
 }
 
@@ -403,12 +407,14 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	p := c.lookup()
 	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && op == adminwire.OpStatus) {
 		s.metrics.adminOps.WithLabelValues(label, "denied").Inc()
-		c.refuse(id, "admin "+op, "", wire.ForbiddenRole)
+		// The requested op is the client's text: the metric and the
+		// limiter see only the closed label, the record a bounded copy.
+		c.refuse(id, "admin "+label, "", wire.ForbiddenRole, slog.String("requested_op", auditText(op)))
 		return
 	}
-	attrs := []slog.Attr{slog.String("principal", p.name), slog.String("op", "admin "+op), slog.String("remote", c.nc.RemoteAddr().String())}
+	attrs := []slog.Attr{slog.String("principal", p.name), slog.String("op", "admin "+auditText(op)), slog.String("remote", c.nc.RemoteAddr().String())}
 	if req.ID != "" {
-		attrs = append(attrs, slog.String("member", req.ID))
+		attrs = append(attrs, slog.String("member", auditText(req.ID)))
 	}
 	if derr == nil && op == adminwire.OpSnapshotSave {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "started"))...)
@@ -428,6 +434,11 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	// rely on the record existing.
 	outcome := map[uint16]string{adminwire.StatusOK: "ok", adminwire.StatusNotLeader: "not_leader", adminwire.StatusFailed: "failed"}[code]
 	s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
+	// Changes to the cluster are always recorded; status (a monitor polls
+	// it) and unknown ops within the log's rate limit.
+	changes := label != adminwire.OpStatus && label != "other"
+	if changes || s.logLimit.allow(logKey{what: "admin " + label, who: p.name, reason: outcome}) {
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
+	}
 	adminAnswer(c, id, code, out)
 }

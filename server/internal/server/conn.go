@@ -268,7 +268,9 @@ func (c *conn) hello(f *wire.Frame) bool {
 	p, why := s.auth.Load().authenticate(f.Text, c.nc)
 	if p == nil {
 		s.metrics.authFailures.Inc()
-		s.log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", c.nc.RemoteAddr().String())
+		if s.logLimit.allow(logKey{what: "hello", who: remoteHost(c.nc.RemoteAddr()), reason: "unauthenticated"}) {
+			s.log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", c.nc.RemoteAddr().String())
+		}
 		c.fatalErr(wire.CodeUnauthenticated, why)
 		return false
 	}

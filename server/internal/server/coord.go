@@ -115,9 +115,11 @@ func (c *conn) authorizeCoord(body *wire.Coord) (uint8, bool) {
 func (c *conn) refuseCoord(id uint32, op uint8, path string, reason uint8) {
 	s := c.srv
 	s.metrics.authzRefusals.WithLabelValues("coordination", forbiddenName(reason)).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", c.principal),
-		slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
-		slog.String("path", path), slog.String("remote", c.nc.RemoteAddr().String()))
+	if s.logLimit.allow(logKey{what: "coordination", who: c.principal, reason: forbiddenName(reason)}) {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", c.principal),
+			slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
+			slog.String("path", auditText(path)), slog.String("remote", c.nc.RemoteAddr().String()))
+	}
 	coordAnswer(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
 }
 

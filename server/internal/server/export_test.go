@@ -1,5 +1,7 @@
 package server
 
+import "time"
+
 // Timers is the number of live wait and lease timers on the leader's core.
 func Timers(s *Server) int64 { return s.core.timerGauge.Load() }
 
@@ -52,3 +54,12 @@ func GateResults(s *Server) chan struct{} {
 
 // QueuedRequests is the number of requests waiting for the core.
 func QueuedRequests(s *Server) int { return len(s.core.reqs) }
+
+// SetLogLimit changes the rate limit of audit and handshake records: burst
+// records per key and window. The limiter's next summary comes within half
+// its old window.
+func SetLogLimit(s *Server, window time.Duration, burst int) {
+	s.logLimit.mu.Lock()
+	defer s.logLimit.mu.Unlock()
+	s.logLimit.window, s.logLimit.burst = window, burst
+}

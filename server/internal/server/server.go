@@ -32,6 +32,8 @@ type Server struct {
 	core    *core
 	metrics *metrics
 	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
+	// logLimit rate-limits the audit and handshake records that clients cause.
+	logLimit *logLimiter
 
 	ln     net.Listener
 	httpLn net.Listener
@@ -60,6 +62,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
+	s.logLimit = newLogLimiter(cfg.Logger)
 
 	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
 	if err != nil {
@@ -138,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 		})
 	}
 	s.goRun(s.core.run)
+	s.goRun(func() { s.logLimit.run(s.stop) })
 	s.goRun(s.watchLeadership)
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)
