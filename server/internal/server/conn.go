@@ -27,6 +27,9 @@ type conn struct {
 	// principal is the name of who authenticated in the hello; its rights
 	// are looked up per request, so a reload applies to open connections.
 	principal string
+	// cred names the credential of the hello (credToken, credCert, ...);
+	// written once under mu, then read by reloads (Server.endRevoked).
+	cred string
 
 	mu       sync.Mutex
 	out      []byte // answers waiting for the writer
@@ -265,7 +268,17 @@ func (c *conn) hello(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeInvalidArgument, err.(*wire.Error).Msg)
 		return false
 	}
-	p, why := s.auth.Load().authenticate(f.Text, c.nc)
+	p, cred, why := s.auth.Load().authenticate(f.Text, c.nc)
+	if p != nil {
+		c.mu.Lock()
+		c.principal, c.cred = p.name, cred
+		c.mu.Unlock()
+		// A reload between authenticate and the line above ended nothing
+		// here: check the credential against the settings now in force.
+		if s.auth.Load().creds[cred] != p.name {
+			p, why = nil, errRevoked
+		}
+	}
 	if p == nil {
 		s.metrics.authFailures.Inc()
 		if s.logLimit.allow(logKey{what: "hello", who: remoteHost(c.nc.RemoteAddr()), reason: "unauthenticated"}) {
@@ -274,7 +287,6 @@ func (c *conn) hello(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeUnauthenticated, why)
 		return false
 	}
-	c.principal = p.name
 	c.admin = f.Flags&wire.HelloAdmin != 0
 	if !c.admin {
 		if !s.waitServing(s.cfg.HelloTimeout) {
