@@ -231,6 +231,12 @@ const (
 	CapacityWaiters     CapacityReason = 3
 	CapacityInFlight    CapacityReason = 4
 	CapacityConnections CapacityReason = 5
+	// The principal's own quotas (docs/deployment.md, "Quotas").
+	CapacityPrincipalConnections CapacityReason = 6
+	CapacityPrincipalHeld        CapacityReason = 7
+	CapacityPrincipalWaiters     CapacityReason = 8
+	CapacityPrincipalInFlight    CapacityReason = 9
+	CapacityPrincipalRate        CapacityReason = 10
 )
 
 func (r CapacityReason) String() string {
@@ -245,6 +251,16 @@ func (r CapacityReason) String() string {
 		return "the connection has its maximum number of requests in flight"
 	case CapacityConnections:
 		return "the server has its maximum number of connections"
+	case CapacityPrincipalConnections:
+		return "the principal has its quota of connections (quota connections)"
+	case CapacityPrincipalHeld:
+		return "the principal holds its quota of tickets (quota held_tickets)"
+	case CapacityPrincipalWaiters:
+		return "the principal has its quota of queued acquires (quota waiters)"
+	case CapacityPrincipalInFlight:
+		return "the principal has its quota of requests in flight (quota in_flight)"
+	case CapacityPrincipalRate:
+		return "the principal sends requests faster than its quota (quota requests_per_second)"
 	}
 	return fmt.Sprintf("capacity reason %d", uint8(r))
 }

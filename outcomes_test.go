@@ -211,6 +211,9 @@ func TestConstantsMatchWire(t *testing.T) {
 	reasons := map[CapacityReason]uint8{
 		CapacityHeld: wire.CapacityHeld, CapacityKeyWaiters: wire.CapacityKeyWaiters, CapacityWaiters: wire.CapacityWaiters,
 		CapacityInFlight: wire.CapacityInFlight, CapacityConnections: wire.CapacityConnections,
+		CapacityPrincipalConnections: wire.CapacityPrincipalConnections, CapacityPrincipalHeld: wire.CapacityPrincipalHeld,
+		CapacityPrincipalWaiters: wire.CapacityPrincipalWaiters, CapacityPrincipalInFlight: wire.CapacityPrincipalInFlight,
+		CapacityPrincipalRate: wire.CapacityPrincipalRate,
 	}
 	for r, w := range reasons {
 		if uint8(r) != w {

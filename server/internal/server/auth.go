@@ -57,6 +57,8 @@ type PrincipalConfig struct {
 	// Certificates are the client-certificate identities (see
 	// AuthConfig.CertIdentity) that authenticate as this principal.
 	Certificates []string `toml:"certificates"`
+	// Quota limits what it may use (quota.go); zero values: no quota.
+	Quota Quota `toml:"quota"`
 }
 
 // HashToken returns the hex SHA-256 of a token, the form token_sha256 takes.
@@ -135,6 +137,7 @@ func (a *AuthConfig) validate(c *Config, bad func(string, ...any)) {
 			}
 			certs[id] = p.Name
 		}
+		p.Quota.validate(where, bad)
 		if len(p.Certificates) > 0 && c.TLS.CAFile == "" {
 			bad("%s: certificates need mutual TLS: set tls.ca (--tls-client-ca) so that clients present verified certificates", where)
 		}
@@ -146,6 +149,7 @@ type principal struct {
 	name     string // in the audit log and metrics; the key of authTable.byName
 	role     string
 	prefixes []string
+	quota    Quota
 	// hold is the name recorded in the holds it acquires; empty while no
 	// principals are configured, so that such a cluster writes the same log
 	// entries as before and every release stays unrestricted.
@@ -244,7 +248,7 @@ func newAuthTable(c *Config) *authTable {
 		}
 	}
 	for _, pc := range c.Auth.Principals {
-		p := &principal{name: pc.Name, role: pc.Role, prefixes: pc.KeyPrefixes, hold: pc.Name}
+		p := &principal{name: pc.Name, role: pc.Role, prefixes: pc.KeyPrefixes, hold: pc.Name, quota: pc.Quota}
 		t.byName[p.name] = p
 		for _, h := range pc.TokenSHA256 {
 			var sum [sha256.Size]byte

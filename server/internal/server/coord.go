@@ -78,12 +78,14 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.fatalErr(we.Code, we.Msg)
 		return false
 	}
+	if c.overRate(f.ID) {
+		return true
+	}
 	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
-	} else if full {
-		s.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
-		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+	} else if full != 0 {
+		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: full})
 		return true
 	}
 	if reason, ok := c.authorizeCoord(&body); !ok {
@@ -206,8 +208,13 @@ func (c *core) coordRequest(r request) {
 		}})
 		return
 	case wire.CoordAttach:
-		if cur := c.co.conns[r.c]; cur != nil && cur.session != b.Session {
+		cur := c.co.conns[r.c]
+		if cur != nil && cur.session != b.Session {
 			coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session")})
+			return
+		}
+		if q, ok := c.sessionRoom(r.c); cur == nil && !ok {
+			coordAnswer(r.c, r.id, r.op, wire.CoordLimitExceeded, &wire.Coord{Message: []byte(quotaMessage(r.c.principal, quotaSessions, q))})
 			return
 		}
 		c.coordPropose(r, fsm.OpCoordAttach, &fsm.CoordOp{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo,
@@ -403,6 +410,9 @@ func (c *core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	case fsm.OpCoordAttach:
 		c.removeTimer(c.co.expiry[r.Session])
 		delete(c.co.expiry, r.Session)
+		if c.co.conns[cs.c] == nil {
+			c.countSession(cs.c, 1)
+		}
 		c.co.conns[cs.c] = &coordBinding{session: r.Session, seq: r.SeqNo, path: o.Path}
 		coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
 	case fsm.OpCoordAcquire:
@@ -471,6 +481,7 @@ func (c *core) coordEvent(e fsm.CoordEvent) {
 		if cn := c.coordConnOf(e.Session); cn != nil {
 			cn.send(wire.CoordFrame(true, 0, wire.CoordSessionEnded, 0, &wire.Coord{Session: e.Session, Reason: e.Reason}))
 			delete(c.co.conns, cn)
+			c.countSession(cn, -1)
 		}
 	case fsm.EventChanged:
 		sk := semKey{e.Path, e.Name}
@@ -509,6 +520,7 @@ func (c *core) coordConnOf(session uint64) *conn {
 func (c *core) coordConnClosed(cn *conn) {
 	if b := c.co.conns[cn]; b != nil {
 		delete(c.co.conns, cn)
+		c.countSession(cn, -1)
 		if c.serving {
 			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
 		}

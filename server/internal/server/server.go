@@ -34,6 +34,9 @@ type Server struct {
 	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
 	// logLimit rate-limits the audit and handshake records that clients cause.
 	logLimit *logLimiter
+	// usage is what each principal uses, by name (quota.go).
+	usageMu sync.Mutex
+	usage   map[string]*principalUsage
 
 	ln     net.Listener
 	httpLn net.Listener
@@ -63,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
 	s.logLimit = newLogLimiter(cfg.Logger)
+	s.usage = make(map[string]*principalUsage)
 
 	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
 	if err != nil {
