@@ -99,14 +99,14 @@ func TestPrincipalQuotas(t *testing.T) {
 
 	m := scrape(t, srv.HTTPAddr().String())
 	for series, want := range map[string]float64{
-		`ticketing_principal_usage{principal="orders",quota="connections"}`:           3,
-		`ticketing_principal_usage{principal="orders",quota="held_tickets"}`:          2,
-		`ticketing_principal_usage{principal="orders",quota="coordination_sessions"}`: 1,
-		`ticketing_principal_usage{principal="shipping",quota="waiters"}`:             2,
-		`ticketing_principal_usage{principal="shipping",quota="in_flight"}`:           2,
-		`ticketing_principal_usage{principal="billing",quota="held_tickets"}`:         4,
-		`ticketing_principal_quota{principal="orders",quota="held_tickets"}`:          2,
-		`ticketing_principal_quota{principal="billing",quota="held_tickets"}`:         0,
+		`ticketing_principal_usage{principal="orders",quota="connections"}`:                         3,
+		`ticketing_principal_usage{principal="orders",quota="held_tickets"}`:                        2,
+		`ticketing_principal_usage{principal="orders",quota="coordination_sessions"}`:               1,
+		`ticketing_principal_usage{principal="shipping",quota="waiters"}`:                           2,
+		`ticketing_principal_usage{principal="shipping",quota="in_flight"}`:                         2,
+		`ticketing_principal_usage{principal="billing",quota="held_tickets"}`:                       4,
+		`ticketing_principal_quota{principal="orders",quota="held_tickets"}`:                        2,
+		`ticketing_principal_quota{principal="billing",quota="held_tickets"}`:                       0,
 		`ticketing_principal_quota_rejects_total{principal="orders",quota="connections"}`:           1,
 		`ticketing_principal_quota_rejects_total{principal="orders",quota="held_tickets"}`:          2,
 		`ticketing_principal_quota_rejects_total{principal="orders",quota="waiters"}`:               1,
