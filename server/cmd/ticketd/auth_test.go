@@ -227,3 +227,68 @@ func metric(t *testing.T, httpAddr, series string) float64 {
 	}
 	return 0
 }
+
+// TestSIGHUPReloadsQuotas: a real ticketd reads a principal's quota from
+// [auth.principals.quota] and a SIGHUP changes it without a restart.
+func TestSIGHUPReloadsQuotas(t *testing.T) {
+	withQuota := func(conns int) string {
+		return fmt.Sprintf("[[auth.principals]]\nname = \"orders\"\nrole = \"client\"\nkey_prefixes = [\"orders/\"]\ntoken_sha256 = [%q]\n"+
+			"[auth.principals.quota]\nconnections = %d\nheld_tickets = 10\nwaiters = 10\nin_flight = 10\ncoordination_sessions = 1\nrequests_per_second = 100.5\nrequest_burst = 200\n",
+			server.HashToken("orders-token"), conns)
+	}
+	file := filepath.Join(t.TempDir(), "ticketd.toml")
+	if err := os.WriteFile(file, []byte(withQuota(1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"--config", file}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := cfg.Auth.Principals[0].Quota; q != (server.Quota{Connections: 1, HeldTickets: 10, Waiters: 10, InFlight: 10, CoordinationSessions: 1, RequestsPerSecond: 100.5, RequestBurst: 200}) {
+		t.Fatalf("quota read as %+v", q)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	srvCh := make(chan *server.Server, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--config", file,
+			"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "",
+			"--data-dir", t.TempDir(), "--node-id", "solo", "--initial-cluster-state", "new",
+		}, &stdout, &stderr, func(s *server.Server) { srvCh <- s })
+	}()
+	var addr string
+	select {
+	case s := <-srvCh:
+		addr = s.ClientAddr().String()
+	case c := <-code:
+		t.Fatalf("run exited with %d before serving:\n%s", c, stderr.String())
+	}
+	// The connections of helloCode end asynchronously on the server: poll
+	// until one connection is accepted and keep it.
+	testcluster.WaitFor(t, 10*time.Second, "one connection of orders", func() bool {
+		r := testcluster.DialRaw(t, addr)
+		r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Text: []byte("orders-token")})
+		f, err := r.RecvErr(10 * time.Second)
+		if err != nil || f.Type != wire.TypeReady {
+			r.Conn.Close()
+			return false
+		}
+		return true
+	})
+	r := testcluster.DialRaw(t, addr)
+	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Text: []byte("orders-token")})
+	if f := r.Recv(); f.Type != wire.TypeCapacity || f.Reason != wire.CapacityPrincipalConnections {
+		t.Fatalf("a second connection at quota 1: %s reason %d, want B 6", f.Type, f.Reason)
+	}
+	if err := os.WriteFile(file, []byte(withQuota(2)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	testcluster.WaitFor(t, 10*time.Second, "the raised quota in force", func() bool { return helloCode(t, addr, "orders-token") == 0 })
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d:\n%s", c, stderr.String())
+	}
+}
