@@ -111,14 +111,14 @@ print(round(v, 2) if isinstance(v, float) else v)' "$1" "$2"; }
 
 quiet_run() {
 	"$tmp/ticketbench" -q -json -addr "$addr" -http "$http" -token "$quiet_token" -prefix quiet \
-		-workload uncontended -clients "$QUIET_CLIENTS" -warmup "$WARMUP" -duration "$DURATION"
+		-workload uncontended -clients "$QUIET_CLIENTS" -warmup "$WARMUP" -duration "$DURATION" 2>>"$tmp/quiet.log"
 }
 
 noisy_run() {
 	# Longer than quiet's run, so that the flood covers its whole window.
 	"$tmp/ticketbench" -q -json -addr "$addr" -token "$noisy_token" -prefix noisy \
 		-workload uncontended -clients "$NOISY_CLIENTS" -conns "$NOISY_CONNS" -warmup 2s \
-		-duration "$(( ${WARMUP%s} + ${DURATION%s} + 2 ))s" -op-timeout 5s
+		-duration "$(( ${WARMUP%s} + ${DURATION%s} + 2 ))s" -op-timeout 5s 2>>"$tmp/noisy.log"
 }
 
 report() { # name quiet-json [noisy-json]

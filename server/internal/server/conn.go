@@ -220,7 +220,14 @@ func (c *conn) serve() {
 		c.notify()
 		<-c.done
 		s.removeConn(c)
+		// Requests left without a final answer no longer count against
+		// the principal (the core drops their waiters without answering).
+		c.mu.Lock()
+		left := len(c.inflight)
+		clear(c.inflight)
+		c.mu.Unlock()
 		if c.use != nil {
+			c.use.inFlight.Add(-int64(left))
 			c.use.conns.Add(-1)
 		}
 		// Admin sessions too: on the leader they may have waiters.

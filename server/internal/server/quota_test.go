@@ -3,6 +3,7 @@ package server_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
@@ -128,6 +129,18 @@ func TestPrincipalQuotas(t *testing.T) {
 	expect(t, o1.Final(o1.Acquire("orders/3", testcluster.Owner(6), 0, 60)), wire.TypeGranted)
 	testcluster.Hello(t, addr, ordersToken)
 	capacity(t, s2.Final(describeReq(s2, "shipping/1")), wire.CapacityPrincipalInFlight)
+
+	// Connections that end with requests unanswered give their share back.
+	s2.Conn.Close()
+	oc2.r.Conn.Close()
+	oc.r.Conn.Close()
+	testcluster.WaitFor(t, 10*time.Second, "the closed connections' usage returned", func() bool {
+		m := scrape(t, srv.HTTPAddr().String())
+		return m[`ticketing_principal_usage{principal="shipping",quota="in_flight"}`] == 1 &&
+			m[`ticketing_principal_usage{principal="shipping",quota="waiters"}`] == 1 &&
+			m[`ticketing_principal_usage{principal="orders",quota="coordination_sessions"}`] == 0 &&
+			m[`ticketing_principal_usage{principal="orders",quota="connections"}`] == 2
+	})
 }
 
 // tokenOf describes key on r and returns its holder's token.
