@@ -375,7 +375,9 @@ func (c *conn) handle(f *wire.Frame) bool {
 		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
 		return true
 	}
-	if c.overRate(f.ID) {
+	// Releases are never refused for the rate: giving back is what a
+	// principal at its limits should do.
+	if f.Type != wire.TypeRelease && f.Type != wire.TypeReleaseOwner && c.overRate(f.ID) {
 		return true
 	}
 	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire); dup {

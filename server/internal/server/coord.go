@@ -78,7 +78,7 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.fatalErr(we.Code, we.Msg)
 		return false
 	}
-	if c.overRate(f.ID) {
+	if f.Op != wire.CoordRelease && f.Op != wire.CoordStop && c.overRate(f.ID) {
 		return true
 	}
 	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire); dup {

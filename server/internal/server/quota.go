@@ -31,8 +31,9 @@ type Quota struct {
 	// CoordinationSessions: coordination sessions attached by the
 	// principal's connections (leader).
 	CoordinationSessions int `toml:"coordination_sessions"`
-	// RequestsPerSecond: the principal's requests (every request but cancel)
-	// per second on this server, with bursts of RequestBurst (default: one
+	// RequestsPerSecond: the principal's requests per second on this
+	// server (every request but those that give back: cancel, release,
+	// coordination release and stop), with bursts of RequestBurst (default: one
 	// second's worth).
 	RequestsPerSecond float64 `toml:"requests_per_second"`
 	RequestBurst      int     `toml:"request_burst"`

@@ -163,6 +163,7 @@ func TestPrincipalRequestRate(t *testing.T) {
 	}
 	capacity(t, o.Final(describeReq(o, "orders/1")), wire.CapacityPrincipalRate)
 	capacity(t, o.Final(o.Acquire("orders/1", testcluster.Owner(1), 0, 10)), wire.CapacityPrincipalRate)
+	expect(t, o.Final(o.Release("orders/1", 12345)), wire.TypeNotHeld) // releases are never refused for the rate
 	for range 20 {
 		expect(t, b.Final(describeReq(b, "billing/1")), wire.TypeInfo)
 	}
