@@ -114,9 +114,10 @@ func (c *conn) finish(id uint32, f *wire.Frame) bool {
 
 // begin registers a request id. It fails on a duplicate id (fatal) or when
 // the in-flight limit of the request's class (acquires, or everything else)
-// is reached on this connection, or the principal's in-flight quota over
-// all its connections (full: the capacity reason to answer).
-func (c *conn) begin(id uint32, acquire bool) (dup bool, full uint8) {
+// is reached on this connection, or, unless the request gives something
+// back (givesBack), the principal's in-flight quota over all its
+// connections (full: the capacity reason to answer).
+func (c *conn) begin(id uint32, acquire, givesBack bool) (dup bool, full uint8) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.inflight[id]; ok {
@@ -130,7 +131,7 @@ func (c *conn) begin(id uint32, acquire bool) (dup bool, full uint8) {
 		c.srv.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
 		return false, wire.CapacityInFlight
 	}
-	if !c.beginQuota() {
+	if !c.beginQuota(givesBack) {
 		return false, wire.CapacityPrincipalInFlight
 	}
 	*n++
@@ -346,7 +347,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		if c.overRate(f.ID) {
 			return true
 		}
-		if dup, full := c.begin(f.ID, false); dup {
+		if dup, full := c.begin(f.ID, false, false); dup {
 			c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 			return false
 		} else if full != 0 {
@@ -375,12 +376,13 @@ func (c *conn) handle(f *wire.Frame) bool {
 		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
 		return true
 	}
-	// Releases are never refused for the rate: giving back is what a
-	// principal at its limits should do.
-	if f.Type != wire.TypeRelease && f.Type != wire.TypeReleaseOwner && c.overRate(f.ID) {
+	// Releases are never refused for a principal's rate or in-flight
+	// quota: giving back is what a principal at its limits should do.
+	release := f.Type == wire.TypeRelease || f.Type == wire.TypeReleaseOwner
+	if !release && c.overRate(f.ID) {
 		return true
 	}
-	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire); dup {
+	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire, release); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
 	} else if full != 0 {

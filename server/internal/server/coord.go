@@ -78,10 +78,11 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.fatalErr(we.Code, we.Msg)
 		return false
 	}
-	if f.Op != wire.CoordRelease && f.Op != wire.CoordStop && c.overRate(f.ID) {
+	givesBack := f.Op == wire.CoordRelease || f.Op == wire.CoordStop
+	if !givesBack && c.overRate(f.ID) {
 		return true
 	}
-	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire); dup {
+	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire, givesBack); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
 	} else if full != 0 {

@@ -26,7 +26,7 @@ type Quota struct {
 	// Waiters: the principal's acquires queued for a key (leader).
 	Waiters int `toml:"waiters"`
 	// InFlight: the principal's requests without a final answer, over all
-	// its connections on this server.
+	// its connections on this server. Releases count but are never refused.
 	InFlight int `toml:"in_flight"`
 	// CoordinationSessions: coordination sessions attached by the
 	// principal's connections (leader).
@@ -174,14 +174,15 @@ func (c *conn) admitConn(p *principal) bool {
 }
 
 // beginQuota counts a request against its principal's in-flight quota;
-// false when the principal is at it (nothing counted then).
-func (c *conn) beginQuota() bool {
+// false when the principal is at it (nothing counted then), unless the
+// request gives something back (always counted, never refused).
+func (c *conn) beginQuota(givesBack bool) bool {
 	u := c.use
 	if u == nil {
 		return true
 	}
 	q := c.srv.quotaOf(c.principal).InFlight
-	if n := u.inFlight.Add(1); q > 0 && n > int64(q) {
+	if n := u.inFlight.Add(1); q > 0 && n > int64(q) && !givesBack {
 		u.inFlight.Add(-1)
 		c.srv.connQuotaRejected(c.principal, quotaInFlight)
 		return false

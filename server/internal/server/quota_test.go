@@ -88,6 +88,7 @@ func TestPrincipalQuotas(t *testing.T) {
 		}
 	}
 	capacity(t, s2.Final(describeReq(s2, "shipping/1")), wire.CapacityPrincipalInFlight)
+	expect(t, s2.Final(s2.Release("shipping/9", 1)), wire.TypeNotHeld) // a release is never refused for it
 
 	// Coordination sessions: one attached per principal.
 	oc := &coordClient{t: t, r: o1}
