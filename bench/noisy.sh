@@ -11,7 +11,7 @@
 #   noisy  the flooder: ticketbench -workload uncontended with NOISY_CLIENTS
 #          workers over NOISY_CONNS connections, retrying at once whatever
 #          the answer (a refused acquire is retried after ticketbench's 20 ms).
-# Three runs, each on a freshly started server:
+# Three runs per pass, each on a freshly started server:
 #   alone     quiet only;
 #   quotas    quiet while noisy floods, noisy with the quotas below;
 #   no-quota  quiet while noisy floods, no quotas (as before quotas).
@@ -26,6 +26,9 @@
 #   NOISY_IN_FLIGHT [64]             noisy's in_flight quota
 #   NOISY_HELD [64]                  noisy's held_tickets quota
 #   PORT_BASE [25300]                client, Raft, HTTP ports: PORT_BASE..+2
+#   REPS [3]                         passes over the three runs (interleaved,
+#                                    so that a busy moment of a shared
+#                                    machine shows as a spread, not a bias)
 set -euo pipefail
 
 DURATION=${DURATION:-15s}
@@ -37,6 +40,7 @@ NOISY_RATE=${NOISY_RATE:-2000}
 NOISY_IN_FLIGHT=${NOISY_IN_FLIGHT:-64}
 NOISY_HELD=${NOISY_HELD:-64}
 PORT_BASE=${PORT_BASE:-25300}
+REPS=${REPS:-3}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -131,24 +135,27 @@ report() { # name quiet-json [noisy-json]
 	echo "$line"
 }
 
-echo "# bench/noisy.sh: DURATION=$DURATION WARMUP=$WARMUP QUIET_CLIENTS=$QUIET_CLIENTS NOISY_CLIENTS=$NOISY_CLIENTS NOISY_CONNS=$NOISY_CONNS NOISY_RATE=$NOISY_RATE NOISY_IN_FLIGHT=$NOISY_IN_FLIGHT NOISY_HELD=$NOISY_HELD; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bench/noisy.sh: REPS=$REPS DURATION=$DURATION WARMUP=$WARMUP QUIET_CLIENTS=$QUIET_CLIENTS NOISY_CLIENTS=$NOISY_CLIENTS NOISY_CONNS=$NOISY_CONNS NOISY_RATE=$NOISY_RATE NOISY_IN_FLIGHT=$NOISY_IN_FLIGHT NOISY_HELD=$NOISY_HELD; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-config yes
-start_server
-alone=$(quiet_run)
-stop_server
-report alone "$alone"
-
-for quotas in yes no; do
-	config "$quotas"
+for rep in $(seq "$REPS"); do
+	echo "# pass $rep of $REPS"
+	config yes
 	start_server
-	noisy_run >"$tmp/noisy.json" &
-	noisy_pid=$!
-	sleep 1
-	quiet=$(quiet_run)
-	wait "$noisy_pid"
+	alone=$(quiet_run)
 	stop_server
-	name=quotas
-	[ "$quotas" = no ] && name=no-quota
-	report "$name" "$quiet" "$(cat "$tmp/noisy.json")"
+	report alone "$alone"
+
+	for quotas in yes no; do
+		config "$quotas"
+		start_server
+		noisy_run >"$tmp/noisy.json" &
+		noisy_pid=$!
+		sleep 1
+		quiet=$(quiet_run)
+		wait "$noisy_pid"
+		stop_server
+		name=quotas
+		[ "$quotas" = no ] && name=no-quota
+		report "$name" "$quiet" "$(cat "$tmp/noisy.json")"
+	done
 done

@@ -190,9 +190,17 @@ func (c *conn) beginQuota(givesBack bool) bool {
 	return true
 }
 
+// rateRefusalPause is how long a connection is not read after a request of
+// it was refused for its principal's rate: a client that retries at once
+// would otherwise make the server spend its CPU on refusals, the cost the
+// quota is there to keep from the other principals. Its requests wait in
+// the socket meanwhile (TCP backpressure).
+const rateRefusalPause = 10 * time.Millisecond
+
 // overRate takes one request from the principal's rate quota. When the
-// principal is over it, the request is answered B (reason 10) and overRate
-// reports true.
+// principal is over it, the request is answered B (reason 10), the
+// connection is not read for rateRefusalPause, and overRate reports true.
+// It runs on the connection's reader.
 func (c *conn) overRate(id uint32) bool {
 	if c.use == nil {
 		return false
@@ -203,6 +211,12 @@ func (c *conn) overRate(id uint32) bool {
 	}
 	c.srv.connQuotaRejected(c.principal, quotaRate)
 	c.send(&wire.Frame{Type: wire.TypeCapacity, ID: id, Reason: wire.CapacityPrincipalRate})
+	t := time.NewTimer(rateRefusalPause)
+	select {
+	case <-t.C:
+	case <-c.srv.stop:
+		t.Stop()
+	}
 	return true
 }
 
