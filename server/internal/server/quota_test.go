@@ -192,3 +192,35 @@ func TestQuotaValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldQuotaSurvivesFailover: the held-tickets quota is counted from the
+// replicated holds, so a new leader refuses what the old one would have:
+// orders at its quota of two stays at it after the leader dies, and one
+// release gives it room again.
+func TestHeldQuotaSurvivesFailover(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Auth = quotaPrincipals(server.Quota{HeldTickets: 2}, server.Quota{})
+	}))
+	old := c.LeaderIndex(t)
+	orders := testcluster.Hello(t, c.Addr(old), ordersToken)
+	g := expect(t, orders.Final(orders.Acquire("orders/1", testcluster.Owner(1), 0, 200)), wire.TypeGranted)
+	expect(t, orders.Final(orders.Acquire("orders/2", testcluster.Owner(2), 0, 200)), wire.TypeGranted)
+	capacity(t, orders.Final(orders.Acquire("orders/3", testcluster.Owner(3), 0, 200)), wire.CapacityPrincipalHeld)
+	want := c.Server(old).Raft().AppliedIndex()
+	testcluster.WaitFor(t, 10*time.Second, "every server applied the grants", func() bool {
+		for i := range 3 {
+			if c.Server(i).Raft().AppliedIndex() < want {
+				return false
+			}
+		}
+		return true
+	})
+	c.Kill(old)
+	leader := c.LeaderIndex(t)
+	orders = testcluster.Hello(t, c.Addr(leader), ordersToken)
+	capacity(t, orders.Final(orders.Acquire("orders/3", testcluster.Owner(3), 0, 200)), wire.CapacityPrincipalHeld)
+	billing := testcluster.Hello(t, c.Addr(leader), billingToken)
+	expect(t, billing.Final(billing.Acquire("billing/1", testcluster.Owner(4), 0, 200)), wire.TypeGranted)
+	expect(t, orders.Final(orders.Release("orders/1", g.Token)), wire.TypeReleased)
+	expect(t, orders.Final(orders.Acquire("orders/3", testcluster.Owner(3), 0, 200)), wire.TypeGranted)
+}
