@@ -231,6 +231,12 @@ const (
 	CapacityWaiters     = CapacityReason(wire.CapacityWaiters)
 	CapacityInFlight    = CapacityReason(wire.CapacityInFlight)
 	CapacityConnections = CapacityReason(wire.CapacityConnections)
+	// The principal's own quotas (docs/deployment.md, "Quotas").
+	CapacityPrincipalConnections = CapacityReason(wire.CapacityPrincipalConnections)
+	CapacityPrincipalHeld        = CapacityReason(wire.CapacityPrincipalHeld)
+	CapacityPrincipalWaiters     = CapacityReason(wire.CapacityPrincipalWaiters)
+	CapacityPrincipalInFlight    = CapacityReason(wire.CapacityPrincipalInFlight)
+	CapacityPrincipalRate        = CapacityReason(wire.CapacityPrincipalRate)
 )
 
 func (r CapacityReason) String() string {
@@ -245,6 +251,16 @@ func (r CapacityReason) String() string {
 		return "the connection has its maximum number of requests in flight"
 	case CapacityConnections:
 		return "the server has its maximum number of connections"
+	case CapacityPrincipalConnections:
+		return "the principal has its quota of connections (quota connections)"
+	case CapacityPrincipalHeld:
+		return "the principal holds its quota of tickets (quota held_tickets)"
+	case CapacityPrincipalWaiters:
+		return "the principal has its quota of queued acquires (quota waiters)"
+	case CapacityPrincipalInFlight:
+		return "the principal has its quota of requests in flight (quota in_flight)"
+	case CapacityPrincipalRate:
+		return "the principal sends requests faster than its quota (quota requests_per_second)"
 	}
 	return fmt.Sprintf("capacity reason %d", uint8(r))
 }

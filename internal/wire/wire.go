@@ -107,6 +107,13 @@ const (
 	CapacityWaiters     uint8 = 3 // too many waiters on the server
 	CapacityInFlight    uint8 = 4 // too many requests in flight on this connection
 	CapacityConnections uint8 = 5 // too many connections (hello answered with B, then closed)
+	// Quotas of the connection's principal ([auth] configuration): the
+	// principal has reached its own limit; other principals are unaffected.
+	CapacityPrincipalConnections uint8 = 6  // its connections (hello answered with B, then closed)
+	CapacityPrincipalHeld        uint8 = 7  // its held tickets
+	CapacityPrincipalWaiters     uint8 = 8  // its queued acquires
+	CapacityPrincipalInFlight    uint8 = 9  // its requests in flight, over all its connections
+	CapacityPrincipalRate        uint8 = 10 // its request rate
 )
 
 // Refusal reasons carried by TypeForbidden. They are stable: a client maps

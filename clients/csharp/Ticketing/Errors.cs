@@ -18,6 +18,16 @@ namespace Ticketing
         InFlight = 4,
         /// <summary>The server has as many client connections as it allows.</summary>
         Connections = 5,
+        /// <summary>The principal's quota of connections (the connection was refused).</summary>
+        PrincipalConnections = 6,
+        /// <summary>The principal's quota of held tickets.</summary>
+        PrincipalHeld = 7,
+        /// <summary>The principal's quota of queued acquires.</summary>
+        PrincipalWaiters = 8,
+        /// <summary>The principal's quota of requests in flight over all its connections.</summary>
+        PrincipalInFlight = 9,
+        /// <summary>The principal's quota of requests per second.</summary>
+        PrincipalRate = 10,
     }
 
     /// <summary>Why the server refused a request with F (docs/protocol.md, "Refusal reasons of F").</summary>

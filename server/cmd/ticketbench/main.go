@@ -58,6 +58,7 @@ func run(args []string) int {
 	fs.BoolVar(&cfg.Restart, "restart", true, "hold: SIGKILL and restart the servers afterwards and time it (own servers only)")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 30*time.Second, "timeout of each Acquire and Release call")
 	fs.Int64Var(&cfg.MaxOps, "max-ops", 10_000_000, "hard cap on iterations per worker")
+	fs.StringVar(&cfg.Prefix, "prefix", "bench", "key prefix: keys are <prefix>/<worker> (a principal's key_prefixes must allow them)")
 	addr := fs.String("addr", "", "comma-separated client addresses of an existing cluster (loopback only); no servers are started")
 	httpAddr := fs.String("http", "", "with -addr: a server's HTTP address, for its RSS from /metrics")
 	serverPids := fs.String("server-pids", "", "with -addr: comma-separated server pids for RSS/CPU from /proc")

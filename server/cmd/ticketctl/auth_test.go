@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
@@ -45,4 +46,68 @@ func TestEndToEndPermissions(t *testing.T) {
 	// And from the environment.
 	t.Setenv(adminTokenEnv, "ops-secret")
 	mustCtl(t, exitOK, addr, "--token", "app-secret", "status")
+}
+
+// TestEndToEndRefusalsSayWhatAndWhy: against a real cluster of three with
+// principals and mutual TLS, each refusal is stated once, naming what was
+// refused: a client certificate that names no principal (not "check
+// --token"), a wrong token, and a role that may not run the command (status
+// and snapshot save, not "no leader found").
+func TestEndToEndRefusalsSayWhatAndWhy(t *testing.T) {
+	ca := testcerts.New(t)
+	serverCert, serverKey := ca.Issue(t, "server")
+	listed, listedKey := ca.Issue(t, "orders-app")
+	stranger, strangerKey := ca.Issue(t, "stranger")
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.TLS = server.TLSFiles{CertFile: serverCert, KeyFile: serverKey, CAFile: ca.CAFile}
+		cfg.Auth = server.AuthConfig{Principals: []server.PrincipalConfig{
+			{Name: "orders", Role: server.RoleClient, KeyPrefixes: []string{"orders/"}, Certificates: []string{"orders-app"}},
+			{Name: "ops", Role: server.RoleAdmin, TokenSHA256: []string{server.HashToken("ops-secret")}},
+		}}
+	}))
+	t.Setenv(tokenEnv, "")
+	t.Setenv(adminTokenEnv, "")
+	addrs := "--addr=" + c.AddrList()
+	tlsFlags := func(cert, key string) []string {
+		return []string{addrs, "--tls-ca", ca.CAFile, "--tls-cert", cert, "--tls-key", key}
+	}
+	snap := filepath.Join(t.TempDir(), "s.snap")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+		not  []string
+	}{
+		{"certificate naming no principal", append([]string{"status"}, tlsFlags(stranger, strangerKey)...), exitError,
+			[]string{"refused the client certificate", `"stranger"`}, []string{"--token"}},
+		{"certificate naming no principal, snapshot", append([]string{"snapshot", "save", snap}, tlsFlags(stranger, strangerKey)...), exitError,
+			[]string{"refused the client certificate"}, []string{"--token", "no leader found"}},
+		{"wrong token", append([]string{"status", "--admin-token", "wrong"}, tlsFlags(listed, listedKey)...), exitError,
+			[]string{"refused the token", "--admin-token"}, nil},
+		{"role: status", append([]string{"status"}, tlsFlags(listed, listedKey)...), exitPermission,
+			[]string{"role", "--admin-token"}, nil},
+		{"role: snapshot save", append([]string{"snapshot", "save", snap}, tlsFlags(listed, listedKey)...), exitPermission,
+			[]string{"role", "--admin-token"}, []string{"no leader found"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := ctl(t, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(stderr, w) {
+					t.Errorf("stderr %q says %q", stderr, w)
+				}
+			}
+			if lines := strings.Count(strings.TrimSpace(stderr), "\n") + 1; lines != 1 {
+				t.Errorf("the refusal takes %d lines, want it once:\n%s", lines, stderr)
+			}
+		})
+	}
 }

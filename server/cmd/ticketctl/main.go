@@ -419,10 +419,16 @@ func errorMessage(err error) string {
 		// A refused token is an E frame (code 5); a refused client
 		// certificate is a TLS alert, explained by the client.
 		var se *ticketing.ServerError
-		if !errors.As(err, &se) && strings.Contains(msg, "certificate") {
+		switch {
+		case !errors.As(err, &se) && strings.Contains(msg, "certificate"):
 			return "authentication failed: the server refused the client certificate (check --tls-cert, --tls-key): " + msg
+		case strings.Contains(msg, "client certificate's identity"):
+			// Verified, but listed under no principal (hello without a token).
+			return "authentication failed: the server refused the client certificate: its identity names no principal (check --tls-cert, or the server's [auth] certificates): " + msg
+		case strings.Contains(msg, "revoked"):
+			return "authentication failed: the server revoked the credential of this connection (a configuration reload removed it): " + msg
 		}
-		return "authentication failed: the server refused the client token (check --token): " + msg
+		return "authentication failed: the server refused the token (check --token, or --admin-token for admin commands): " + msg
 	case errors.As(err, &pe) && pe.Reason == ticketing.PermissionRole:
 		return msg + " (admin commands take an admin token: --admin-token or $" + adminTokenEnv + ")"
 	case errors.Is(err, ticketing.ErrIndeterminate) && strings.Contains(msg, "admin "):

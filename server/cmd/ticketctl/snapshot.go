@@ -106,8 +106,8 @@ func (e *env) leaderAddr(ctx context.Context) (string, error) {
 				}
 			}
 			lastErr = err
-			if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) {
-				return "", err
+			if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) || errors.Is(err, ticketing.ErrPermissionDenied) {
+				return "", err // a refusal, not a missing leader
 			}
 		}
 		if !electing {

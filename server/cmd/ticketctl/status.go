@@ -70,8 +70,13 @@ func runStatus(e *env) error {
 		if err == nil {
 			break
 		}
+		// A refusal is the cluster's answer, the same from every node: say
+		// it once. Unreachable nodes are each worth a line.
+		if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) || errors.Is(err, ticketing.ErrPermissionDenied) {
+			return err
+		}
 		errs = append(errs, err)
-		if len(errs) == len(addrs) || ctx.Err() != nil {
+		if len(errs) == len(addrs) {
 			return errors.Join(errs...)
 		}
 	}

@@ -124,7 +124,8 @@ Raft 5226, HTTP 5227) with its data in ./ticketd-data.
 
 Settings come from the defaults, then the --config file, then the flags
 given on the command line, later ones winning. SIGHUP reloads client_tokens
-and the [auth] settings (principals) without a restart. Config file keys are the
+and the [auth] settings (principals, quotas) without a restart, and ends the
+connections whose token or certificate is no longer configured. Config file keys are the
 ones in examples/ticketd.toml; durations there are strings such as "5s".
 
 Flags:

@@ -139,7 +139,9 @@ func hashToken(args []string, in io.Reader, stdout, stderr io.Writer) int {
 func reloadAuth(srv *server.Server, args []string, logger *slog.Logger) {
 	cfg, err := loadConfig(args, io.Discard)
 	if err == nil {
-		err = srv.SetAuth(cfg.ClientTokens, cfg.Auth)
+		err = srv.SetAuth(cfg.ClientTokens, cfg.Auth) // counts its own failures
+	} else {
+		srv.AuthReloadFailed()
 	}
 	if err != nil {
 		logger.Error("SIGHUP: auth settings not reloaded; the current ones stay in force", "err", err)

@@ -420,5 +420,6 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if len(d.b) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes in snapshot", ErrCorrupt, len(d.b))
 	}
+	s.reindex()
 	return s, nil
 }

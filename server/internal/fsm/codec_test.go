@@ -161,6 +161,7 @@ func bigState(n int) *State {
 			LeaseMs: uint32(i%250000 + 1), GrantedAt: s.lastTime - int64(i), ExpiresAt: s.lastTime + int64(i%250000),
 		}
 	}
+	s.reindex() // the holds were written directly
 	return s
 }
 

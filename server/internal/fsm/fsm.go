@@ -153,11 +153,15 @@ type State struct {
 	cluster  ClusterID
 	admitted map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
 	coord    *coordState       // coordination nodes (coord.go)
+	// heldBy counts the holds of each principal (Hold.Principal), derived
+	// from holds: the leader reads it for per-principal quotas.
+	heldBy map[string]int
 }
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState()}
+	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState(),
+		heldBy: make(map[string]int)}
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -194,6 +198,7 @@ func (s *State) apply(now int64, op *Op) Result {
 		h := Hold{Token: s.lastToken, Owner: op.Owner, LeaseMs: op.LeaseMs, GrantedAt: now, ExpiresAt: now + int64(op.LeaseMs), Principal: op.Principal}
 		s.holds[op.Key] = h
 		s.order.ReplaceOrInsert(op.Key)
+		s.heldBy[h.Principal]++
 		return Result{Status: Granted, Hold: h}
 	case OpRelease:
 		h, ok := s.holds[op.Key]
@@ -203,7 +208,7 @@ func (s *State) apply(now int64, op *Op) Result {
 		if !mayRelease(op.Principal, h) {
 			return Result{Status: Forbidden}
 		}
-		s.forget(op.Key)
+		s.dropHold(op.Key, h)
 		return Result{Status: Released, Hold: h}
 	case OpReleaseOwner:
 		h, ok := s.holds[op.Key]
@@ -213,14 +218,14 @@ func (s *State) apply(now int64, op *Op) Result {
 		if !mayRelease(op.Principal, h) {
 			return Result{Status: Forbidden}
 		}
-		s.forget(op.Key)
+		s.dropHold(op.Key, h)
 		return Result{Status: Released, Hold: h}
 	case OpExpire:
 		h, ok := s.holds[op.Key]
 		if !ok || h.Token != op.Token || now < h.ExpiresAt {
 			return Result{Status: NotHeld}
 		}
-		s.forget(op.Key)
+		s.dropHold(op.Key, h)
 		return Result{Status: Released, Hold: h}
 	case OpTakeover:
 		if op.NodeID != "" {
@@ -264,6 +269,26 @@ func (s *State) apply(now int64, op *Op) Result {
 func mayRelease(principal string, h Hold) bool {
 	return principal == "" || h.Principal == "" || h.Principal == principal
 }
+
+// dropHold removes key's hold h.
+func (s *State) dropHold(key string, h Hold) {
+	s.forget(key)
+	if s.heldBy[h.Principal]--; s.heldBy[h.Principal] <= 0 {
+		delete(s.heldBy, h.Principal)
+	}
+}
+
+// reindex rebuilds what is derived from holds (after a restore).
+func (s *State) reindex() {
+	s.heldBy = make(map[string]int)
+	for _, h := range s.holds {
+		s.heldBy[h.Principal]++
+	}
+}
+
+// HeldBy is the number of tickets held by principal ("" counts the holds
+// granted without one).
+func (s *State) HeldBy(principal string) int { return s.heldBy[principal] }
 
 // Get returns the hold of key, if any.
 func (s *State) Get(key string) (Hold, bool) {
@@ -350,6 +375,10 @@ func (s *State) Clone() *State {
 	}
 	for k, h := range s.holds {
 		c.holds[k] = h
+	}
+	c.heldBy = make(map[string]int, len(s.heldBy))
+	for p, n := range s.heldBy {
+		c.heldBy[p] = n
 	}
 	for k, v := range s.members {
 		c.members[k] = v

@@ -117,3 +117,35 @@ func TestPrincipalReleaseOwner(t *testing.T) {
 		{1200, []Op{by(relOwner("k", ownerA), "orders"), relOwner("j", ownerB)}, []Result{res(Released), res(Released)}},
 	})
 }
+
+// TestHeldByPrincipal: the count of holds per principal follows grants,
+// releases (by token and owner), expiries and refusals, and survives a
+// snapshot and a clone.
+func TestHeldByPrincipal(t *testing.T) {
+	s := New()
+	s.Apply(Batch{Time: 1000, Ops: []Op{acqBy("o/1", ownerA, 5000, "orders"), acqBy("o/2", ownerB, 5000, "orders"),
+		acqBy("b/1", ownerC, 5000, "billing"), acq("x", Owner{0xd}, 1000)}})
+	want := func(orders, billing, none int) {
+		t.Helper()
+		if s.HeldBy("orders") != orders || s.HeldBy("billing") != billing || s.HeldBy("") != none {
+			t.Fatalf("held by orders %d, billing %d, none %d; want %d %d %d", s.HeldBy("orders"), s.HeldBy("billing"), s.HeldBy(""), orders, billing, none)
+		}
+	}
+	want(2, 1, 1)
+	s.Apply(Batch{Time: 1100, Ops: []Op{relBy("o/1", 1, "billing"), relBy("o/1", 1, "orders"), {Kind: OpReleaseOwner, Key: "b/1", Owner: ownerC}}})
+	want(1, 0, 1)
+	s.Apply(Batch{Time: 2500, Ops: []Op{exp("x", 4)}})
+	want(1, 0, 0)
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ReadSnapshot(&buf); err != nil || s.HeldBy("orders") != 1 || s.HeldBy("") != 0 {
+		t.Fatalf("after a snapshot: %v, orders %d", err, s.HeldBy("orders"))
+	}
+	c := s.Clone()
+	s.Apply(Batch{Time: 2600, Ops: []Op{relBy("o/2", 2, "orders")}})
+	if c.HeldBy("orders") != 1 || s.HeldBy("orders") != 0 {
+		t.Fatalf("clone %d, original %d", c.HeldBy("orders"), s.HeldBy("orders"))
+	}
+}

@@ -57,6 +57,8 @@ type PrincipalConfig struct {
 	// Certificates are the client-certificate identities (see
 	// AuthConfig.CertIdentity) that authenticate as this principal.
 	Certificates []string `toml:"certificates"`
+	// Quota limits what it may use (quota.go); zero values: no quota.
+	Quota Quota `toml:"quota"`
 }
 
 // HashToken returns the hex SHA-256 of a token, the form token_sha256 takes.
@@ -135,6 +137,7 @@ func (a *AuthConfig) validate(c *Config, bad func(string, ...any)) {
 			}
 			certs[id] = p.Name
 		}
+		p.Quota.validate(where, bad)
 		if len(p.Certificates) > 0 && c.TLS.CAFile == "" {
 			bad("%s: certificates need mutual TLS: set tls.ca (--tls-client-ca) so that clients present verified certificates", where)
 		}
@@ -146,6 +149,7 @@ type principal struct {
 	name     string // in the audit log and metrics; the key of authTable.byName
 	role     string
 	prefixes []string
+	quota    Quota
 	// hold is the name recorded in the holds it acquires; empty while no
 	// principals are configured, so that such a cluster writes the same log
 	// entries as before and every release stays unrestricted.
@@ -194,17 +198,38 @@ type authTable struct {
 	certs        map[string]*principal
 	certIdentity string
 	byName       map[string]*principal
+	// creds maps every credential that authenticates (credential names,
+	// see authenticate) to its principal's name: a reload ends the
+	// connections whose credential no longer names the same principal.
+	creds map[string]string
+}
+
+// Credential names: what a connection authenticated with, without the secret.
+const credOpen = "open" // nothing configured: everyone is anonymous
+
+func credToken(sum [sha256.Size]byte) string { return "token:" + hex.EncodeToString(sum[:]) }
+func credLegacy(token []byte) string {
+	sum := sha256.Sum256(token)
+	return "client_token:" + hex.EncodeToString(sum[:])
+}
+func credCert(mode, id string) string { return "certificate:" + mode + ":" + id }
+
+// credKind is the kind of a credential name, for the audit log.
+func credKind(cred string) string {
+	kind, _, _ := strings.Cut(cred, ":")
+	return kind
 }
 
 // newAuthTable builds the table from a configuration that passed Validate.
 func newAuthTable(c *Config) *authTable {
-	t := &authTable{certs: map[string]*principal{}, byName: map[string]*principal{}, certIdentity: c.Auth.CertIdentity}
+	t := &authTable{certs: map[string]*principal{}, byName: map[string]*principal{}, certIdentity: c.Auth.CertIdentity, creds: map[string]string{}}
 	if t.certIdentity == "" {
 		t.certIdentity = "cn"
 	}
 	if len(c.ClientTokens) == 0 && len(c.Auth.Principals) == 0 {
 		t.open = true
 		t.byName[AnonymousPrincipal] = &principal{name: AnonymousPrincipal, role: RoleAdmin}
+		t.creds[credOpen] = AnonymousPrincipal
 		return t
 	}
 	if len(c.ClientTokens) > 0 {
@@ -219,19 +244,22 @@ func newAuthTable(c *Config) *authTable {
 		t.byName[p.name] = p
 		for _, tok := range c.ClientTokens {
 			t.legacy = append(t.legacy, []byte(tok))
+			t.creds[credLegacy([]byte(tok))] = LegacyPrincipal
 		}
 	}
 	for _, pc := range c.Auth.Principals {
-		p := &principal{name: pc.Name, role: pc.Role, prefixes: pc.KeyPrefixes, hold: pc.Name}
+		p := &principal{name: pc.Name, role: pc.Role, prefixes: pc.KeyPrefixes, hold: pc.Name, quota: pc.Quota}
 		t.byName[p.name] = p
 		for _, h := range pc.TokenSHA256 {
 			var sum [sha256.Size]byte
 			_, _ = hex.Decode(sum[:], []byte(strings.ToLower(h))) // validated as 64 hex digits when the configuration loaded
 			t.hashes = append(t.hashes, sum)
 			t.hashOwner = append(t.hashOwner, p)
+			t.creds[credToken(sum)] = p.name
 		}
 		for _, id := range pc.Certificates {
 			t.certs[id] = p
+			t.creds[credCert(t.certIdentity, id)] = p.name
 		}
 	}
 	return t
@@ -240,10 +268,11 @@ func newAuthTable(c *Config) *authTable {
 // authenticate maps a hello to a principal: the token when one is given,
 // else the verified client certificate. Tokens are compared in constant time
 // against every configured one (no early exit), so timing reveals neither
-// which token matched nor how much of one.
-func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string) {
+// which token matched nor how much of one. It returns the principal and the
+// credential's name (never the secret itself), or nil and why.
+func (t *authTable) authenticate(token []byte, nc net.Conn) (p *principal, cred, why string) {
 	if t.open {
-		return t.byName[AnonymousPrincipal], ""
+		return t.byName[AnonymousPrincipal], credOpen, ""
 	}
 	if len(token) > 0 {
 		var found *principal
@@ -253,17 +282,18 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 				found = t.hashOwner[i]
 			}
 		}
+		cred = credToken(sum)
 		legacy := 0
 		for _, l := range t.legacy {
 			legacy |= subtle.ConstantTimeCompare(token, l)
 		}
 		if legacy == 1 {
-			found = t.byName[LegacyPrincipal]
+			found, cred = t.byName[LegacyPrincipal], credLegacy(token)
 		}
 		if found == nil {
-			return nil, errBadToken
+			return nil, "", errBadToken
 		}
-		return found, ""
+		return found, cred, ""
 	}
 	if tc, ok := nc.(*tls.Conn); ok {
 		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
@@ -281,13 +311,13 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 			}
 			for _, id := range ids {
 				if p := t.certs[id]; p != nil {
-					return p, ""
+					return p, credCert(t.certIdentity, id), ""
 				}
 			}
-			return nil, fmt.Sprintf("no principal has the client certificate's identity (%s %q) and the hello has no token; list it under a principal's certificates", t.certIdentity, strings.Join(ids, ","))
+			return nil, "", fmt.Sprintf("no principal has the client certificate's identity (%s %q) and the hello has no token; list it under a principal's certificates", t.certIdentity, strings.Join(ids, ","))
 		}
 	}
-	return nil, errBadToken
+	return nil, "", errBadToken
 }
 
 // errBadToken is the one refusal text for every wrong or missing token, so
@@ -295,9 +325,11 @@ func (t *authTable) authenticate(token []byte, nc net.Conn) (*principal, string)
 const errBadToken = "the client token is missing or not accepted by this server; check the client's token against the server's client_tokens or principals"
 
 // SetAuth replaces the authentication settings (client_tokens and auth) of
-// a running server, as ticketd does on SIGHUP. New hellos use them at once;
-// open connections keep the principal they authenticated as, by name, with
-// the rights it has in the new settings (none if it was removed).
+// a running server, as ticketd does on SIGHUP. New hellos use them at once.
+// An open connection whose credential (token or certificate identity) no
+// longer names the principal it authenticated as is ended with E 5 and
+// audited; the others keep their principal, by name, with the rights it has
+// in the new settings.
 func (s *Server) SetAuth(clientTokens []string, auth AuthConfig) error {
 	c := s.cfg
 	c.ClientTokens, c.Auth = clientTokens, auth
@@ -312,10 +344,43 @@ func (s *Server) SetAuth(clientTokens []string, auth AuthConfig) error {
 		s.metrics.authReloads.WithLabelValues("failed").Inc()
 		return fmt.Errorf("auth settings not changed: %s", strings.Join(errs, "; "))
 	}
-	s.auth.Store(newAuthTable(&c))
+	t := newAuthTable(&c)
+	s.auth.Store(t)
 	s.metrics.authReloads.WithLabelValues("ok").Inc()
 	s.log.Info("auth settings reloaded", "principals", len(auth.Principals), "client_tokens", len(clientTokens))
+	s.endRevoked(t)
 	return nil
+}
+
+// AuthReloadFailed records a reload whose configuration did not load (ticketd
+// calls it on SIGHUP); the settings in force stay.
+func (s *Server) AuthReloadFailed() { s.metrics.authReloads.WithLabelValues("failed").Inc() }
+
+// errRevoked is the E 5 text for a connection whose credential a reload removed.
+const errRevoked = "the credential this connection authenticated with (token or client certificate) was revoked by a configuration reload; reconnect with a current one"
+
+// endRevoked ends every authenticated connection whose credential no longer
+// names its principal in t. t is already in force: a hello authenticating
+// concurrently checks its credential against the table in force after it
+// records it (conn.hello), so no connection escapes both checks.
+func (s *Server) endRevoked(t *authTable) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		cred, name := c.cred, c.principal
+		c.mu.Unlock()
+		if cred == "" || t.creds[cred] == name {
+			continue
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", name), slog.String("op", "session"),
+			slog.String("outcome", "revoked"), slog.String("credential", credKind(cred)), slog.String("remote", c.nc.RemoteAddr().String()))
+		c.fatalErr(wire.CodeUnauthenticated, errRevoked)
+	}
 }
 
 // lookup returns the connection's principal in the current table, nil when
@@ -370,16 +435,20 @@ func (c *conn) authorize(f *wire.Frame) (*principal, bool) {
 	return nil, false
 }
 
-// refuse answers a request F and records the refusal (audit log and metric).
-func (c *conn) refuse(id uint32, op, key string, reason uint8) {
+// refuse answers a request F and records the refusal: the metric always,
+// the audit log within its rate limit. op is a name from a closed set
+// (opName, "coordination", "admin <op>" of a known op or "admin other").
+func (c *conn) refuse(id uint32, op, key string, reason uint8, extra ...slog.Attr) {
 	s := c.srv
 	s.metrics.authzRefusals.WithLabelValues(op, forbiddenName(reason)).Inc()
-	attrs := []slog.Attr{slog.String("principal", c.principal), slog.String("op", op), slog.String("outcome", "denied"),
-		slog.String("reason", forbiddenName(reason)), slog.String("remote", c.nc.RemoteAddr().String())}
-	if key != "" {
-		attrs = append(attrs, slog.String("key", key))
+	if s.logLimit.allow(logKey{what: op, who: c.principal, reason: forbiddenName(reason)}) {
+		attrs := []slog.Attr{slog.String("principal", c.principal), slog.String("op", op), slog.String("outcome", "denied"),
+			slog.String("reason", forbiddenName(reason)), slog.String("remote", c.nc.RemoteAddr().String())}
+		if key != "" {
+			attrs = append(attrs, slog.String("key", auditText(key)))
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", append(attrs, extra...)...)
 	}
-	s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", attrs...)
 	c.finish(id, &wire.Frame{Type: wire.TypeForbidden, ID: id, Reason: reason})
 }
 
@@ -403,12 +472,14 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	p := c.lookup()
 	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && (op == adminwire.OpStatus || op == adminwire.OpConsole)) {
 		s.metrics.adminOps.WithLabelValues(label, "denied").Inc()
-		c.refuse(id, "admin "+op, "", wire.ForbiddenRole)
+		// The requested op is the client's text: the metric and the
+		// limiter see only the closed label, the record a bounded copy.
+		c.refuse(id, "admin "+label, "", wire.ForbiddenRole, slog.String("requested_op", auditText(op)))
 		return
 	}
-	attrs := []slog.Attr{slog.String("principal", p.name), slog.String("op", "admin "+op), slog.String("remote", c.nc.RemoteAddr().String())}
+	attrs := []slog.Attr{slog.String("principal", p.name), slog.String("op", "admin "+auditText(op)), slog.String("remote", c.nc.RemoteAddr().String())}
 	if req.ID != "" {
-		attrs = append(attrs, slog.String("member", req.ID))
+		attrs = append(attrs, slog.String("member", auditText(req.ID)))
 	}
 	if derr == nil && op == adminwire.OpSnapshotSave {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "started"))...)
@@ -434,6 +505,11 @@ func (s *Server) adminAs(c *conn, id uint32, body []byte) {
 	// rely on the record existing.
 	outcome := map[uint16]string{adminwire.StatusOK: "ok", adminwire.StatusNotLeader: "not_leader", adminwire.StatusFailed: "failed"}[code]
 	s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
+	// Changes to the cluster are always recorded; status (a monitor polls
+	// it) and unknown ops within the log's rate limit.
+	changes := label != adminwire.OpStatus && label != "other"
+	if changes || s.logLimit.allow(logKey{what: "admin " + label, who: p.name, reason: outcome}) {
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
+	}
 	adminAnswer(c, id, code, out)
 }

@@ -320,19 +320,42 @@ func TestAuthMTLSIdentity(t *testing.T) {
 			if f := x.Recv(); f.Type != wire.TypeError || f.Code != uint16(wire.CodeUnauthenticated) {
 				t.Fatalf("unlisted certificate: got %s code %d %q, want E 5", f.Type, f.Code, f.Text)
 			}
+
+			// The identity removed from the principal: its open connection
+			// ends at the reload; the admin's (by token) goes on.
+			if err := c.Server(0).SetAuth(nil, server.AuthConfig{CertIdentity: mode, Principals: []server.PrincipalConfig{
+				{Name: "orders", Role: server.RoleClient, KeyPrefixes: []string{"orders/"}, Certificates: []string{"another-" + ident}},
+				{Name: "ops", Role: server.RoleAdmin, TokenSHA256: []string{server.HashToken(adminToken)}},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			if f := r.Recv(); f.Type != wire.TypeError || f.Code != uint16(wire.CodeUnauthenticated) || !strings.Contains(string(f.Text), "revoked") {
+				t.Fatalf("connection of a removed certificate identity: got %s code %d %q, want E 5 (revoked)", f.Type, f.Code, f.Text)
+			}
+			if f := adminFirst(t, a, adminReq(a, `{"op":"status"}`)); f.Type != wire.TypeAdminReply || f.Code != 0 {
+				t.Fatalf("admin token after the reload: %s code %d", f.Type, f.Code)
+			}
 		})
 	}
 }
 
 // TestAuthReload: SetAuth (what SIGHUP does) rotates a token without a
 // restart: the old token is refused at the next hello, the new one works;
-// an open connection of a removed principal is refused every request (F)
-// but stays open; invalid settings are refused and change nothing.
+// open connections with the rotated token or of a removed principal are
+// ended with E 5 and audited, those whose token stays keep working with
+// their principal's new rights; invalid settings are refused and change
+// nothing.
 func TestAuthReload(t *testing.T) {
-	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) { cfg.Auth = authPrincipals() }))
+	logs := &logBuf{}
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.Auth = authPrincipals()
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}))
 	srv, addr := c.Server(0), c.Addr(0)
 	billing := testcluster.Hello(t, addr, billingToken)
 	expect(t, billing.Final(billing.Acquire("billing/1", testcluster.Owner(1), 0, 10)), wire.TypeGranted)
+	oldOrders := testcluster.Hello(t, addr, ordersToken)
+	shipping := testcluster.Hello(t, addr, sharedToken)
 
 	next := authPrincipals()
 	next.Principals[0].TokenSHA256 = []string{server.HashToken("orders-token-2")}
@@ -347,8 +370,16 @@ func TestAuthReload(t *testing.T) {
 	}
 	o := testcluster.Hello(t, addr, "orders-token-2")
 	expect(t, o.Final(o.Acquire("orders/1", testcluster.Owner(2), 0, 10)), wire.TypeGranted)
-	forbidden(t, billing.Final(billing.Acquire("billing/2", testcluster.Owner(3), 0, 10)), wire.ForbiddenRole)
-	forbidden(t, billing.Final(describeReq(billing, "billing/1")), wire.ForbiddenRole)
+	for name, r := range map[string]*testcluster.Raw{"orders": oldOrders, "billing": billing} {
+		f := r.Recv()
+		if f.Type != wire.TypeError || f.Code != uint16(wire.CodeUnauthenticated) || !strings.Contains(string(f.Text), "revoked") {
+			t.Fatalf("%s's connection with a revoked token: got %s code %d %q, want E 5 (revoked)", name, f.Type, f.Code, f.Text)
+		}
+		if len(logs.lines("msg=audit", "principal="+name, "op=session", "outcome=revoked", "credential=token")) != 1 {
+			t.Fatalf("no audit record of %s's revoked connection:\n%s", name, logs.String())
+		}
+	}
+	expect(t, shipping.Final(shipping.Acquire("shared/1", testcluster.Owner(3), 0, 10)), wire.TypeGranted)
 
 	bad := authPrincipals()
 	bad.Principals[0].TokenSHA256 = []string{"orders-token-2"} // a plaintext token, not a hash

@@ -27,6 +27,11 @@ type conn struct {
 	// principal is the name of who authenticated in the hello; its rights
 	// are looked up per request, so a reload applies to open connections.
 	principal string
+	// cred names the credential of the hello (credToken, credCert, ...);
+	// written once under mu, then read by reloads (Server.endRevoked).
+	cred string
+	// use is its principal's usage (quota.go), set at the hello.
+	use *principalUsage
 
 	mu       sync.Mutex
 	out      []byte // answers waiting for the writer
@@ -95,6 +100,9 @@ func (c *conn) finish(id uint32, f *wire.Frame) bool {
 		} else {
 			c.others--
 		}
+		if c.use != nil {
+			c.use.inFlight.Add(-1)
+		}
 	}
 	ok := c.queueLocked(f)
 	c.mu.Unlock()
@@ -106,23 +114,29 @@ func (c *conn) finish(id uint32, f *wire.Frame) bool {
 
 // begin registers a request id. It fails on a duplicate id (fatal) or when
 // the in-flight limit of the request's class (acquires, or everything else)
-// is reached on this connection (capacity reject).
-func (c *conn) begin(id uint32, acquire bool) (dup, full bool) {
+// is reached on this connection, or, unless the request gives something
+// back (givesBack), the principal's in-flight quota over all its
+// connections (full: the capacity reason to answer).
+func (c *conn) begin(id uint32, acquire, givesBack bool) (dup bool, full uint8) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.inflight[id]; ok {
-		return true, false
+		return true, 0
 	}
 	n := &c.others
 	if acquire {
 		n = &c.acquires
 	}
 	if *n >= c.srv.cfg.Limits.MaxInFlightPerConn {
-		return false, true
+		c.srv.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
+		return false, wire.CapacityInFlight
+	}
+	if !c.beginQuota(givesBack) {
+		return false, wire.CapacityPrincipalInFlight
 	}
 	*n++
 	c.inflight[id] = acquire
-	return false, false
+	return false, 0
 }
 
 // fatal sends a last frame (M or E) and closes the connection after it.
@@ -207,6 +221,16 @@ func (c *conn) serve() {
 		c.notify()
 		<-c.done
 		s.removeConn(c)
+		// Requests left without a final answer no longer count against
+		// the principal (the core drops their waiters without answering).
+		c.mu.Lock()
+		left := len(c.inflight)
+		clear(c.inflight)
+		c.mu.Unlock()
+		if c.use != nil {
+			c.use.inFlight.Add(-int64(left))
+			c.use.conns.Add(-1)
+		}
 		// Admin sessions too: on the leader they may have waiters.
 		s.core.connClosed(c)
 	}()
@@ -265,14 +289,30 @@ func (c *conn) hello(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeInvalidArgument, err.(*wire.Error).Msg)
 		return false
 	}
-	p, why := s.auth.Load().authenticate(f.Text, c.nc)
+	p, cred, why := s.auth.Load().authenticate(f.Text, c.nc)
+	if p != nil {
+		c.mu.Lock()
+		c.principal, c.cred = p.name, cred
+		c.mu.Unlock()
+		// A reload between authenticate and the line above ended nothing
+		// here: check the credential against the settings now in force.
+		if s.auth.Load().creds[cred] != p.name {
+			p, why = nil, errRevoked
+		}
+	}
 	if p == nil {
 		s.metrics.authFailures.Inc()
-		s.log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", c.nc.RemoteAddr().String())
+		if s.logLimit.allow(logKey{what: "hello", who: remoteHost(c.nc.RemoteAddr()), reason: "unauthenticated"}) {
+			s.log.Warn("audit", "op", "hello", "outcome", "unauthenticated", "remote", c.nc.RemoteAddr().String())
+		}
 		c.fatalErr(wire.CodeUnauthenticated, why)
 		return false
 	}
-	c.principal = p.name
+	if !c.admitConn(p) {
+		// Like the server's connection limit: B with id 0, then closed.
+		c.fatal(&wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityPrincipalConnections})
+		return false
+	}
 	c.admin = f.Flags&wire.HelloAdmin != 0
 	if !c.admin {
 		if !s.waitServing(s.cfg.HelloTimeout) {
@@ -304,11 +344,14 @@ func (c *conn) handle(f *wire.Frame) bool {
 		c.fatalErr(wire.CodeHelloRequired, "a second hello on one connection")
 		return false
 	case wire.TypeAdmin:
-		if dup, full := c.begin(f.ID, false); dup {
+		if c.overRate(f.ID) {
+			return true
+		}
+		if dup, full := c.begin(f.ID, false, false); dup {
 			c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 			return false
-		} else if full {
-			c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+		} else if full != 0 {
+			c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: full})
 			return true
 		}
 		id, body := f.ID, append([]byte(nil), f.Text...)
@@ -333,12 +376,17 @@ func (c *conn) handle(f *wire.Frame) bool {
 		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
 		return true
 	}
-	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire); dup {
+	// Releases are never refused for a principal's rate or in-flight
+	// quota: giving back is what a principal at its limits should do.
+	release := f.Type == wire.TypeRelease || f.Type == wire.TypeReleaseOwner
+	if !release && c.overRate(f.ID) {
+		return true
+	}
+	if dup, full := c.begin(f.ID, f.Type == wire.TypeAcquire, release); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
-	} else if full {
-		s.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
-		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+	} else if full != 0 {
+		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: full})
 		return true
 	}
 	p, ok := c.authorize(f)

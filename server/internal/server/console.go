@@ -226,14 +226,18 @@ func consoleToken(r *http.Request) string {
 // certificate (when the HTTP port serves TLS). Refusals are audited.
 func (s *Server) consoleAuthorize(r *http.Request) (int, string) {
 	nc, _ := r.Context().Value(httpConnKey{}).(net.Conn)
-	p, _ := s.auth.Load().authenticate([]byte(consoleToken(r)), nc)
+	p, _, _ := s.auth.Load().authenticate([]byte(consoleToken(r)), nc)
 	if p == nil {
-		s.log.Warn("audit", "op", "console", "outcome", "unauthenticated", "remote", r.RemoteAddr)
+		if s.logLimit.allow(logKey{what: "console", who: remoteHostString(r.RemoteAddr), reason: "unauthenticated"}) {
+			s.log.Warn("audit", "op", "console", "outcome", "unauthenticated", "remote", r.RemoteAddr)
+		}
 		return http.StatusUnauthorized, "the console needs the token of a monitor or admin principal (Authorization: Bearer, or as the password) or its client certificate"
 	}
 	if p.role != RoleAdmin && p.role != RoleMonitor {
 		s.metrics.authzRefusals.WithLabelValues("console", "role").Inc()
-		s.log.Warn("audit", "principal", p.name, "op", "console", "outcome", "denied", "reason", "role", "remote", r.RemoteAddr)
+		if s.logLimit.allow(logKey{what: "console", who: p.name, reason: "role"}) {
+			s.log.Warn("audit", "principal", p.name, "op", "console", "outcome", "denied", "reason", "role", "remote", r.RemoteAddr)
+		}
 		return http.StatusForbidden, fmt.Sprintf("principal %q has the %s role; the console is for monitor and admin principals", p.name, p.role)
 	}
 	return 0, ""
@@ -519,4 +523,12 @@ func (s *Server) consoleLocal() string {
 		return role + ", not ready: " + strings.TrimSpace(why)
 	}
 	return role + ", ready"
+}
+
+// remoteHostString is remoteHost for an HTTP request's RemoteAddr.
+func remoteHostString(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }

@@ -78,12 +78,15 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.fatalErr(we.Code, we.Msg)
 		return false
 	}
-	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire); dup {
+	givesBack := f.Op == wire.CoordRelease || f.Op == wire.CoordStop
+	if !givesBack && c.overRate(f.ID) {
+		return true
+	}
+	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire, givesBack); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
-	} else if full {
-		s.metrics.capacityRejects.WithLabelValues("in_flight").Inc()
-		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: wire.CapacityInFlight})
+	} else if full != 0 {
+		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: full})
 		return true
 	}
 	if reason, ok := c.authorizeCoord(&body); !ok {
@@ -115,9 +118,11 @@ func (c *conn) authorizeCoord(body *wire.Coord) (uint8, bool) {
 func (c *conn) refuseCoord(id uint32, op uint8, path string, reason uint8) {
 	s := c.srv
 	s.metrics.authzRefusals.WithLabelValues("coordination", forbiddenName(reason)).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", c.principal),
-		slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
-		slog.String("path", path), slog.String("remote", c.nc.RemoteAddr().String()))
+	if s.logLimit.allow(logKey{what: "coordination", who: c.principal, reason: forbiddenName(reason)}) {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", slog.String("principal", c.principal),
+			slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
+			slog.String("path", auditText(path)), slog.String("remote", c.nc.RemoteAddr().String()))
+	}
 	coordAnswer(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
 }
 
@@ -204,8 +209,13 @@ func (c *core) coordRequest(r request) {
 		}})
 		return
 	case wire.CoordAttach:
-		if cur := c.co.conns[r.c]; cur != nil && cur.session != b.Session {
+		cur := c.co.conns[r.c]
+		if cur != nil && cur.session != b.Session {
 			coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session")})
+			return
+		}
+		if q, ok := c.sessionRoom(r.c); cur == nil && !ok {
+			coordAnswer(r.c, r.id, r.op, wire.CoordLimitExceeded, &wire.Coord{Message: []byte(quotaMessage(r.c.principal, quotaSessions, q))})
 			return
 		}
 		c.coordPropose(r, fsm.OpCoordAttach, &fsm.CoordOp{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo,
@@ -401,6 +411,9 @@ func (c *core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	case fsm.OpCoordAttach:
 		c.removeTimer(c.co.expiry[r.Session])
 		delete(c.co.expiry, r.Session)
+		if c.co.conns[cs.c] == nil {
+			c.countSession(cs.c, 1)
+		}
 		c.co.conns[cs.c] = &coordBinding{session: r.Session, seq: r.SeqNo, path: o.Path}
 		coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
 	case fsm.OpCoordAcquire:
@@ -469,6 +482,7 @@ func (c *core) coordEvent(e fsm.CoordEvent) {
 		if cn := c.coordConnOf(e.Session); cn != nil {
 			cn.send(wire.CoordFrame(true, 0, wire.CoordSessionEnded, 0, &wire.Coord{Session: e.Session, Reason: e.Reason}))
 			delete(c.co.conns, cn)
+			c.countSession(cn, -1)
 		}
 	case fsm.EventChanged:
 		sk := semKey{e.Path, e.Name}
@@ -507,6 +521,7 @@ func (c *core) coordConnOf(session uint64) *conn {
 func (c *core) coordConnClosed(cn *conn) {
 	if b := c.co.conns[cn]; b != nil {
 		delete(c.co.conns, cn)
+		c.countSession(cn, -1)
 		if c.serving {
 			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
 		}

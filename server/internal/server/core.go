@@ -72,6 +72,7 @@ type core struct {
 	timer  clockTimer
 
 	co coordCore // coordination sessions, waiters and watches (coord.go)
+	qc quotaCore // per-principal counts (core_quota.go)
 
 	// resultGate, when set (tests only), holds each batch's outcome in the
 	// awaiter until a value arrives on it (or it is closed).
@@ -122,6 +123,7 @@ func (c *core) reset() {
 	c.timers = nil
 	c.leases = make(map[string]*timer)
 	c.co.reset()
+	c.quotaReset()
 }
 
 func (c *core) submit(r request) { c.send(c.reqs, r) }

@@ -171,6 +171,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 	q := c.queues[w.key]
 	w.attempt = false
 	c.attempts--
+	c.countAttempt(w.holder, -1)
 	if q != nil && q.attempting == w {
 		q.attempting = nil
 	}

@@ -102,6 +102,7 @@ type corePorts struct {
 	cfg     coreConfig
 	logger  *slog.Logger
 	clk     clock
+	quota   quotaPort // per-principal quotas; nil: none
 }
 
 // serverPorts are the real Server's adapters.
@@ -114,6 +115,7 @@ func serverPorts(s *Server) corePorts {
 		cfg:     coreConfig{nodeID: s.cfg.NodeID, advertise: s.cfg.AdvertiseClientAddr, limits: s.cfg.Limits},
 		logger:  s.log,
 		clk:     wallClock{},
+		quota:   serverQuotas{s},
 	}
 }
 

@@ -153,13 +153,14 @@ func (c *core) acquire(r request) {
 		if q == nil {
 			q = &keyQueue{}
 		}
-		if reason, ok := c.waiterRoom(q); !ok {
+		if reason, ok := c.waiterRoom(q, r.principal); !ok {
 			c.reject(r, reason)
 			return
 		}
 		c.queues[r.key] = q
 		w := c.newWaiter(r)
 		c.waiters++
+		c.countWaiter(w.holder, 1)
 		q.n++
 		w.elem = q.waiting.PushBack(w)
 		c.sendQueued(w, 0)
@@ -169,11 +170,15 @@ func (c *core) acquire(r request) {
 		c.reject(r, wire.CapacityHeld)
 		return
 	}
+	if !c.heldRoom(r.principal) {
+		c.reject(r, wire.CapacityPrincipalHeld)
+		return
+	}
 	if q == nil {
 		q = &keyQueue{}
 	}
 	if r.wait > 0 {
-		if reason, ok := c.waiterRoom(q); !ok {
+		if reason, ok := c.waiterRoom(q, r.principal); !ok {
 			c.reject(r, reason)
 			return
 		}
@@ -182,6 +187,7 @@ func (c *core) acquire(r request) {
 	w := c.newWaiter(r)
 	if r.wait > 0 {
 		c.waiters++
+		c.countWaiter(w.holder, 1)
 		q.n++
 	}
 	c.startAttempt(q, w)
@@ -192,7 +198,10 @@ func (c *core) holdOf(key string) (h fsm.Hold, ok bool) {
 	return h, ok
 }
 
-func (c *core) waiterRoom(q *keyQueue) (uint8, bool) {
+func (c *core) waiterRoom(q *keyQueue, principal string) (uint8, bool) {
+	if !c.principalWaiterRoom(principal) {
+		return wire.CapacityPrincipalWaiters, false
+	}
 	l := c.cfg.limits
 	if q.n >= l.MaxWaitersPerKey {
 		return wire.CapacityKeyWaiters, false
@@ -248,6 +257,7 @@ func (c *core) startAttempt(q *keyQueue, w *waiter) {
 	q.attempting = w
 	w.attempt = true
 	c.attempts++
+	c.countAttempt(w.holder, 1)
 	c.pending.add(fsm.Op{Kind: fsm.OpAcquire, Key: w.key, Owner: w.owner, LeaseMs: w.leaseMs, Principal: w.holder}, cause{kind: causeAttempt, w: w})
 }
 
@@ -263,7 +273,7 @@ func (c *core) handoff(key string) {
 	for q.waiting.Len() > 0 {
 		w := q.waiting.Remove(q.waiting.Front()).(*waiter)
 		w.elem = nil
-		if w.done {
+		if w.done || !c.grantRoom(w) {
 			continue
 		}
 		c.startAttempt(q, w)
@@ -334,6 +344,7 @@ func (c *core) retire(w *waiter) {
 	q := c.queues[w.key]
 	if w.wait > 0 {
 		c.waiters--
+		c.countWaiter(w.holder, -1)
 		if q != nil {
 			q.n--
 		}
@@ -459,6 +470,9 @@ func capacityLabel(reason uint8) string {
 		return "in_flight"
 	case wire.CapacityConnections:
 		return "connections"
+	}
+	if q := quotaOfReason(reason); q != "" {
+		return "principal_" + q
 	}
 	return "other"
 }

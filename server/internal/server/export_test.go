@@ -1,5 +1,7 @@
 package server
 
+import "time"
+
 // Timers is the number of live wait and lease timers on the leader's core.
 func Timers(s *Server) int64 { return s.core.timerGauge.Load() }
 
@@ -55,3 +57,12 @@ func QueuedRequests(s *Server) int { return len(s.core.reqs) }
 
 // HeldApplied is the number of tickets held in s's applied state.
 func HeldApplied(s *Server) int { return s.node.Held() }
+
+// SetLogLimit changes the rate limit of audit and handshake records: burst
+// records per key and window. The limiter's next summary comes within half
+// its old window.
+func SetLogLimit(s *Server, window time.Duration, burst int) {
+	s.logLimit.mu.Lock()
+	defer s.logLimit.mu.Unlock()
+	s.logLimit.window, s.logLimit.burst = window, burst
+}

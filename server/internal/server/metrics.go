@@ -76,6 +76,7 @@ func newMetrics(s *Server) *metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_waiters", Help: "Acquires waiting in queues (leader only)."},
 		func() float64 { return float64(s.core.waiterGauge.Load()) }))
 	reg.MustRegister(&raftCollector{s: s})
+	reg.MustRegister(principalCollector{s: s})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

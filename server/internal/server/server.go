@@ -32,6 +32,11 @@ type Server struct {
 	core    *core
 	metrics *metrics
 	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
+	// logLimit rate-limits the audit and handshake records that clients cause.
+	logLimit *logLimiter
+	// usage is what each principal uses, by name (quota.go).
+	usageMu sync.Mutex
+	usage   map[string]*principalUsage
 
 	ln     net.Listener
 	httpLn net.Listener
@@ -63,6 +68,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
 	s.initConsole()
+	s.logLimit = newLogLimiter(cfg.Logger)
+	s.usage = make(map[string]*principalUsage)
 
 	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
 	if err != nil {
@@ -145,6 +152,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.goRun(s.core.run)
 	s.watchLeaders()
+	s.goRun(func() { s.logLimit.run(s.stop) })
 	s.goRun(s.watchLeadership)
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)

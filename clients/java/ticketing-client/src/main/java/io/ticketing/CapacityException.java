@@ -16,6 +16,16 @@ public final class CapacityException extends TicketingException {
     public static final int IN_FLIGHT = 4;
     /** Connections on the server at the limit (the connection was refused). */
     public static final int CONNECTIONS = 5;
+    /** The principal's quota of connections (the connection was refused). */
+    public static final int PRINCIPAL_CONNECTIONS = 6;
+    /** The principal's quota of held tickets. */
+    public static final int PRINCIPAL_HELD = 7;
+    /** The principal's quota of queued acquires. */
+    public static final int PRINCIPAL_WAITERS = 8;
+    /** The principal's quota of requests in flight over all its connections. */
+    public static final int PRINCIPAL_IN_FLIGHT = 9;
+    /** The principal's quota of requests per second. */
+    public static final int PRINCIPAL_RATE = 10;
 
     private final int reason;
 
@@ -24,7 +34,7 @@ public final class CapacityException extends TicketingException {
         this.reason = reason;
     }
 
-    /** The B frame's reason: {@link #HELD} .. {@link #CONNECTIONS}. */
+    /** The B frame's reason: {@link #HELD} .. {@link #PRINCIPAL_RATE}. */
     public int reason() {
         return reason;
     }
@@ -37,6 +47,11 @@ public final class CapacityException extends TicketingException {
             case WAITERS -> "waiters on the server at the limit";
             case IN_FLIGHT -> "requests in flight on this connection at the limit";
             case CONNECTIONS -> "connections on the server at the limit";
+            case PRINCIPAL_CONNECTIONS -> "the principal's connections at its quota (connections)";
+            case PRINCIPAL_HELD -> "the principal's held tickets at its quota (held_tickets)";
+            case PRINCIPAL_WAITERS -> "the principal's queued acquires at its quota (waiters)";
+            case PRINCIPAL_IN_FLIGHT -> "the principal's requests in flight at its quota (in_flight)";
+            case PRINCIPAL_RATE -> "the principal's request rate at its quota (requests_per_second)";
             default -> "capacity reason " + reason;
         };
     }
