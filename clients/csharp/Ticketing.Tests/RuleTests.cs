@@ -43,6 +43,11 @@ namespace Ticketing.Tests
                     new object[] { "negative budget", "k", TimeSpan.Zero, S, TimeSpan.FromTicks(-1) },
                     new object[] { "budget over the rounded lease", "k", TimeSpan.Zero, U.Ms(500), U.Ms(1500) },
                     new object[] { "work over 250 s", "k", TimeSpan.Zero, TimeSpan.FromSeconds(250), TimeSpan.FromSeconds(251) },
+                    // A budget no grant of that lease could ever leave is refused before a token is spent on it.
+                    new object[] { "budget equal to the rounded lease", "k", TimeSpan.Zero, U.Ms(2500), TimeSpan.FromSeconds(3) },
+                    new object[] { "budget above what the lease can leave", "k", TimeSpan.Zero, TimeSpan.FromSeconds(30), U.Ms(29700) },
+                    // The budget rounds up like wait and lease.
+                    new object[] { "budget that rounds up past what the lease leaves", "k", TimeSpan.Zero, TimeSpan.FromSeconds(10), U.Ms(9500) },
                 };
                 foreach (var c in cases)
                 {
@@ -61,6 +66,9 @@ namespace Ticketing.Tests
                 Assert.AreEqual("key", Assert.Throws<ArgumentException>(() => b.DescribeAsync("")).ParamName);
                 Assert.AreEqual("key", Assert.Throws<ArgumentException>(() => b.ReleaseTokenAsync("", 1)).ParamName);
                 Assert.AreEqual("token", Assert.Throws<ArgumentOutOfRangeException>(() => b.ReleaseTokenAsync("k", 0)).ParamName);
+                var fit = Assert.Throws<ArgumentOutOfRangeException>(() => b.AcquireAsync("k", TimeSpan.Zero, TimeSpan.FromSeconds(30), TimeSpan.FromSeconds(45)));
+                StringAssert.Contains("at most 29.6 s of conservative time left", fit.Message);
+                StringAssert.Contains("use a budget of at most 29 s", fit.Message);
 
                 // Fractions round up; the boundaries are accepted; zero wait stays zero.
                 var t = U.Get(b.AcquireAsync("round", U.Ms(1200), U.Ms(2500), S));
@@ -807,8 +815,9 @@ namespace Ticketing.Tests
             }))
             using (var b = U.Ready(U.Builder(srv.Addr).ReleaseObserver(obs.Report).Connect()))
             {
-                // Lease 1 s, budget 1 s: 1 s × 0.99 − 100 ms can never cover it.
-                var e = U.Throws<BudgetExceededException>(() => b.AcquireAsync("k", S, S, S));
+                // A 1 s grant of a 30 s request (the server may grant less) leaves at most 0.89 s:
+                // enough for 0.5 s, but the budget rounds up to 1 s.
+                var e = U.Throws<BudgetExceededException>(() => b.AcquireAsync("k", S, TimeSpan.FromSeconds(30), U.Ms(500)));
                 Assert.AreEqual(9UL, e.Token);
                 StringAssert.Contains("do not enter the critical section", e.Message);
                 U.WaitUntil("the too-late grant is released", () => obs.Has("k/9/ok"));

@@ -48,22 +48,49 @@ namespace Ticketing
         internal static AcquireArgs CheckAcquire(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget)
         {
             CheckKey(key, "acquire");
+            long maxWait = CeilSeconds(MaxWait), minLease = CeilSeconds(MinLease), maxLease = CeilSeconds(MaxLease);
             long l = CeilSeconds(lease);
             if (wait < TimeSpan.Zero)
-                throw OutOfRange("wait", wait, key, "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)");
-            if (CeilSeconds(wait) > 255)
-                throw OutOfRange("wait", wait, key, "wait " + wait + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum 255 s");
+                throw OutOfRange("wait", wait, key, "wait " + Secs(wait) + " is negative; it must be 0.." + maxWait + " s (0 is one immediate attempt)");
+            if (CeilSeconds(wait) > maxWait)
+                throw OutOfRange("wait", wait, key, "wait " + Secs(wait) + " (" + CeilSeconds(wait) + " s rounded up) is longer than the maximum " + maxWait + " s");
             if (lease <= TimeSpan.Zero)
-                throw OutOfRange("lease", lease, key, "lease " + lease + " must be 1..250 s");
-            if (l > 250)
-                throw OutOfRange("lease", lease, key, "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s");
+                throw OutOfRange("lease", lease, key, "lease " + Secs(lease) + " must be " + minLease + ".." + maxLease + " s");
+            if (l > maxLease)
+                throw OutOfRange("lease", lease, key, "lease " + Secs(lease) + " (" + l + " s rounded up) is longer than the maximum " + maxLease + " s");
             if (budget < TimeSpan.Zero)
-                throw OutOfRange("budget", budget, key, "work budget " + budget + " is negative; it must be 0..lease");
-            if (budget > MaxLease)
-                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than 250 s: work longer than that is not supported");
-            if (budget > TimeSpan.FromSeconds(l))
-                throw OutOfRange("budget", budget, key, "work budget " + budget + " is longer than the lease " + lease + " (" + l + " s rounded up): the work could not finish before the lease ends");
-            return new AcquireArgs { Wait = (byte)CeilSeconds(wait), Lease = (byte)l, Budget = budget };
+                throw OutOfRange("budget", budget, key, "work budget " + Secs(budget) + " is negative; it must be 0 or more");
+            // Rounded up like wait and lease: a fraction of a second of work is planned as the whole second.
+            long bs = CeilSeconds(budget);
+            if (bs > maxLease)
+                throw OutOfRange("budget", budget, key, "work budget " + Secs(budget) + " is " + bs + " s rounded up, longer than " + maxLease + " s: work longer than the longest lease is not supported");
+            // Refused here rather than after a token was spent on a ticket that must be given back.
+            TimeSpan most = MaxBudget(l);
+            if (TimeSpan.FromSeconds(bs) > most)
+                throw OutOfRange("budget", budget, key, "work budget " + Secs(budget) + " (" + bs + " s rounded up) cannot fit in a " + l +
+                    " s lease: even a ticket granted at once has at most " + Secs(most) + " of conservative time left (" + ClockDriftPercent +
+                    "% clock allowance, " + Secs(ClockDriftMargin) + " margin); use a budget of at most " + (most.Ticks / TimeSpan.TicksPerSecond) + " s or a longer lease");
+            return new AcquireArgs { Wait = (byte)CeilSeconds(wait), Lease = (byte)l, Budget = TimeSpan.FromSeconds(bs) };
+        }
+
+        /// <summary>
+        /// The longest work budget a lease of leaseSeconds whole seconds can
+        /// ever satisfy: the conservative remaining time of a grant made at
+        /// once, with nothing queued, measured from the send (the deadline's
+        /// formula in ticks, not Stopwatch units).
+        /// </summary>
+        internal static TimeSpan MaxBudget(long leaseSeconds)
+        {
+            long spanTicks = leaseSeconds * TimeSpan.TicksPerSecond;
+            spanTicks -= spanTicks * ClockDriftPercent / 100;
+            spanTicks -= ClockDriftMargin.Ticks;
+            return TimeSpan.FromTicks(spanTicks);
+        }
+
+        /// <summary>A duration in seconds, the unit of the protocol and the docs.</summary>
+        static string Secs(TimeSpan d)
+        {
+            return ((decimal)d.Ticks / TimeSpan.TicksPerSecond).ToString("0.#######", System.Globalization.CultureInfo.InvariantCulture) + " s";
         }
 
         /// <summary>
@@ -108,7 +135,7 @@ namespace Ticketing
         /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
         /// <param name="wait">0..255 s: how long the server keeps the request in the key's FIFO queue; zero is one immediate attempt, never queued.</param>
         /// <param name="lease">1..250 s: how long the ticket is held unless released.</param>
-        /// <param name="budget">0..lease, required: the minimum time the caller needs for its work; a ticket is handed over only if its conservative remaining time is positive and at least budget, otherwise it is released and BudgetExceededException thrown.</param>
+        /// <param name="budget">Required, at most lease × 0.99 − 0.1 s (what even an immediate grant leaves; rounded up to whole seconds): the minimum time the caller needs for its work; a ticket is handed over only if its conservative remaining time is positive and at least budget, otherwise it is released and BudgetExceededException thrown.</param>
         /// <param name="cancellationToken">Ends the call (see above); without one, the operation timeout does.</param>
         /// <returns>The granted ticket; release it (ReleaseAsync, await using / DisposeAsync, or Dispose).</returns>
         /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>

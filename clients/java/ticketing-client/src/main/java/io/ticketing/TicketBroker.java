@@ -47,11 +47,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * them without pinning a carrier thread.
  *
  * <p>Arguments: wait is 0..255 s (0 is one immediate attempt that never
- * queues), lease 1..250 s, and the work budget (required, may be zero)
- * 0..lease. Fractions of a second are rounded up to whole seconds; values out
- * of range, a budget larger than the rounded lease and keys outside 1..1024
+ * queues), lease 1..250 s, and the work budget (required, may be zero) at
+ * most what an immediate grant of that lease leaves conservatively,
+ * lease × 0.99 − 0.1 s (29 whole seconds of a 30 s lease). Fractions of a
+ * second are rounded up to whole seconds, the budget's too; values out of
+ * range, a budget no grant of that lease could leave and keys outside 1..1024
  * bytes are rejected with {@link InvalidArgumentException} before anything is
- * sent, never clamped. Work longer than 250 s is not supported.
+ * sent (the message gives the largest budget that fits), never clamped. Work
+ * longer than 250 s is not supported.
  *
  * <p>Cancellation: interrupting a blocking call, or cancelling the future of an
  * async call, before the request was sent sends nothing. After it may have
@@ -715,16 +718,38 @@ public final class TicketBroker implements AutoCloseable {
             throw new InvalidArgumentException(op + "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s" + sent);
         }
         if (budget.isNegative()) {
-            throw new InvalidArgumentException(op + "work budget " + budget + " is negative; it must be 0..lease" + sent);
+            throw new InvalidArgumentException(op + "work budget " + budget + " is negative; it must be 0 or more" + sent);
         }
-        if (budget.compareTo(MAX_LEASE) > 0) {
-            throw new InvalidArgumentException(op + "work budget " + budget + " is longer than 250 s: work longer than that is not supported" + sent);
+        // Rounded up like wait and lease: a fraction of a second of work is planned as the whole second.
+        long bs = ceilSeconds(budget);
+        if (bs > Type.MAX_LEASE) {
+            throw new InvalidArgumentException(op + "work budget " + secs(budget) + " is " + bs + " s rounded up, longer than "
+                    + Type.MAX_LEASE + " s: work longer than the longest lease is not supported" + sent);
         }
-        if (budget.compareTo(Duration.ofSeconds(l)) > 0) {
-            throw new InvalidArgumentException(op + "work budget " + budget + " is longer than the lease " + lease + " (" + l
-                    + " s rounded up): the work could not finish before the lease ends" + sent);
+        // Refused here rather than after a token was spent on a ticket that must be given back.
+        long most = maxBudgetNanos(l);
+        if (TimeUnit.SECONDS.toNanos(bs) > most) {
+            throw new InvalidArgumentException(op + "work budget " + secs(budget) + " (" + bs + " s rounded up) cannot fit in a " + l
+                    + " s lease: even a ticket granted at once has at most " + secs(Duration.ofNanos(most)) + " of conservative time left ("
+                    + CLOCK_DRIFT_PERCENT + "% clock allowance, " + secs(CLOCK_DRIFT_MARGIN) + " margin); use a budget of at most "
+                    + TimeUnit.NANOSECONDS.toSeconds(most) + " s or a longer lease" + sent);
         }
-        return new AcquireArgs((int) w, (int) l, budget.toNanos());
+        return new AcquireArgs((int) w, (int) l, TimeUnit.SECONDS.toNanos(bs));
+    }
+
+    /**
+     * The longest work budget a lease of leaseSec whole seconds can ever
+     * satisfy: the conservative remaining time of a grant made at once, with
+     * nothing queued, measured from the send.
+     */
+    static long maxBudgetNanos(long leaseSec) {
+        return conservativeDeadline(0, TimeUnit.SECONDS.toMillis(leaseSec), 0);
+    }
+
+    /** A duration in seconds, the unit of the protocol and the docs. */
+    static String secs(Duration d) {
+        return java.math.BigDecimal.valueOf(d.getSeconds()).add(java.math.BigDecimal.valueOf(d.getNano(), 9))
+                .stripTrailingZeros().toPlainString() + " s";
     }
 
     /** The exception of a request answered F: final, nothing happened, the connection stays open. */
@@ -743,9 +768,9 @@ public final class TicketBroker implements AutoCloseable {
      *
      * @param wait 0..255 s in the key's FIFO queue; 0 is one immediate attempt, never queued
      * @param lease 1..250 s, how long the ticket is held unless released
-     * @param budget 0..lease, the minimum time the caller needs for its work: a ticket is handed over
-     *     only if its conservative remaining time is positive and at least budget; otherwise it is
-     *     released and {@link BudgetExceededException} thrown
+     * @param budget 0..lease × 0.99 − 0.1 s (rounded up), the minimum time the caller needs for its work:
+     *     a ticket is handed over only if its conservative remaining time is positive and at least budget;
+     *     otherwise it is released and {@link BudgetExceededException} thrown
      * @return the ticket
      * @throws NotAcquiredException not granted within wait
      * @throws CapacityException a server limit, at once, not retried

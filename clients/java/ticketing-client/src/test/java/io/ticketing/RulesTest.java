@@ -120,6 +120,11 @@ class RulesTest {
             {"negative budget", "k", ZERO, S, Duration.ofNanos(-1)},
             {"budget over the rounded lease", "k", ZERO, Duration.ofMillis(500), Duration.ofMillis(1500)},
             {"work over 250 s", "k", ZERO, Duration.ofSeconds(250), Duration.ofSeconds(251)},
+            // A budget no grant of that lease could ever leave is refused before a token is spent on it.
+            {"budget equal to the rounded lease", "k", ZERO, Duration.ofMillis(2500), Duration.ofSeconds(3)},
+            {"budget above what the lease can leave", "k", ZERO, Duration.ofSeconds(30), Duration.ofMillis(29_700)},
+            // The budget rounds up like wait and lease.
+            {"budget that rounds up past what the lease leaves", "k", ZERO, Duration.ofSeconds(10), Duration.ofMillis(9500)},
         };
         for (Object[] c : cases) {
             String name = (String) c[0];
@@ -134,9 +139,13 @@ class RulesTest {
         assertThrows(InvalidArgumentException.class, () -> b.releaseTokenBlocking("k", 0));
         assertThrows(InvalidArgumentException.class, () -> b.releaseTokenBlocking("", 1));
 
-        // Fractions round up; a budget equal to the rounded lease is valid but can never be met conservatively.
-        assertThrows(BudgetExceededException.class,
-                () -> b.acquireBlocking("round", Duration.ofMillis(1200), Duration.ofMillis(2500), Duration.ofSeconds(3)));
+        InvalidArgumentException fit = assertThrows(InvalidArgumentException.class,
+                () -> b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), Duration.ofSeconds(45)));
+        assertTrue(fit.getMessage().contains("at most 29.6 s of conservative time left")
+                && fit.getMessage().contains("use a budget of at most 29 s"), fit.getMessage());
+
+        // Fractions round up: budget 1.5 s is 2 s of a 3 s lease, which fits.
+        b.acquireBlocking("round", Duration.ofMillis(1200), Duration.ofMillis(2500), Duration.ofMillis(1500)).releaseBlocking();
         Frame first = srv.await(1, type(Type.ACQUIRE)).get(0);
         assertEquals("round", new String(first.key), "an invalid acquire was sent");
         assertEquals(2, first.waitSec, "wait 1.2 s must go out as 2 s");
@@ -431,13 +440,17 @@ class RulesTest {
         // 50 ms lease: the conservative remaining time (x 0.99 - 100 ms) is negative.
         grants.add(new long[] {50, 0, 101});
         assertThrows(BudgetExceededException.class, () -> b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), ZERO));
-        // 2 s lease, budget 1.95 s: at most 1.88 s conservatively remain.
+        // A 2 s grant of a 30 s request (the server may grant less) leaves at most 1.88 s: enough for
+        // 1.5 s, but the budget rounds up to 2 s.
         grants.add(new long[] {2000, 0, 102});
-        assertThrows(BudgetExceededException.class, () -> b.acquireBlocking("k", ZERO, Duration.ofSeconds(2), Duration.ofMillis(1950)));
-        // Both grants were released with their exact tokens.
+        assertThrows(BudgetExceededException.class, () -> b.acquireBlocking("k", ZERO, Duration.ofSeconds(30), Duration.ofMillis(1500)));
+        // Every grant was released with its exact token.
         List<Frame> ls = srv.await(2, type(Type.RELEASE));
         assertEquals(Set.of(101L, 102L), Set.of(ls.get(0).token, ls.get(1).token));
         eventually("both compensating releases are reported", () -> observed.size() == 2);
+        // A 2 s lease with a 1.95 s budget is refused before sending: no grant could leave it.
+        assertThrows(InvalidArgumentException.class, () -> b.acquireBlocking("k", ZERO, Duration.ofSeconds(2), Duration.ofMillis(1950)));
+        assertEquals(2, srv.received(type(Type.ACQUIRE)).size(), "an acquire whose budget cannot fit was sent");
         // Queued time counts: lease 1 s but queued 30 s leaves enough for a 20 s budget.
         grants.add(new long[] {1000, 30_000, 103});
         Ticket t = b.acquireBlocking("k", Duration.ofSeconds(40), Duration.ofSeconds(30), Duration.ofSeconds(20));

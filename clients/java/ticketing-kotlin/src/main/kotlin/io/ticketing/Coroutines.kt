@@ -35,8 +35,9 @@ suspend fun TicketBroker.waitReady(timeout: Duration) {
 
 /**
  * Asks for the ticket of [key]; see [TicketBroker.acquireBlocking] for the
- * arguments (wait 0..255 s, lease 1..250 s, budget 0..lease, rounded up to
- * whole seconds, rejected before sending when out of range) and the outcomes.
+ * arguments (wait 0..255 s, lease 1..250 s, budget at most lease × 0.99 − 0.1 s,
+ * rounded up to whole seconds, rejected before sending when out of range) and
+ * the outcomes.
  * Cancelling the coroutine cancels the acquire as described above.
  */
 suspend fun TicketBroker.acquire(key: String, wait: Duration, lease: Duration, budget: Duration): Ticket =
