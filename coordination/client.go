@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,7 @@ func (c *Client) control(ctx context.Context) (*link, error) {
 // a new connection when the connection is lost; the others then report
 // ErrIndeterminate.
 func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire.Coord, safe bool) (wire.Coord, error) {
+	losses := 0
 	for {
 		l, err := c.control(ctx)
 		if err != nil {
@@ -108,7 +110,10 @@ func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire
 		}
 		st, ans, err := l.call(ctx, op, body, nil)
 		if errors.Is(err, errLinkLost) {
-			if safe {
+			if l.endedByServer() {
+				losses++
+			}
+			if safe && losses < 2 {
 				continue
 			}
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the connection was lost before the answer", ErrIndeterminate, name, body.Path)
@@ -134,6 +139,30 @@ type NodeConfig struct {
 	MaxWaiters         uint32
 }
 
+// check refuses what the wire cannot say as given: both modes of a pair, or
+// a period that is not a whole number of milliseconds from 1 ms to
+// 2^32-1 ms (it would be sent as another value, or as 0, the default).
+func (n NodeConfig) check(op string) error {
+	bad := func(format string, args ...any) error {
+		return &StatusError{Op: op, Status: wire.CoordBadRequest, Message: fmt.Sprintf(format, args...) + " (nothing was sent)"}
+	}
+	if n.ReadStrict && n.ReadRelaxed {
+		return bad("ReadStrict and ReadRelaxed: set one read mode at most")
+	}
+	if n.AttachStrict && n.AttachRelaxed {
+		return bad("AttachStrict and AttachRelaxed: set one attach mode at most")
+	}
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"SelfCheckPeriod", n.SelfCheckPeriod}, {"SessionGracePeriod", n.SessionGracePeriod}} {
+		if p.d != 0 && (p.d < time.Millisecond || p.d%time.Millisecond != 0 || p.d/time.Millisecond > math.MaxUint32) {
+			return bad("%s: %v, want whole milliseconds from 1ms to %v, or 0 for the default (unchanged in an alter)", p.name, p.d, time.Duration(math.MaxUint32)*time.Millisecond)
+		}
+	}
+	return nil
+}
+
 func (n NodeConfig) wire(path string) *wire.Coord {
 	b := &wire.Coord{Path: []byte(path), SelfCheckMs: uint32(n.SelfCheckPeriod / time.Millisecond),
 		GraceMs: uint32(n.SessionGracePeriod / time.Millisecond), MaxSessions: n.MaxSessions,
@@ -155,12 +184,18 @@ func (n NodeConfig) wire(path string) *wire.Coord {
 
 // CreateNode creates the coordination node at path ("/a/b").
 func (c *Client) CreateNode(ctx context.Context, path string, cfg NodeConfig) error {
+	if err := cfg.check("create node " + path); err != nil {
+		return err
+	}
 	_, err := c.nodeCall(ctx, "create node", wire.CoordCreateNode, cfg.wire(path), false)
 	return err
 }
 
 // AlterNode changes the non-zero fields of cfg in the node's configuration.
 func (c *Client) AlterNode(ctx context.Context, path string, cfg NodeConfig) error {
+	if err := cfg.check("alter node " + path); err != nil {
+		return err
+	}
 	_, err := c.nodeCall(ctx, "alter node", wire.CoordAlterNode, cfg.wire(path), false)
 	return err
 }

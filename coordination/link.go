@@ -80,7 +80,16 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 		}
 		nc = tnc
 	}
-	nc.SetDeadline(time.Now().Add(cfg.dialTimeout))
+	// The hello is bounded by the dial timeout and by ctx: a server that
+	// never answers (or a port that is not a Ticketing server) must not keep
+	// the caller past its context.
+	hd := time.Now().Add(cfg.dialTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(hd) {
+		hd = d
+	}
+	nc.SetDeadline(hd)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	defer stop()
 	if _, err := nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Text: []byte(cfg.token)})); err != nil {
 		nc.Close()
 		return nil, "", err
@@ -115,7 +124,12 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 }
 
 func (l *link) readLoop(r *wire.Reader, interval time.Duration) {
-	silence := 3 * max(interval, time.Second)
+	// Three ping intervals of silence (docs/protocol.md, Liveness); the
+	// floor keeps a very short interval from cutting a busy link.
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	silence := 3 * max(interval, 100*time.Millisecond)
 	for {
 		l.nc.SetReadDeadline(time.Now().Add(silence))
 		var f wire.Frame
@@ -133,10 +147,30 @@ func (l *link) readLoop(r *wire.Reader, interval time.Duration) {
 			l.fail(fmt.Errorf("the server is not the leader any more (leader %q)", f.Text))
 			return
 		case wire.TypeError:
-			l.fail(fmt.Errorf("the server ended the connection: E %d: %s", f.Code, f.Text))
+			l.fail(&serverEndedError{code: f.Code, text: string(f.Text)})
 			return
 		}
 	}
+}
+
+// serverEndedError: the server ended the connection with E (a protocol
+// error it blames on the client, such as a frame it could not read).
+type serverEndedError struct {
+	code uint16
+	text string
+}
+
+func (e *serverEndedError) Error() string {
+	return fmt.Sprintf("the server ended the connection: E %d: %s", e.code, e.text)
+}
+
+// endedByServer reports whether the server ended l with E: a request in
+// flight may be what it refused.
+func (l *link) endedByServer() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var se *serverEndedError
+	return errors.As(l.err, &se)
 }
 
 func (l *link) deliver(f wire.Frame) {
@@ -191,11 +225,22 @@ func (l *link) close() { l.fail(ErrClosed) }
 // receives the request's Queued and Changed notifications. A lost
 // connection is errLinkLost.
 func (l *link) call(ctx context.Context, op uint8, body *wire.Coord, note func(wire.Frame)) (uint16, wire.Coord, error) {
+	st, ans, _, err := l.callSent(ctx, op, body, note)
+	return st, ans, err
+}
+
+// callSent is call that also returns when the request was sent: the
+// monotonic time read before its first byte was written, which precedes
+// the server's receipt (the session's deadline counts from it).
+func (l *link) callSent(ctx context.Context, op uint8, body *wire.Coord, note func(wire.Frame)) (uint16, wire.Coord, time.Time, error) {
+	if err := checkSizes(op, body); err != nil {
+		return 0, wire.Coord{}, time.Time{}, err
+	}
 	ch := make(chan wire.Frame, 1)
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
-		return 0, wire.Coord{}, errLinkLost
+		return 0, wire.Coord{}, time.Time{}, errLinkLost
 	}
 	l.next++
 	id := l.next
@@ -204,25 +249,26 @@ func (l *link) call(ctx context.Context, op uint8, body *wire.Coord, note func(w
 		l.notes[id] = note
 	}
 	l.mu.Unlock()
+	sent := time.Now()
 	if err := l.write(wire.CoordFrame(false, id, op, 0, body)); err != nil {
 		l.fail(err)
-		return 0, wire.Coord{}, errLinkLost
+		return 0, wire.Coord{}, sent, errLinkLost
 	}
 	select {
 	case f := <-ch:
 		var c wire.Coord
 		if err := wire.DecodeCoord(&f, &c); err != nil {
 			l.fail(err)
-			return 0, wire.Coord{}, errLinkLost
+			return 0, wire.Coord{}, sent, errLinkLost
 		}
-		return f.Code, c, nil
+		return f.Code, c, sent, nil
 	case <-l.done:
-		return 0, wire.Coord{}, errLinkLost
+		return 0, wire.Coord{}, sent, errLinkLost
 	case <-ctx.Done():
 		l.mu.Lock()
 		delete(l.calls, id)
 		delete(l.notes, id)
 		l.mu.Unlock()
-		return 0, wire.Coord{}, ctx.Err()
+		return 0, wire.Coord{}, sent, ctx.Err()
 	}
 }

@@ -143,10 +143,11 @@ func TestCoordFrameSizes(t *testing.T) {
 	if err := allowing(admin).Next(&got); !isCode(err, CodeFrameTooLarge) {
 		t.Fatalf("J of MaxFrame+1: %v", err)
 	}
-	// Only the type byte is read to tell K and T from the rest.
-	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, math.MaxUint32} {
+	// Only the type byte is read to tell K and T from the rest (and to
+	// tell a K request that can be skipped, up to MaxCoordSkip).
+	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, MaxCoordSkip, MaxCoordSkip + 1, math.MaxUint32} {
 		hdr := be.AppendUint32(nil, n)
-		if n <= MaxCoordFrame {
+		if n <= MaxCoordSkip {
 			hdr = append(hdr, byte(TypeAcquire))
 		}
 		src := &headerOnlyReader{t: t, hdr: hdr}
@@ -155,6 +156,35 @@ func TestCoordFrameSizes(t *testing.T) {
 		if err := r.Next(new(Frame)); !isCode(err, CodeFrameTooLarge) || src.over != 0 || len(src.hdr) != 0 {
 			t.Errorf("length %d: %v, %d reads past the header, %d header bytes unread", n, err, src.over, len(src.hdr))
 		}
+	}
+}
+
+// TestOversizedRequestSkipped: a K request longer than MaxCoordFrame (up
+// to MaxCoordSkip) is read past whole and reported with its id and sub-op,
+// and the next frame reads normally; an oversized T, or a K beyond
+// MaxCoordSkip, still ends the stream.
+func TestOversizedRequestSkipped(t *testing.T) {
+	big := Append(nil, CoordFrame(false, 42, CoordAcquire, 0, &Coord{Name: []byte("s"), Count: 1, Data: make([]byte, 2<<20)}))
+	next := Append(nil, &Frame{Type: TypePing, Nonce: 7})
+	r := NewReader(bytes.NewReader(append(big, next...)))
+	r.AllowCoordFrames()
+	var f Frame
+	var e *OversizedRequestError
+	if err := r.Next(&f); !errors.As(err, &e) || e.ID != 42 || e.Op != CoordAcquire || e.Len != be.Uint32(big) {
+		t.Fatalf("oversized K: %v", err)
+	}
+	if err := r.Next(&f); err != nil || f.Type != TypePing || f.Nonce != 7 {
+		t.Fatalf("the frame after the skipped one: %v %+v", err, f)
+	}
+	reply := Append(nil, CoordFrame(true, 42, CoordDescribeSemaphore, 0, &Coord{Limit: 1, Data: make([]byte, 2<<20)}))
+	r = NewReader(bytes.NewReader(reply))
+	r.AllowCoordFrames()
+	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized T: %v", err)
+	}
+	r = NewReader(bytes.NewReader(big))
+	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized K without AllowCoordFrames: %v", err)
 	}
 }
 
