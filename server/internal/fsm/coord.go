@@ -236,12 +236,12 @@ type coordSession struct {
 	key       string
 	seqNo     uint64
 	attached  bool
-	expiresAt int64           // when detached: earliest batch time an expire may end it
+	expiresAt int64 // when detached: earliest batch time an expire may end it
 	// detachedAt is the batch time of the detach (or of the takeover that
 	// detached it): a later takeover counts the grace period from it, so
 	// leader changes do not push the expiry further out.
 	detachedAt int64
-	sems      map[string]bool // semaphores it owns or waits on
+	sems       map[string]bool // semaphores it owns or waits on
 }
 
 type coordSem struct {
@@ -799,11 +799,11 @@ func (s *State) DescribeNode(path string) (NodeInfo, bool) {
 
 // SessionInfo describes a session (without its protection key).
 type SessionInfo struct {
-	ID        uint64
-	Path      string
-	SeqNo     uint64
-	TimeoutMs uint64
-	Desc      string
+	ID         uint64
+	Path       string
+	SeqNo      uint64
+	TimeoutMs  uint64
+	Desc       string
 	Attached   bool
 	ExpiresAt  int64 // when detached
 	DetachedAt int64 // when detached: the batch time of its detach (or of the takeover that detached it)
