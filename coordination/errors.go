@@ -51,6 +51,14 @@ var (
 	ErrDeadlinePassed = errors.New("coordination: session deadline passed")
 	// ErrLost: a hold was taken away by a force delete (a lease's cause).
 	ErrLost = errors.New("coordination: hold lost")
+	// ErrWrongKind: a recipe (Mutex, Election, Discovery, Publication)
+	// found its semaphore with a limit or data that it does not create: the
+	// semaphore was made by hand or by another program, and the recipe
+	// refuses to use it.
+	ErrWrongKind = errors.New("coordination: semaphore of another kind")
+	// ErrNotLeading: Resign found the session neither leading nor
+	// campaigning in the election.
+	ErrNotLeading = errors.New("coordination: not leading")
 	// ErrReleased: the hold was released (a lease's cause).
 	ErrReleased = errors.New("coordination: released")
 )

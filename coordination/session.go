@@ -63,6 +63,10 @@ const (
 	DeadlineMargin       = ticketing.ClockDriftMargin
 )
 
+// defaultGrace is a node's default session grace period, assumed until the
+// session has described its node.
+const defaultGrace = 10 * time.Second
+
 // deadlineSpan is how long after a confirmed send time the session's holds
 // stay valid on the client:
 //
@@ -114,6 +118,7 @@ type Session struct {
 	holdsCancel context.CancelCauseFunc
 	timer       *time.Timer
 	withdrawing map[string]chan struct{} // names whose wait is being withdrawn in the background
+	grace       time.Duration            // the node's session grace period, as last described
 }
 
 // Session starts a session on the node at path.
@@ -134,6 +139,7 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	rand.Read(s.key)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.withdrawing = make(map[string]chan struct{})
+	s.grace = defaultGrace
 	l, err := dialLeader(ctx, &c.cfg, s.event)
 	if err != nil {
 		return nil, err
@@ -244,10 +250,15 @@ func (s *Session) keepAlive() {
 		s.mu.Unlock()
 		if l != nil && since >= every {
 			ctx, cancel := context.WithTimeout(s.ctx, span)
-			st, _, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
+			st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
 			cancel()
 			if err == nil && st == wire.CoordSuccess {
-				s.confirm(l, sent)
+				s.mu.Lock()
+				s.confirmLocked(l, sent)
+				if ans.GraceMs > 0 {
+					s.grace = time.Duration(ans.GraceMs) * time.Millisecond
+				}
+				s.mu.Unlock()
 			}
 		}
 		s.mu.Lock()
@@ -318,15 +329,21 @@ func (s *Session) run() {
 	}
 }
 
-// restore reconnects and attaches again with a higher seq_no, within the
-// session's timeout.
+// restore reconnects and attaches again with a higher seq_no. It tries for
+// the session's timeout plus the node's grace period (a new leader keeps a
+// detached session that long): the holds have ended at the deadline
+// already, so trying on risks nothing and can save the session's queue
+// positions; the server's SESSION_EXPIRED ends it sooner.
 func (s *Session) restore() error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	s.mu.Lock()
+	window := s.timeout + s.grace
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, window)
 	defer cancel()
 	for {
 		l, err := dialLeader(ctx, &s.c.cfg, s.event)
 		if err != nil {
-			return fmt.Errorf("%w: session %d could not be restored within its timeout %v: %v", ErrSessionExpired, s.id, s.timeout, err)
+			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, s.id, window, err)
 		}
 		s.mu.Lock()
 		s.seq++
