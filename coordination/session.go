@@ -777,8 +777,19 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 // Holder is an owner or waiter of a semaphore.
 type Holder struct {
 	OrderID, Session, Count uint64
-	Timeout                 time.Duration
-	Data                    []byte
+	// Timeout is the acquire's queue timeout; Forever reports one that
+	// waits without a timeout (Timeout is then the longest duration).
+	Timeout time.Duration
+	Forever bool
+	Data    []byte
+}
+
+// TimeoutString is Timeout as text, "forever" for a wait without a timeout.
+func (h Holder) TimeoutString() string {
+	if h.Forever {
+		return "forever"
+	}
+	return h.Timeout.String()
 }
 
 // SemaphoreDescription is a semaphore as DescribeSemaphore saw it.
@@ -929,7 +940,8 @@ func toHolders(hs []wire.CoordHolder) []Holder {
 	var out []Holder
 	for _, h := range hs {
 		out = append(out, Holder{OrderID: h.OrderID, Session: h.Session, Count: h.Count,
-			Timeout: time.Duration(min(h.TimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond, Data: h.Data})
+			Timeout: time.Duration(min(h.TimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond,
+			Forever: h.TimeoutMs == wire.CoordWaitForever, Data: h.Data})
 	}
 	return out
 }

@@ -199,3 +199,24 @@ func TestSessionCauseNamesExpiry(t *testing.T) {
 		t.Fatalf("cause after Close: %v", cause)
 	}
 }
+
+// TestForeverWaiterDescribed: a wait without a timeout is described as
+// Forever and printed "forever".
+func TestForeverWaiterDescribed(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	c := newClient(t, cl.AddrList())
+	ctx := ctxT(t)
+	c.CreateNode(ctx, "/f", coordination.NodeConfig{})
+	a, b := session(t, c, "/f"), session(t, c, "/f")
+	a.CreateSemaphore(ctx, "s", 1, nil)
+	if _, err := a.AcquireSemaphore(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan uint64, 1)
+	go b.AcquireSemaphore(ctx, "s", coordination.OnQueued(func(o uint64) { queued <- o }))
+	recv(t, ctx, queued)
+	d, _, err := a.DescribeSemaphore(ctx, "s", coordination.DescribeOptions{Waiters: true})
+	if err != nil || len(d.Waiters) != 1 || !d.Waiters[0].Forever || d.Waiters[0].TimeoutString() != "forever" {
+		t.Fatalf("waiters %+v %v, want one waiting forever", d.Waiters, err)
+	}
+}
