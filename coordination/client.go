@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -21,6 +22,7 @@ type config struct {
 	token       string
 	tls         *tls.Config
 	dialTimeout time.Duration
+	served      *atomic.Bool // a server has answered a hello of this client
 }
 
 // WithToken sets the client token sent in the hello.
@@ -51,7 +53,7 @@ type Client struct {
 // New returns a client for the comma-separated server addresses
 // ("host:port,host:port"). It connects on first use.
 func New(addrs string, opts ...Option) (*Client, error) {
-	cfg := config{dialTimeout: 5 * time.Second}
+	cfg := config{dialTimeout: 5 * time.Second, served: new(atomic.Bool)}
 	for _, a := range strings.Split(addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.addrs = append(cfg.addrs, a)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/hellodiag"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -33,24 +34,37 @@ type link struct {
 }
 
 // dialLeader connects to the leader: it tries the addresses in turn and
-// follows M (not the leader) to the address it names, until ctx ends.
+// follows M (not the leader) to the address it names, until ctx ends. When
+// every address is a peer that is not a Ticketing server (a wrong port) and
+// none has ever answered this client, it says so at once.
 func dialLeader(ctx context.Context, cfg *config, onEvent func(wire.Frame)) (*link, error) {
 	var last error
 	delay := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
+		foreign := 0
 		for i := 0; i < len(cfg.addrs); i++ {
 			addr := cfg.addrs[i]
 			for hops := 0; hops < 3 && addr != ""; hops++ {
 				l, leader, err := dialOne(ctx, cfg, addr, onEvent)
 				if err == nil {
+					cfg.served.Store(true)
 					return l, nil
 				}
 				last = err
 				if errors.Is(err, ErrUnauthenticated) {
 					return nil, err // retrying cannot help
 				}
+				var wp *wrongPeerError
+				if errors.As(err, &wp) && hops == 0 {
+					foreign++
+				}
 				addr = leader
 			}
+		}
+		// Once a server has answered, a peer closing mid-hello is a server
+		// restarting, not a wrong port: keep trying then.
+		if foreign == len(cfg.addrs) && !cfg.served.Load() {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -59,6 +73,36 @@ func dialLeader(ctx context.Context, cfg *config, onEvent func(wire.Frame)) (*li
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
+}
+
+// wrongPeerError: the peer at an address does not speak the Ticketing
+// protocol as configured (another service, TLS on one side only).
+type wrongPeerError struct{ msg string }
+
+func (e *wrongPeerError) Error() string { return e.msg }
+
+// helloFailure explains why no answer to the hello could be read, in the
+// Ticketing client's words (package hellodiag).
+func helloFailure(ctx context.Context, cfg *config, addr string, err error, first []byte) error {
+	tlsOn := cfg.tls != nil
+	var we *wire.Error
+	switch {
+	case hellodiag.LooksLikeHTTP(first):
+		return &wrongPeerError{fmt.Sprintf("%s is an HTTP server, not a Ticketing server: it answered the hello with %q; ticketd's metrics port (5227 by default) speaks HTTP; clients use the client port (5225 by default)", addr, first)}
+	case errors.As(err, &we) && !tlsOn && hellodiag.LooksLikeTLS(first):
+		return &wrongPeerError{fmt.Sprintf("the server %s uses TLS: it answered the plain hello with a TLS record; this client connects without TLS, configure it with WithTLSConfig", addr)}
+	case errors.As(err, &we):
+		return &wrongPeerError{fmt.Sprintf("the server %s answered the hello with bytes that are not a Ticketing frame (%q: %v); is it a Ticketing server, and does it use TLS?", addr, first, err)}
+	case len(first) == 0 && hellodiag.ClosedEarly(err) && !tlsOn:
+		if hellodiag.SpeaksTLS(ctx, addr) {
+			return &wrongPeerError{fmt.Sprintf("the server %s uses TLS: it closed the connection on the plain hello (%v) and answers a TLS handshake; this client connects without TLS, configure it with WithTLSConfig", addr, err)}
+		}
+		if name, hint := hellodiag.Foreign(ctx, addr); name != "" {
+			return &wrongPeerError{fmt.Sprintf("%s is %s, not a Ticketing server: it did not answer the hello but answers that protocol; %s", addr, name, hint)}
+		}
+		return &wrongPeerError{fmt.Sprintf(hellodiag.ClosedWithoutAnswer, addr, err)}
+	}
+	return fmt.Errorf("no answer to the hello from %s: %w", addr, err)
 }
 
 // dialOne says hello to addr; on M it returns the leader's address.
@@ -94,11 +138,12 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 		nc.Close()
 		return nil, "", err
 	}
-	r := wire.NewReader(nc)
+	first := &hellodiag.FirstBytes{R: nc}
+	r := wire.NewReader(first)
 	var f wire.Frame
 	if err := r.Next(&f); err != nil {
 		nc.Close()
-		return nil, "", err
+		return nil, "", helloFailure(ctx, cfg, addr, err, first.Bytes())
 	}
 	switch f.Type {
 	case wire.TypeReady:

@@ -3,6 +3,7 @@ package coordtest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,5 +219,54 @@ func TestForeverWaiterDescribed(t *testing.T) {
 	d, _, err := a.DescribeSemaphore(ctx, "s", coordination.DescribeOptions{Waiters: true})
 	if err != nil || len(d.Waiters) != 1 || !d.Waiters[0].Forever || d.Waiters[0].TimeoutString() != "forever" {
 		t.Fatalf("waiters %+v %v, want one waiting forever", d.Waiters, err)
+	}
+}
+
+// TestWrongPortsReported: pointed at ticketd's HTTP or Raft port, the
+// coordination client says so before its context ends, in the Ticketing
+// client's words; at a server that never answers, a call returns when its
+// context ends.
+func TestWrongPortsReported(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	for name, addr := range map[string]string{"http": cl.Config(0).HTTPAddr, "raft": cl.Config(0).RaftAddr} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, err := coordination.New(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.CreateNode(ctx, "/n", coordination.NodeConfig{})
+		if ctx.Err() != nil || !errors.Is(err, coordination.ErrUnavailable) || !strings.Contains(err.Error(), "5225") {
+			t.Errorf("%s port: %v (context: %v), want a prompt error naming the client port", name, err, ctx.Err())
+		}
+		c.Close()
+		cancel()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer nc.Close() // accepted, never answered
+		}
+	}()
+	c, _ := coordination.New(ln.Addr().String())
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.CreateNode(ctx, "/n", coordination.NodeConfig{}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, coordination.ErrUnavailable) {
+			t.Fatalf("silent server: %v", err)
+		}
+	case <-time.After(3 * time.Second): // generous: the bound is the 300 ms context
+		t.Fatal("a call to a silent server outlived its context by seconds")
 	}
 }
