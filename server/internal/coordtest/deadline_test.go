@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/coordination"
-	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/nemesis"
+	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 

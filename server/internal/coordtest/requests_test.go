@@ -30,9 +30,12 @@ func TestOversizedDataRefusedAlone(t *testing.T) {
 	}
 	big := make([]byte, 2<<20)
 	for what, call := range map[string]func() error{
-		"create":  func() error { return s.CreateSemaphore(ctx, "t", 1, big) },
-		"update":  func() error { return s.UpdateSemaphore(ctx, "s", big) },
-		"acquire": func() error { _, err := s.AcquireSemaphore(context.Background(), "s", coordination.Data(big)); return err },
+		"create": func() error { return s.CreateSemaphore(ctx, "t", 1, big) },
+		"update": func() error { return s.UpdateSemaphore(ctx, "s", big) },
+		"acquire": func() error {
+			_, err := s.AcquireSemaphore(context.Background(), "s", coordination.Data(big))
+			return err
+		},
 	} {
 		err := call()
 		if !errors.Is(err, coordination.ErrBadRequest) || errors.Is(err, coordination.ErrIndeterminate) || !strings.Contains(err.Error(), "data") {
