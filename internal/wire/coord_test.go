@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"testing"
 )
@@ -219,4 +220,34 @@ func TestCoordListSessionsUndefinedFlag(t *testing.T) {
 	if err := DecodeCoord(f, &c); !isCode(err, CodeMalformedFrame) {
 		t.Fatalf("session flag bit 1: %v, want malformed", err)
 	}
+}
+
+// FuzzReaderCoordFrames: a Reader that serves coordination never panics on
+// any byte stream, and fails only with a protocol error, an oversized
+// request it skipped (then goes on), or the end of the stream.
+func FuzzReaderCoordFrames(f *testing.F) {
+	big := Append(nil, CoordFrame(false, 9, CoordUpdateSemaphore, 0, &Coord{Name: []byte("s"), Data: make([]byte, MaxCoordFrame)}))
+	f.Add(big[:64])
+	f.Add(append(big, Append(nil, &Frame{Type: TypePing, Nonce: 1})...))
+	for _, fr := range coordSamples() {
+		f.Add(Append(nil, fr))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(bytes.NewReader(b))
+		r.AllowCoordFrames()
+		var fr Frame
+		for i := 0; i < 64; i++ {
+			err := r.Next(&fr)
+			var we *Error
+			var big *OversizedRequestError
+			switch {
+			case err == nil, errors.As(err, &big):
+				continue
+			case errors.As(err, &we), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				return
+			default:
+				t.Fatalf("error %T %v", err, err)
+			}
+		}
+	})
 }
