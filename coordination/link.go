@@ -31,6 +31,10 @@ type link struct {
 	onEvent func(wire.Frame)            // notifications with id 0
 	err     error
 	done    chan struct{}
+	// detached is closed by the session once it has let go of this
+	// connection (after done), so that a request waiting to be sent again
+	// finds the next connection, not this one.
+	detached chan struct{}
 }
 
 // dialLeader connects to the leader: it tries the addresses in turn and
@@ -163,7 +167,7 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 	nc.SetDeadline(time.Time{})
 	r.AllowCoordFrames()
 	l := &link{nc: nc, calls: make(map[uint32]chan wire.Frame), notes: make(map[uint32]func(wire.Frame)),
-		onEvent: onEvent, done: make(chan struct{})}
+		onEvent: onEvent, done: make(chan struct{}), detached: make(chan struct{})}
 	go l.readLoop(r, time.Duration(f.Interval)*time.Millisecond)
 	return l, "", nil
 }

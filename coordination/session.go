@@ -321,6 +321,7 @@ func (s *Session) run() {
 		s.attached = make(chan struct{})
 		s.fireWatchesLocked()
 		s.setState(Detached)
+		close(l.detached)
 		s.mu.Unlock()
 		if err := s.restore(); err != nil {
 			s.end(err)
@@ -509,8 +510,16 @@ func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.
 		}
 		st, ans, sent, err := l.callSent(ctx, op, body, wrapped)
 		if errors.Is(err, errLinkLost) {
-			if !heard.Load() && l.endedByServer() {
+			if !sent.IsZero() && !heard.Load() && l.endedByServer() {
 				losses++
+			}
+			// Wait until the session has let go of this connection, so
+			// that a request sent again goes on the next one.
+			select {
+			case <-l.detached:
+			case <-s.ctx.Done():
+			case <-ctx.Done():
+				return wire.Coord{}, ctx.Err()
 			}
 			if safe && losses < 2 {
 				continue
