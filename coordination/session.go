@@ -220,7 +220,7 @@ func (s *Session) checkDeadlineLocked() *link {
 		return nil // the timer is set to the current deadline by confirmLocked
 	}
 	if s.holds.Err() == nil {
-		s.holdsCancel(fmt.Errorf("%w: session %d: no answer from the server since %s before its deadline (timeout %v): the server may expire it, so its holds and leadership are given up",
+		s.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
 			ErrDeadlinePassed, s.id, s.deadline.Sub(s.confirmed).Round(time.Millisecond), s.timeout))
 		s.leases = map[string]*Lease{}
 	}
