@@ -182,10 +182,15 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 	if err := recv(t, ctx, granted); err != nil {
 		t.Fatalf("%s: the other session's grant: %v", name, err)
 	}
+	// Err checks the deadline on the spot (what a holder checks before its
+	// next unit of work); Done must be closed with it.
+	if held.Err() == nil {
+		t.Fatalf("%s (%s): the other session was granted while the old holder's context was still live", name, cut)
+	}
 	select {
 	case <-held.Done():
 	default:
-		t.Fatalf("%s (%s): the other session was granted while the old holder's context was still live", name, cut)
+		t.Fatalf("%s (%s): the old holder's Err reports the end but Done is open", name, cut)
 	}
 	if cause := context.Cause(held); !errors.Is(cause, coordination.ErrDeadlinePassed) && !errors.Is(cause, coordination.ErrSessionExpired) {
 		t.Fatalf("%s: the old holder's context ended with %v, want ErrDeadlinePassed or ErrSessionExpired", name, cause)
