@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +171,10 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 			granted <- err
 		}()
 	}
+	var ended atomic.Int64 // when the old holder's context ended (UnixNano)
+	stop := context.AfterFunc(held, func() { ended.Store(time.Now().UnixNano()) })
+	defer stop()
+	cutAt := time.Now()
 	for _, p := range ps {
 		switch cut {
 		case "blackhole":
@@ -182,6 +187,7 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 	if err := recv(t, ctx, granted); err != nil {
 		t.Fatalf("%s: the other session's grant: %v", name, err)
 	}
+	grantAt := time.Now()
 	// Err checks the deadline on the spot (what a holder checks before its
 	// next unit of work); Done must be closed with it.
 	if held.Err() == nil {
@@ -194,6 +200,10 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 	}
 	if cause := context.Cause(held); !errors.Is(cause, coordination.ErrDeadlinePassed) && !errors.Is(cause, coordination.ErrSessionExpired) {
 		t.Fatalf("%s: the old holder's context ended with %v, want ErrDeadlinePassed or ErrSessionExpired", name, cause)
+	}
+	if e := ended.Load(); e != 0 {
+		t.Logf("%s: old holder ended %v after the cut, %v before the other's grant", name,
+			time.Unix(0, e).Sub(cutAt).Round(time.Millisecond), grantAt.Sub(time.Unix(0, e)).Round(time.Millisecond))
 	}
 	if st := a.State(); st == coordination.Attached {
 		t.Fatalf("%s: the old holder's session still reports %v", name, st)
