@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +24,17 @@ type config struct {
 	token       string
 	tls         *tls.Config
 	dialTimeout time.Duration
+	dialer      func(ctx context.Context, network, addr string) (net.Conn, error)
+	logger      *slog.Logger
 	served      *atomic.Bool // a server has answered a hello of this client
+}
+
+// log is the configured logger, or one that discards.
+func (c *config) log() *slog.Logger {
+	if c.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.logger
 }
 
 // WithToken sets the client token sent in the hello.
@@ -36,6 +48,19 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cf
 // Deprecated: use WithTLSConfig. The name WithTLS belongs to the Ticketing
 // client's option, which takes a ticketing.TLSMode, not a *tls.Config.
 func WithTLS(cfg *tls.Config) Option { return WithTLSConfig(cfg) }
+
+// WithDialer makes the client open its TCP connections with dial instead of
+// a net.Dialer, as the Ticketing client's option of the same name: dial
+// gets network "tcp" and the server's address, and must obey ctx. TLS and
+// the hello run over the connection it returns.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
+}
+
+// WithLogger sets the logger for a session's background events (its
+// connection lost and restored at Info, its deadline passing at Warn, an
+// expiry at Warn). Without it nothing is logged.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialTimeout bounds one connection attempt and its hello (default 5 s).
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }

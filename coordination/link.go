@@ -111,8 +111,16 @@ func helloFailure(ctx context.Context, cfg *config, addr string, err error, firs
 
 // dialOne says hello to addr; on M it returns the leader's address.
 func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Frame)) (*link, string, error) {
-	d := net.Dialer{Timeout: cfg.dialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
+	var nc net.Conn
+	var err error
+	if cfg.dialer != nil {
+		nc, err = cfg.dialer(dctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(dctx, "tcp", addr)
+	}
+	cancel()
 	if err != nil {
 		return nil, "", err
 	}
@@ -220,6 +228,13 @@ func (l *link) endedByServer() bool {
 	defer l.mu.Unlock()
 	var se *serverEndedError
 	return errors.As(l.err, &se)
+}
+
+// lostErr is why the connection ended (nil while open).
+func (l *link) lostErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 func (l *link) deliver(f wire.Frame) {

@@ -223,6 +223,7 @@ func (s *Session) checkDeadlineLocked() *link {
 		s.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
 			ErrDeadlinePassed, s.id, s.deadline.Sub(s.confirmed).Round(time.Millisecond), s.timeout))
 		s.leases = map[string]*Lease{}
+		s.c.cfg.log().Warn("coordination session deadline passed: holds given up", "session", s.id, "path", s.path, "timeout", s.timeout)
 	}
 	l := s.l
 	if l != nil && s.state == Attached {
@@ -323,6 +324,7 @@ func (s *Session) run() {
 		s.setState(Detached)
 		close(l.detached)
 		s.mu.Unlock()
+		s.c.cfg.log().Info("coordination session detached: restoring", "session", s.id, "path", s.path, "err", l.lostErr())
 		if err := s.restore(); err != nil {
 			s.end(err)
 			return
@@ -370,6 +372,7 @@ func (s *Session) restore() error {
 		}
 		s.l, s.state = l, Attached
 		s.confirmLocked(l, sent)
+		s.c.cfg.log().Info("coordination session restored", "session", s.id, "path", s.path, "seq_no", seq)
 		close(s.attached)
 		s.setState(Attached)
 		s.mu.Unlock()
@@ -410,6 +413,9 @@ func (s *Session) end(err error) {
 	}
 	s.ended = err
 	s.state = Expired
+	if !errors.Is(err, ErrClosed) {
+		s.c.cfg.log().Warn("coordination session ended", "session", s.id, "path", s.path, "err", err)
+	}
 	l := s.l
 	s.l = nil
 	leases := s.leases

@@ -1,10 +1,13 @@
 package coordtest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,4 +275,47 @@ func TestWrongPortsReported(t *testing.T) {
 	case <-time.After(3 * time.Second): // generous: the bound is the 300 ms context
 		t.Fatal("a call to a silent server outlived its context by seconds")
 	}
+}
+
+// TestDialerAndLogger: the client dials through WithDialer, and a session's
+// loss and restore are logged to WithLogger.
+func TestDialerAndLogger(t *testing.T) {
+	cl, ps, viaProxy := proxied(t, 1)
+	var dials atomic.Int32
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	var d net.Dialer
+	c, err := coordination.New(viaProxy, coordination.WithLogger(logger), coordination.WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	direct := newClient(t, cl.Addr(0))
+	direct.CreateNode(ctx, "/d", coordination.NodeConfig{})
+	s := session(t, c, "/d", coordination.WithTimeout(10*time.Second))
+	ps[0].Cut()
+	testcluster.WaitFor(t, 20*time.Second, "the restore logged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "coordination session restored")
+	})
+	if n := dials.Load(); n < 2 || s.State() != coordination.Attached {
+		t.Fatalf("%d dials through WithDialer (want the first and the restore's), state %v", n, s.State())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
