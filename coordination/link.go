@@ -79,6 +79,10 @@ func dialLeader(ctx context.Context, cfg *config, onEvent func(wire.Frame)) (*li
 	}
 }
 
+// helloSilence is how long a silent answer to the hello is waited for
+// before the address is probed for another protocol.
+const helloSilence = time.Second
+
 // wrongPeerError: the peer at an address does not speak the Ticketing
 // protocol as configured (another service, TLS on one side only).
 type wrongPeerError struct{ msg string }
@@ -153,7 +157,27 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 	first := &hellodiag.FirstBytes{R: nc}
 	r := wire.NewReader(first)
 	var f wire.Frame
-	if err := r.Next(&f); err != nil {
+	// A peer silent for helloSilence is probed, on other connections, for
+	// a protocol it does speak (an HTTP server waits for a whole request
+	// line), so that a wrong port is named at once, as the Ticketing client
+	// does; a Ticketing server answers long before.
+	if time.Until(hd) > helloSilence && cfg.tls == nil {
+		nc.SetReadDeadline(time.Now().Add(helloSilence))
+		err := r.Next(&f)
+		var ne net.Error
+		if err != nil && errors.As(err, &ne) && ne.Timeout() && first.Len() == 0 && ctx.Err() == nil {
+			if name, hint := hellodiag.Foreign(ctx, addr); name != "" {
+				nc.Close()
+				return nil, "", &wrongPeerError{fmt.Sprintf("%s is %s, not a Ticketing server: it did not answer the hello but answers that protocol; %s", addr, name, hint)}
+			}
+			nc.SetReadDeadline(hd)
+			err = r.Next(&f)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, "", helloFailure(ctx, cfg, addr, err, first.Bytes())
+		}
+	} else if err := r.Next(&f); err != nil {
 		nc.Close()
 		return nil, "", helloFailure(ctx, cfg, addr, err, first.Bytes())
 	}

@@ -399,7 +399,11 @@ func (s *Session) event(f wire.Frame) {
 		}
 	case wire.CoordSessionEnded:
 		if b.Session == s.id {
-			go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d)", ErrSessionExpired, s.id, b.Reason))
+			if b.Reason == wire.CoordEndStopped {
+				go s.end(fmt.Errorf("%w: session %d stopped", ErrClosed, s.id)) // by Close, or another attach of it
+			} else {
+				go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d: 1 expired, 3 node dropped)", ErrSessionExpired, s.id, b.Reason))
+			}
 		}
 	}
 }

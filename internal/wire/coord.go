@@ -511,3 +511,10 @@ const (
 	CoordExclusive   = math.MaxUint64
 	CoordWaitForever = math.MaxUint64
 )
+
+// Why a session ended: the reason of a SessionEnded notification.
+const (
+	CoordEndExpired uint8 = 1 // timed out while detached
+	CoordEndStopped uint8 = 2 // its client stopped it
+	CoordEndDropped uint8 = 3 // its node was dropped
+)
