@@ -246,14 +246,14 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 // diagnosis of a failure (see helloReadError); nc's deadline bounds the rest.
 func handshake(ctx context.Context, nc net.Conn, addr, token string, ts *tlsState, flags uint8) (hello, *wire.Reader, error) {
 	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
-	first := &firstBytes{r: nc}
+	first := &firstBytes{R: nc}
 	r := wire.NewReader(first)
 	var f wire.Frame
 	if _, err := nc.Write(buf); err != nil {
 		// A server that refused the connection may have said why (a TLS
 		// alert, an E frame) before closing it.
 		if rerr := r.Next(&f); rerr != nil {
-			if he := helloReadError(ctx, addr, ts, rerr, first.bytes()); he.rejected {
+			if he := helloReadError(ctx, addr, ts, rerr, first.Bytes()); he.rejected {
 				return hello{}, nil, he
 			}
 		} else if f.Type == wire.TypeError || f.Type == wire.TypeCapacity {
@@ -285,8 +285,8 @@ func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.F
 			return nil
 		}
 		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() || first.n > 0 || ctx.Err() != nil {
-			return helloReadError(ctx, addr, ts, err, first.bytes())
+		if !errors.As(err, &ne) || !ne.Timeout() || first.Len() > 0 || ctx.Err() != nil {
+			return helloReadError(ctx, addr, ts, err, first.Bytes())
 		}
 		if he := foreignProtocol(ctx, addr, ts != nil); he != nil {
 			return he
@@ -298,7 +298,7 @@ func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.F
 		}
 	}
 	if err := r.Next(f); err != nil {
-		return helloReadError(ctx, addr, ts, err, first.bytes())
+		return helloReadError(ctx, addr, ts, err, first.Bytes())
 	}
 	return nil
 }

@@ -6,14 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 
+	"github.com/ticketing-io/ticketing/internal/hellodiag"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -46,21 +44,7 @@ func refused(addr string, auth bool, cause error, format string, args ...any) *h
 
 // firstBytes records the first bytes read from a connection, so that a hello
 // answered with something other than a Ticketing frame can be named.
-type firstBytes struct {
-	r   io.Reader
-	buf [8]byte
-	n   int
-}
-
-func (f *firstBytes) Read(p []byte) (int, error) {
-	n, err := f.r.Read(p)
-	if f.n < len(f.buf) && n > 0 {
-		f.n += copy(f.buf[f.n:], p[:n])
-	}
-	return n, err
-}
-
-func (f *firstBytes) bytes() []byte { return f.buf[:f.n] }
+type firstBytes = hellodiag.FirstBytes
 
 // alertCodes maps the text of a TLS alert to its number. crypto/tls reports
 // an alert received from the peer as a *net.OpError with Op "remote error"
@@ -196,19 +180,10 @@ func helloReadError(ctx context.Context, addr string, ts *tlsState, err error, f
 // without a byte in answer to the hello. From an address that has served a
 // session before it is not a refusal (see Broker.attemptFailed): that server
 // speaks the protocol and stopped mid-hello.
-const closedWithoutAnswer = "the server %s closed the connection without answering the hello (%v): a Ticketing server answers every hello, so this is another service or a proxy without a backend; is it ticketd's client port (5225 by default)? Its Raft port (5226) and metrics port (5227) are not for clients"
+const closedWithoutAnswer = hellodiag.ClosedWithoutAnswer
 
-// closedEarly reports a connection the peer closed or reset.
-func closedEarly(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// looksLikeTLS reports whether b starts like a TLS record: a content type
-// (change cipher spec, alert, handshake, application data) and major
-// version 3.
-func looksLikeTLS(b []byte) bool {
-	return len(b) >= 2 && b[0] >= 20 && b[0] <= 23 && b[1] == 3
-}
+func closedEarly(err error) bool { return hellodiag.ClosedEarly(err) }
+func looksLikeTLS(b []byte) bool { return hellodiag.LooksLikeTLS(b) }
 
 // looksLikeFrame reports whether the 5 bytes h are the header of a frame a
 // Ticketing server sends.
@@ -220,80 +195,20 @@ func looksLikeFrame(h []byte) bool {
 	return n >= 1 && n <= wire.MaxFrame && strings.IndexByte("YGWQXBRNMEIVPO", h[4]) >= 0
 }
 
-// speaksTLS reports whether addr answers a TLS handshake. It explains a
-// plain hello that the server closed without a word, which is what a TLS
-// server does with it. Nothing is sent over the probe's session and the
-// server's certificate does not matter: only that it answered in TLS.
-func speaksTLS(ctx context.Context, addr string) bool {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer nc.Close()
-	err = tls.Client(nc, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}).HandshakeContext(ctx)
-	if err == nil {
-		return true
-	}
-	_, alert := remoteAlert(err)
-	return alert
-}
-
-// probeTimeout bounds each probe of foreignProtocol.
-const probeTimeout = time.Second
+func speaksTLS(ctx context.Context, addr string) bool { return hellodiag.SpeaksTLS(ctx, addr) }
 
 // foreignProtocol checks, on fresh connections, whether addr speaks HTTP
 // (ticketd's metrics port, a web server) or PostgreSQL, and if so returns a
 // refusal that names it. It returns nil when neither answers. Only used
-// after the hello met silence or a closed connection, so a working server
-// is never probed.
+// after the hello met silence or a closed connection, so a working server is
+// never probed.
 func foreignProtocol(ctx context.Context, addr string, tlsOn bool) *helloError {
 	if tlsOn {
 		return nil // the probes speak plain TCP
 	}
-	type result struct{ name, hint string }
-	out := make(chan result, 2)
-	probe := func(req []byte, match func([]byte) bool, name, hint string) {
-		if b := probeAnswer(ctx, addr, req); match(b) {
-			out <- result{name, hint}
-			return
-		}
-		out <- result{}
-	}
-	go probe([]byte("GET / HTTP/1.0\r\n\r\n"), func(b []byte) bool { return strings.HasPrefix(string(b), "HTTP/") },
-		"an HTTP server", "ticketd's metrics port (5227 by default) speaks HTTP; clients use the client port (5225 by default)")
-	// PostgreSQL answers an SSLRequest with one byte, S or N.
-	go probe([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}, func(b []byte) bool { return len(b) == 1 && (b[0] == 'S' || b[0] == 'N') },
-		"a PostgreSQL server", "clients use ticketd's client port (5225 by default)")
-	var found result
-	for range 2 {
-		if found = <-out; found.name != "" {
-			break // the other probe ends with its timeout; out is buffered
-		}
-	}
-	if found.name == "" {
+	name, hint := hellodiag.Foreign(ctx, addr)
+	if name == "" {
 		return nil
 	}
-	return refused(addr, false, nil, "%s is %s, not a Ticketing server: it did not answer the hello but answers that protocol; %s", addr, found.name, found.hint)
-}
-
-// probeAnswer sends req on a new connection to addr and returns the first
-// bytes of the answer (nil on any failure or silence).
-func probeAnswer(ctx context.Context, addr string, req []byte) []byte {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil
-	}
-	defer nc.Close()
-	dl, _ := ctx.Deadline()
-	nc.SetDeadline(dl)
-	if _, err := nc.Write(req); err != nil {
-		return nil
-	}
-	buf := make([]byte, 16)
-	n, _ := io.ReadAtLeast(nc, buf, 1)
-	return buf[:n]
+	return refused(addr, false, nil, "%s is %s, not a Ticketing server: it did not answer the hello but answers that protocol; %s", addr, name, hint)
 }

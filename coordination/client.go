@@ -5,8 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -20,6 +24,17 @@ type config struct {
 	token       string
 	tls         *tls.Config
 	dialTimeout time.Duration
+	dialer      func(ctx context.Context, network, addr string) (net.Conn, error)
+	logger      *slog.Logger
+	served      *atomic.Bool // a server has answered a hello of this client
+}
+
+// log is the configured logger, or one that discards.
+func (c *config) log() *slog.Logger {
+	if c.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.logger
 }
 
 // WithToken sets the client token sent in the hello.
@@ -33,6 +48,19 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cf
 // Deprecated: use WithTLSConfig. The name WithTLS belongs to the Ticketing
 // client's option, which takes a ticketing.TLSMode, not a *tls.Config.
 func WithTLS(cfg *tls.Config) Option { return WithTLSConfig(cfg) }
+
+// WithDialer makes the client open its TCP connections with dial instead of
+// a net.Dialer, as the Ticketing client's option of the same name: dial
+// gets network "tcp" and the server's address, and must obey ctx. TLS and
+// the hello run over the connection it returns.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
+}
+
+// WithLogger sets the logger for a session's background events (its
+// connection lost and restored at Info, its deadline passing at Warn, an
+// expiry at Warn). Without it nothing is logged.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDialTimeout bounds one connection attempt and its hello (default 5 s).
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
@@ -50,7 +78,7 @@ type Client struct {
 // New returns a client for the comma-separated server addresses
 // ("host:port,host:port"). It connects on first use.
 func New(addrs string, opts ...Option) (*Client, error) {
-	cfg := config{dialTimeout: 5 * time.Second}
+	cfg := config{dialTimeout: 5 * time.Second, served: new(atomic.Bool)}
 	for _, a := range strings.Split(addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.addrs = append(cfg.addrs, a)
@@ -101,6 +129,7 @@ func (c *Client) control(ctx context.Context) (*link, error) {
 // a new connection when the connection is lost; the others then report
 // ErrIndeterminate.
 func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire.Coord, safe bool) (wire.Coord, error) {
+	losses := 0
 	for {
 		l, err := c.control(ctx)
 		if err != nil {
@@ -108,7 +137,10 @@ func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire
 		}
 		st, ans, err := l.call(ctx, op, body, nil)
 		if errors.Is(err, errLinkLost) {
-			if safe {
+			if l.endedByServer() {
+				losses++
+			}
+			if safe && losses < 2 {
 				continue
 			}
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the connection was lost before the answer", ErrIndeterminate, name, body.Path)
@@ -134,6 +166,30 @@ type NodeConfig struct {
 	MaxWaiters         uint32
 }
 
+// check refuses what the wire cannot say as given: both modes of a pair, or
+// a period that is not a whole number of milliseconds from 1 ms to
+// 2^32-1 ms (it would be sent as another value, or as 0, the default).
+func (n NodeConfig) check(op string) error {
+	bad := func(format string, args ...any) error {
+		return &StatusError{Op: op, Status: wire.CoordBadRequest, Message: fmt.Sprintf(format, args...) + " (nothing was sent)"}
+	}
+	if n.ReadStrict && n.ReadRelaxed {
+		return bad("ReadStrict and ReadRelaxed: set one read mode at most")
+	}
+	if n.AttachStrict && n.AttachRelaxed {
+		return bad("AttachStrict and AttachRelaxed: set one attach mode at most")
+	}
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"SelfCheckPeriod", n.SelfCheckPeriod}, {"SessionGracePeriod", n.SessionGracePeriod}} {
+		if p.d != 0 && (p.d < time.Millisecond || p.d%time.Millisecond != 0 || p.d/time.Millisecond > math.MaxUint32) {
+			return bad("%s: %v, want whole milliseconds from 1ms to %v, or 0 for the default (unchanged in an alter)", p.name, p.d, time.Duration(math.MaxUint32)*time.Millisecond)
+		}
+	}
+	return nil
+}
+
 func (n NodeConfig) wire(path string) *wire.Coord {
 	b := &wire.Coord{Path: []byte(path), SelfCheckMs: uint32(n.SelfCheckPeriod / time.Millisecond),
 		GraceMs: uint32(n.SessionGracePeriod / time.Millisecond), MaxSessions: n.MaxSessions,
@@ -155,12 +211,18 @@ func (n NodeConfig) wire(path string) *wire.Coord {
 
 // CreateNode creates the coordination node at path ("/a/b").
 func (c *Client) CreateNode(ctx context.Context, path string, cfg NodeConfig) error {
+	if err := cfg.check("create node " + path); err != nil {
+		return err
+	}
 	_, err := c.nodeCall(ctx, "create node", wire.CoordCreateNode, cfg.wire(path), false)
 	return err
 }
 
 // AlterNode changes the non-zero fields of cfg in the node's configuration.
 func (c *Client) AlterNode(ctx context.Context, path string, cfg NodeConfig) error {
+	if err := cfg.check("alter node " + path); err != nil {
+		return err
+	}
 	_, err := c.nodeCall(ctx, "alter node", wire.CoordAlterNode, cfg.wire(path), false)
 	return err
 }

@@ -13,5 +13,15 @@
 // returned as an error matching its sentinel (ErrNotFound, ...).
 //
 // A Lease's Token is its order id: a fencing token from the same strictly
-// increasing counter as ticket tokens.
+// increasing counter as ticket tokens. A Lease's Context (and an Election's
+// leadership context) ends at the session's conservative deadline — the
+// send time of the last request the server answered, plus the session
+// timeout, less 1 % and 100 ms — whatever the connection does, so that the
+// client gives a hold up before the server can hand it to anyone else
+// (docs/coordination.md, "The client's deadline").
+//
+// The recipes (Mutex, Election, Discovery, Publication) keep their
+// semaphores in a name space of their own ("recipe/<kind>/<name>") with a
+// marker in their data, and refuse (ErrWrongKind) a semaphore they did not
+// create.
 package coordination

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/retry"
 )
@@ -25,16 +26,41 @@ var (
 	// ErrIndeterminate: the connection was lost after a create, update or
 	// delete was sent and before its answer: it may or may not have
 	// happened. It is never re-sent automatically; describe to find out.
-	ErrIndeterminate = errors.New("coordination: outcome unknown")
-	// ErrUnavailable: no leader could be reached before the context ended.
-	ErrUnavailable = errors.New("coordination: leader unavailable")
-	// ErrUnauthenticated: the server refused the client token (WithToken).
-	ErrUnauthenticated = errors.New("coordination: unauthenticated")
-	// ErrClosed: the client or session was closed.
-	ErrClosed = errors.New("coordination: closed")
+	// An acquire or describe whose connection was lost twice before the
+	// server said anything about it is not sent a third time either. It is
+	// the Ticketing client's sentinel: errors.Is matches either package's.
+	ErrIndeterminate = ticketing.ErrIndeterminate
+	// ErrUnavailable: no leader could be reached before the context ended
+	// (the Ticketing client's sentinel).
+	ErrUnavailable = ticketing.ErrUnavailable
+	// ErrUnauthenticated: the server refused the client token (WithToken)
+	// (the Ticketing client's sentinel).
+	ErrUnauthenticated = ticketing.ErrUnauthenticated
+	// ErrClosed: the client or session was closed (the Ticketing client's
+	// sentinel).
+	ErrClosed = ticketing.ErrClosed
 	// ErrNotAcquired: an acquire ended without the semaphore (timeout 0, or
-	// its timeout passed in the queue).
-	ErrNotAcquired = errors.New("coordination: not acquired")
+	// its timeout passed in the queue) (the Ticketing client's sentinel).
+	ErrNotAcquired = ticketing.ErrNotAcquired
+
+	// ErrDeadlinePassed: the session's conservative deadline passed without
+	// an answer from the server, so its holds and leadership were given up
+	// on the client (the server may still have them, until it expires the
+	// session; a restored session gets them back only by acquiring again).
+	// It is the cause (context.Cause) of the leases' contexts.
+	ErrDeadlinePassed = errors.New("coordination: session deadline passed")
+	// ErrLost: a hold was taken away by a force delete (a lease's cause).
+	ErrLost = errors.New("coordination: hold lost")
+	// ErrWrongKind: a recipe (Mutex, Election, Discovery, Publication)
+	// found its semaphore with a limit or data that it does not create: the
+	// semaphore was made by hand or by another program, and the recipe
+	// refuses to use it.
+	ErrWrongKind = errors.New("coordination: semaphore of another kind")
+	// ErrNotLeading: Resign found the session neither leading nor
+	// campaigning in the election.
+	ErrNotLeading = errors.New("coordination: not leading")
+	// ErrReleased: the hold was released (a lease's cause).
+	ErrReleased = errors.New("coordination: released")
 )
 
 var statusErrs = map[uint16]error{

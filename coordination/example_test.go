@@ -84,7 +84,46 @@ func ExampleSession_Election() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	<-lead.Done() // lead until leadership is lost (resigned, or the session ended)
+	log.Printf("leading with token %d", lead.Token)
+	<-lead.Context.Done() // lead until leadership is lost (resigned, the session ended or its deadline passed)
+}
+
+// A singleton job that runs every minute under one leadership, fenced in
+// a database: each run checks the leader's token and a run counter in the
+// fenced row, so a former leader (paused past its deadline, say) can write
+// nothing, and one leadership can run the job many times.
+func ExampleElection_Campaign() {
+	ctx := context.Background()
+	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(ctx, "/cron", coordination.WithTimeout(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	lead, err := s.Election("nightly-report").Campaign(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for run := uint64(1); ; run++ {
+		select {
+		case <-lead.Context.Done():
+			log.Printf("leadership lost: %v", context.Cause(lead.Context))
+			return
+		case <-tick.C:
+		}
+		// In one transaction of the store:
+		//   UPDATE job_fence SET token = $token, run = $run
+		//     WHERE name = 'nightly-report' AND (token < $token OR (token = $token AND run < $run))
+		// and do the run's writes only if one row changed. A new leader has a
+		// larger token; the same leader counts its runs.
+		log.Printf("run %d under token %d", run, lead.Token)
+	}
 }
 
 // Service discovery: register this instance's endpoint, follow the others.

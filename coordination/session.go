@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -41,8 +43,37 @@ func (s State) String() string {
 type SessionOption func(*Session)
 
 // WithTimeout sets how long the session survives a lost connection (default
-// 30 s, at most 30 min).
+// 30 s, at least MinSessionTimeout, at most 30 min). The session's holds
+// end on the client a little earlier than on the server: see Lease.Context.
 func WithTimeout(d time.Duration) SessionOption { return func(s *Session) { s.timeout = d } }
+
+// Bounds of a session's timeout. Below MinSessionTimeout the allowances of
+// the client's deadline (DeadlineDriftPercent, DeadlineMargin) leave too
+// little time between two keep-alives for a hold to be kept.
+const (
+	MinSessionTimeout = 500 * time.Millisecond
+	MaxSessionTimeout = 30 * time.Minute
+)
+
+// The allowances of a session's deadline, the same as a ticket's: the
+// server's clock may run up to 1 % faster than the client's, and the
+// client's timers may act up to 100 ms late.
+const (
+	DeadlineDriftPercent = ticketing.ClockDriftPercent
+	DeadlineMargin       = ticketing.ClockDriftMargin
+)
+
+// defaultGrace is a node's default session grace period, assumed until the
+// session has described its node.
+const defaultGrace = 10 * time.Second
+
+// deadlineSpan is how long after a confirmed send time the session's holds
+// stay valid on the client:
+//
+//	timeout × (1 − DeadlineDriftPercent/100) − DeadlineMargin
+func deadlineSpan(timeout time.Duration) time.Duration {
+	return timeout - timeout*DeadlineDriftPercent/100 - DeadlineMargin
+}
 
 // WithDescription sets the session's description (up to 1024 bytes).
 func WithDescription(d string) SessionOption { return func(s *Session) { s.desc = d } }
@@ -62,7 +93,7 @@ type Session struct {
 	key     []byte
 
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	states chan State
 	done   chan struct{} // the run loop ended
 
@@ -75,6 +106,19 @@ type Session struct {
 	ended    error
 	leases   map[string]*Lease
 	watches  map[*watch]struct{}
+
+	// The conservative deadline (docs/coordination.md, "The client's
+	// deadline"): confirmed is the send time of the last request the server
+	// answered after a commit on the attached connection; holds ends at
+	// confirmed + timeout − allowances unless a later answer moves it, and
+	// every lease derives from it.
+	confirmed   time.Time
+	deadline    time.Time
+	holds       context.Context
+	holdsCancel context.CancelCauseFunc
+	timer       *time.Timer
+	withdrawing map[string]chan struct{} // names whose wait is being withdrawn in the background
+	grace       time.Duration            // the node's session grace period, as last described
 }
 
 // Session starts a session on the node at path.
@@ -85,13 +129,22 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	for _, o := range opts {
 		o(s)
 	}
+	if s.timeout < MinSessionTimeout || s.timeout > MaxSessionTimeout {
+		return nil, &StatusError{Op: "start session on " + path, Status: wire.CoordBadRequest,
+			Message: fmt.Sprintf("timeout: %v, want %v to %v (nothing was sent)", s.timeout, MinSessionTimeout, MaxSessionTimeout)}
+	}
+	if err := checkSizes(wire.CoordAttach, s.attachBody(0, 1)); err != nil {
+		return nil, err
+	}
 	rand.Read(s.key)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.withdrawing = make(map[string]chan struct{})
+	s.grace = defaultGrace
 	l, err := dialLeader(ctx, &c.cfg, s.event)
 	if err != nil {
 		return nil, err
 	}
-	st, ans, err := l.call(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
+	st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
 	if err == nil {
 		err = statusError("start session on "+path, st, ans.Message)
 	} else if errors.Is(err, errLinkLost) {
@@ -99,16 +152,121 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	}
 	if err != nil {
 		l.close()
-		s.cancel()
+		s.cancel(err)
 		return nil, err
 	}
 	s.id, s.seq, s.l, s.state = ans.Session, ans.SeqNo, l, Attached
 	s.attached = make(chan struct{})
 	close(s.attached)
+	s.mu.Lock()
+	s.confirmLocked(l, sent)
+	s.mu.Unlock()
 	go s.notifyStates()
 	s.setState(Attached)
 	go s.run()
+	go s.keepAlive()
 	return s, nil
+}
+
+// confirmLocked records that the server answered, after a commit, a
+// request sent at sent on l: the session existed on the server then, so it
+// cannot expire there before sent + timeout (counted on the server's clock).
+// Answers on a connection that is not the session's current one do not
+// count. s.mu is held.
+func (s *Session) confirmLocked(l *link, sent time.Time) {
+	if s.ended != nil || l == nil || l != s.l || !sent.After(s.confirmed) {
+		return
+	}
+	s.confirmed = sent
+	s.deadline = sent.Add(deadlineSpan(s.timeout))
+	if s.holds == nil || s.holds.Err() != nil {
+		s.holds, s.holdsCancel = context.WithCancelCause(s.ctx)
+	}
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Until(s.deadline), s.deadlinePassed)
+	} else {
+		s.timer.Reset(time.Until(s.deadline))
+	}
+}
+
+// confirm is confirmLocked for callers without s.mu.
+func (s *Session) confirm(l *link, sent time.Time) {
+	s.mu.Lock()
+	s.confirmLocked(l, sent)
+	s.mu.Unlock()
+}
+
+// deadlinePassed runs when the deadline timer fires.
+func (s *Session) deadlinePassed() {
+	s.mu.Lock()
+	l := s.checkDeadlineLocked()
+	s.mu.Unlock()
+	if l != nil {
+		l.fail(errDeadlinePassed)
+	}
+}
+
+// errDeadlinePassed ends a connection on which the session could not be
+// confirmed in time.
+var errDeadlinePassed = errors.New("coordination: the session's deadline passed without an answer on this connection")
+
+// checkDeadlineLocked ends the holds when the deadline has passed: every
+// lease's context ends, and the session stops reporting ATTACHED (its
+// connection, if any, is returned to be closed, which starts a restore).
+// Holds come back only through the server: a lease of the session after a
+// restore is a new acquire's answer. s.mu is held.
+func (s *Session) checkDeadlineLocked() *link {
+	if s.ended != nil || s.deadline.IsZero() || time.Now().Before(s.deadline) {
+		return nil // the timer is set to the current deadline by confirmLocked
+	}
+	if s.holds.Err() == nil {
+		s.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
+			ErrDeadlinePassed, s.id, s.deadline.Sub(s.confirmed).Round(time.Millisecond), s.timeout))
+		s.leases = map[string]*Lease{}
+		s.c.cfg.log().Warn("coordination session deadline passed: holds given up", "session", s.id, "path", s.path, "timeout", s.timeout)
+	}
+	l := s.l
+	if l != nil && s.state == Attached {
+		return l
+	}
+	return nil
+}
+
+// keepAlive confirms the session when nothing else has for a third of its
+// deadline's span: a describe of its node, answered after a commit, on the
+// session's connection.
+func (s *Session) keepAlive() {
+	span := deadlineSpan(s.timeout)
+	every := max(span/3, time.Millisecond)
+	t := time.NewTimer(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		l, since := s.l, time.Since(s.confirmed)
+		s.mu.Unlock()
+		if l != nil && since >= every {
+			ctx, cancel := context.WithTimeout(s.ctx, span)
+			st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
+			cancel()
+			if err == nil && st == wire.CoordSuccess {
+				s.mu.Lock()
+				s.confirmLocked(l, sent)
+				if ans.GraceMs > 0 {
+					s.grace = time.Duration(ans.GraceMs) * time.Millisecond
+				}
+				s.mu.Unlock()
+			}
+		}
+		s.mu.Lock()
+		next := every - time.Since(s.confirmed)
+		s.mu.Unlock()
+		t.Reset(max(next, every/4, time.Millisecond))
+	}
 }
 
 func (s *Session) attachBody(id, seq uint64) *wire.Coord {
@@ -119,7 +277,8 @@ func (s *Session) attachBody(id, seq uint64) *wire.Coord {
 // ID is the session's id.
 func (s *Session) ID() uint64 { return s.id }
 
-// Context ends when the session ends.
+// Context ends when the session ends; context.Cause then says why
+// (ErrSessionExpired, ErrClosed).
 func (s *Session) Context() context.Context { return s.ctx }
 
 // State is the session's current state.
@@ -163,7 +322,9 @@ func (s *Session) run() {
 		s.attached = make(chan struct{})
 		s.fireWatchesLocked()
 		s.setState(Detached)
+		close(l.detached)
 		s.mu.Unlock()
+		s.c.cfg.log().Info("coordination session detached: restoring", "session", s.id, "path", s.path, "err", l.lostErr())
 		if err := s.restore(); err != nil {
 			s.end(err)
 			return
@@ -171,21 +332,27 @@ func (s *Session) run() {
 	}
 }
 
-// restore reconnects and attaches again with a higher seq_no, within the
-// session's timeout.
+// restore reconnects and attaches again with a higher seq_no. It tries for
+// the session's timeout plus the node's grace period (a new leader keeps a
+// detached session that long): the holds have ended at the deadline
+// already, so trying on risks nothing and can save the session's queue
+// positions; the server's SESSION_EXPIRED ends it sooner.
 func (s *Session) restore() error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	s.mu.Lock()
+	window := s.timeout + s.grace
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, window)
 	defer cancel()
 	for {
 		l, err := dialLeader(ctx, &s.c.cfg, s.event)
 		if err != nil {
-			return fmt.Errorf("%w: session %d could not be restored within its timeout %v: %v", ErrSessionExpired, s.id, s.timeout, err)
+			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, s.id, window, err)
 		}
 		s.mu.Lock()
 		s.seq++
 		seq := s.seq
 		s.mu.Unlock()
-		st, ans, err := l.call(ctx, wire.CoordAttach, s.attachBody(s.id, seq), nil)
+		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(s.id, seq), nil)
 		if errors.Is(err, errLinkLost) {
 			continue
 		}
@@ -204,6 +371,8 @@ func (s *Session) restore() error {
 			return s.ended
 		}
 		s.l, s.state = l, Attached
+		s.confirmLocked(l, sent)
+		s.c.cfg.log().Info("coordination session restored", "session", s.id, "path", s.path, "seq_no", seq)
 		close(s.attached)
 		s.setState(Attached)
 		s.mu.Unlock()
@@ -226,11 +395,15 @@ func (s *Session) event(f wire.Frame) {
 		}
 		s.mu.Unlock()
 		if le != nil && le.token == b.OrderID {
-			le.cancel()
+			le.cancel(fmt.Errorf("%w: %s: the semaphore was deleted with force", ErrLost, le.name))
 		}
 	case wire.CoordSessionEnded:
 		if b.Session == s.id {
-			go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d)", ErrSessionExpired, s.id, b.Reason))
+			if b.Reason == wire.CoordEndStopped {
+				go s.end(fmt.Errorf("%w: session %d stopped", ErrClosed, s.id)) // by Close, or another attach of it
+			} else {
+				go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d: 1 expired, 3 node dropped)", ErrSessionExpired, s.id, b.Reason))
+			}
 		}
 	}
 }
@@ -244,6 +417,9 @@ func (s *Session) end(err error) {
 	}
 	s.ended = err
 	s.state = Expired
+	if !errors.Is(err, ErrClosed) {
+		s.c.cfg.log().Warn("coordination session ended", "session", s.id, "path", s.path, "err", err)
+	}
 	l := s.l
 	s.l = nil
 	leases := s.leases
@@ -251,10 +427,13 @@ func (s *Session) end(err error) {
 	s.fireWatchesLocked()
 	s.setState(Expired)
 	close(s.states)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	s.mu.Unlock()
-	s.cancel()
+	s.cancel(err)
 	for _, le := range leases {
-		le.cancel()
+		le.cancel(err)
 	}
 	if l != nil {
 		l.close()
@@ -308,22 +487,63 @@ func (s *Session) current(ctx context.Context) (*link, error) {
 
 // do sends a request of this session. A safe request is sent again after a
 // restore when its connection was lost; an unsafe one reports
-// ErrIndeterminate.
+// ErrIndeterminate. A request whose connection the server ended twice with
+// an error (E) before it said anything about the request is not sent a
+// third time: it may be what ends the connections. Every answer confirms
+// the session (its deadline).
 func (s *Session) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
+	return s.doEach(ctx, what, op, body, safe, note, nil)
+}
+
+// doEach is do with before, if set, called before every send (an acquire
+// sets the time left of its queue timeout).
+func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame), before func()) (wire.Coord, error) {
+	if err := checkSizes(op, body); err != nil {
+		err.(*StatusError).Op = what
+		return wire.Coord{}, err
+	}
+	losses := 0
 	for {
 		l, err := s.current(ctx)
 		if err != nil {
 			return wire.Coord{}, err
 		}
-		st, ans, err := l.call(ctx, op, body, note)
+		if before != nil {
+			before()
+		}
+		var heard atomic.Bool // a notification for this request arrived
+		wrapped := note
+		if note != nil {
+			wrapped = func(f wire.Frame) { heard.Store(true); note(f) }
+		} else if op == wire.CoordAcquire || op == wire.CoordDescribeSemaphore {
+			wrapped = func(wire.Frame) { heard.Store(true) }
+		}
+		st, ans, sent, err := l.callSent(ctx, op, body, wrapped)
 		if errors.Is(err, errLinkLost) {
-			if safe {
+			if !sent.IsZero() && !heard.Load() && l.endedByServer() {
+				losses++
+			}
+			// Wait until the session has let go of this connection, so
+			// that a request sent again goes on the next one.
+			select {
+			case <-l.detached:
+			case <-s.ctx.Done():
+			case <-ctx.Done():
+				return wire.Coord{}, ctx.Err()
+			}
+			if safe && losses < 2 {
 				continue
+			}
+			if safe {
+				return wire.Coord{}, fmt.Errorf("%w: %s: the server ended the connection twice with an error while the request was in flight, before it answered: not sent again", ErrIndeterminate, what)
 			}
 			return wire.Coord{}, fmt.Errorf("%w: %s: the connection was lost before the answer", ErrIndeterminate, what)
 		}
 		if err != nil {
 			return wire.Coord{}, err
+		}
+		if st != wire.CoordSessionExpired && st != wire.CoordBadSession {
+			s.confirm(l, sent)
 		}
 		return ans, statusError(what, st, ans.Message)
 	}
@@ -379,7 +599,8 @@ func Exclusive() AcquireOption { return Count(wire.CoordExclusive) }
 func Ephemeral() AcquireOption { return func(o *acquireOpts) { o.ephemeral = true } }
 
 // Timeout bounds the time spent in the queue; 0 tries once. By default the
-// acquire waits until its context ends.
+// acquire waits until its context ends. The bound is absolute: an acquire
+// sent again after a restore carries only the time left.
 func Timeout(d time.Duration) AcquireOption {
 	return func(o *acquireOpts) { o.timeout, o.forever = d, false }
 }
@@ -398,8 +619,8 @@ type Lease struct {
 	name   string
 	token  uint64
 	count  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx    *holdContext
+	cancel context.CancelCauseFunc
 }
 
 // Token is the hold's order id: a fencing token, strictly increasing across
@@ -409,9 +630,36 @@ func (l *Lease) Token() uint64 { return l.token }
 // Count is the count held (Exclusive: the semaphore's limit).
 func (l *Lease) Count() uint64 { return l.count }
 
-// Context ends when the hold ends: released, lost to a force delete, or its
-// session ended.
+// Context ends when the hold ends: released, lost to a force delete, its
+// session ended, or the session's conservative deadline passed (no answer
+// from the server for timeout × 0.99 − 100 ms since the send time of the
+// last answered request: the server might expire the session soon, so the
+// hold is given up on the client first; docs/coordination.md, "The
+// client's deadline"). context.Cause says which (ErrReleased, ErrLost,
+// ErrSessionExpired, ErrClosed, ErrDeadlinePassed). Its Err is checked
+// against the deadline when called, so a process that was paused past the
+// deadline sees the hold ended at once, before the deadline's timer runs.
 func (l *Lease) Context() context.Context { return l.ctx }
+
+// holdContext is a lease's context: Err also checks the session's deadline
+// on the spot.
+type holdContext struct {
+	context.Context
+	s *Session
+}
+
+func (c *holdContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	c.s.mu.Lock()
+	l := c.s.checkDeadlineLocked()
+	c.s.mu.Unlock()
+	if l != nil {
+		l.fail(errDeadlinePassed)
+	}
+	return c.Context.Err()
+}
 
 // Release ends the hold.
 func (l *Lease) Release(ctx context.Context) error {
@@ -421,7 +669,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		delete(l.s.leases, l.name)
 	}
 	l.s.mu.Unlock()
-	l.cancel()
+	l.cancel(fmt.Errorf("%w: %s", ErrReleased, l.name))
 	return err
 }
 
@@ -430,23 +678,74 @@ func (s *Session) release(ctx context.Context, name string) (bool, error) {
 	return ans.Flags&wire.CoordFlagReleased != 0, err
 }
 
+// withdraw releases name in the background after an acquire's context
+// ended: the caller returns at once, and the session's next acquire of
+// name waits for the withdrawal first, so it cannot withdraw that one.
+func (s *Session) withdraw(name string) {
+	done := make(chan struct{})
+	s.mu.Lock()
+	prev := s.withdrawing[name]
+	s.withdrawing[name] = done
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		// Bounded by the session: a session that ends releases everything.
+		_, _ = s.release(s.ctx, name)
+		s.mu.Lock()
+		if s.withdrawing[name] == done {
+			delete(s.withdrawing, name)
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// awaitWithdrawal waits until no withdrawal of name is under way.
+func (s *Session) awaitWithdrawal(ctx context.Context, name string) error {
+	s.mu.Lock()
+	ch := s.withdrawing[name]
+	s.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // AcquireSemaphore acquires count units of the semaphore, waiting in its
 // FIFO queue. An acquire whose connection is lost is sent again after the
 // session is restored: a repeated acquire replaces the earlier one and keeps
-// its queue position, so this is safe. If ctx ends while queued, the wait is
-// withdrawn (a release) and ctx's error returned. ErrNotAcquired: timeout 0
-// or the queue timeout passed.
+// its queue position, so this is safe (with the time left of its Timeout).
+// If ctx ends while queued, AcquireSemaphore returns ctx's error at once and
+// the wait is withdrawn (a release) in the background. ErrNotAcquired:
+// timeout 0 or the queue timeout passed.
 func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
 	o := acquireOpts{count: 1, forever: true}
 	for _, f := range opts {
 		f(&o)
 	}
-	b := &wire.Coord{Name: []byte(name), Count: o.count, Data: o.data, TimeoutMs: uint64(o.timeout / time.Millisecond)}
+	if err := s.awaitWithdrawal(ctx, name); err != nil {
+		return nil, err
+	}
+	b := &wire.Coord{Name: []byte(name), Count: o.count, Data: o.data}
 	if o.forever {
 		b.TimeoutMs = wire.CoordWaitForever
 	}
 	if o.ephemeral {
 		b.Flags = wire.CoordFlagEphemeral
+	}
+	start := time.Now()
+	before := func() {
+		if !o.forever {
+			left := max(o.timeout-time.Since(start), 0)
+			b.TimeoutMs = uint64(left / time.Millisecond)
+		}
 	}
 	var note func(wire.Frame)
 	if o.onQueued != nil {
@@ -457,13 +756,14 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 			}
 		}
 	}
-	ans, err := s.do(ctx, "acquire "+name, wire.CoordAcquire, b, true, note)
-	if ctx.Err() != nil && err != nil {
+	ans, err := s.doEach(ctx, "acquire "+name, wire.CoordAcquire, b, true, note, before)
+	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrIndeterminate)) {
 		// Withdraw the wait (or a grant that raced with the cancel).
-		wctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		_, _ = s.release(wctx, name)
-		cancel()
-		return nil, ctx.Err()
+		s.withdraw(name)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
 	}
 	if err != nil {
 		return nil, err
@@ -476,14 +776,19 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 	if s.ended != nil {
 		return nil, s.ended
 	}
-	if old := s.leases[name]; old != nil && old.token == ans.OrderID {
+	if s.holds == nil || s.holds.Err() != nil {
+		// The deadline passed while the answer was on its way: the hold
+		// exists on the server, but this session cannot vouch for it now.
+		return nil, context.Cause(s.holds)
+	}
+	if old := s.leases[name]; old != nil && old.token == ans.OrderID && old.ctx.Context.Err() == nil {
 		old.count = ans.Count // the same hold, count lowered or kept
 		return old, nil
 	} else if old != nil {
-		old.cancel()
+		old.cancel(fmt.Errorf("%w: %s: replaced by a new hold", ErrReleased, name))
 	}
-	lctx, cancel := context.WithCancel(s.ctx)
-	le := &Lease{s: s, name: name, token: ans.OrderID, count: ans.Count, ctx: lctx, cancel: cancel}
+	lctx, cancel := context.WithCancelCause(s.holds)
+	le := &Lease{s: s, name: name, token: ans.OrderID, count: ans.Count, ctx: &holdContext{Context: lctx, s: s}, cancel: cancel}
 	s.leases[name] = le
 	return le, nil
 }
@@ -491,8 +796,19 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 // Holder is an owner or waiter of a semaphore.
 type Holder struct {
 	OrderID, Session, Count uint64
-	Timeout                 time.Duration
-	Data                    []byte
+	// Timeout is the acquire's queue timeout; Forever reports one that
+	// waits without a timeout (Timeout is then the longest duration).
+	Timeout time.Duration
+	Forever bool
+	Data    []byte
+}
+
+// TimeoutString is Timeout as text, "forever" for a wait without a timeout.
+func (h Holder) TimeoutString() string {
+	if h.Forever {
+		return "forever"
+	}
+	return h.Timeout.String()
 }
 
 // SemaphoreDescription is a semaphore as DescribeSemaphore saw it.
@@ -643,7 +959,8 @@ func toHolders(hs []wire.CoordHolder) []Holder {
 	var out []Holder
 	for _, h := range hs {
 		out = append(out, Holder{OrderID: h.OrderID, Session: h.Session, Count: h.Count,
-			Timeout: time.Duration(min(h.TimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond, Data: h.Data})
+			Timeout: time.Duration(min(h.TimeoutMs, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond,
+			Forever: h.TimeoutMs == wire.CoordWaitForever, Data: h.Data})
 	}
 	return out
 }

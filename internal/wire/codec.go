@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -331,6 +332,9 @@ func (r *Reader) Next(f *Frame) error {
 		return errorf(CodeMalformedFrame, "frame length 0: a frame has at least its type byte")
 	}
 	if n > uint32(r.max) && !(n <= uint32(r.coordMax) && r.coordNext()) {
+		if r.coordMax > 0 && n <= MaxCoordSkip && r.requestNext() {
+			return r.skipCoord(n)
+		}
 		if r.coordMax > 0 {
 			return errorf(CodeFrameTooLarge, "frame of %d bytes exceeds the maximum of %d (%d for K and Z frames)", n, r.max, r.coordMax)
 		}
@@ -361,6 +365,44 @@ func (r *Reader) AllowCoordFrames() { r.coordMax = MaxCoordFrame }
 func (r *Reader) coordNext() bool {
 	b, err := r.r.Peek(1)
 	return err == nil && (Type(b[0]) == TypeCoord || Type(b[0]) == TypeCoordReply)
+}
+
+// requestNext reports whether the oversized frame whose length prefix was
+// just read is a K request (its type byte only is peeked).
+func (r *Reader) requestNext() bool {
+	b, err := r.r.Peek(1)
+	return err == nil && Type(b[0]) == TypeCoord
+}
+
+// skipCoord reads the id and sub-op of an oversized K request of n bytes
+// and discards the rest, so that the connection stays usable and the
+// request alone can be refused.
+func (r *Reader) skipCoord(n uint32) error {
+	var head [6]byte // type, id, sub-op
+	if n < uint32(len(head)) {
+		return errorf(CodeMalformedFrame, "K frame of %d bytes is shorter than its id and sub-op", n)
+	}
+	if _, err := io.ReadFull(r.r, head[:]); err != nil {
+		return io.ErrUnexpectedEOF
+	}
+	if _, err := io.CopyN(io.Discard, r.r, int64(n)-int64(len(head))); err != nil {
+		return io.ErrUnexpectedEOF
+	}
+	return &OversizedRequestError{ID: be.Uint32(head[1:5]), Op: head[5], Len: n}
+}
+
+// OversizedRequestError is a K request longer than MaxCoordFrame (and at
+// most MaxCoordSkip) that the Reader skipped: the connection is still in
+// step, and the receiver answers the request alone BAD_REQUEST.
+type OversizedRequestError struct {
+	ID  uint32
+	Op  uint8
+	Len uint32
+}
+
+func (e *OversizedRequestError) Error() string {
+	return fmt.Sprintf("coordination request %d (sub-op %d) of %d bytes exceeds the largest coordination frame, %d bytes: data (semaphore, owner) is at most %d bytes, paths and names %d",
+		e.ID, e.Op, e.Len, MaxCoordFrame, MaxCoordData, MaxCoordName)
 }
 
 // Buffered reports how many bytes are already buffered, so a writer can

@@ -69,8 +69,19 @@ const (
 	coordDescribeFlagsValid       = CoordFlagOwners | CoordFlagWaiters | CoordFlagWatchData | CoordFlagWatchOwners | CoordFlagNoData
 )
 
-// MaxCoordData is the largest semaphore or owner data.
-const MaxCoordData = 1 << 20
+// Sizes of coordination fields (docs/coordination.md, Limits). The server
+// refuses a larger one with BAD_REQUEST; the Go SDK checks them before
+// sending.
+const (
+	MaxCoordData = 1 << 20 // semaphore or owner data
+	MaxCoordPath = 1024    // a node's path
+	MaxCoordName = 1024    // a semaphore's name
+	MaxCoordDesc = 1024    // a session's description
+	MaxCoordKey  = 16      // a session's protection key
+	// MaxCoordSkip is the longest K request a receiver reads past to
+	// refuse it alone (BAD_REQUEST) instead of ending the connection.
+	MaxCoordSkip = 64 << 20
+)
 
 // Coord is the decoded body of a K or T frame; only the fields of its
 // sub-op's layout are meaningful. Byte slices alias the frame.
@@ -499,4 +510,11 @@ func CoordStatusName(s uint16) string {
 const (
 	CoordExclusive   = math.MaxUint64
 	CoordWaitForever = math.MaxUint64
+)
+
+// Why a session ended: the reason of a SessionEnded notification.
+const (
+	CoordEndExpired uint8 = 1 // timed out while detached
+	CoordEndStopped uint8 = 2 // its client stopped it
+	CoordEndDropped uint8 = 3 // its node was dropped
 )

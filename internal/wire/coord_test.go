@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"testing"
 )
@@ -143,10 +144,11 @@ func TestCoordFrameSizes(t *testing.T) {
 	if err := allowing(admin).Next(&got); !isCode(err, CodeFrameTooLarge) {
 		t.Fatalf("J of MaxFrame+1: %v", err)
 	}
-	// Only the type byte is read to tell K and T from the rest.
-	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, math.MaxUint32} {
+	// Only the type byte is read to tell K and T from the rest (and to
+	// tell a K request that can be skipped, up to MaxCoordSkip).
+	for _, n := range []uint32{MaxFrame + 1, MaxCoordFrame, MaxCoordFrame + 1, MaxCoordSkip, MaxCoordSkip + 1, math.MaxUint32} {
 		hdr := be.AppendUint32(nil, n)
-		if n <= MaxCoordFrame {
+		if n <= MaxCoordSkip {
 			hdr = append(hdr, byte(TypeAcquire))
 		}
 		src := &headerOnlyReader{t: t, hdr: hdr}
@@ -155,6 +157,35 @@ func TestCoordFrameSizes(t *testing.T) {
 		if err := r.Next(new(Frame)); !isCode(err, CodeFrameTooLarge) || src.over != 0 || len(src.hdr) != 0 {
 			t.Errorf("length %d: %v, %d reads past the header, %d header bytes unread", n, err, src.over, len(src.hdr))
 		}
+	}
+}
+
+// TestOversizedRequestSkipped: a K request longer than MaxCoordFrame (up
+// to MaxCoordSkip) is read past whole and reported with its id and sub-op,
+// and the next frame reads normally; an oversized T, or a K beyond
+// MaxCoordSkip, still ends the stream.
+func TestOversizedRequestSkipped(t *testing.T) {
+	big := Append(nil, CoordFrame(false, 42, CoordAcquire, 0, &Coord{Name: []byte("s"), Count: 1, Data: make([]byte, 2<<20)}))
+	next := Append(nil, &Frame{Type: TypePing, Nonce: 7})
+	r := NewReader(bytes.NewReader(append(big, next...)))
+	r.AllowCoordFrames()
+	var f Frame
+	var e *OversizedRequestError
+	if err := r.Next(&f); !errors.As(err, &e) || e.ID != 42 || e.Op != CoordAcquire || e.Len != be.Uint32(big) {
+		t.Fatalf("oversized K: %v", err)
+	}
+	if err := r.Next(&f); err != nil || f.Type != TypePing || f.Nonce != 7 {
+		t.Fatalf("the frame after the skipped one: %v %+v", err, f)
+	}
+	reply := Append(nil, CoordFrame(true, 42, CoordDescribeSemaphore, 0, &Coord{Limit: 1, Data: make([]byte, 2<<20)}))
+	r = NewReader(bytes.NewReader(reply))
+	r.AllowCoordFrames()
+	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized T: %v", err)
+	}
+	r = NewReader(bytes.NewReader(big))
+	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized K without AllowCoordFrames: %v", err)
 	}
 }
 
@@ -189,4 +220,34 @@ func TestCoordListSessionsUndefinedFlag(t *testing.T) {
 	if err := DecodeCoord(f, &c); !isCode(err, CodeMalformedFrame) {
 		t.Fatalf("session flag bit 1: %v, want malformed", err)
 	}
+}
+
+// FuzzReaderCoordFrames: a Reader that serves coordination never panics on
+// any byte stream, and fails only with a protocol error, an oversized
+// request it skipped (then goes on), or the end of the stream.
+func FuzzReaderCoordFrames(f *testing.F) {
+	big := Append(nil, CoordFrame(false, 9, CoordUpdateSemaphore, 0, &Coord{Name: []byte("s"), Data: make([]byte, MaxCoordFrame)}))
+	f.Add(big[:64])
+	f.Add(append(big, Append(nil, &Frame{Type: TypePing, Nonce: 1})...))
+	for _, fr := range coordSamples() {
+		f.Add(Append(nil, fr))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(bytes.NewReader(b))
+		r.AllowCoordFrames()
+		var fr Frame
+		for i := 0; i < 64; i++ {
+			err := r.Next(&fr)
+			var we *Error
+			var big *OversizedRequestError
+			switch {
+			case err == nil, errors.As(err, &big):
+				continue
+			case errors.As(err, &we), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				return
+			default:
+				t.Fatalf("error %T %v", err, err)
+			}
+		}
+	})
 }

@@ -36,6 +36,7 @@ type holderJSON struct {
 	Session   uint64  `json:"session"`
 	Count     uint64  `json:"count"`
 	TimeoutMs int64   `json:"timeout_ms"`
+	Forever   bool    `json:"forever,omitempty"` // waits without a timeout (timeout_ms is then meaningless)
 	Data      *string `json:"data,omitempty"`
 	DataHex   string  `json:"data_hex"`
 }
@@ -52,7 +53,7 @@ func holdersJSON(hs []coordination.Holder) []holderJSON {
 	out := []holderJSON{}
 	for _, h := range hs {
 		out = append(out, holderJSON{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.Timeout.Milliseconds(),
-			Data: text(h.Data), DataHex: hex.EncodeToString(h.Data)})
+			Forever: h.Forever, Data: text(h.Data), DataHex: hex.EncodeToString(h.Data)})
 	}
 	return out
 }
@@ -96,7 +97,7 @@ func runCoordSemaphores(e *env, verb, path, name string, f *coordFlags, fs *flag
 				}{{"owners", d.Owners}, {"waiters", d.Waiters}} {
 					fmt.Fprintf(w, "  %s: %d\n", l.what, len(l.hs))
 					for _, h := range l.hs {
-						fmt.Fprintf(w, "    order %d  session %d  count %d  timeout %v  data %q\n", h.OrderID, h.Session, h.Count, h.Timeout, h.Data)
+						fmt.Fprintf(w, "    order %d  session %d  count %d  timeout %s  data %q\n", h.OrderID, h.Session, h.Count, h.TimeoutString(), h.Data)
 					}
 				}
 			})

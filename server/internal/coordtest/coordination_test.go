@@ -180,7 +180,9 @@ func TestSessionSurvivesLeaderKill(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var states []coordination.State
-	a := session(t, c, "/n", coordination.WithTimeout(2*time.Second), coordination.WithStateCallback(func(s coordination.State) {
+	// The timeout outlasts an election: the lease survives on the client
+	// only if the session is confirmed again within its deadline.
+	a := session(t, c, "/n", coordination.WithTimeout(10*time.Second), coordination.WithStateCallback(func(s coordination.State) {
 		mu.Lock()
 		states = append(states, s)
 		mu.Unlock()
@@ -193,7 +195,7 @@ func TestSessionSurvivesLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// w waits in the queue and watches the owners across the leader change.
-	w := session(t, c, "/n", coordination.WithTimeout(2*time.Second))
+	w := session(t, c, "/n", coordination.WithTimeout(10*time.Second))
 	queued := make(chan uint64, 2)
 	got := make(chan *coordination.Lease, 1)
 	go func() {
@@ -247,7 +249,7 @@ func TestSessionExpiresWithoutServer(t *testing.T) {
 	c := newClient(t, cl.AddrList())
 	ctx := ctxT(t)
 	c.CreateNode(ctx, "/n", coordination.NodeConfig{})
-	a := session(t, c, "/n", coordination.WithTimeout(300*time.Millisecond))
+	a := session(t, c, "/n", coordination.WithTimeout(coordination.MinSessionTimeout))
 	a.CreateSemaphore(ctx, "s", 1, nil)
 	l, err := a.AcquireSemaphore(ctx, "s")
 	if err != nil {

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"math"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 	"slices"
 	"sort"
 	"strings"
@@ -37,13 +39,14 @@ const (
 
 func isCoordKind(k OpKind) bool { return k >= opCoordFirst && k <= opCoordLast }
 
-// Limits that are not part of a node's configuration.
+// Limits that are not part of a node's configuration (the sizes are the
+// wire's, defined once there).
 const (
-	MaxCoordPath      = 1024
-	MaxCoordName      = 1024
-	MaxCoordData      = 1 << 20
-	MaxCoordDesc      = 1024
-	MaxCoordKey       = 16
+	MaxCoordPath      = wire.MaxCoordPath
+	MaxCoordName      = wire.MaxCoordName
+	MaxCoordData      = wire.MaxCoordData
+	MaxCoordDesc      = wire.MaxCoordDesc
+	MaxCoordKey       = wire.MaxCoordKey
 	MaxSessionTimeout = 30 * 60 * 1000 // ms
 )
 
@@ -233,8 +236,12 @@ type coordSession struct {
 	key       string
 	seqNo     uint64
 	attached  bool
-	expiresAt int64           // when detached: earliest batch time an expire may end it
-	sems      map[string]bool // semaphores it owns or waits on
+	expiresAt int64 // when detached: earliest batch time an expire may end it
+	// detachedAt is the batch time of the detach (or of the takeover that
+	// detached it): a later takeover counts the grace period from it, so
+	// leader changes do not push the expiry further out.
+	detachedAt int64
+	sems       map[string]bool // semaphores it owns or waits on
 }
 
 type coordSem struct {
@@ -311,6 +318,10 @@ func validPath(p string) bool {
 	return !strings.Contains(p, "//")
 }
 
+// ValidCoordPath reports whether p is a node path: '/' and non-empty
+// components separated by single '/', at most MaxCoordPath bytes.
+func ValidCoordPath(p string) bool { return validPath(p) }
+
 func validName(n string) bool { return len(n) >= 1 && len(n) <= MaxCoordName }
 
 // applyCoord applies one coordination op. The returned Result is Done with
@@ -374,6 +385,7 @@ func (s *State) coordOp(now int64, kind OpKind, o *CoordOp, r *CoordResult) Coor
 		} else if ss.attached {
 			ss.attached = false
 			ss.expiresAt = addMs(now, ss.timeoutMs)
+			ss.detachedAt = now
 		}
 		return CoordSuccess
 	case OpCoordExpire:
@@ -501,18 +513,26 @@ func (c *coordState) attach(o *CoordOp, r *CoordResult) CoordStatus {
 	ss.timeoutMs = o.TimeoutMs
 	ss.desc = o.Desc
 	ss.attached = true
-	ss.expiresAt = 0
+	ss.expiresAt, ss.detachedAt = 0, 0
 	r.Session, r.SeqNo = ss.id, ss.seqNo
 	return CoordSuccess
 }
 
 // takeover runs in the new leader's takeover entry: the connections that
-// attached sessions were to the old leader, so every session is detached, and
-// none may expire before its timeout plus the node's grace period from now.
+// attached sessions were to the old leader, so every attached session is
+// detached now. No session may expire before its timeout plus the node's
+// grace period from its detach (the grace covers the leaders' clock
+// differences and an old leader still answering for a moment): an attached
+// one from now, a detached one from its recorded detach, so that however
+// many leader changes follow, a detached session expires within timeout +
+// grace of its detach.
 func (c *coordState) takeover(now int64) {
 	for _, ss := range c.sessions {
-		ss.attached = false
-		if e := addMs(now, ss.timeoutMs+uint64(c.nodes[ss.node].cfg.GraceMs)); e > ss.expiresAt {
+		if ss.attached {
+			ss.attached = false
+			ss.detachedAt = now
+		}
+		if e := addMs(ss.detachedAt, ss.timeoutMs+uint64(c.nodes[ss.node].cfg.GraceMs)); e > ss.expiresAt {
 			ss.expiresAt = e
 		}
 	}
@@ -779,17 +799,19 @@ func (s *State) DescribeNode(path string) (NodeInfo, bool) {
 
 // SessionInfo describes a session (without its protection key).
 type SessionInfo struct {
-	ID        uint64
-	Path      string
-	SeqNo     uint64
-	TimeoutMs uint64
-	Desc      string
-	Attached  bool
-	ExpiresAt int64 // when detached
+	ID         uint64
+	Path       string
+	SeqNo      uint64
+	TimeoutMs  uint64
+	Desc       string
+	Attached   bool
+	ExpiresAt  int64 // when detached
+	DetachedAt int64 // when detached: the batch time of its detach (or of the takeover that detached it)
 }
 
 func (ss *coordSession) info() SessionInfo {
-	return SessionInfo{ID: ss.id, Path: ss.node, SeqNo: ss.seqNo, TimeoutMs: ss.timeoutMs, Desc: ss.desc, Attached: ss.attached, ExpiresAt: ss.expiresAt}
+	return SessionInfo{ID: ss.id, Path: ss.node, SeqNo: ss.seqNo, TimeoutMs: ss.timeoutMs, Desc: ss.desc, Attached: ss.attached,
+		ExpiresAt: ss.expiresAt, DetachedAt: ss.detachedAt}
 }
 
 // Session returns session id, if it exists.

@@ -191,7 +191,7 @@ func (d *dec) coordOp(kind OpKind) *CoordOp {
 // written before it existed (ending before any section) still read.
 const (
 	coordSectionTag     = 'C'
-	coordSectionVersion = 2 // 2 adds the semaphore versions; 1 still reads (versions 0)
+	coordSectionVersion = 3 // 2 adds the semaphore versions, 3 the sessions' detach times; 1 and 2 still read
 )
 
 func sortedKeys[K string | uint64, V any](m map[K]V) []K {
@@ -234,6 +234,9 @@ func (c *coordState) appendSection(buf []byte, v uint8) []byte {
 			buf = appendStr(buf, ss.key)
 			buf = appendBool(buf, ss.attached)
 			buf = binary.BigEndian.AppendUint64(buf, uint64(ss.expiresAt))
+			if v >= 3 {
+				buf = binary.BigEndian.AppendUint64(buf, uint64(ss.detachedAt))
+			}
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(n.sems)))
 		for _, name := range sortedKeys(n.sems) {
@@ -326,6 +329,14 @@ func (d *dec) readSessions(c *coordState, n *coordNode) {
 		ss.key = d.str("protection key")
 		ss.attached = d.boolean("attached")
 		ss.expiresAt = int64(d.u64("expires at"))
+		if d.coordVersion >= 3 {
+			ss.detachedAt = int64(d.u64("detached at"))
+		} else if !ss.attached {
+			// Written before detach times were kept: the detach implied by
+			// the expiry (a takeover's grace, if any, makes it earlier,
+			// never later).
+			ss.detachedAt = ss.expiresAt - int64(min(ss.timeoutMs, uint64(ss.expiresAt)))
+		}
 		if d.err != nil {
 			return
 		}
@@ -334,7 +345,7 @@ func (d *dec) readSessions(c *coordState, n *coordNode) {
 			return
 		}
 		if ss.timeoutMs == 0 || ss.timeoutMs > MaxSessionTimeout || len(ss.desc) > MaxCoordDesc ||
-			len(ss.key) > MaxCoordKey || (ss.attached && ss.expiresAt != 0) {
+			len(ss.key) > MaxCoordKey || (ss.attached && (ss.expiresAt != 0 || ss.detachedAt != 0)) {
 			d.corrupt("session %d has an invalid timeout, description, key or expiry", ss.id)
 			return
 		}

@@ -212,7 +212,7 @@ func TestCoordSnapshotVersion1(t *testing.T) {
 	s := richCoordState(t)
 	v2 := snapshotBytes(t, s)
 	body := v2[:len(v2)-crcLen]
-	prefix := body[:len(body)-len(s.coord.appendSection(nil, 2))]
+	prefix := body[:len(body)-len(s.coord.appendSection(nil, coordSectionVersion))]
 	old := withCRC(s.coord.appendSection(bytes.Clone(prefix), 1))
 	r, err := ReadSnapshot(bytes.NewReader(old))
 	if err != nil {
@@ -379,5 +379,22 @@ func TestCoordFuzzSeeds(t *testing.T) {
 				t.Errorf("%s missing or stale: run go test ./internal/fsm -run TestCoordFuzzSeeds -update", path)
 			}
 		}
+	}
+}
+
+// TestCoordSnapshotVersion2DetachTimes: a section written before detach
+// times were kept reads a detached session's detach time as its expiry
+// minus its timeout, and an attached one's as 0.
+func TestCoordSnapshotVersion2DetachTimes(t *testing.T) {
+	s := richCoordState(t)
+	v3 := snapshotBytes(t, s)
+	body := v3[:len(v3)-crcLen]
+	prefix := body[:len(body)-len(s.coord.appendSection(nil, coordSectionVersion))]
+	r, err := ReadSnapshot(bytes.NewReader(withCRC(s.coord.appendSection(bytes.Clone(prefix), 2))))
+	if err != nil {
+		t.Fatalf("version 2 section: %v", err)
+	}
+	if !reflect.DeepEqual(s.Sessions(""), r.Sessions("")) {
+		t.Fatalf("sessions %+v read from format 2, were %+v", r.Sessions(""), s.Sessions(""))
 	}
 }

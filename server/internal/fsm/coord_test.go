@@ -377,15 +377,27 @@ func TestCoordTakeoverGrace(t *testing.T) {
 	h.now = 3000
 	h.s.Apply(Batch{Time: h.now, Ops: []Op{takeover("n2", "addr")}})
 	checkCoordInvariants(t, h.s)
-	for _, id := range []uint64{a, b} {
+	// a, attached, is detached by the takeover: timeout + grace from it; b
+	// keeps its detach time: timeout + grace from its detach.
+	for id, want := range map[uint64]int64{a: 3000 + 10000 + 5000, b: 2000 + 10000 + 5000} {
 		info, _ := h.s.Session(id)
-		if info.Attached || info.ExpiresAt != 3000+10000+5000 {
-			t.Fatalf("session %d after takeover: %+v, want detached until 18000", id, info)
+		if info.Attached || info.ExpiresAt != want {
+			t.Fatalf("session %d after takeover: %+v, want detached until %d", id, info, want)
 		}
 	}
+	// More leader changes do not push the expiries out: a detached session
+	// expires within timeout + grace of its detach however many follow.
+	for _, at := range []int64{9000, 15000, 16999} {
+		h.now = at
+		h.s.Apply(Batch{Time: h.now, Ops: []Op{takeover("n3", "addr")}})
+	}
+	if info, _ := h.s.Session(b); info.ExpiresAt != 17000 || info.DetachedAt != 2000 {
+		t.Fatalf("b after three more takeovers: %+v, want expiry 17000 from its detach at 2000", info)
+	}
+	h.now = 17000
+	h.want(CoordSuccess, OpCoordExpire, CoordOp{Session: b})
 	h.now = 17999 // within timeout + grace of the takeover: nobody expires
 	h.want(CoordPreconditionFailed, OpCoordExpire, CoordOp{Session: a})
-	h.want(CoordPreconditionFailed, OpCoordExpire, CoordOp{Session: b})
 	h.now = 18000
 	h.want(CoordSuccess, OpCoordExpire, CoordOp{Session: a})
 	// A takeover never shortens an expiry: one further away than takeover +

@@ -13,6 +13,9 @@ func TestCoordStatusesMatchFSM(t *testing.T) {
 			t.Errorf("status %d: wire %s, fsm %s", s, got, want)
 		}
 	}
+	if wire.CoordEndExpired != EndExpired || wire.CoordEndStopped != EndStopped || wire.CoordEndDropped != EndDropped {
+		t.Error("session end reasons differ between wire and fsm")
+	}
 	if wire.MaxCoordData != MaxCoordData || wire.CoordExclusive != Exclusive || wire.CoordWaitForever != WaitForever {
 		t.Error("limits or special counts differ between wire and fsm")
 	}

@@ -250,6 +250,14 @@ func (c *conn) serve() {
 	r.AllowCoordFrames() // K frames carry up to 1 MiB of data; only after the hello
 	for {
 		if err := r.Next(&f); err != nil {
+			var big *wire.OversizedRequestError
+			if errors.As(err, &big) && !c.cutOff.Load() {
+				// Skipped whole: the connection is in step, so only this
+				// request fails (coord.go).
+				c.rx.Add(1)
+				c.refuseOversized(big)
+				continue
+			}
 			c.readFailed(err, false)
 			return
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -63,6 +64,50 @@ func (co *coordCore) reset() {
 	co.expiry = make(map[uint64]*timer)
 }
 
+// coordFieldError names the first field of a request that is out of range,
+// or is empty; the request is then answered BAD_REQUEST without a commit.
+// The state machine checks the same rules again (and the ones that depend
+// on the state, such as a count above the limit).
+func coordFieldError(op uint8, b *wire.Coord) string {
+	switch op {
+	case wire.CoordCreateNode, wire.CoordAlterNode, wire.CoordDropNode, wire.CoordDescribeNode, wire.CoordListSessions, wire.CoordAttach:
+		if !fsm.ValidCoordPath(string(b.Path)) {
+			return fmt.Sprintf("path %q: want '/' and non-empty components separated by single '/', at most %d bytes (got %d)", clip(b.Path), wire.MaxCoordPath, len(b.Path))
+		}
+	case wire.CoordCreateSemaphore, wire.CoordUpdateSemaphore, wire.CoordDeleteSemaphore, wire.CoordAcquire, wire.CoordRelease, wire.CoordDescribeSemaphore:
+		if len(b.Name) == 0 || len(b.Name) > wire.MaxCoordName {
+			return fmt.Sprintf("name: %d bytes, want 1 to %d", len(b.Name), wire.MaxCoordName)
+		}
+	}
+	switch {
+	case len(b.Data) > wire.MaxCoordData:
+		return fmt.Sprintf("data: %d bytes, at most %d", len(b.Data), wire.MaxCoordData)
+	case op == wire.CoordAttach && (b.TimeoutMs == 0 || b.TimeoutMs > fsm.MaxSessionTimeout):
+		return fmt.Sprintf("timeout_ms: %d, want 1 to %d", b.TimeoutMs, fsm.MaxSessionTimeout)
+	case op == wire.CoordAttach && len(b.Desc) > wire.MaxCoordDesc:
+		return fmt.Sprintf("description: %d bytes, at most %d", len(b.Desc), wire.MaxCoordDesc)
+	case op == wire.CoordAttach && len(b.Key) > wire.MaxCoordKey:
+		return fmt.Sprintf("protection key: %d bytes, at most %d", len(b.Key), wire.MaxCoordKey)
+	case op == wire.CoordCreateSemaphore && b.Limit == 0:
+		return "limit: 0, want at least 1"
+	case op == wire.CoordAcquire && b.Count == 0:
+		return "count: 0, want 1 to the limit (or 2^64-1 for exclusive)"
+	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.ReadMode > fsm.ReadStrict:
+		return fmt.Sprintf("read_consistency_mode: %d, want 1 (RELAXED) or 2 (STRICT), or 0 for the default", b.ReadMode)
+	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.AttachMode > fsm.AttachRelaxed:
+		return fmt.Sprintf("attach_consistency_mode: %d, want 1 (STRICT) or 2 (RELAXED), or 0 for the default", b.AttachMode)
+	}
+	return ""
+}
+
+// clip shortens a field quoted in an error.
+func clip(b []byte) []byte {
+	if len(b) > 64 {
+		return append(b[:64:64], "..."...)
+	}
+	return b
+}
+
 // coordFrame handles a K frame on the connection's reader goroutine: the body
 // is decoded once here (a malformed one ends the connection like any
 // malformed frame), then the request goes to the core.
@@ -95,6 +140,20 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 	}
 	s.core.submit(request{kind: wire.TypeCoord, c: c, id: f.ID, op: f.Op, body: bytes.Clone(f.Text), at: time.Now()})
 	return true
+}
+
+// refuseOversized answers a K request too long to read (the reader skipped
+// it) BAD_REQUEST, naming the limit; the connection and its session go on.
+func (c *conn) refuseOversized(e *wire.OversizedRequestError) {
+	givesBack := e.Op == wire.CoordRelease || e.Op == wire.CoordStop
+	if dup, full := c.begin(e.ID, e.Op == wire.CoordAcquire, givesBack); dup {
+		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
+		return
+	} else if full != 0 {
+		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: e.ID, Reason: full})
+		return
+	}
+	coordAnswer(c, e.ID, e.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
 }
 
 // authorizeCoord checks a coordination request against the connection's
@@ -170,6 +229,10 @@ func (c *core) coordRequest(r request) {
 	f := &wire.Frame{Type: wire.TypeCoord, ID: r.id, Op: r.op, Text: r.body}
 	if err := wire.DecodeCoord(f, &b); err != nil { // decoded once already by the reader
 		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, nil)
+		return
+	}
+	if msg := coordFieldError(r.op, &b); msg != "" {
+		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
 		return
 	}
 	cfg := fsm.NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
@@ -404,7 +467,11 @@ func (c *core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	}
 	wop := coordOpOf[op.Kind]
 	if r.Status != fsm.CoordSuccess {
-		coordAnswer(cs.c, cs.id, wop, uint16(r.Status), nil)
+		var body *wire.Coord
+		if r.Status == fsm.CoordBadRequest && (op.Kind == fsm.OpCoordCreateNode || op.Kind == fsm.OpCoordAlterNode) {
+			body = &wire.Coord{Message: []byte("configuration: session_grace_period_ms must be greater than self_check_period_ms (after an alter's fields are merged with the current ones), and every limit above 0")}
+		}
+		coordAnswer(cs.c, cs.id, wop, uint16(r.Status), body)
 		return
 	}
 	switch op.Kind {
