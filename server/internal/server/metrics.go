@@ -69,6 +69,10 @@ func newMetrics(s *Server) *metrics {
 	m.authzRefusals = vec("ticketing_authz_refusals_total", "Requests refused (F) because the principal may not make them, by request and reason (role, key, owner).", "op", "reason")
 	m.adminOps = vec("ticketing_admin_ops_total", "Admin requests, by operation and outcome (ok, failed, not_leader, done, denied).", "op", "outcome")
 	m.authReloads = vec("ticketing_auth_reloads_total", "Reloads of the auth settings (SIGHUP), by outcome (ok, failed).", "outcome")
+	// Both outcomes exist from the start at 0: an alert on increase() sees
+	// the first failed reload, which a series born at 1 would hide.
+	m.authReloads.WithLabelValues("ok")
+	m.authReloads.WithLabelValues("failed")
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ticketing_connections", Help: "Open client connections."})
 	reg.MustRegister(m.connections)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_tickets_held", Help: "Tickets currently held."},
