@@ -131,7 +131,7 @@ public final class Ticket implements AutoCloseable {
     /** {@link #releaseBlocking()} as a future. */
     public CompletableFuture<Void> releaseAsync() {
         CompletableFuture<Void> f = new CompletableFuture<>();
-        Thread.ofVirtual().name("ticketing-release").start(() -> {
+        Threads.start("ticketing-release", () -> {
             try {
                 releaseBlocking();
                 f.complete(null);

@@ -117,7 +117,7 @@ public final class TicketBroker implements AutoCloseable {
     private TicketBroker(Config cfg) {
         this.cfg = cfg;
         this.bgPermits = new Semaphore(cfg.releaseQueue);
-        this.manager = Thread.ofVirtual().name("ticketing-manager").unstarted(this::run);
+        this.manager = Threads.unstarted("ticketing-manager", this::run);
         manager.start();
     }
 
@@ -167,9 +167,26 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
-        /** Receives the outcome of every background release. */
+        /**
+         * Receives the outcome of every background release.
+         *
+         * @param observer the observer
+         * @return this builder
+         */
         public Builder releaseObserver(ReleaseObserver observer) {
             c.observer = observer;
+            return this;
+        }
+
+        /**
+         * Receives acquire outcomes and latencies, session starts and
+         * background release outcomes, for metrics.
+         *
+         * @param listener the listener
+         * @return this builder
+         */
+        public Builder listener(BrokerListener listener) {
+            c.listener = Objects.requireNonNull(listener);
             return this;
         }
 
@@ -233,7 +250,7 @@ public final class TicketBroker implements AutoCloseable {
             }
             c.ssl = c.tlsMode.build();
             if (c.executor == null) {
-                c.executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("ticketing-release-", 0).factory());
+                c.executor = Threads.releaseExecutor();
                 c.ownExecutor = true;
             }
             return new TicketBroker(c);
@@ -248,6 +265,7 @@ public final class TicketBroker implements AutoCloseable {
         // once; the broker backs off only after a whole round failed.
         java.util.ArrayDeque<String> round = new java.util.ArrayDeque<>();
         String lastGood = "";
+        int sessions = 0;
         String lastDead = ""; // the server whose session just died (silent or dropped): dialed last
         int failures = 0;
         int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
@@ -322,6 +340,10 @@ public final class TicketBroker implements AutoCloseable {
                 }
                 continue;
             }
+            boolean reconnect = sessions++ > 0;
+            boolean leaderChanged = reconnect && !addr.equals(lastGood);
+            String sessionAddr = addr;
+            tell(l -> l.sessionStarted(sessionAddr, reconnect, leaderChanged));
             lastGood = addr;
             lastDead = "";
             round.clear(); // after this session, a new round starts with it
@@ -463,7 +485,7 @@ public final class TicketBroker implements AutoCloseable {
         if (isTorn() || ownerReleaseUnsupported) {
             return;
         }
-        Thread t = Thread.ofVirtual().name("ticketing-release-owner").unstarted(() -> {
+        Thread t = Threads.unstarted("ticketing-release-owner", () -> {
             try {
                 String outcome = releaseOwner(key, owner, untilNanos);
                 LOG.log(Level.DEBUG, "ticketing: release by owner of {0} after a lost acquire answer: {1}", quote(key), outcome);
@@ -491,7 +513,7 @@ public final class TicketBroker implements AutoCloseable {
             while (true) {
                 Conn c;
                 try {
-                    c = getConn(untilNanos, true, op);
+                    c = getConn(untilNanos, true, op, "before the release by owner's deadline (the acquire's wait plus twice its lease)");
                 } catch (UnauthenticatedException | UnavailableException e) {
                     if (System.nanoTime() - untilNanos >= 0) {
                         throw e;
@@ -579,9 +601,10 @@ public final class TicketBroker implements AutoCloseable {
 
     /**
      * A live connection to the leader, waiting for one until deadlineNanos.
-     * draining lets background releases run while close() drains them.
+     * draining lets background releases run while close() drains them;
+     * bound names the deadline in the message of UnavailableException.
      */
-    Conn getConn(long deadlineNanos, boolean draining, String op) throws InterruptedException {
+    Conn getConn(long deadlineNanos, boolean draining, String op, String bound) throws InterruptedException {
         mu.lock();
         try {
             while (true) {
@@ -597,7 +620,7 @@ public final class TicketBroker implements AutoCloseable {
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) {
                     throw new UnavailableException(op + ": not sent: no connection to the leader"
-                            + (lastErr != null ? " (last attempt: " + lastErr + ")" : "") + " within the wait; the broker keeps trying in the background");
+                            + (lastErr != null ? " (last attempt: " + lastErr + ")" : "") + " " + bound + "; the broker keeps trying in the background");
                 }
                 changed.awaitNanos(left);
             }
@@ -664,7 +687,7 @@ public final class TicketBroker implements AutoCloseable {
      */
     public void waitReadyBlocking(Duration timeout) {
         try {
-            getConn(System.nanoTime() + timeout.toNanos(), false, "connect");
+            getConn(System.nanoTime() + timeout.toNanos(), false, "connect", "within the timeout of " + timeout.toMillis() + " ms");
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new CancellationException("connect: interrupted while waiting for the connection");
@@ -781,6 +804,34 @@ public final class TicketBroker implements AutoCloseable {
     }
 
     private Ticket acquire(String key, AcquireArgs args) {
+        long start = System.nanoTime();
+        Throwable failure = null;
+        try {
+            return acquireOnce(key, args);
+        } catch (RuntimeException | Error e) {
+            failure = e;
+            throw e;
+        } finally {
+            long took = System.nanoTime() - start;
+            String outcome = BrokerListener.outcomeOf(failure);
+            tell(l -> l.acquireFinished(outcome, took));
+        }
+    }
+
+    /** Calls the listener, if any; its failures are logged, never thrown. */
+    private void tell(java.util.function.Consumer<BrokerListener> event) {
+        BrokerListener l = cfg.listener;
+        if (l == null) {
+            return;
+        }
+        try {
+            event.accept(l);
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "ticketing: broker listener threw", e);
+        }
+    }
+
+    private Ticket acquireOnce(String key, AcquireArgs args) {
         String op = "acquire " + quote(key);
         if (Thread.currentThread().isInterrupted()) {
             throw new CancellationException(op + ": cancelled before it was sent; nothing was sent");
@@ -798,7 +849,7 @@ public final class TicketBroker implements AutoCloseable {
             f.leaseSec = args.leaseSec();
             f.key = key.getBytes(StandardCharsets.UTF_8);
             try {
-                c = getConn(deadline, false, op);
+                c = getConn(deadline, false, op, "within the connect wait of " + cfg.connectWaitMs + " ms");
                 Conn.Start st = c.start(cl, f, deadline);
                 if (st == Conn.Start.GONE) {
                     continue; // nothing was sent: try the next connection
@@ -964,11 +1015,11 @@ public final class TicketBroker implements AutoCloseable {
                     if (sent > 0) {
                         throw unknownRelease(op, lastFail, false);
                     }
-                    throw new UnavailableException(op + ": not sent: no connection to the leader within " + cfg.releaseBoundMs + " ms");
+                    throw new UnavailableException(op + ": not sent: no connection to the leader within the release's bound of " + cfg.releaseBoundMs + " ms");
                 }
                 Conn c;
                 try {
-                    c = getConn(deadline, draining, op);
+                    c = getConn(deadline, draining, op, "within the release's bound of " + cfg.releaseBoundMs + " ms");
                 } catch (ClosedException | UnavailableException | UnauthenticatedException e) {
                     if (sent > 0) {
                         throw unknownRelease(op, lastFail, e instanceof ClosedException);
@@ -1119,6 +1170,7 @@ public final class TicketBroker implements AutoCloseable {
         if (err != null) {
             LOG.log(Level.WARNING, "ticketing: background release failed: {0}", err.getMessage());
         }
+        tell(l -> l.backgroundReleaseFinished(err));
         ReleaseObserver o = cfg.observer;
         if (o != null) {
             try {
@@ -1145,7 +1197,7 @@ public final class TicketBroker implements AutoCloseable {
         long deadline = connectDeadline();
         try {
             while (true) {
-                Conn c = getConn(deadline, false, op);
+                Conn c = getConn(deadline, false, op, "within the connect wait of " + cfg.connectWaitMs + " ms");
                 Conn.Call cl = new Conn.Call(Type.DESCRIBE, key, null);
                 Frame f = new Frame(Type.DESCRIBE);
                 f.key = key.getBytes(StandardCharsets.UTF_8);
@@ -1176,7 +1228,7 @@ public final class TicketBroker implements AutoCloseable {
                     throw new CapacityException(op + ": rejected by a server capacity limit (" + CapacityException.reasonName(i.reason)
                             + "); back off before asking again", i.reason);
                 }
-                return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, i.owner, Duration.ofMillis(i.remainingMs),
+                return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, Owner.of(i.owner), Duration.ofMillis(i.remainingMs),
                         Duration.ofMillis(i.leaseMs), i.count);
             }
         } catch (InterruptedException e) {
@@ -1205,7 +1257,7 @@ public final class TicketBroker implements AutoCloseable {
      */
     private <T> CompletableFuture<T> async(Body<T> body, java.util.function.Consumer<T> orphan) {
         CompletableFuture<T> out = new CompletableFuture<>();
-        Thread t = Thread.ofVirtual().name("ticketing-call").unstarted(() -> {
+        Thread t = Threads.unstarted("ticketing-call", () -> {
             if (out.isDone()) {
                 return; // cancelled before it started: nothing was sent
             }

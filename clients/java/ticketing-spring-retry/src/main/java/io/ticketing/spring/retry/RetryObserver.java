@@ -18,8 +18,7 @@ public interface RetryObserver {
     default void retrying(String method, RetryClass failure, int nextAttempt) {}
 
     /**
-     * A retryable failure is thrown to the caller: its attempts are used up, or
-     * its transaction's outcome forbids another one.
+     * A retryable failure is thrown to the caller because its attempts are used up.
      *
      * @param method the bean's class and method, {@code Class.method}
      * @param failure the class of the failure

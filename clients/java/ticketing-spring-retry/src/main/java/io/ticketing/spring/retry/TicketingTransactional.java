@@ -6,6 +6,8 @@ import java.lang.annotation.Inherited;
 import java.lang.annotation.Retention;
 import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
+import org.springframework.core.annotation.AliasFor;
+import org.springframework.transaction.annotation.Isolation;
 import org.springframework.transaction.annotation.Transactional;
 
 /**
@@ -27,6 +29,14 @@ import org.springframework.transaction.annotation.Transactional;
 @Documented
 @Transactional(rollbackFor = Exception.class)
 public @interface TicketingTransactional {
+    /**
+     * The transaction's isolation level ({@link Transactional#isolation()}).
+     *
+     * @return the isolation level; the database's default unless set
+     */
+    @AliasFor(annotation = Transactional.class, attribute = "isolation")
+    Isolation isolation() default Isolation.DEFAULT;
+
     /** Whether this method is retried (only disables). */
     boolean enabled() default true;
 
