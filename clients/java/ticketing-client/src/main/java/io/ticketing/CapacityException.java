@@ -17,6 +17,7 @@ public final class CapacityException extends TicketingException {
     /** Connections on the server at the limit (the connection was refused). */
     public static final int CONNECTIONS = 5;
 
+    /** The B frame's reason code. */
     private final int reason;
 
     CapacityException(String message, int reason) {
@@ -24,12 +25,21 @@ public final class CapacityException extends TicketingException {
         this.reason = reason;
     }
 
-    /** The B frame's reason: {@link #HELD} .. {@link #CONNECTIONS}. */
+    /**
+     * The B frame's reason: {@link #HELD} .. {@link #CONNECTIONS}.
+     *
+     * @return the reason code, one of the constants above
+     */
     public int reason() {
         return reason;
     }
 
-    /** The reason in words. */
+    /**
+     * The reason in words.
+     *
+     * @param reason a B frame's reason code
+     * @return a sentence fragment naming the limit
+     */
     public static String reasonName(int reason) {
         return switch (reason) {
             case HELD -> "held tickets at the server's limit";

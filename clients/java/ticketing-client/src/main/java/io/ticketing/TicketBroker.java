@@ -94,6 +94,8 @@ public final class TicketBroker implements AutoCloseable {
          *     {@link PermissionDeniedException} for F (not retried);
          *     {@link ReleaseDroppedException} when it could not be queued; another
          *     exception when no final answer came within {@link #RELEASE_BOUND}
+         * @param key the ticket's key
+         * @param token the ticket's token
          */
         void released(String key, long token, TicketingException error);
     }
@@ -121,12 +123,21 @@ public final class TicketBroker implements AutoCloseable {
         manager.start();
     }
 
-    /** A broker for a comma-separated list of "host:port" addresses, connecting in the background. */
+    /**
+     * A broker for a comma-separated list of "host:port" addresses, connecting in the background.
+     *
+     * @param addrs "host:port" addresses, comma-separated
+     * @return the broker, connecting
+     */
     public static TicketBroker connect(String addrs) {
         return builder().addrs(addrs).connect();
     }
 
-    /** A builder for the options: addresses, token, TLS, executor, release observer, timeouts. */
+    /**
+     * A builder for the options: addresses, token, TLS, executor, release observer, timeouts.
+     *
+     * @return a builder with the defaults
+     */
     public static Builder builder() {
         return new Builder();
     }
@@ -138,19 +149,34 @@ public final class TicketBroker implements AutoCloseable {
 
         private Builder() {}
 
-        /** Server addresses, "host:port"; each may itself be a comma-separated list. */
+        /**
+         * Server addresses, "host:port"; each may itself be a comma-separated list.
+         *
+         * @param addrs the addresses
+         * @return this builder
+         */
         public Builder addrs(String... addrs) {
             this.addrs = addrs;
             return this;
         }
 
-        /** The client token sent in the hello; it must match one of the server's client_tokens (at most 1024 bytes). */
+        /**
+         * The client token sent in the hello; it must match one of the server's client_tokens (at most 1024 bytes).
+         *
+         * @param token the token
+         * @return this builder
+         */
         public Builder token(String token) {
             c.token = Objects.requireNonNull(token);
             return this;
         }
 
-        /** The TLS mode (default off). */
+        /**
+         * The TLS mode (default off).
+         *
+         * @param mode the mode
+         * @return this builder
+         */
         public Builder tls(TlsMode mode) {
             c.tlsMode = Objects.requireNonNull(mode);
             return this;
@@ -161,6 +187,8 @@ public final class TicketBroker implements AutoCloseable {
          * compensating releases). By default each runs on its own virtual
          * thread, so releases never queue behind a fixed-size pool. Pass the
          * application's executor (Spring's applicationTaskExecutor) to use it.
+         * @param executor the executor of background releases
+         * @return this builder
          */
         public Builder executor(Executor executor) {
             c.executor = Objects.requireNonNull(executor);
@@ -190,7 +218,12 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
-        /** Bounds one connection attempt: TCP connect, TLS handshake and hello (default 5 s). */
+        /**
+         * Bounds one connection attempt: TCP connect, TLS handshake and hello (default 5 s).
+         *
+         * @param d the bound, positive
+         * @return this builder
+         */
         public Builder dialTimeout(Duration d) {
             c.dialTimeoutMs = positiveMs(d, "dial timeout");
             return this;
@@ -199,13 +232,20 @@ public final class TicketBroker implements AutoCloseable {
         /**
          * How long a call waits for a connection to the leader (and for a free
          * in-flight slot) before giving up with nothing sent (default 10 s).
+         * @param d the wait, positive
+         * @return this builder
          */
         public Builder connectWait(Duration d) {
             c.connectWaitMs = positiveMs(d, "connect wait");
             return this;
         }
 
-        /** How many background releases may be pending at once (default {@link #DEFAULT_RELEASE_QUEUE}). */
+        /**
+         * How many background releases may be pending at once (default {@link #DEFAULT_RELEASE_QUEUE}).
+         *
+         * @param n the most pending releases, positive
+         * @return this builder
+         */
         public Builder releaseQueue(int n) {
             if (n < 1) {
                 throw new InvalidArgumentException("the release queue size must be at least 1");
@@ -242,6 +282,7 @@ public final class TicketBroker implements AutoCloseable {
          * {@link TicketBroker#waitReadyBlocking(Duration)}). Fails only for a bad
          * configuration: no or malformed addresses, an unreadable CA file or
          * client certificate, a token over 1024 bytes.
+         * @return the broker, connecting in the background
          */
         public TicketBroker connect() {
             c.addrs = List.copyOf(HostPort.parseList(addrs == null ? new String[0] : addrs));
@@ -647,7 +688,11 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    /** Whether the broker has a live session with the leader now (health checks). */
+    /**
+     * Whether the broker has a live session with the leader now (health checks).
+     *
+     * @return true while a session with the leader is live
+     */
     public boolean isConnected() {
         return currentConn() != null;
     }
@@ -655,6 +700,7 @@ public final class TicketBroker implements AutoCloseable {
     /**
      * Why the last connection attempt or connection failed, while there is no
      * live session; empty when connected (health checks).
+     * @return the problem, or empty while connected
      */
     public java.util.Optional<String> connectionProblem() {
         mu.lock();
@@ -684,6 +730,7 @@ public final class TicketBroker implements AutoCloseable {
      * persistent refusal while the server refuses the connection (the broker
      * keeps retrying); with {@link UnavailableException} saying what the last
      * attempt ran into when the timeout passes first.
+     * @param timeout how long to wait
      */
     public void waitReadyBlocking(Duration timeout) {
         try {
@@ -694,7 +741,12 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    /** {@link #waitReadyBlocking(Duration)} as a future; cancelling it stops the wait. */
+    /**
+     * {@link #waitReadyBlocking(Duration)} as a future; cancelling it stops the wait.
+     *
+     * @param timeout how long to wait
+     * @return completes when connected, or as {@link #waitReadyBlocking} would throw
+     */
     public CompletableFuture<Void> waitReadyAsync(Duration timeout) {
         return async(() -> {
             waitReadyBlocking(timeout);
@@ -781,6 +833,7 @@ public final class TicketBroker implements AutoCloseable {
      * @throws UnavailableException no connection to the leader within the connect wait, nothing sent
      * @throws ClosedException the broker is closed
      * @throws CancellationException the thread was interrupted (the interrupt flag stays set)
+     * @param key the key, 1..1024 bytes of UTF-8
      */
     public Ticket acquireBlocking(String key, Duration wait, Duration lease, Duration budget) {
         AcquireArgs args = checkAcquire(key, wait, lease, budget);
@@ -792,6 +845,11 @@ public final class TicketBroker implements AutoCloseable {
      * request was sent sends nothing; afterwards a cancel is sent and a grant
      * that arrives anyway is released in the background with its exact token.
      * Argument errors complete the future exceptionally (nothing is sent).
+     * @param key the key, 1..1024 bytes of UTF-8
+     * @param wait how long to wait in the key's queue, 0..255 s
+     * @param lease the lease, 1..250 s
+     * @param budget the work time needed, 0..lease
+     * @return the ticket, or the exception {@link #acquireBlocking} would throw
      */
     public CompletableFuture<Ticket> acquireAsync(String key, Duration wait, Duration lease, Duration budget) {
         AcquireArgs args;
@@ -966,13 +1024,21 @@ public final class TicketBroker implements AutoCloseable {
      *     although a release may have reached the server; never presumed success
      * @throws UnavailableException no release could be sent within the bound
      * @throws InvalidArgumentException a key outside 1..1024 bytes or token 0; nothing sent
+     * @param key the key
+     * @param token the exact token to release
      */
     public void releaseTokenBlocking(String key, long token) {
         checkRelease(key, token);
         release(key, token, System.nanoTime(), false);
     }
 
-    /** {@link #releaseTokenBlocking} as a future. */
+    /**
+     * {@link #releaseTokenBlocking} as a future.
+     *
+     * @param key the key
+     * @param token the exact token to release
+     * @return completes when released, or with the exception {@link #releaseTokenBlocking} would throw
+     */
     public CompletableFuture<Void> releaseTokenAsync(String key, long token) {
         try {
             checkRelease(key, token);
@@ -1187,6 +1253,9 @@ public final class TicketBroker implements AutoCloseable {
      * Reads the state of key (D/I). A refusal (F) is {@link PermissionDeniedException}, a capacity reject (B,
      * too many requests in flight) {@link CapacityException}. Read-only: a connection lost before the
      * answer is {@link UnavailableException}; nothing is retried.
+     *
+     * @param key the key
+     * @return the key's state
      */
     public Description describeBlocking(String key) {
         int klen = key.getBytes(StandardCharsets.UTF_8).length;
@@ -1239,7 +1308,12 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    /** {@link #describeBlocking} as a future. */
+    /**
+     * {@link #describeBlocking} as a future.
+     *
+     * @param key the key
+     * @return the key's state, or the exception {@link #describeBlocking} would throw
+     */
     public CompletableFuture<Description> describeAsync(String key) {
         return async(() -> describeBlocking(key), null);
     }

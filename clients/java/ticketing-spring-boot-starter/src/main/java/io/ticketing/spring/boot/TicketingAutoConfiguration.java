@@ -34,6 +34,17 @@ public class TicketingAutoConfiguration {
     /** Spring Boot's name for the application's task executor. */
     public static final String APPLICATION_TASK_EXECUTOR = "applicationTaskExecutor";
 
+    /** Settings with the defaults. */
+    public TicketingAutoConfiguration() {}
+
+    /**
+     * The broker, connecting in the background.
+     *
+     * @param p the ticketing.* properties
+     * @param bf the bean factory, for the application's task executor
+     * @param listener the broker's listener (the Micrometer one when Micrometer is there), if any
+     * @return the broker
+     */
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
     public TicketBroker ticketBroker(TicketingProperties p, ObjectProvider<org.springframework.beans.factory.BeanFactory> bf,

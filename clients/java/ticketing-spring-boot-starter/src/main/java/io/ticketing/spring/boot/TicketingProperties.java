@@ -28,63 +28,138 @@ public class TicketingProperties {
         /** Its private key (PKCS#8 PEM). */
         private String key;
 
+        /**
+         * The TLS mode.
+         *
+         * @return off, system-roots, ca or insecure-skip-verify
+         */
         public String getMode() {
             return mode;
         }
 
+        /**
+         * Sets the TLS mode.
+         *
+         * @param mode off, system-roots, ca or insecure-skip-verify
+         */
         public void setMode(String mode) {
             this.mode = mode;
         }
 
+        /**
+         * The CA file.
+         *
+         * @return its path, or null
+         */
         public String getCa() {
             return ca;
         }
 
+        /**
+         * Sets the CA file.
+         *
+         * @param ca its path
+         */
         public void setCa(String ca) {
             this.ca = ca;
         }
 
+        /**
+         * The client certificate.
+         *
+         * @return its path, or null
+         */
         public String getCert() {
             return cert;
         }
 
+        /**
+         * Sets the client certificate.
+         *
+         * @param cert its path
+         */
         public void setCert(String cert) {
             this.cert = cert;
         }
 
+        /**
+         * The client certificate's key.
+         *
+         * @return its path, or null
+         */
         public String getKey() {
             return key;
         }
 
+        /**
+         * Sets the client certificate's key.
+         *
+         * @param key its path
+         */
         public void setKey(String key) {
             this.key = key;
         }
     }
 
+    /**
+     * The server addresses.
+     *
+     * @return host:port addresses
+     */
     public List<String> getAddrs() {
         return addrs;
     }
 
+    /**
+     * Sets the server addresses.
+     *
+     * @param addrs host:port addresses
+     */
     public void setAddrs(List<String> addrs) {
         this.addrs = addrs;
     }
 
+    /**
+     * The client token.
+     *
+     * @return the token, or null
+     */
     public String getToken() {
         return token;
     }
 
+    /**
+     * Sets the client token.
+     *
+     * @param token the token
+     */
     public void setToken(String token) {
         this.token = token;
     }
 
+    /**
+     * The connect wait.
+     *
+     * @return the wait
+     */
     public Duration getConnectWait() {
         return connectWait;
     }
 
+    /**
+     * Sets the connect wait.
+     *
+     * @param connectWait the wait
+     */
     public void setConnectWait(Duration connectWait) {
         this.connectWait = connectWait;
     }
 
+    /**
+     * The TLS settings.
+     *
+     * @return the settings
+     */
     public Tls getTls() {
         return tls;
     }

@@ -37,28 +37,53 @@ public @interface TicketingTransactional {
     @AliasFor(annotation = Transactional.class, attribute = "isolation")
     Isolation isolation() default Isolation.DEFAULT;
 
-    /** Whether this method is retried (only disables). */
+    /**
+     * Whether this method is retried (only disables).
+     *
+     * @return false to disable retries here
+     */
     boolean enabled() default true;
 
-    /** Most executions, the first included; 1 = no retries; 0 = global. */
+    /**
+     * Most executions, the first included; 1 = no retries; 0 = global.
+     *
+     * @return the most executions
+     */
     int maxAttempts() default 0;
 
     /**
      * The method is safe to run twice: also retried when the outcome of the
      * failed attempt is unknown (UNDETERMINED, TRANSPORT_UNAVAILABLE,
      * CLIENT_TRANSPORT_ERROR, SESSION_EXPIRED).
+     * @return true when running it twice is safe
      */
     boolean idempotent() default false;
 
-    /** Base of the slow backoff tier in ms; 0 = global. */
+    /**
+     * Base of the slow backoff tier in ms; 0 = global.
+     *
+     * @return the base in ms
+     */
     long slowBackoffBaseMs() default 0;
 
-    /** Base of the fast backoff tier in ms; 0 = global. */
+    /**
+     * Base of the fast backoff tier in ms; 0 = global.
+     *
+     * @return the base in ms
+     */
     long fastBackoffBaseMs() default 0;
 
-    /** Cap of the slow backoff tier in ms; 0 = global. */
+    /**
+     * Cap of the slow backoff tier in ms; 0 = global.
+     *
+     * @return the cap in ms
+     */
     long slowCapBackoffMs() default 0;
 
-    /** Cap of the fast backoff tier in ms; 0 = global. */
+    /**
+     * Cap of the fast backoff tier in ms; 0 = global.
+     *
+     * @return the cap in ms
+     */
     long fastCapBackoffMs() default 0;
 }
