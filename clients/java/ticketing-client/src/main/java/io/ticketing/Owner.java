@@ -2,6 +2,7 @@ package io.ticketing;
 
 import java.util.Arrays;
 import java.util.HexFormat;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The 16-byte owner of an acquire, as a value: equal when the bytes are
@@ -48,7 +49,7 @@ public final class Owner {
     }
 
     @Override
-    public boolean equals(Object o) {
+    public boolean equals(@Nullable Object o) {
         return o instanceof Owner && Arrays.equals(bytes, ((Owner) o).bytes);
     }
 

@@ -1,5 +1,6 @@
 package io.ticketing;
 
+import org.jspecify.annotations.Nullable;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.CancellationException;
@@ -155,7 +156,7 @@ public final class Ticket implements AutoCloseable {
      *
      * @return completes when released, or with the exception {@link #releaseBlocking()} would throw
      */
-    public CompletableFuture<Void> releaseAsync() {
+    public CompletableFuture<@Nullable Void> releaseAsync() {
         CompletableFuture<Void> f = new CompletableFuture<>();
         Threads.start("ticketing-release", () -> {
             try {

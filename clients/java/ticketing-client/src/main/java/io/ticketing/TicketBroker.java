@@ -2,6 +2,7 @@ package io.ticketing;
 
 import io.ticketing.wire.Frame;
 import io.ticketing.wire.Type;
+import org.jspecify.annotations.Nullable;
 import java.lang.System.Logger.Level;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -97,7 +98,7 @@ public final class TicketBroker implements AutoCloseable {
          * @param key the ticket's key
          * @param token the ticket's token
          */
-        void released(String key, long token, TicketingException error);
+        void released(String key, long token, @Nullable TicketingException error);
     }
 
     final Config cfg;
@@ -201,7 +202,7 @@ public final class TicketBroker implements AutoCloseable {
          * @param observer the observer
          * @return this builder
          */
-        public Builder releaseObserver(ReleaseObserver observer) {
+        public Builder releaseObserver(@Nullable ReleaseObserver observer) {
             c.observer = observer;
             return this;
         }
@@ -747,7 +748,7 @@ public final class TicketBroker implements AutoCloseable {
      * @param timeout how long to wait
      * @return completes when connected, or as {@link #waitReadyBlocking} would throw
      */
-    public CompletableFuture<Void> waitReadyAsync(Duration timeout) {
+    public CompletableFuture<@Nullable Void> waitReadyAsync(Duration timeout) {
         return async(() -> {
             waitReadyBlocking(timeout);
             return null;
@@ -1039,7 +1040,7 @@ public final class TicketBroker implements AutoCloseable {
      * @param token the exact token to release
      * @return completes when released, or with the exception {@link #releaseTokenBlocking} would throw
      */
-    public CompletableFuture<Void> releaseTokenAsync(String key, long token) {
+    public CompletableFuture<@Nullable Void> releaseTokenAsync(String key, long token) {
         try {
             checkRelease(key, token);
         } catch (InvalidArgumentException e) {
