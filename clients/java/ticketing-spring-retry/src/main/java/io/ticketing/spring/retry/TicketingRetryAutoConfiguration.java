@@ -36,6 +36,9 @@ public class TicketingRetryAutoConfiguration {
     /** The bean name Spring gives its transaction interceptor. */
     public static final String INTERCEPTOR_BEAN = "transactionInterceptor";
 
+    /** The auto-configuration. */
+    public TicketingRetryAutoConfiguration() {}
+
     @Bean
     static BeanDefinitionRegistryPostProcessor ticketingTransactionInterceptorReplacer() {
         return new Replacer();
