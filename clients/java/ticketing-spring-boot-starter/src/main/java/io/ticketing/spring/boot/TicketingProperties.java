@@ -8,6 +8,9 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 /** {@code ticketing.*}: where the cluster is and how to talk to it. */
 @ConfigurationProperties("ticketing")
 public class TicketingProperties {
+    /** The defaults: no addresses, no token, TLS off. */
+    public TicketingProperties() {}
+
     /** Server addresses, host:port (a list, or one comma-separated string). */
     private List<String> addrs = new ArrayList<>();
     /** The client token (must match one of the servers' client_tokens); empty for none. */
@@ -19,6 +22,9 @@ public class TicketingProperties {
 
     /** {@code ticketing.tls.*}. */
     public static class Tls {
+        /** TLS off, no files. */
+        public Tls() {}
+
         /** off, system-roots, ca (with ca), insecure-skip-verify (tests only). */
         private String mode = "off";
         /** CA file (PEM) for mode ca. */
