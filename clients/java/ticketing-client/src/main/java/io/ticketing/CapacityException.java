@@ -27,6 +27,7 @@ public final class CapacityException extends TicketingException {
     /** The principal's quota of requests per second. */
     public static final int PRINCIPAL_RATE = 10;
 
+    /** The B frame's reason code. */
     private final int reason;
 
     CapacityException(String message, int reason) {
@@ -34,12 +35,21 @@ public final class CapacityException extends TicketingException {
         this.reason = reason;
     }
 
-    /** The B frame's reason: {@link #HELD} .. {@link #PRINCIPAL_RATE}. */
+    /**
+     * The B frame's reason: {@link #HELD} .. {@link #PRINCIPAL_RATE}.
+     *
+     * @return the reason code, one of the constants above
+     */
     public int reason() {
         return reason;
     }
 
-    /** The reason in words. */
+    /**
+     * The reason in words.
+     *
+     * @param reason a B frame's reason code
+     * @return a sentence fragment naming the limit
+     */
     public static String reasonName(int reason) {
         return switch (reason) {
             case HELD -> "held tickets at the server's limit";

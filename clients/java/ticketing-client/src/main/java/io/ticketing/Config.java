@@ -13,6 +13,7 @@ final class Config {
     Executor executor;
     boolean ownExecutor;
     TicketBroker.ReleaseObserver observer;
+    BrokerListener listener;
     long dialTimeoutMs = 5000;
     long connectWaitMs = 10_000;
     long releaseBoundMs = TicketBroker.RELEASE_BOUND.toMillis();

@@ -291,10 +291,10 @@ final class Conn {
     }
 
     private void startThreads() {
-        Thread.ofVirtual().name("ticketing-reader-" + addr).start(this::readLoop);
-        Thread.ofVirtual().name("ticketing-writer-" + addr).start(this::writeLoop);
+        Threads.start("ticketing-reader-" + addr, this::readLoop);
+        Threads.start("ticketing-writer-" + addr, this::writeLoop);
         if (intervalMs == 0) {
-            Thread.ofVirtual().name("ticketing-pinger-" + addr).start(this::pingLoop);
+            Threads.start("ticketing-pinger-" + addr, this::pingLoop);
         }
     }
 

@@ -9,6 +9,7 @@ package io.ticketing;
  * automatically.
  */
 public final class IndeterminateException extends TicketingException {
+    /** Whether the broker's own close() lost the answer. */
     private final boolean brokerClosed;
 
     IndeterminateException(String message, Throwable cause, int serverErrorCode, boolean brokerClosed) {
@@ -16,7 +17,11 @@ public final class IndeterminateException extends TicketingException {
         this.brokerClosed = brokerClosed;
     }
 
-    /** Whether the answer was lost because the broker was closed. */
+    /**
+     * Whether the answer was lost because the broker was closed.
+     *
+     * @return true when {@link TicketBroker#close()} ended the call
+     */
     public boolean brokerClosed() {
         return brokerClosed;
     }

@@ -17,7 +17,9 @@ public final class PermissionDeniedException extends TicketingException {
     /** The ticket was granted to another principal (a release, L or U). */
     public static final int OWNER = 3;
 
+    /** The F frame's reason code. */
     private final int reason;
+    /** The server that refused. */
     private final String addr;
 
     PermissionDeniedException(String message, int reason, String addr) {
@@ -26,22 +28,39 @@ public final class PermissionDeniedException extends TicketingException {
         this.addr = addr;
     }
 
-    /** The F frame's reason: {@link #ROLE}, {@link #KEY} or {@link #OWNER} (another value from a newer server). */
+    /**
+     * The F frame's reason: {@link #ROLE}, {@link #KEY} or {@link #OWNER} (another value from a newer server).
+     *
+     * @return the reason code
+     */
     public int reason() {
         return reason;
     }
 
-    /** The reason in words, as in {@link #getMessage()}. */
+    /**
+     * The reason in words, as in {@link #getMessage()}.
+     *
+     * @return the reason's description
+     */
     public String reasonText() {
         return reasonName(reason);
     }
 
-    /** The server that refused the request. */
+    /**
+     * The server that refused the request.
+     *
+     * @return its address, host:port
+     */
     public String addr() {
         return addr;
     }
 
-    /** A refusal reason in words (the Go client's wording). */
+    /**
+     * A refusal reason in words (the Go client's wording).
+     *
+     * @param reason an F frame's reason code
+     * @return the reason's description
+     */
     public static String reasonName(int reason) {
         return switch (reason) {
             case ROLE -> "the client's role does not allow this request (an admin token is needed for admin operations)";

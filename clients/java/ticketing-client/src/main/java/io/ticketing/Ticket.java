@@ -1,5 +1,6 @@
 package io.ticketing;
 
+import org.jspecify.annotations.Nullable;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.CancellationException;
@@ -40,7 +41,11 @@ public final class Ticket implements AutoCloseable {
         this.queuedMs = queuedMs;
     }
 
-    /** The ticket's key. */
+    /**
+     * The ticket's key.
+     *
+     * @return the key
+     */
     public String getKey() {
         return key;
     }
@@ -49,17 +54,26 @@ public final class Ticket implements AutoCloseable {
      * The fencing token: strictly larger than every token granted before it,
      * for any key. An unsigned 64-bit value; servers start at 1 and count up,
      * so it is positive in practice (use {@link Long#toUnsignedString} to print it in general).
+     * @return the token, unsigned
      */
     public long getToken() {
         return token;
     }
 
-    /** The lease the server granted. */
+    /**
+     * The lease the server granted.
+     *
+     * @return the lease
+     */
     public Duration getLease() {
         return Duration.ofMillis(leaseMs);
     }
 
-    /** How long the acquire waited in the key's queue, as the server reported it. */
+    /**
+     * How long the acquire waited in the key's queue, as the server reported it.
+     *
+     * @return the time spent queued
+     */
     public Duration getQueued() {
         return Duration.ofMillis(queuedMs);
     }
@@ -69,17 +83,26 @@ public final class Ticket implements AutoCloseable {
      * machine's monotonic clock (negative once it passed). Never later than the
      * server's end of the lease: {@code sent + (lease + queued) × 99 % − 100 ms}.
      * Finish the protected work before it runs out.
+     * @return the time left, negative once it passed
      */
     public Duration getRemaining() {
         return Duration.ofNanos(deadlineNanos - System.nanoTime());
     }
 
-    /** {@link #getRemaining()} as a wall-clock instant (derived from the monotonic clock now). */
+    /**
+     * {@link #getRemaining()} as a wall-clock instant (derived from the monotonic clock now).
+     *
+     * @return the instant the conservative lease ends
+     */
     public Instant getDeadline() {
         return Instant.now().plus(getRemaining());
     }
 
-    /** The deadline on the {@link System#nanoTime()} scale. */
+    /**
+     * The deadline on the {@link System#nanoTime()} scale.
+     *
+     * @return the deadline in nanoseconds of {@link System#nanoTime()}
+     */
     public long deadlineNanos() {
         return deadlineNanos;
     }
@@ -128,10 +151,14 @@ public final class Ticket implements AutoCloseable {
         finish(null);
     }
 
-    /** {@link #releaseBlocking()} as a future. */
-    public CompletableFuture<Void> releaseAsync() {
+    /**
+     * {@link #releaseBlocking()} as a future.
+     *
+     * @return completes when released, or with the exception {@link #releaseBlocking()} would throw
+     */
+    public CompletableFuture<@Nullable Void> releaseAsync() {
         CompletableFuture<Void> f = new CompletableFuture<>();
-        Thread.ofVirtual().name("ticketing-release").start(() -> {
+        Threads.start("ticketing-release", () -> {
             try {
                 releaseBlocking();
                 f.complete(null);

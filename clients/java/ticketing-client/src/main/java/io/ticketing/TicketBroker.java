@@ -2,6 +2,7 @@ package io.ticketing;
 
 import io.ticketing.wire.Frame;
 import io.ticketing.wire.Type;
+import org.jspecify.annotations.Nullable;
 import java.lang.System.Logger.Level;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -97,8 +98,10 @@ public final class TicketBroker implements AutoCloseable {
          *     {@link PermissionDeniedException} for F (not retried);
          *     {@link ReleaseDroppedException} when it could not be queued; another
          *     exception when no final answer came within {@link #RELEASE_BOUND}
+         * @param key the ticket's key
+         * @param token the ticket's token
          */
-        void released(String key, long token, TicketingException error);
+        void released(String key, long token, @Nullable TicketingException error);
     }
 
     final Config cfg;
@@ -120,16 +123,25 @@ public final class TicketBroker implements AutoCloseable {
     private TicketBroker(Config cfg) {
         this.cfg = cfg;
         this.bgPermits = new Semaphore(cfg.releaseQueue);
-        this.manager = Thread.ofVirtual().name("ticketing-manager").unstarted(this::run);
+        this.manager = Threads.unstarted("ticketing-manager", this::run);
         manager.start();
     }
 
-    /** A broker for a comma-separated list of "host:port" addresses, connecting in the background. */
+    /**
+     * A broker for a comma-separated list of "host:port" addresses, connecting in the background.
+     *
+     * @param addrs "host:port" addresses, comma-separated
+     * @return the broker, connecting
+     */
     public static TicketBroker connect(String addrs) {
         return builder().addrs(addrs).connect();
     }
 
-    /** A builder for the options: addresses, token, TLS, executor, release observer, timeouts. */
+    /**
+     * A builder for the options: addresses, token, TLS, executor, release observer, timeouts.
+     *
+     * @return a builder with the defaults
+     */
     public static Builder builder() {
         return new Builder();
     }
@@ -141,19 +153,34 @@ public final class TicketBroker implements AutoCloseable {
 
         private Builder() {}
 
-        /** Server addresses, "host:port"; each may itself be a comma-separated list. */
+        /**
+         * Server addresses, "host:port"; each may itself be a comma-separated list.
+         *
+         * @param addrs the addresses
+         * @return this builder
+         */
         public Builder addrs(String... addrs) {
             this.addrs = addrs;
             return this;
         }
 
-        /** The client token sent in the hello; it must match one of the server's client_tokens (at most 1024 bytes). */
+        /**
+         * The client token sent in the hello; it must match one of the server's client_tokens (at most 1024 bytes).
+         *
+         * @param token the token
+         * @return this builder
+         */
         public Builder token(String token) {
             c.token = Objects.requireNonNull(token);
             return this;
         }
 
-        /** The TLS mode (default off). */
+        /**
+         * The TLS mode (default off).
+         *
+         * @param mode the mode
+         * @return this builder
+         */
         public Builder tls(TlsMode mode) {
             c.tlsMode = Objects.requireNonNull(mode);
             return this;
@@ -164,19 +191,43 @@ public final class TicketBroker implements AutoCloseable {
          * compensating releases). By default each runs on its own virtual
          * thread, so releases never queue behind a fixed-size pool. Pass the
          * application's executor (Spring's applicationTaskExecutor) to use it.
+         * @param executor the executor of background releases
+         * @return this builder
          */
         public Builder executor(Executor executor) {
             c.executor = Objects.requireNonNull(executor);
             return this;
         }
 
-        /** Receives the outcome of every background release. */
-        public Builder releaseObserver(ReleaseObserver observer) {
+        /**
+         * Receives the outcome of every background release.
+         *
+         * @param observer the observer
+         * @return this builder
+         */
+        public Builder releaseObserver(@Nullable ReleaseObserver observer) {
             c.observer = observer;
             return this;
         }
 
-        /** Bounds one connection attempt: TCP connect, TLS handshake and hello (default 5 s). */
+        /**
+         * Receives acquire outcomes and latencies, session starts and
+         * background release outcomes, for metrics.
+         *
+         * @param listener the listener
+         * @return this builder
+         */
+        public Builder listener(BrokerListener listener) {
+            c.listener = Objects.requireNonNull(listener);
+            return this;
+        }
+
+        /**
+         * Bounds one connection attempt: TCP connect, TLS handshake and hello (default 5 s).
+         *
+         * @param d the bound, positive
+         * @return this builder
+         */
         public Builder dialTimeout(Duration d) {
             c.dialTimeoutMs = positiveMs(d, "dial timeout");
             return this;
@@ -185,13 +236,20 @@ public final class TicketBroker implements AutoCloseable {
         /**
          * How long a call waits for a connection to the leader (and for a free
          * in-flight slot) before giving up with nothing sent (default 10 s).
+         * @param d the wait, positive
+         * @return this builder
          */
         public Builder connectWait(Duration d) {
             c.connectWaitMs = positiveMs(d, "connect wait");
             return this;
         }
 
-        /** How many background releases may be pending at once (default {@link #DEFAULT_RELEASE_QUEUE}). */
+        /**
+         * How many background releases may be pending at once (default {@link #DEFAULT_RELEASE_QUEUE}).
+         *
+         * @param n the most pending releases, positive
+         * @return this builder
+         */
         public Builder releaseQueue(int n) {
             if (n < 1) {
                 throw new InvalidArgumentException("the release queue size must be at least 1");
@@ -228,6 +286,7 @@ public final class TicketBroker implements AutoCloseable {
          * {@link TicketBroker#waitReadyBlocking(Duration)}). Fails only for a bad
          * configuration: no or malformed addresses, an unreadable CA file or
          * client certificate, a token over 1024 bytes.
+         * @return the broker, connecting in the background
          */
         public TicketBroker connect() {
             c.addrs = List.copyOf(HostPort.parseList(addrs == null ? new String[0] : addrs));
@@ -236,7 +295,7 @@ public final class TicketBroker implements AutoCloseable {
             }
             c.ssl = c.tlsMode.build();
             if (c.executor == null) {
-                c.executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("ticketing-release-", 0).factory());
+                c.executor = Threads.releaseExecutor();
                 c.ownExecutor = true;
             }
             return new TicketBroker(c);
@@ -251,6 +310,7 @@ public final class TicketBroker implements AutoCloseable {
         // once; the broker backs off only after a whole round failed.
         java.util.ArrayDeque<String> round = new java.util.ArrayDeque<>();
         String lastGood = "";
+        int sessions = 0;
         String lastDead = ""; // the server whose session just died (silent or dropped): dialed last
         int failures = 0;
         int follows = 0; // leader hints followed since the last backoff (the Go client's rule)
@@ -325,6 +385,10 @@ public final class TicketBroker implements AutoCloseable {
                 }
                 continue;
             }
+            boolean reconnect = sessions++ > 0;
+            boolean leaderChanged = reconnect && !addr.equals(lastGood);
+            String sessionAddr = addr;
+            tell(l -> l.sessionStarted(sessionAddr, reconnect, leaderChanged));
             lastGood = addr;
             lastDead = "";
             round.clear(); // after this session, a new round starts with it
@@ -466,7 +530,7 @@ public final class TicketBroker implements AutoCloseable {
         if (isTorn() || ownerReleaseUnsupported) {
             return;
         }
-        Thread t = Thread.ofVirtual().name("ticketing-release-owner").unstarted(() -> {
+        Thread t = Threads.unstarted("ticketing-release-owner", () -> {
             try {
                 String outcome = releaseOwner(key, owner, untilNanos);
                 LOG.log(Level.DEBUG, "ticketing: release by owner of {0} after a lost acquire answer: {1}", quote(key), outcome);
@@ -494,7 +558,7 @@ public final class TicketBroker implements AutoCloseable {
             while (true) {
                 Conn c;
                 try {
-                    c = getConn(untilNanos, true, op);
+                    c = getConn(untilNanos, true, op, "before the release by owner's deadline (the acquire's wait plus twice its lease)");
                 } catch (UnauthenticatedException | UnavailableException e) {
                     if (System.nanoTime() - untilNanos >= 0) {
                         throw e;
@@ -582,9 +646,10 @@ public final class TicketBroker implements AutoCloseable {
 
     /**
      * A live connection to the leader, waiting for one until deadlineNanos.
-     * draining lets background releases run while close() drains them.
+     * draining lets background releases run while close() drains them;
+     * bound names the deadline in the message of UnavailableException.
      */
-    Conn getConn(long deadlineNanos, boolean draining, String op) throws InterruptedException {
+    Conn getConn(long deadlineNanos, boolean draining, String op, String bound) throws InterruptedException {
         mu.lock();
         try {
             while (true) {
@@ -600,7 +665,7 @@ public final class TicketBroker implements AutoCloseable {
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) {
                     throw new UnavailableException(op + ": not sent: no connection to the leader"
-                            + (lastErr != null ? " (last attempt: " + lastErr + ")" : "") + " within the wait; the broker keeps trying in the background");
+                            + (lastErr != null ? " (last attempt: " + lastErr + ")" : "") + " " + bound + "; the broker keeps trying in the background");
                 }
                 changed.awaitNanos(left);
             }
@@ -627,7 +692,11 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    /** Whether the broker has a live session with the leader now (health checks). */
+    /**
+     * Whether the broker has a live session with the leader now (health checks).
+     *
+     * @return true while a session with the leader is live
+     */
     public boolean isConnected() {
         return currentConn() != null;
     }
@@ -635,6 +704,7 @@ public final class TicketBroker implements AutoCloseable {
     /**
      * Why the last connection attempt or connection failed, while there is no
      * live session; empty when connected (health checks).
+     * @return the problem, or empty while connected
      */
     public java.util.Optional<String> connectionProblem() {
         mu.lock();
@@ -664,18 +734,24 @@ public final class TicketBroker implements AutoCloseable {
      * persistent refusal while the server refuses the connection (the broker
      * keeps retrying); with {@link UnavailableException} saying what the last
      * attempt ran into when the timeout passes first.
+     * @param timeout how long to wait
      */
     public void waitReadyBlocking(Duration timeout) {
         try {
-            getConn(System.nanoTime() + timeout.toNanos(), false, "connect");
+            getConn(System.nanoTime() + timeout.toNanos(), false, "connect", "within the timeout of " + timeout.toMillis() + " ms");
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new CancellationException("connect: interrupted while waiting for the connection");
         }
     }
 
-    /** {@link #waitReadyBlocking(Duration)} as a future; cancelling it stops the wait. */
-    public CompletableFuture<Void> waitReadyAsync(Duration timeout) {
+    /**
+     * {@link #waitReadyBlocking(Duration)} as a future; cancelling it stops the wait.
+     *
+     * @param timeout how long to wait
+     * @return completes when connected, or as {@link #waitReadyBlocking} would throw
+     */
+    public CompletableFuture<@Nullable Void> waitReadyAsync(Duration timeout) {
         return async(() -> {
             waitReadyBlocking(timeout);
             return null;
@@ -783,6 +859,7 @@ public final class TicketBroker implements AutoCloseable {
      * @throws UnavailableException no connection to the leader within the connect wait, nothing sent
      * @throws ClosedException the broker is closed
      * @throws CancellationException the thread was interrupted (the interrupt flag stays set)
+     * @param key the key, 1..1024 bytes of UTF-8
      */
     public Ticket acquireBlocking(String key, Duration wait, Duration lease, Duration budget) {
         AcquireArgs args = checkAcquire(key, wait, lease, budget);
@@ -794,6 +871,11 @@ public final class TicketBroker implements AutoCloseable {
      * request was sent sends nothing; afterwards a cancel is sent and a grant
      * that arrives anyway is released in the background with its exact token.
      * Argument errors complete the future exceptionally (nothing is sent).
+     * @param key the key, 1..1024 bytes of UTF-8
+     * @param wait how long to wait in the key's queue, 0..255 s
+     * @param lease the lease, 1..250 s
+     * @param budget the work time needed, 0..lease
+     * @return the ticket, or the exception {@link #acquireBlocking} would throw
      */
     public CompletableFuture<Ticket> acquireAsync(String key, Duration wait, Duration lease, Duration budget) {
         AcquireArgs args;
@@ -806,6 +888,34 @@ public final class TicketBroker implements AutoCloseable {
     }
 
     private Ticket acquire(String key, AcquireArgs args) {
+        long start = System.nanoTime();
+        Throwable failure = null;
+        try {
+            return acquireOnce(key, args);
+        } catch (RuntimeException | Error e) {
+            failure = e;
+            throw e;
+        } finally {
+            long took = System.nanoTime() - start;
+            String outcome = BrokerListener.outcomeOf(failure);
+            tell(l -> l.acquireFinished(outcome, took));
+        }
+    }
+
+    /** Calls the listener, if any; its failures are logged, never thrown. */
+    private void tell(java.util.function.Consumer<BrokerListener> event) {
+        BrokerListener l = cfg.listener;
+        if (l == null) {
+            return;
+        }
+        try {
+            event.accept(l);
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "ticketing: broker listener threw", e);
+        }
+    }
+
+    private Ticket acquireOnce(String key, AcquireArgs args) {
         String op = "acquire " + quote(key);
         if (Thread.currentThread().isInterrupted()) {
             throw new CancellationException(op + ": cancelled before it was sent; nothing was sent");
@@ -823,7 +933,7 @@ public final class TicketBroker implements AutoCloseable {
             f.leaseSec = args.leaseSec();
             f.key = key.getBytes(StandardCharsets.UTF_8);
             try {
-                c = getConn(deadline, false, op);
+                c = getConn(deadline, false, op, "within the connect wait of " + cfg.connectWaitMs + " ms");
                 Conn.Start st = c.start(cl, f, deadline);
                 if (st == Conn.Start.GONE) {
                     continue; // nothing was sent: try the next connection
@@ -940,14 +1050,22 @@ public final class TicketBroker implements AutoCloseable {
      *     although a release may have reached the server; never presumed success
      * @throws UnavailableException no release could be sent within the bound
      * @throws InvalidArgumentException a key outside 1..1024 bytes or token 0; nothing sent
+     * @param key the key
+     * @param token the exact token to release
      */
     public void releaseTokenBlocking(String key, long token) {
         checkRelease(key, token);
         release(key, token, System.nanoTime(), false);
     }
 
-    /** {@link #releaseTokenBlocking} as a future. */
-    public CompletableFuture<Void> releaseTokenAsync(String key, long token) {
+    /**
+     * {@link #releaseTokenBlocking} as a future.
+     *
+     * @param key the key
+     * @param token the exact token to release
+     * @return completes when released, or with the exception {@link #releaseTokenBlocking} would throw
+     */
+    public CompletableFuture<@Nullable Void> releaseTokenAsync(String key, long token) {
         try {
             checkRelease(key, token);
         } catch (InvalidArgumentException e) {
@@ -989,11 +1107,11 @@ public final class TicketBroker implements AutoCloseable {
                     if (sent > 0) {
                         throw unknownRelease(op, lastFail, false);
                     }
-                    throw new UnavailableException(op + ": not sent: no connection to the leader within " + cfg.releaseBoundMs + " ms");
+                    throw new UnavailableException(op + ": not sent: no connection to the leader within the release's bound of " + cfg.releaseBoundMs + " ms");
                 }
                 Conn c;
                 try {
-                    c = getConn(deadline, draining, op);
+                    c = getConn(deadline, draining, op, "within the release's bound of " + cfg.releaseBoundMs + " ms");
                 } catch (ClosedException | UnavailableException | UnauthenticatedException e) {
                     if (sent > 0) {
                         throw unknownRelease(op, lastFail, e instanceof ClosedException);
@@ -1144,6 +1262,7 @@ public final class TicketBroker implements AutoCloseable {
         if (err != null) {
             LOG.log(Level.WARNING, "ticketing: background release failed: {0}", err.getMessage());
         }
+        tell(l -> l.backgroundReleaseFinished(err));
         ReleaseObserver o = cfg.observer;
         if (o != null) {
             try {
@@ -1160,6 +1279,9 @@ public final class TicketBroker implements AutoCloseable {
      * Reads the state of key (D/I). A refusal (F) is {@link PermissionDeniedException}, a capacity reject (B,
      * too many requests in flight) {@link CapacityException}. Read-only: a connection lost before the
      * answer is {@link UnavailableException}; nothing is retried.
+     *
+     * @param key the key
+     * @return the key's state
      */
     public Description describeBlocking(String key) {
         int klen = key.getBytes(StandardCharsets.UTF_8).length;
@@ -1170,7 +1292,7 @@ public final class TicketBroker implements AutoCloseable {
         long deadline = connectDeadline();
         try {
             while (true) {
-                Conn c = getConn(deadline, false, op);
+                Conn c = getConn(deadline, false, op, "within the connect wait of " + cfg.connectWaitMs + " ms");
                 Conn.Call cl = new Conn.Call(Type.DESCRIBE, key, null);
                 Frame f = new Frame(Type.DESCRIBE);
                 f.key = key.getBytes(StandardCharsets.UTF_8);
@@ -1201,7 +1323,7 @@ public final class TicketBroker implements AutoCloseable {
                     throw new CapacityException(op + ": rejected by a server capacity limit (" + CapacityException.reasonName(i.reason)
                             + "); back off before asking again", i.reason);
                 }
-                return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, i.owner, Duration.ofMillis(i.remainingMs),
+                return new Description(key, (i.flags & Type.INFO_HELD) != 0, i.token, Owner.of(i.owner), Duration.ofMillis(i.remainingMs),
                         Duration.ofMillis(i.leaseMs), i.count);
             }
         } catch (InterruptedException e) {
@@ -1212,7 +1334,12 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    /** {@link #describeBlocking} as a future. */
+    /**
+     * {@link #describeBlocking} as a future.
+     *
+     * @param key the key
+     * @return the key's state, or the exception {@link #describeBlocking} would throw
+     */
     public CompletableFuture<Description> describeAsync(String key) {
         return async(() -> describeBlocking(key), null);
     }
@@ -1230,7 +1357,7 @@ public final class TicketBroker implements AutoCloseable {
      */
     private <T> CompletableFuture<T> async(Body<T> body, java.util.function.Consumer<T> orphan) {
         CompletableFuture<T> out = new CompletableFuture<>();
-        Thread t = Thread.ofVirtual().name("ticketing-call").unstarted(() -> {
+        Thread t = Threads.unstarted("ticketing-call", () -> {
             if (out.isDone()) {
                 return; // cancelled before it started: nothing was sent
             }

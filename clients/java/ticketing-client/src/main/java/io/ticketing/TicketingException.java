@@ -29,6 +29,7 @@ public abstract sealed class TicketingException extends RuntimeException
         permits NotAcquiredException, CapacityException, IndeterminateException, BudgetExceededException,
                 NotHeldException, InvalidArgumentException, UnauthenticatedException, PermissionDeniedException,
                 UnavailableException, ClosedException, ReleaseDroppedException {
+    /** The server's E code, 0 if none. */
     private final int serverErrorCode;
 
     TicketingException(String message, Throwable cause, int serverErrorCode) {
@@ -36,7 +37,11 @@ public abstract sealed class TicketingException extends RuntimeException
         this.serverErrorCode = serverErrorCode;
     }
 
-    /** The code of the server's {@code E} frame behind this failure (docs/protocol.md), or 0 if there was none. */
+    /**
+     * The code of the server's {@code E} frame behind this failure (docs/protocol.md), or 0 if there was none.
+     *
+     * @return the code, or 0
+     */
     public int serverErrorCode() {
         return serverErrorCode;
     }
@@ -50,6 +55,7 @@ public abstract sealed class TicketingException extends RuntimeException
      * retried); everything else (not acquired, not held, budget exceeded,
      * unauthenticated, permission denied, closed, an unknown outcome because
      * the broker was closed) is not retried.
+     * @return the class of this failure
      */
     public RetryClass retryClass() {
         return RetryClass.NOT_RETRYABLE;
@@ -57,6 +63,15 @@ public abstract sealed class TicketingException extends RuntimeException
 
     /** See {@link TicketingException#retryClass()}. */
     public enum RetryClass {
-        NOT_RETRYABLE, OVERLOADED, UNDETERMINED, TRANSPORT_UNAVAILABLE, INVALID_ARGUMENT
+        /** Not retried. */
+        NOT_RETRYABLE,
+        /** A capacity reject: retried after a slow backoff. */
+        OVERLOADED,
+        /** The outcome is unknown: retried only for idempotent work. */
+        UNDETERMINED,
+        /** The connection could not be used: retried only for idempotent work. */
+        TRANSPORT_UNAVAILABLE,
+        /** Invalid arguments: never retried. */
+        INVALID_ARGUMENT
     }
 }

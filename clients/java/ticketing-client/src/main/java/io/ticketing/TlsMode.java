@@ -57,28 +57,50 @@ public sealed class TlsMode permits TlsMode.Ca {
         this.keyFile = keyFile;
     }
 
-    /** Plain TCP (the default). */
+    /**
+     * Plain TCP (the default).
+     *
+     * @return the mode
+     */
     public static TlsMode off() {
         return Off;
     }
 
-    /** TLS verified against the JVM's default trusted roots. */
+    /**
+     * TLS verified against the JVM's default trusted roots.
+     *
+     * @return the mode
+     */
     public static TlsMode systemRoots() {
         return SystemRoots;
     }
 
-    /** TLS verified against the CA certificates in a PEM file, read by {@code connect()}. */
+    /**
+     * TLS verified against the CA certificates in a PEM file, read by {@code connect()}.
+     *
+     * @param caFile the PEM file's path
+     * @return the mode
+     */
     public static TlsMode ca(String caFile) {
         return new Ca(caFile);
     }
 
-    /** TLS without verification of the server's certificate. Tests only: no protection against an attacker. */
+    /**
+     * TLS without verification of the server's certificate. Tests only: no protection against an attacker.
+     *
+     * @return the mode
+     */
     public static TlsMode insecureSkipVerify() {
         return InsecureSkipVerify;
     }
 
     /** TLS verified against the CA certificates in a PEM file (Kotlin: {@code TlsMode.Ca("ca.crt")}). */
     public static final class Ca extends TlsMode {
+        /**
+         * TLS verified against the CA certificates in caFile.
+         *
+         * @param caFile the PEM file's path
+         */
         public Ca(String caFile) {
             super(Kind.CA, caFile, null, null);
         }
@@ -93,6 +115,9 @@ public sealed class TlsMode permits TlsMode.Ca {
      * private key in {@code keyFile} (PEM; the key in PKCS#8, "BEGIN PRIVATE
      * KEY", RSA or EC) to servers that require one. A configuration error on
      * {@link #off()}. The files are read by {@code connect()}.
+     * @param certFile the client certificate's PEM file
+     * @param keyFile its private key's PEM file (PKCS#8)
+     * @return this mode with the client certificate
      */
     public TlsMode withClientCert(String certFile, String keyFile) {
         if (kind == Kind.OFF) {

@@ -66,7 +66,7 @@ class FailoverIntegrationTest {
                                 }
                             }
                         }
-                    }, r -> Thread.ofVirtual().start(r)));
+                    }, r -> Threads.start("failover-test", r)));
                 }
                 // Let every worker get grants from the first leader, then kill it.
                 long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);

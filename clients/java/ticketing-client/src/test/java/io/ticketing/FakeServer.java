@@ -47,7 +47,7 @@ final class FakeServer implements AutoCloseable {
     FakeServer(Script script) throws IOException {
         this.ss = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
         this.script = script;
-        Thread.ofVirtual().name("fake-accept").start(this::acceptLoop);
+        Threads.start("fake-accept", this::acceptLoop);
     }
 
     String addr() {
@@ -70,7 +70,7 @@ final class FakeServer implements AutoCloseable {
                 continue;
             }
             sessions.add(se);
-            Thread.ofVirtual().name("fake-session-" + n).start(() -> {
+            Threads.start("fake-session-" + n, () -> {
                 try {
                     script.run(se, n);
                 } catch (Done d) {

@@ -25,7 +25,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -476,7 +475,7 @@ class RulesTest {
         assertTrue(f.cancel(true));
         // A blocking acquire interrupted while waiting for the connection: nothing sent either.
         AtomicInteger outcome = new AtomicInteger();
-        Thread th = Thread.ofVirtual().start(() -> {
+        Thread th = Threads.start("rules-test", () -> {
             try {
                 b.acquireBlocking("k", Duration.ofSeconds(5), Duration.ofSeconds(30), ZERO);
                 outcome.set(1);
@@ -530,7 +529,7 @@ class RulesTest {
 
         // The same through an interrupted blocking call.
         CompletableFuture<Throwable> res = new CompletableFuture<>();
-        Thread th = Thread.ofVirtual().start(() -> {
+        Thread th = Threads.start("rules-test", () -> {
             try {
                 b.acquireBlocking("k2", Duration.ofSeconds(30), Duration.ofSeconds(30), ZERO);
                 res.complete(null);
@@ -796,7 +795,19 @@ class RulesTest {
         TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).connectWait(Duration.ofMillis(300)));
         UnavailableException e = assertThrows(UnavailableException.class, () -> b.acquireBlocking("k", ZERO, S, ZERO));
         assertTrue(e.getMessage().contains("not sent"), e.getMessage());
-        assertThrows(UnavailableException.class, () -> b.waitReadyBlocking(Duration.ofMillis(100)));
+        assertTrue(e.getMessage().contains("within the connect wait of 300 ms"), e.getMessage());
+        e = assertThrows(UnavailableException.class, () -> b.waitReadyBlocking(Duration.ofMillis(100)));
+        assertTrue(e.getMessage().contains("within the timeout of 100 ms"), e.getMessage());
+    }
+
+    /** A release that finds no connection within its bound says that bound, not the acquire's wait. */
+    @Test
+    void rule5_aReleaseWithoutConnectionNamesItsBound() throws Exception {
+        FakeServer srv = server((s, n) -> s.close()); // accepts and hangs up at once
+        TicketBroker b = broker(TicketBroker.builder().addrs(srv.addr()).releaseBound(Duration.ofMillis(300)));
+        UnavailableException e = assertThrows(UnavailableException.class, () -> b.releaseTokenBlocking("k", 7));
+        assertTrue(e.getMessage().contains("not sent"), e.getMessage());
+        assertTrue(e.getMessage().contains("within the release's bound of 300 ms"), e.getMessage());
     }
 
     // ---- Rule 10: the connection's in-flight limit is respected ----
@@ -914,7 +925,7 @@ class RulesTest {
         FakeServer.Locks locks = new FakeServer.Locks();
         FakeServer srv = normalServer(locks);
         AtomicInteger ran = new AtomicInteger();
-        Executor vt = Executors.newVirtualThreadPerTaskExecutor();
+        Executor vt = Threads.releaseExecutor();
         Executor exec = r -> {
             ran.incrementAndGet();
             vt.execute(r);
@@ -971,7 +982,7 @@ class RulesTest {
         AtomicInteger failures = new AtomicInteger();
         for (int i = 0; i < 200; i++) {
             String key = "k" + i;
-            ts.add(Thread.ofVirtual().start(() -> {
+            ts.add(Threads.start("rule14-" + i, () -> {
                 try {
                     for (int j = 0; j < 5; j++) {
                         Ticket t = b.acquireBlocking(key, Duration.ofSeconds(5), Duration.ofSeconds(30), ZERO);
@@ -989,6 +1000,56 @@ class RulesTest {
         assertEquals(0, failures.get());
         assertEquals(1000, tokens.size(), "tokens were handed out twice");
         assertEquals(1, srv.connections.get(), "the broker used more than one connection");
+    }
+
+    // ---- the listener (metrics) ----
+
+    @Test
+    void theListenerSeesAcquiresSessionsLeaderChangesAndBackgroundReleases() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer a = server((s, n) -> {
+            if (n > 1) {
+                s.close(); // A is gone after its first session
+                return;
+            }
+            s.hello();
+            for (int i = 0; i < 2; i++) { // the acquire and the background release
+                s.send(locks.answer(s.readRequest()));
+            }
+            s.close();
+        });
+        FakeServer b = normalServer(locks);
+        java.util.Queue<String> events = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        TicketBroker broker = broker(TicketBroker.builder().addrs(a.addr(), b.addr()).listener(new BrokerListener() {
+            @Override
+            public void acquireFinished(String outcome, long nanos) {
+                events.add("acquire " + outcome + (nanos > 0 ? "" : " without a duration"));
+            }
+
+            @Override
+            public void sessionStarted(String address, boolean reconnect, boolean leaderChanged) {
+                events.add("session " + (address.equals(a.addr()) ? "A" : "B") + " reconnect=" + reconnect + " leaderChanged=" + leaderChanged);
+            }
+
+            @Override
+            public void backgroundReleaseFinished(TicketingException error) {
+                events.add("background release " + (error == null ? "released" : error.getClass().getSimpleName()));
+            }
+        }));
+        broker.acquireBlocking("k", ZERO, S, ZERO).close();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!events.contains("session B reconnect=true leaderChanged=true")) {
+            assertTrue(System.nanoTime() < end, "no session with B: " + events);
+            Thread.sleep(5);
+        }
+        broker.acquireBlocking("k2", ZERO, S, ZERO);
+        assertThrows(NotAcquiredException.class, () -> broker.acquireBlocking("k2", ZERO, S, ZERO));
+        List<String> l = new ArrayList<>(events);
+        assertEquals(6, l.size(), l.toString());
+        assertEquals(List.of("session A reconnect=false leaderChanged=false", "acquire granted"), l.subList(0, 2), l.toString());
+        // the release's answer and the end of A's session race: either may be told first
+        assertEquals(Set.of("background release released", "session B reconnect=true leaderChanged=true"), Set.copyOf(l.subList(2, 4)), l.toString());
+        assertEquals(List.of("acquire granted", "acquire not_acquired"), l.subList(4, 6), l.toString());
     }
 
     // ---- describe ----

@@ -74,6 +74,11 @@ class SingleNodeIntegrationTest {
             Description d = b.describeBlocking("contended");
             assertTrue(d.held());
             assertEquals(t1.getToken(), d.token());
+            // the owner is a value: equal descriptions are equal, and it prints as hexadecimal
+            assertEquals(d.owner(), b.describeBlocking("contended").owner());
+            assertFalse(d.owner().isZero());
+            assertTrue(d.toString().contains("owner=" + d.owner()) && d.owner().toString().matches("[0-9a-f]{32}"), d.toString());
+            assertTrue(b.describeBlocking("free-key").owner().isZero());
             CompletableFuture<Ticket> waiting = b.acquireAsync("contended", Duration.ofSeconds(30), Duration.ofSeconds(30), Duration.ZERO);
             eventually("the second acquire is queued", () -> b.describeBlocking("contended").waiters() == 1);
             t1.releaseBlocking();

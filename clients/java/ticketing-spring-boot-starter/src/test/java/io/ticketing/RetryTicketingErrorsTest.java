@@ -52,6 +52,9 @@ class RetryTicketingErrorsTest {
 
     @SpringBootConfiguration
     @EnableAutoConfiguration
+    // No JDBC here: on Spring Boot 4 transaction management is auto-configured only with
+    // spring-boot-transaction (which spring-boot-jdbc brings), so the test enables it itself.
+    @org.springframework.transaction.annotation.EnableTransactionManagement
     @Import(Work.class)
     static class App {
         @Bean

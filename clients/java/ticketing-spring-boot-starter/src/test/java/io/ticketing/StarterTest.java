@@ -14,8 +14,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.WebApplicationType;
-import org.springframework.boot.actuate.health.HealthIndicator;
-import org.springframework.boot.actuate.health.Status;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -25,7 +23,13 @@ import org.springframework.context.ConfigurableApplicationContext;
 class StarterTest {
     @SpringBootConfiguration
     @EnableAutoConfiguration
-    static class App {}
+    static class App {
+        /** A registry, as Actuator would give one: the broker's meters go to it. */
+        @org.springframework.context.annotation.Bean
+        io.micrometer.core.instrument.simple.SimpleMeterRegistry meterRegistry() {
+            return new io.micrometer.core.instrument.simple.SimpleMeterRegistry();
+        }
+    }
 
     static ConfigurableApplicationContext app(String... props) {
         return new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
@@ -40,6 +44,33 @@ class StarterTest {
         }
     }
 
+    /**
+     * The health API of the Spring Boot the tests run on: Boot 4 moved it from
+     * Actuator (org.springframework.boot.actuate.health) to spring-boot-health.
+     */
+    static final String HEALTH_API = org.springframework.boot.SpringBootVersion.getVersion().startsWith("3.")
+            ? "org.springframework.boot.actuate.health.HealthIndicator"
+            : "org.springframework.boot.health.contributor.HealthIndicator";
+
+    /** The indicator's current status, through whichever health API this Spring Boot has. */
+    static String status(Object indicator) {
+        try {
+            Object health = indicator.getClass().getMethod("health").invoke(indicator);
+            return health.getClass().getMethod("getStatus").invoke(health).toString();
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    static java.util.Map<?, ?> details(Object indicator) {
+        try {
+            Object health = indicator.getClass().getMethod("health").invoke(indicator);
+            return (java.util.Map<?, ?>) health.getClass().getMethod("getDetails").invoke(health);
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError(e);
+        }
+    }
+
     @Test
     void aBrokerBeanFromPropertiesWithHealthAndTheApplicationsExecutor() throws Exception {
         TicketBroker broker;
@@ -50,13 +81,20 @@ class StarterTest {
                 try (Ticket t = broker.acquireBlocking("starter", Duration.ofSeconds(5), Duration.ofSeconds(30), Duration.ofSeconds(2))) {
                     assertTrue(t.getToken() > 0);
                 }
+                io.micrometer.core.instrument.MeterRegistry meters = ctx.getBean(io.micrometer.core.instrument.MeterRegistry.class);
+                assertEquals(1, meters.get("ticketing.acquire").tag("outcome", "granted").timer().count());
+                eventually("the background release is counted", () -> {
+                    var c = meters.find("ticketing.background.releases").tag("outcome", "released").counter();
+                    return c != null && c.count() == 1;
+                });
                 assertSame(ctx.getBean(TicketingAutoConfiguration.APPLICATION_TASK_EXECUTOR, Executor.class), broker.cfg.executor,
                         "background releases do not run on the application's task executor");
-                HealthIndicator h = ctx.getBean("ticketingHealthIndicator", HealthIndicator.class);
-                assertEquals(Status.UP, h.health().getStatus());
+                Object h = ctx.getBean("ticketingHealthIndicator");
+                assertEquals(HEALTH_API, h.getClass().getInterfaces()[0].getName(), "the indicator of this Spring Boot's health API");
+                assertEquals("UP", status(h));
                 cluster.close(); // the server goes away
-                eventually("the health indicator reports DOWN", () -> h.health().getStatus().equals(Status.DOWN));
-                assertTrue(h.health().getDetails().containsKey("reason"));
+                eventually("the health indicator reports DOWN", () -> status(h).equals("DOWN"));
+                assertTrue(details(h).containsKey("reason"));
             }
             // closed with the context
             assertThrows(ClosedException.class, () -> broker.acquireBlocking("k", Duration.ZERO, Duration.ofSeconds(1), Duration.ZERO));

@@ -77,12 +77,23 @@ public final class JdbcFence {
     private final String[] claim; // run in order; the last one's row count says whether the token won
     private final String mark; // reads the stored mark when the token lost
 
-    /** A fence on {@link #DEFAULT_TABLE}. */
+    /**
+     * A fence on {@link #DEFAULT_TABLE}.
+     *
+     * @param dialect the database's SQL dialect
+     * @throws InvalidFenceArgumentException never for the default table
+     */
     public JdbcFence(Dialect dialect) throws InvalidFenceArgumentException {
         this(dialect, DEFAULT_TABLE);
     }
 
-    /** A fence on the given table ("name" or "schema.name", identifiers only). */
+    /**
+     * A fence on the given table ("name" or "schema.name", identifiers only).
+     *
+     * @param dialect the database's SQL dialect
+     * @param table the fence table's name
+     * @throws InvalidFenceArgumentException the name is not an identifier
+     */
     public JdbcFence(Dialect dialect, String table) throws InvalidFenceArgumentException {
         this.dialect = Objects.requireNonNull(dialect);
         if (!validTable(table)) {
@@ -114,15 +125,30 @@ public final class JdbcFence {
         }
     }
 
+    /**
+     * The dialect.
+     *
+     * @return the SQL dialect
+     */
     public Dialect dialect() {
         return dialect;
     }
 
+    /**
+     * The table.
+     *
+     * @return the fence table's name
+     */
     public String table() {
         return table;
     }
 
-    /** Creates the fence table if it does not exist. */
+    /**
+     * Creates the fence table if it does not exist.
+     *
+     * @param c a connection to the database
+     * @throws SQLException from the database
+     */
     public void createTable(Connection c) throws SQLException {
         try (Statement s = c.createStatement()) {
             s.execute(create);
@@ -145,6 +171,9 @@ public final class JdbcFence {
      * outcome.
      *
      * @param token the ticket's token ({@code Ticket.getToken()}); 1 .. 2^63-1
+     * @param c the connection, inside the caller's transaction (not in auto-commit mode)
+     * @param key the fenced key (the ticket's key, or any name of the protected resource)
+     * @throws SQLException {@link StaleTokenException}, {@link TokenCommittedException}, {@link InvalidFenceArgumentException}, or the database's own
      */
     public void check(Connection c, String key, long token) throws SQLException {
         if (key == null || key.isEmpty()) {

@@ -6,8 +6,11 @@ package io.ticketing.jdbc;
  * never retried.
  */
 public final class StaleTokenException extends FenceException {
+    /** The fenced key. */
     private final String key;
+    /** The rejected token. */
     private final long token;
+    /** The stored mark. */
     private final long mark;
 
     StaleTokenException(String key, long token, long mark) {
@@ -18,17 +21,29 @@ public final class StaleTokenException extends FenceException {
         this.mark = mark;
     }
 
-    /** The fenced key. */
+    /**
+     * The fenced key.
+     *
+     * @return the key
+     */
     public String key() {
         return key;
     }
 
-    /** The rejected token. */
+    /**
+     * The rejected token.
+     *
+     * @return the token
+     */
     public long token() {
         return token;
     }
 
-    /** The key's stored high-water mark, above {@link #token()} (-1 if it could not be read). */
+    /**
+     * The key's stored high-water mark, above {@link #token()} (-1 if it could not be read).
+     *
+     * @return the mark, or -1
+     */
     public long mark() {
         return mark;
     }

@@ -7,7 +7,9 @@ package io.ticketing.jdbc;
  * under a new ticket: it is done; read what was committed and answer from it.
  */
 public final class TokenCommittedException extends FenceException {
+    /** The fenced key. */
     private final String key;
+    /** The token. */
     private final long token;
 
     TokenCommittedException(String key, long token) {
@@ -17,12 +19,20 @@ public final class TokenCommittedException extends FenceException {
         this.token = token;
     }
 
-    /** The fenced key. */
+    /**
+     * The fenced key.
+     *
+     * @return the key
+     */
     public String key() {
         return key;
     }
 
-    /** The token, also the key's stored mark. */
+    /**
+     * The token, also the key's stored mark.
+     *
+     * @return the token
+     */
     public long token() {
         return token;
     }

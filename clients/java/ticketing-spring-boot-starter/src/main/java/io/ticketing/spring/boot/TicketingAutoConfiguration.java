@@ -1,10 +1,10 @@
 package io.ticketing.spring.boot;
 
+import io.ticketing.BrokerListener;
 import io.ticketing.TicketBroker;
 import io.ticketing.TlsMode;
 import java.util.concurrent.Executor;
 import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.boot.actuate.health.HealthIndicator;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -20,7 +20,11 @@ import org.springframework.context.annotation.Configuration;
  * run on the application's task executor ({@code applicationTaskExecutor})
  * when there is one, otherwise on virtual threads. With Spring Boot Actuator
  * on the classpath, a health indicator {@code ticketing} reports whether the
- * broker has a live session with the leader.
+ * broker has a live session with the leader: {@link TicketingHealthIndicator}
+ * on Spring Boot 3, {@link TicketingBoot4HealthIndicator} on Spring Boot 4
+ * (whose health API moved to {@code org.springframework.boot.health}). With
+ * Micrometer on the classpath, the broker's meters go to the application's
+ * {@code MeterRegistry} ({@link MicrometerBrokerListener}).
  */
 @AutoConfiguration(after = TaskExecutionAutoConfiguration.class)
 @ConditionalOnClass(TicketBroker.class)
@@ -30,9 +34,21 @@ public class TicketingAutoConfiguration {
     /** Spring Boot's name for the application's task executor. */
     public static final String APPLICATION_TASK_EXECUTOR = "applicationTaskExecutor";
 
+    /** Settings with the defaults. */
+    public TicketingAutoConfiguration() {}
+
+    /**
+     * The broker, connecting in the background.
+     *
+     * @param p the ticketing.* properties
+     * @param bf the bean factory, for the application's task executor
+     * @param listener the broker's listener (the Micrometer one when Micrometer is there), if any
+     * @return the broker
+     */
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
-    public TicketBroker ticketBroker(TicketingProperties p, ObjectProvider<org.springframework.beans.factory.BeanFactory> bf) {
+    public TicketBroker ticketBroker(TicketingProperties p, ObjectProvider<org.springframework.beans.factory.BeanFactory> bf,
+            ObjectProvider<BrokerListener> listener) {
         TicketBroker.Builder b = TicketBroker.builder()
                 .addrs(p.getAddrs().toArray(new String[0]))
                 .token(p.getToken())
@@ -42,6 +58,7 @@ public class TicketingAutoConfiguration {
         if (f != null && f.containsBean(APPLICATION_TASK_EXECUTOR)) {
             b.executor(f.getBean(APPLICATION_TASK_EXECUTOR, Executor.class));
         }
+        listener.ifAvailable(b::listener);
         return b.connect();
     }
 
@@ -65,32 +82,36 @@ public class TicketingAutoConfiguration {
         return m;
     }
 
-    /** The health indicator, with Spring Boot Actuator present. */
+    /** Micrometer meters of the broker ({@link MicrometerBrokerListener}), with Micrometer present. */
     @Configuration(proxyBeanMethods = false)
-    @ConditionalOnClass(HealthIndicator.class)
-    static class Health {
+    @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
+    static class Metrics {
+        @Bean
+        @ConditionalOnMissingBean(BrokerListener.class)
+        MicrometerBrokerListener ticketingBrokerListener(ObjectProvider<io.micrometer.core.instrument.MeterRegistry> registry) {
+            return new MicrometerBrokerListener(registry::getIfUnique);
+        }
+    }
+
+    /** The health indicator on Spring Boot 3 (Actuator's org.springframework.boot.actuate.health). */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
+    static class Boot3Health {
         @Bean
         @ConditionalOnMissingBean(name = "ticketingHealthIndicator")
-        HealthIndicator ticketingHealthIndicator(TicketBroker broker) {
+        TicketingHealthIndicator ticketingHealthIndicator(TicketBroker broker) {
             return new TicketingHealthIndicator(broker);
         }
     }
 
-    /** UP while the broker has a live session with the leader; DOWN with the reason otherwise. */
-    public static final class TicketingHealthIndicator implements HealthIndicator {
-        private final TicketBroker broker;
-
-        public TicketingHealthIndicator(TicketBroker broker) {
-            this.broker = broker;
-        }
-
-        @Override
-        public org.springframework.boot.actuate.health.Health health() {
-            if (broker.isConnected()) {
-                return org.springframework.boot.actuate.health.Health.up().build();
-            }
-            return org.springframework.boot.actuate.health.Health.down()
-                    .withDetail("reason", broker.connectionProblem().orElse("not connected")).build();
+    /** The health indicator on Spring Boot 4 (spring-boot-health's org.springframework.boot.health.contributor). */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.boot.health.contributor.HealthIndicator")
+    static class Boot4Health {
+        @Bean
+        @ConditionalOnMissingBean(name = "ticketingHealthIndicator")
+        TicketingBoot4HealthIndicator ticketingHealthIndicator(TicketBroker broker) {
+            return new TicketingBoot4HealthIndicator(broker);
         }
     }
 }

@@ -8,6 +8,9 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 /** {@code ticketing.*}: where the cluster is and how to talk to it. */
 @ConfigurationProperties("ticketing")
 public class TicketingProperties {
+    /** The defaults: no addresses, no token, TLS off. */
+    public TicketingProperties() {}
+
     /** Server addresses, host:port (a list, or one comma-separated string). */
     private List<String> addrs = new ArrayList<>();
     /** The client token (must match one of the servers' client_tokens); empty for none. */
@@ -19,6 +22,9 @@ public class TicketingProperties {
 
     /** {@code ticketing.tls.*}. */
     public static class Tls {
+        /** TLS off, no files. */
+        public Tls() {}
+
         /** off, system-roots, ca (with ca), insecure-skip-verify (tests only). */
         private String mode = "off";
         /** CA file (PEM) for mode ca. */
@@ -28,63 +34,138 @@ public class TicketingProperties {
         /** Its private key (PKCS#8 PEM). */
         private String key;
 
+        /**
+         * The TLS mode.
+         *
+         * @return off, system-roots, ca or insecure-skip-verify
+         */
         public String getMode() {
             return mode;
         }
 
+        /**
+         * Sets the TLS mode.
+         *
+         * @param mode off, system-roots, ca or insecure-skip-verify
+         */
         public void setMode(String mode) {
             this.mode = mode;
         }
 
+        /**
+         * The CA file.
+         *
+         * @return its path, or null
+         */
         public String getCa() {
             return ca;
         }
 
+        /**
+         * Sets the CA file.
+         *
+         * @param ca its path
+         */
         public void setCa(String ca) {
             this.ca = ca;
         }
 
+        /**
+         * The client certificate.
+         *
+         * @return its path, or null
+         */
         public String getCert() {
             return cert;
         }
 
+        /**
+         * Sets the client certificate.
+         *
+         * @param cert its path
+         */
         public void setCert(String cert) {
             this.cert = cert;
         }
 
+        /**
+         * The client certificate's key.
+         *
+         * @return its path, or null
+         */
         public String getKey() {
             return key;
         }
 
+        /**
+         * Sets the client certificate's key.
+         *
+         * @param key its path
+         */
         public void setKey(String key) {
             this.key = key;
         }
     }
 
+    /**
+     * The server addresses.
+     *
+     * @return host:port addresses
+     */
     public List<String> getAddrs() {
         return addrs;
     }
 
+    /**
+     * Sets the server addresses.
+     *
+     * @param addrs host:port addresses
+     */
     public void setAddrs(List<String> addrs) {
         this.addrs = addrs;
     }
 
+    /**
+     * The client token.
+     *
+     * @return the token, or null
+     */
     public String getToken() {
         return token;
     }
 
+    /**
+     * Sets the client token.
+     *
+     * @param token the token
+     */
     public void setToken(String token) {
         this.token = token;
     }
 
+    /**
+     * The connect wait.
+     *
+     * @return the wait
+     */
     public Duration getConnectWait() {
         return connectWait;
     }
 
+    /**
+     * Sets the connect wait.
+     *
+     * @param connectWait the wait
+     */
     public void setConnectWait(Duration connectWait) {
         this.connectWait = connectWait;
     }
 
+    /**
+     * The TLS settings.
+     *
+     * @return the settings
+     */
     public Tls getTls() {
         return tls;
     }

@@ -41,7 +41,16 @@ public enum RetryClass {
     enum Retried { NEVER, ALWAYS, IF_IDEMPOTENT }
 
     /** Which backoff a retried class waits: FAST and SLOW as in the Go package, ZERO retries at once, NONE is never retried. */
-    public enum Tier { NONE, FAST, SLOW, ZERO }
+    public enum Tier {
+        /** Not retried. */
+        NONE,
+        /** Full jitter in [0, ceiling). */
+        FAST,
+        /** Equal jitter in [ceiling/2, ceiling). */
+        SLOW,
+        /** Retried at once. */
+        ZERO
+    }
 
     private final Retried retried;
     private final Tier tier;
@@ -51,11 +60,21 @@ public enum RetryClass {
         this.tier = tier;
     }
 
-    /** Whether a failure of this class is retried; idempotent calls are also retried when the outcome is unknown. */
+    /**
+     * Whether a failure of this class is retried; idempotent calls are also retried when the outcome is unknown.
+     *
+     * @param idempotent whether the method is marked idempotent
+     * @return whether to retry
+     */
     public boolean retryable(boolean idempotent) {
         return retried == Retried.ALWAYS || (retried == Retried.IF_IDEMPOTENT && idempotent);
     }
 
+    /**
+     * The backoff tier.
+     *
+     * @return the tier
+     */
     public Tier tier() {
         return tier;
     }

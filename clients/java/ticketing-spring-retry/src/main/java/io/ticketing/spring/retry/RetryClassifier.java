@@ -40,6 +40,12 @@ import java.util.concurrent.CancellationException;
 public final class RetryClassifier {
     private RetryClassifier() {}
 
+    /**
+     * The class of a failure, from the first rule above that matches its cause chain.
+     *
+     * @param t the failure
+     * @return its class
+     */
     public static RetryClass classify(Throwable t) {
         List<Throwable> chain = chain(t);
         for (Throwable e : chain) {

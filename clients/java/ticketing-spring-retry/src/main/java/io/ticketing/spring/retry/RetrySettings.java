@@ -10,6 +10,14 @@ import java.util.concurrent.ThreadLocalRandom;
  * tier waits uniformly in [0, ceiling) (full jitter), the slow tier in
  * [ceiling/2, ceiling) (equal jitter: an overloaded server gets at least half
  * the ceiling of relief), the zero tier not at all.
+ *
+ * @param enabled whether the method is retried
+ * @param maxAttempts the most executions, the first included
+ * @param idempotent whether the method may run again when an outcome is unknown
+ * @param slowBaseMs the slow tier's base, ms
+ * @param slowCapMs the slow tier's cap, ms
+ * @param fastBaseMs the fast tier's base, ms
+ * @param fastCapMs the fast tier's cap, ms
  */
 public record RetrySettings(boolean enabled, int maxAttempts, boolean idempotent,
         long slowBaseMs, long slowCapMs, long fastBaseMs, long fastCapMs) {

@@ -3,11 +3,16 @@ package io.ticketing.spring.retry;
 import java.lang.reflect.Method;
 import java.util.concurrent.ConcurrentHashMap;
 import org.aopalliance.intercept.MethodInvocation;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.ProxyMethodInvocation;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.transaction.interceptor.TransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionInterceptor;
+import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
@@ -15,42 +20,102 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * the outermost transaction (no transaction is active on the thread yet) is
  * run again, as a whole new transaction, when it fails with a retryable
  * {@link RetryClass}, up to the method's attempts, with the class's backoff.
- * Methods that join a running transaction ({@code REQUIRED} inside another
+ *
+ * <p>A committed transaction is never run again. What happened to the failed
+ * attempt's transaction is taken from Spring itself (a transaction
+ * synchronization registered when the method's body starts sees the
+ * transaction complete), so the method's rollback rules
+ * ({@code rollbackFor}, {@code noRollbackFor}; by default a checked
+ * exception commits) decide as they decide for Spring:
+ *
+ * <ul>
+ *   <li>rolled back, or never begun: retried when the failure's class is retried
+ *       ({@link RetryClass#retryable(boolean)});
+ *   <li>committed (a checked exception under the default rules, or a
+ *       {@code noRollbackFor} exception): never retried, the exception is
+ *       thrown as it is;
+ *   <li>outcome unknown (the commit failed and so did the rollback after it,
+ *       typically a connection lost during COMMIT), or no transaction was
+ *       open around the body (propagation {@code SUPPORTS},
+ *       {@code NOT_SUPPORTED}: its statements committed one by one): retried
+ *       only for a method marked idempotent, as UNDETERMINED unless the
+ *       failure's own class says more.
+ * </ul>
+ *
+ * <p>Methods that join a running transaction ({@code REQUIRED} inside another
  * one) are never retried on their own: their failure reaches the outermost
- * boundary, which re-runs the whole transaction. A failure after the
- * method's body returned (while committing) that is not classified otherwise
- * counts as UNDETERMINED: the commit may have happened, so only idempotent
- * methods are run again.
+ * boundary, which re-runs the whole transaction.
+ *
+ * <p>Each retry is logged at DEBUG (method, class, attempt, delay) and a
+ * failure that used up the attempts at WARN, under this class's logger; an
+ * optional {@link RetryObserver} (the Micrometer one when Micrometer is
+ * present) sees the same events.
  */
 public class RetryingTransactionInterceptor extends TransactionInterceptor {
     private static final long serialVersionUID = 1L;
+    private static final Log log = LogFactory.getLog(RetryingTransactionInterceptor.class);
     private static final ThreadLocal<Boolean> RETRYING = new ThreadLocal<>();
 
     private final transient TransactionRetryProperties properties;
-    private final transient ConcurrentHashMap<Method, RetrySettings> settings = new ConcurrentHashMap<>();
+    private final transient ConcurrentHashMap<Target, RetrySettings> settings = new ConcurrentHashMap<>();
+    private transient RetryObserver observer = RetryObserver.NONE;
 
+    /**
+     * An interceptor with the given global settings.
+     *
+     * @param properties the global settings; negative values are refused
+     * @throws IllegalArgumentException when a setting is negative
+     */
     public RetryingTransactionInterceptor(TransactionRetryProperties properties) {
         properties.validate();
         this.properties = properties;
     }
 
+    /**
+     * Sets who is told of every retry and of every failure that used up its attempts.
+     *
+     * @param observer the observer; null for none
+     */
+    public void setRetryObserver(@Nullable RetryObserver observer) {
+        this.observer = observer != null ? observer : RetryObserver.NONE;
+    }
+
+    /** A bean class and one of its methods: settings differ between two beans sharing an inherited method. */
+    private record Target(Method method, @Nullable Class<?> targetClass) {}
+
+    /** What became of one attempt's transaction. */
+    enum Outcome {
+        /** The body was never reached: no transaction was begun, nothing was applied. */
+        NOT_BEGUN,
+        /** Spring rolled the transaction back. */
+        ROLLED_BACK,
+        /** Spring committed the transaction. */
+        COMMITTED,
+        /** Nobody knows: the commit failed and so did the rollback, or the body ran outside a transaction. */
+        UNKNOWN
+    }
+
     @Override
-    public Object invoke(MethodInvocation invocation) throws Throwable {
-        if (!(invocation instanceof ProxyMethodInvocation pmi)
+    public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
+        if (!(invocation instanceof ProxyMethodInvocation)
                 || RETRYING.get() != null
                 || TransactionSynchronizationManager.isActualTransactionActive()) {
             return super.invoke(invocation); // not the outermost boundary
         }
+        ProxyMethodInvocation pmi = (ProxyMethodInvocation) invocation;
         Class<?> targetClass = invocation.getThis() != null ? AopUtils.getTargetClass(invocation.getThis()) : null;
         Method method = AopUtils.getMostSpecificMethod(invocation.getMethod(), targetClass);
         TransactionAttributeSource tas = getTransactionAttributeSource();
-        if (tas == null || tas.getTransactionAttribute(method, targetClass) == null) {
+        TransactionAttribute attribute = tas != null ? tas.getTransactionAttribute(method, targetClass) : null;
+        if (attribute == null) {
             return super.invoke(invocation);
         }
         RetrySettings s = settingsOf(method, targetClass);
         if (!s.enabled() || s.maxAttempts() <= 1) {
             return super.invoke(invocation);
         }
+        String where = (targetClass != null ? targetClass.getSimpleName() : method.getDeclaringClass().getSimpleName())
+                + "." + method.getName();
         RETRYING.set(Boolean.TRUE);
         try {
             for (int attempt = 1; ; attempt++) {
@@ -59,15 +124,36 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
                     return super.invoke(body);
                 } catch (Throwable t) {
                     RetryClass c = RetryClassifier.classify(t);
-                    if (body.returned && c == RetryClass.NON_RETRYABLE) {
-                        // The method's body succeeded and finishing the transaction failed for a reason
-                        // that does not say the commit was refused: its outcome is unknown.
-                        c = RetryClass.UNDETERMINED;
+                    Outcome outcome = body.outcome(attribute, t);
+                    boolean retry = switch (outcome) {
+                        case NOT_BEGUN, ROLLED_BACK -> c.retryable(s.idempotent());
+                        case COMMITTED -> false;
+                        case UNKNOWN -> {
+                            if (c == RetryClass.NON_RETRYABLE) {
+                                c = RetryClass.UNDETERMINED; // the failure itself says nothing, the commit may have happened
+                            }
+                            yield s.idempotent() && c.retryable(true);
+                        }
+                    };
+                    if (!retry) {
+                        if (c.retryable(s.idempotent()) && log.isDebugEnabled()) {
+                            log.debug(where + " failed (" + c + ") on attempt " + attempt + "; not retried: its transaction "
+                                    + outcome.name().toLowerCase(java.util.Locale.ROOT) + ": " + t);
+                        }
+                        throw t;
                     }
-                    if (!c.retryable(s.idempotent()) || attempt >= s.maxAttempts()) {
+                    if (attempt >= s.maxAttempts()) {
+                        log.warn(where + " failed (" + c + ") on its last attempt, " + attempt + " of " + s.maxAttempts()
+                                + "; giving up: " + t);
+                        observer.exhausted(where, c, attempt);
                         throw t;
                     }
                     long d = s.delayMs(c, attempt);
+                    if (log.isDebugEnabled()) {
+                        log.debug("retrying " + where + " (" + c + ", transaction " + outcome.name().toLowerCase(java.util.Locale.ROOT)
+                                + "): attempt " + (attempt + 1) + " of " + s.maxAttempts() + " in " + d + " ms after " + t);
+                    }
+                    observer.retrying(where, c, attempt + 1);
                     if (d > 0) {
                         try {
                             Thread.sleep(d);
@@ -84,20 +170,62 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
         }
     }
 
-    /** The invocation, noting whether the method's body returned (so that a later failure is the commit's). */
-    private static final class Body implements MethodInvocation {
+    /**
+     * The invocation, noting whether the method's body ran inside a transaction
+     * and how Spring completed that transaction.
+     */
+    private static final class Body implements MethodInvocation, TransactionSynchronization {
         private final MethodInvocation inv;
-        boolean returned;
+        private boolean entered;
+        private boolean inTransaction;
+        private boolean synchronizedWithSpring;
+        private @Nullable Throwable thrownByBody;
+        private int completion = -1;
 
         Body(MethodInvocation inv) {
             this.inv = inv;
         }
 
         @Override
-        public Object proceed() throws Throwable {
-            Object r = inv.proceed();
-            returned = true;
-            return r;
+        public @Nullable Object proceed() throws Throwable {
+            entered = true;
+            inTransaction = TransactionSynchronizationManager.isActualTransactionActive();
+            if (inTransaction && TransactionSynchronizationManager.isSynchronizationActive()) {
+                TransactionSynchronizationManager.registerSynchronization(this);
+                synchronizedWithSpring = true;
+            }
+            try {
+                return inv.proceed();
+            } catch (Throwable t) {
+                thrownByBody = t;
+                throw t;
+            }
+        }
+
+        @Override
+        public void afterCompletion(int status) {
+            completion = status;
+        }
+
+        Outcome outcome(TransactionAttribute attribute, Throwable thrown) {
+            if (!entered) {
+                return Outcome.NOT_BEGUN;
+            }
+            if (!inTransaction) {
+                return Outcome.UNKNOWN;
+            }
+            if (synchronizedWithSpring) {
+                return switch (completion) {
+                    case STATUS_COMMITTED -> Outcome.COMMITTED;
+                    case STATUS_ROLLED_BACK -> Outcome.ROLLED_BACK;
+                    default -> Outcome.UNKNOWN;
+                };
+            }
+            // A transaction manager without synchronization: Spring's own rule for the body's exception.
+            if (thrown == thrownByBody) {
+                return attribute.rollbackOn(thrown) ? Outcome.ROLLED_BACK : Outcome.COMMITTED;
+            }
+            return Outcome.UNKNOWN; // the commit (or the rollback) failed
         }
 
         @Override
@@ -111,7 +239,7 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
         }
 
         @Override
-        public Object getThis() {
+        public @Nullable Object getThis() {
             return inv.getThis();
         }
 
@@ -121,13 +249,13 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
         }
     }
 
-    private RetrySettings settingsOf(Method method, Class<?> targetClass) {
-        return settings.computeIfAbsent(method, m -> {
-            TicketingTransactional a = AnnotatedElementUtils.findMergedAnnotation(m, TicketingTransactional.class);
+    private RetrySettings settingsOf(Method method, @Nullable Class<?> targetClass) {
+        return settings.computeIfAbsent(new Target(method, targetClass), k -> {
+            TicketingTransactional a = AnnotatedElementUtils.findMergedAnnotation(method, TicketingTransactional.class);
             if (a == null && targetClass != null) {
                 a = AnnotatedElementUtils.findMergedAnnotation(targetClass, TicketingTransactional.class);
             }
-            return RetrySettings.of(properties, a, (targetClass != null ? targetClass.getName() : "?") + "." + m.getName());
+            return RetrySettings.of(properties, a, (targetClass != null ? targetClass.getName() : "?") + "." + method.getName());
         });
     }
 }

@@ -11,6 +11,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.Bean;
 import org.springframework.core.env.Environment;
+import org.springframework.util.ClassUtils;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionInterceptor;
 
@@ -26,6 +27,8 @@ import org.springframework.transaction.interceptor.TransactionInterceptor;
  * interceptor is infrastructure that other post-processors create early). The
  * replacement uses the application's default transaction manager, as Spring's
  * interceptor does when no {@code TransactionManagementConfigurer} names one.
+ * With Micrometer on the classpath, retries are counted in the application's
+ * {@code MeterRegistry} ({@link MicrometerRetryObserver}).
  */
 @AutoConfiguration
 @ConditionalOnClass(TransactionInterceptor.class)
@@ -33,9 +36,23 @@ public class TicketingRetryAutoConfiguration {
     /** The bean name Spring gives its transaction interceptor. */
     public static final String INTERCEPTOR_BEAN = "transactionInterceptor";
 
+    /** The auto-configuration. */
+    public TicketingRetryAutoConfiguration() {}
+
     @Bean
     static BeanDefinitionRegistryPostProcessor ticketingTransactionInterceptorReplacer() {
         return new Replacer();
+    }
+
+    private static final String METER_REGISTRY = "io.micrometer.core.instrument.MeterRegistry";
+
+    /** Kept apart so that Micrometer's classes are loaded only when Micrometer is there. */
+    static final class Metrics {
+        private Metrics() {}
+
+        static RetryObserver observer(ConfigurableListableBeanFactory bf) {
+            return new MicrometerRetryObserver(() -> bf.getBeanProvider(io.micrometer.core.instrument.MeterRegistry.class).getIfUnique());
+        }
     }
 
     static final class Replacer implements BeanDefinitionRegistryPostProcessor {
@@ -57,6 +74,9 @@ public class TicketingRetryAutoConfiguration {
                         .bind("ticketing.transaction.retry", TransactionRetryProperties.class)
                         .orElseGet(TransactionRetryProperties::new);
                 RetryingTransactionInterceptor r = new RetryingTransactionInterceptor(p);
+                if (ClassUtils.isPresent(METER_REGISTRY, bf.getBeanClassLoader())) {
+                    r.setRetryObserver(Metrics.observer(bf));
+                }
                 r.setTransactionAttributeSource(bf.containsBean("transactionAttributeSource")
                         ? bf.getBean("transactionAttributeSource", TransactionAttributeSource.class)
                         : bf.getBean(TransactionAttributeSource.class));

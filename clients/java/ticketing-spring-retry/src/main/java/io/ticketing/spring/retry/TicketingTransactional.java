@@ -6,6 +6,8 @@ import java.lang.annotation.Inherited;
 import java.lang.annotation.Retention;
 import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
+import org.springframework.core.annotation.AliasFor;
+import org.springframework.transaction.annotation.Isolation;
 import org.springframework.transaction.annotation.Transactional;
 
 /**
@@ -27,28 +29,61 @@ import org.springframework.transaction.annotation.Transactional;
 @Documented
 @Transactional(rollbackFor = Exception.class)
 public @interface TicketingTransactional {
-    /** Whether this method is retried (only disables). */
+    /**
+     * The transaction's isolation level ({@link Transactional#isolation()}).
+     *
+     * @return the isolation level; the database's default unless set
+     */
+    @AliasFor(annotation = Transactional.class, attribute = "isolation")
+    Isolation isolation() default Isolation.DEFAULT;
+
+    /**
+     * Whether this method is retried (only disables).
+     *
+     * @return false to disable retries here
+     */
     boolean enabled() default true;
 
-    /** Most executions, the first included; 1 = no retries; 0 = global. */
+    /**
+     * Most executions, the first included; 1 = no retries; 0 = global.
+     *
+     * @return the most executions
+     */
     int maxAttempts() default 0;
 
     /**
      * The method is safe to run twice: also retried when the outcome of the
      * failed attempt is unknown (UNDETERMINED, TRANSPORT_UNAVAILABLE,
      * CLIENT_TRANSPORT_ERROR, SESSION_EXPIRED).
+     * @return true when running it twice is safe
      */
     boolean idempotent() default false;
 
-    /** Base of the slow backoff tier in ms; 0 = global. */
+    /**
+     * Base of the slow backoff tier in ms; 0 = global.
+     *
+     * @return the base in ms
+     */
     long slowBackoffBaseMs() default 0;
 
-    /** Base of the fast backoff tier in ms; 0 = global. */
+    /**
+     * Base of the fast backoff tier in ms; 0 = global.
+     *
+     * @return the base in ms
+     */
     long fastBackoffBaseMs() default 0;
 
-    /** Cap of the slow backoff tier in ms; 0 = global. */
+    /**
+     * Cap of the slow backoff tier in ms; 0 = global.
+     *
+     * @return the cap in ms
+     */
     long slowCapBackoffMs() default 0;
 
-    /** Cap of the fast backoff tier in ms; 0 = global. */
+    /**
+     * Cap of the fast backoff tier in ms; 0 = global.
+     *
+     * @return the cap in ms
+     */
     long fastCapBackoffMs() default 0;
 }

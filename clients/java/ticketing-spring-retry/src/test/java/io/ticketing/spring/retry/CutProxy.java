@@ -25,7 +25,13 @@ final class CutProxy implements AutoCloseable {
     CutProxy(int targetPort) throws IOException {
         this.target = targetPort;
         this.ss = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-        Thread.ofVirtual().start(this::accept);
+        daemon(this::accept);
+    }
+
+    private static void daemon(Runnable r) {
+        Thread t = new Thread(r, "cut-proxy");
+        t.setDaemon(true);
+        t.start();
     }
 
     int port() {
@@ -44,8 +50,8 @@ final class CutProxy implements AutoCloseable {
                 Socket c = ss.accept();
                 Socket s = new Socket(InetAddress.getLoopbackAddress(), target);
                 AtomicBoolean cutAfterAnswer = new AtomicBoolean();
-                Thread.ofVirtual().start(() -> pump(c, s, true, cutAfterAnswer));
-                Thread.ofVirtual().start(() -> pump(s, c, false, cutAfterAnswer));
+                daemon(() -> pump(c, s, true, cutAfterAnswer));
+                daemon(() -> pump(s, c, false, cutAfterAnswer));
             } catch (IOException e) {
                 return;
             }

@@ -10,7 +10,16 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import org.slf4j.LoggerFactory;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -43,7 +52,37 @@ class RetryApplicationTest {
     @SpringBootConfiguration
     @EnableAutoConfiguration
     @Import({Accounts.class, Outer.class, Inner.class})
-    static class App {}
+    static class App {
+        /** A registry, as Actuator would give one: the module counts retries into it. */
+        @org.springframework.context.annotation.Bean
+        SimpleMeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    static ListAppender<ILoggingEvent> logs;
+
+    /** Captures the interceptor's log (after the context started: Boot resets the logging system then). */
+    static void captureLogs() {
+        Logger l = (Logger) LoggerFactory.getLogger(RetryingTransactionInterceptor.class);
+        l.setLevel(Level.DEBUG);
+        l.setAdditive(false); // captured, not printed
+        if (logs != null) {
+            l.detachAppender(logs);
+        }
+        logs = new ListAppender<>();
+        logs.start();
+        l.addAppender(logs);
+    }
+
+    static List<String> logged(Level level) {
+        return logs.list.stream().filter(e -> e.getLevel() == level).map(ILoggingEvent::getFormattedMessage).toList();
+    }
+
+    double counted(String name, String... tags) {
+        Counter c = ctx.getBean(MeterRegistry.class).find(name).tags(tags).counter();
+        return c == null ? 0 : c.count();
+    }
 
     /** Transactional methods whose attempts are counted. */
     public static class Accounts {
@@ -181,6 +220,7 @@ class RetryApplicationTest {
                 "spring.datasource.url=jdbc:postgresql://127.0.0.1:" + proxy.port() + "/" + db
                         // COMMIT as text on every commit (no server-side prepared statement), so the proxy sees it
                         + "?user=postgres&sslmode=disable&prepareThreshold=0");
+        captureLogs();
     }
 
     static ConfigurableApplicationContext app(String... props) {
@@ -210,6 +250,7 @@ class RetryApplicationTest {
         ctx.getBean(Accounts.class).attempts().set(0);
         ctx.getBean(Outer.class).attempts().set(0);
         ctx.getBean(Inner.class).attempts().set(0);
+        captureLogs(); // again: another context started by a test resets the logging system
     }
 
     int query(String sql) {
@@ -228,6 +269,11 @@ class RetryApplicationTest {
         assertEquals(2, a.attempts().get(), "the conflict was not retried");
         assertEquals(111, query("SELECT balance FROM accounts WHERE id = 1"));
         assertEquals(1, query("SELECT count(*) FROM audit WHERE what = 'addTen'"), "the failed attempt was not rolled back");
+        assertEquals(1, counted("ticketing.transaction.retries", "method", "Accounts.addTen", "class", "ABORTED", "attempt", "2"));
+        List<String> debug = logged(Level.DEBUG);
+        assertEquals(1, debug.size(), debug.toString());
+        assertTrue(debug.get(0).startsWith("retrying Accounts.addTen (ABORTED, transaction rolled_back): attempt 2 of 10 in "), debug.get(0));
+        assertEquals(List.of(), logged(Level.WARN));
     }
 
     @Test
@@ -236,6 +282,11 @@ class RetryApplicationTest {
         assertThrows(CannotAcquireLockException.class, a::alwaysConflicts);
         assertEquals(3, a.attempts().get());
         assertEquals(0, query("SELECT count(*) FROM audit"));
+        assertEquals(1, counted("ticketing.transaction.retries.exhausted", "method", "Accounts.alwaysConflicts", "class", "ABORTED"));
+        assertEquals(2, logged(Level.DEBUG).size(), logged(Level.DEBUG).toString());
+        List<String> warn = logged(Level.WARN);
+        assertEquals(1, warn.size(), warn.toString());
+        assertTrue(warn.get(0).startsWith("Accounts.alwaysConflicts failed (ABORTED) on its last attempt, 3 of 3; giving up"), warn.get(0));
         a.attempts().set(0);
         assertThrows(CannotAcquireLockException.class, a::once);
         assertEquals(1, a.attempts().get());

@@ -13,6 +13,7 @@ import org.springframework.context.event.EventListener;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.stereotype.Component;
+import org.springframework.transaction.annotation.Isolation;
 import org.springframework.transaction.annotation.Transactional;
 
 /** The orders and payments tables; every write of a payment is fenced. */
@@ -84,8 +85,11 @@ public class OrderStore {
      * when the commit's outcome is unknown (idempotent): a re-run after a
      * commit that did happen meets its own token in the fence
      * (TokenCommittedException) and answers with the order that commit left.
+     * Repeatable read: an order changed by another transaction after this
+     * one's snapshot is a serialization failure (40001), retried, never a
+     * lost update.
      */
-    @TicketingTransactional(idempotent = true)
+    @TicketingTransactional(idempotent = true, isolation = Isolation.REPEATABLE_READ)
     public Optional<Order> pay(String id, long token) throws SQLException {
         try {
             fence.check(DataSourceUtils.getConnection(ds), "order-" + id, token);

@@ -19,10 +19,11 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.boot.web.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /**
@@ -39,7 +40,64 @@ class OrdersApplicationTest {
     }
 
     static int port(ConfigurableApplicationContext c) {
-        return ((WebServerApplicationContext) c).getWebServer().getPort();
+        // the property, not WebServerApplicationContext: that interface moved in Spring Boot 4
+        return c.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
+    }
+
+    static String get(HttpClient http, String url) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create(url)).GET().build(), HttpResponse.BodyHandlers.ofString()).body();
+    }
+
+    /** The count of ticketing.transaction.retries for serialization failures, read from Actuator (0 before the first). */
+    static double abortedRetries(HttpClient http, String base) throws Exception {
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base
+                + "/actuator/metrics/ticketing.transaction.retries?tag=class:ABORTED")).GET().build(), HttpResponse.BodyHandlers.ofString());
+        if (r.statusCode() == 404) {
+            return 0;
+        }
+        assertEquals(200, r.statusCode(), r.body());
+        Matcher m = Pattern.compile("\"statistic\":\"COUNT\",\"value\":([0-9.]+)").matcher(r.body());
+        assertTrue(m.find(), r.body());
+        return Double.parseDouble(m.group(1));
+    }
+
+    /**
+     * Another transaction changes the order under the payment's repeatable-read
+     * snapshot: PostgreSQL fails the payment's update with SQLSTATE 40001, the
+     * retry module runs the payment again, and Actuator shows the retry.
+     */
+    static void aRealSerializationFailureIsRetriedAndCounted(HttpClient http, String base, String db) throws Exception {
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base + "/orders/43"))
+                .PUT(HttpRequest.BodyPublishers.ofString("{\"amount_cents\": 500}"))
+                .header("Content-Type", "application/json").build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(201, r.statusCode(), r.body());
+        double before = abortedRetries(http, base);
+        CompletableFuture<HttpResponse<String>> pay;
+        try (Connection other = DriverManager.getConnection(db); Statement st = other.createStatement();
+                Connection watcher = DriverManager.getConnection(db); Statement probe = watcher.createStatement()) {
+            other.setAutoCommit(false);
+            st.executeUpdate("UPDATE orders SET amount_cents = amount_cents WHERE id = '43'"); // holds the row
+            pay = http.sendAsync(HttpRequest.newBuilder(URI.create(base + "/orders/43/pay")).POST(HttpRequest.BodyPublishers.noBody()).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (true) { // until the payment waits for the row
+                try (ResultSet rs = probe.executeQuery("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                + " AND query LIKE 'UPDATE orders SET status%'")) {
+                    rs.next();
+                    if (rs.getInt(1) > 0) {
+                        break;
+                    }
+                }
+                assertTrue(System.nanoTime() < end, "the payment never waited for the order's row");
+                assertTrue(!pay.isDone(), "the payment ended without meeting the other transaction: " + (pay.isDone() ? pay.get().body() : ""));
+                Thread.sleep(10);
+            }
+            other.commit(); // the row changed after the payment's snapshot: 40001 for the payment
+        }
+        r = pay.get(60, TimeUnit.SECONDS);
+        assertEquals(200, r.statusCode(), r.body());
+        assertTrue(r.body().contains("\"status\":\"paid\""), r.body());
+        assertEquals(before + 1, abortedRetries(http, base), "ticketing.transaction.retries{class=ABORTED} through Actuator");
     }
 
     @Test
@@ -80,6 +138,10 @@ class OrdersApplicationTest {
                         .POST(HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.ofString());
                 assertEquals(409, r.statusCode());
                 assertTrue(r.body().contains("order already paid"), r.body());
+
+                assertTrue(get(http, base + "/actuator/health").contains("\"ticketing\":{\"status\":\"UP\""),
+                        "the ticketing health indicator through Actuator: " + get(http, base + "/actuator/health"));
+                aRealSerializationFailureIsRetriedAndCounted(http, base, db);
             }
         }
     }
