@@ -38,8 +38,7 @@ func reserveAddrs(t *testing.T, n int) []string {
 // TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID reproduces F7:
 // the first leader (n2) commits the entry that sets the cluster ID and
 // records n1 and itself as participants; n1 stores the entry but has not
-// applied it yet (held before it applies) when n2 stops. n3, added later,
-// has the ID. Without incarnations n3 refused n1 ("has been a member ...
+// applied it yet (held before it applies) when n2 stops. n3 has the ID. Without incarnations n3 refused n1 ("has been a member ...
 // without a cluster ID yet") and the two were left without a leader. With
 // them n3 recognises n1's data directory: the two elect a leader and serve.
 func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
@@ -84,6 +83,7 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 	// a longer timeout) would campaign itself.
 	n2 := open("n2", 100*time.Millisecond)
 	n1 := open("n1", time.Second)
+	n3 := open("n3", time.Second) // a founder too: a new cluster forms once all have started
 	t.Cleanup(releaseHold) // before n1 closes (cleanups run last first)
 	select {
 	case <-held:
@@ -103,8 +103,6 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 		t.Fatalf("n1's %s: %q, %v", incarnationFile, b, err)
 	}
 
-	// n3 starts after the ID is set: it waits empty and the leader adds it.
-	n3 := open("n3", 100*time.Millisecond)
 	waitUntil(t, "n3 caught up with n2", func() bool {
 		return n3.Cluster() == n2.Cluster() && n3.Raft().AppliedIndex() >= n2.Raft().LastIndex()
 	})
