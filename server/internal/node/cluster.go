@@ -352,9 +352,9 @@ type identity struct {
 	// while this server had none: this server then never sets one.
 	settledPeer    string
 	settledCluster fsm.ClusterID
-	known     map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
-	conns     map[*hsConn]fsm.ClusterID
-	logged    map[string]time.Time // refusal messages, at most one per peer and reason a minute
+	known          map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
+	conns          map[*hsConn]fsm.ClusterID
+	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
 	floodLogged time.Time
 }

@@ -84,7 +84,7 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 	n2 := open("n2", 100*time.Millisecond)
 	n1 := open("n1", time.Second)
 	n3 := open("n3", time.Second) // a founder too: a new cluster forms once all have started
-	t.Cleanup(releaseHold) // before n1 closes (cleanups run last first)
+	t.Cleanup(releaseHold)        // before n1 closes (cleanups run last first)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
