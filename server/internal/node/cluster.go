@@ -3,6 +3,7 @@ package node
 import (
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -769,12 +770,15 @@ func (s *clusterStream) serve(raw net.Conn) {
 	}
 	me := s.id.self()
 	me.Version = p.Version // an older dialer reads only its own version
-	if kind == kindProbe {
+	reason := certBinding(c, p.ID)
+	if kind == kindProbe && reason == "" {
 		_, _ = c.Write(appendReply(nil, false, me, ""))
 		c.Close()
 		return
 	}
-	reason := s.id.check(p, "")
+	if reason == "" {
+		reason = s.id.check(p, "")
+	}
 	if _, err := c.Write(appendReply(nil, reason != "", me, reason)); err != nil || reason != "" {
 		if reason != "" {
 			s.id.refused("accept", raw.RemoteAddr().String(), p, reason)
@@ -834,6 +838,11 @@ func (s *clusterStream) hello(addr string, kind byte, timeout time.Duration) (ne
 		}
 		p, second, reason, rerr := readHandshake(c, true)
 		if rerr == nil {
+			if why := certBinding(c, p.ID); why != "" {
+				c.Close()
+				s.id.refused("dial", addr, p, why)
+				return nil, peerInfo{}, 0, "", fmt.Errorf("%w: %s", ErrRefused, why)
+			}
 			return c, p, second, reason, nil
 		}
 		c.Close()
@@ -867,6 +876,51 @@ func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 	}
 	c.SetDeadline(time.Time{})
 	return s.id.track(c, me.Cluster), nil
+}
+
+// certURIPrefix begins the URI SAN that names a node in a Raft certificate:
+// ticketing://node/ID.
+const certURIPrefix = "ticketing://node/"
+
+// certBinding says why the TLS peer on c may not claim node id, or "" if it
+// may: its certificate names id in its subject CN or in a URI SAN
+// ticketing://node/ID. The certificate's chain was verified against the
+// CA during the TLS handshake; this binds it to one server. Without TLS
+// there is nothing to check (loopback, or raft_insecure).
+func certBinding(c net.Conn, id string) string {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) == 0 {
+		return "the peer presented no TLS certificate: with raft_tls every server presents one naming its node id, signed by the CA (raft_tls ca)"
+	}
+	cert := st.PeerCertificates[0]
+	if certNamesNode(cert, id) {
+		return ""
+	}
+	names := []string{"CN=" + cert.Subject.CommonName}
+	for _, u := range cert.URIs {
+		names = append(names, u.String())
+	}
+	return fmt.Sprintf("the peer claims node id %q but its certificate names %s: a server's Raft certificate names its own node id (CN, or URI SAN %s%s)",
+		id, strings.Join(names, ", "), certURIPrefix, id)
+}
+
+func certNamesNode(cert *x509.Certificate, id string) bool {
+	if id == "" {
+		return false
+	}
+	if cert.Subject.CommonName == id {
+		return true
+	}
+	for _, u := range cert.URIs {
+		if u.String() == certURIPrefix+id {
+			return true
+		}
+	}
+	return false
 }
 
 // PeerState is what a server at a Raft address says about itself.
