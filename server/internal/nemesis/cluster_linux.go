@@ -125,11 +125,14 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 		}
 		nd.mounted = true
 		nd.cfg = filepath.Join(nd.dir, "ticketd.toml")
+		// raft_insecure: the advertised Raft address is in the harness's
+		// own namespaces, which nothing outside the test reaches.
 		conf := ClusterConfig + fmt.Sprintf(`node_id = %q
 listen = "127.0.0.1:%d"
 advertise = "%s:%d"
 raft_listen = "127.0.0.1:%d"
 raft_advertise = "%s:%d"
+raft_insecure = true
 http_listen = "127.0.0.1:%d"
 data_dir = %q
 bootstrap = [%s]
