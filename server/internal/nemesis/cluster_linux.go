@@ -95,6 +95,12 @@ type Cluster struct {
 // StartCluster creates the network, writes each server's configuration,
 // starts the proxies and the servers, and waits until every server is ready.
 func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error) {
+	return startCluster(ctx, bin, dir, n, nil)
+}
+
+// startCluster is StartCluster that calls started (when not nil) once
+// every server process has been started, before waiting for them.
+func startCluster(ctx context.Context, bin, dir string, n int, started func(*Cluster)) (*Cluster, error) {
 	nt, err := NewNet(n)
 	if err != nil {
 		return nil, err
@@ -174,6 +180,9 @@ bootstrap = [%s]
 		if err := nd.Start(); err != nil {
 			return nil, err
 		}
+	}
+	if started != nil {
+		started(c)
 	}
 	for _, nd := range c.Nodes {
 		if err := nd.WaitReady(ctx); err != nil {
