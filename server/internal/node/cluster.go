@@ -551,7 +551,7 @@ func (m *identity) metSettled(p peerInfo) {
 }
 
 // member reports whether id is in the Raft configuration, a participant,
-// or being admitted by this leader.
+// being admitted by this leader, or the leader this server follows.
 func (m *identity) member(id string) bool {
 	m.mu.Lock()
 	_, adm := m.admitting[id]
@@ -562,6 +562,12 @@ func (m *identity) member(id string) bool {
 	r := m.r.Load()
 	if r == nil {
 		return false
+	}
+	if _, leader := r.LeaderWithID(); string(leader) == id {
+		// The leader this server follows (it spoke over a connection of a
+		// member): this server may be behind the entries that made it a
+		// member, as after installing an older snapshot when it joined.
+		return true
 	}
 	f := r.GetConfiguration()
 	if f.Error() != nil {
