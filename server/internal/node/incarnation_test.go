@@ -163,7 +163,8 @@ func TestLaggingParticipantNeedsItsIncarnation(t *testing.T) {
 }
 
 // TestIncarnationFile: a new data directory gets an incarnation, a restart
-// keeps it, and a directory emptied of its Raft state gets a new one.
+// keeps it (also while the directory is empty), and a directory that lost
+// its data gets a new one.
 func TestIncarnationFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	var l syncBuf
@@ -186,19 +187,32 @@ func TestIncarnationFile(t *testing.T) {
 		t.Fatalf("a restart changed the incarnation: %x, was %x", n.id.incarnation, first)
 	}
 	n.Close()
-	// Everything but INCARNATION gone: a new directory, a new incarnation.
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.Name() != incarnationFile {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
-		}
-	}
+	// The directory lost (everything in it): a new incarnation.
+	os.RemoveAll(dir)
 	if n, err = Open(cfg); err != nil {
 		t.Fatal(err)
 	}
+	second := n.id.incarnation
+	n.Close()
+	if second == first {
+		t.Fatal("a directory that lost its data kept its old incarnation")
+	}
+	// An empty directory waiting to be added keeps its incarnation across
+	// restarts: it is still the directory a leader may be admitting.
+	empty := filepath.Join(t.TempDir(), "e")
+	ecfg := cfg
+	ecfg.Dir, ecfg.InitialState = empty, "existing"
+	if n, err = Open(ecfg); err != nil {
+		t.Fatal(err)
+	}
+	waiting := n.id.incarnation
+	n.Close()
+	if n, err = Open(ecfg); err != nil {
+		t.Fatal(err)
+	}
 	defer n.Close()
-	if n.id.incarnation == first {
-		t.Fatal("a directory without Raft state kept its old incarnation")
+	if n.id.incarnation != waiting {
+		t.Fatalf("an empty directory changed its incarnation across a restart: %x, was %x", n.id.incarnation, waiting)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.MkdirAll(bad, 0o750)

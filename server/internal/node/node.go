@@ -160,16 +160,20 @@ func Open(cfg Config) (*Node, error) {
 			"Do not start it as a new cluster: run ticketctl members remove %s on the cluster, empty this directory, "+
 			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
 	}
-	// The incarnation is created with the Raft state: a directory without
-	// Raft state gets a new one (replacing any left behind), so a directory
-	// that lost its data and started again never shows the old one. A
-	// directory from before incarnations gets one now; the cluster has
-	// none recorded for it, so nothing is accepted on its strength.
+	// The incarnation is created with the directory: a directory that lost
+	// its data (the INCARNATION file with the rest) gets a new one when it
+	// starts again, so it never shows the old one. An empty directory that
+	// never held Raft state keeps its own across restarts: a founder or a
+	// server being added that restarts before it has state is still the
+	// directory the cluster recorded. (A directory that held state and lost
+	// only part of it is refused above as damaged.) A directory from before
+	// incarnations gets one now; the cluster has none recorded for it, so
+	// nothing is accepted on its strength.
 	inc, err := readIncarnationFile(cfg.Dir)
 	if err != nil {
 		return nil, accessOr(cfg.Dir, damaged(incarnationPath(cfg.Dir), err))
 	}
-	if !existing || inc == 0 {
+	if inc == 0 {
 		inc = newIncarnation()
 		if err := writeIncarnationFile(cfg.Dir, inc); err != nil {
 			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", incarnationPath(cfg.Dir), err))
