@@ -43,7 +43,11 @@ import (
 // Only a settled server decides about empty or provisional peers, and only
 // a leader admits one: it first commits OpAdmit for it (the peer is then a
 // participant), so that if that peer later shows up empty again the cluster
-// knows it has lost data the cluster counted on.
+// knows it has lost data the cluster counted on. An empty server deals only
+// with settled peers and never votes (voteGate); a node id that is neither
+// in the configuration nor a participant is refused; a provisional server
+// that met a settled member never sets an ID. docs/design.md ("Cluster
+// identity: the protocol") has the state machine and why it is safe.
 //
 // Every data directory also has an incarnation: a random number created
 // with its Raft state (the INCARNATION file), stated in the handshake and
