@@ -1024,6 +1024,14 @@ func (n *Node) ensureClusterID() {
 // Cluster returns this server's cluster ID (zero while it has none).
 func (n *Node) Cluster() fsm.ClusterID { return n.id.Cluster() }
 
+// Leads reports whether this server is the Raft leader of a cluster that
+// has its ID. A leader without one (a new cluster's first moments, or a
+// server that met a member of an established cluster and so never sets an
+// ID) does not serve: grants are made only under the cluster's identity.
+func (n *Node) Leads() bool {
+	return n.raft.State() == raft.Leader && n.id.Cluster() != (fsm.ClusterID{})
+}
+
 // ErrJoinRefused reports a members add that would harm the cluster.
 var ErrJoinRefused = errors.New("members add refused")
 

@@ -282,3 +282,25 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 		t.Fatalf("hello versions sent: %d then %d; want %d then %d", v1, v2, handshakeVersion, handshakeVersionV1)
 	}
 }
+
+// TestLeadsNeedsTheClusterID: a Raft leader whose cluster has no ID yet
+// does not lead for serving (Leads is false): grants are made only under
+// the cluster's identity. A restoring server's cluster gets its ID only
+// from the restore, so it stays without one here.
+func TestLeadsNeedsTheClusterID(t *testing.T) {
+	var l syncBuf
+	n, err := Open(Config{ID: "r1", RaftAddr: "127.0.0.1:0", Dir: filepath.Join(t.TempDir(), "r1"), InitialState: "new", Restoring: true,
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&l, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	waitUntil(t, "r1 is the Raft leader", func() bool { return n.Raft().State() == raft.Leader })
+	if n.Leads() || n.Cluster() != (fsm.ClusterID{}) {
+		t.Fatalf("a leader without a cluster ID leads: Leads %v, cluster %s", n.Leads(), FormatClusterID(n.Cluster()))
+	}
+	s := openSingle(t, "s1", &l)
+	if !s.Leads() {
+		t.Fatal("the leader of a cluster with its ID does not lead")
+	}
+}

@@ -353,7 +353,7 @@ func (s *Server) watchLeadership() {
 		// A gate, held only by tests (export_test.go): wait while it is held.
 		s.watchGate.Lock()
 		s.watchGate.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the gate
-		cur := leadership{leader: r.State() == raft.Leader}
+		cur := leadership{leader: s.node.Leads()} // serving needs the cluster's ID too
 		if cur.leader {
 			cur.term = r.CurrentTerm()
 		}
