@@ -72,6 +72,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.RaftTLS.CertFile, "raft-tls-cert", "", "Raft TLS certificate `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.KeyFile, "raft-tls-key", "", "Raft TLS private key `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.CAFile, "raft-tls-ca", "", "CA `file` (PEM) that servers verify each other's Raft certificates with")
+	fs.BoolVar(&v.RaftInsecure, "raft-insecure", false, "allow a non-loopback Raft address without --raft-tls-*: peers are then not authenticated (a network only the servers reach)")
 	fs.StringVar(&v.LogLevel, "log-level", def.LogLevel, "log `level`: debug, info, warn or error")
 	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
 
@@ -112,6 +113,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"raft-tls-cert", func(c *server.Config) error { c.RaftTLS.CertFile = v.RaftTLS.CertFile; return nil }},
 		{"raft-tls-key", func(c *server.Config) error { c.RaftTLS.KeyFile = v.RaftTLS.KeyFile; return nil }},
 		{"raft-tls-ca", func(c *server.Config) error { c.RaftTLS.CAFile = v.RaftTLS.CAFile; return nil }},
+		{"raft-insecure", func(c *server.Config) error { c.RaftInsecure = v.RaftInsecure; return nil }},
 		{"log-level", func(c *server.Config) error { c.LogLevel = v.LogLevel; return nil }},
 	}
 	fs.Usage = func() {

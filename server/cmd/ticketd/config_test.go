@@ -44,6 +44,7 @@ listen = "0.0.0.0:6225"
 advertise = "10.0.0.2:6225"
 raft_listen = "0.0.0.0:6226"
 raft_advertise = "10.0.0.2:6226"
+raft_insecure = true
 http_listen = ""
 data_dir = "/var/lib/ticketd"
 client_tokens = ["file-a", "file-b"]
@@ -69,6 +70,7 @@ func clusterExpect(c *server.Config) {
 	c.AdvertiseClientAddr = "10.0.0.2:6225"
 	c.RaftAddr = "0.0.0.0:6226"
 	c.AdvertiseRaftAddr = "10.0.0.2:6226"
+	c.RaftInsecure = true
 	c.HTTPAddr = ""
 	c.DataDir = "/var/lib/ticketd"
 	c.ClientTokens = []string{"file-a", "file-b"}
@@ -127,6 +129,25 @@ func TestLoadConfig(t *testing.T) {
 			args:  func(*testing.T) []string { return []string{"--restore", "/backups/b.snap", "--data-dir", "/tmp/new"} },
 			want:  func(c *server.Config) { c.RestoreFile = "/backups/b.snap"; c.DataDir = "/tmp/new" },
 			state: "new",
+		},
+		{
+			name:    "raft_tls without ca",
+			args:    func(*testing.T) []string { return []string{"--raft-tls-cert", "rc.pem", "--raft-tls-key", "rk.pem"} },
+			wantErr: "raft_tls needs ca",
+		},
+		{
+			name: "non-loopback raft address without peer authentication",
+			args: func(*testing.T) []string {
+				return []string{"--raft-listen", "10.0.0.1:5226"}
+			},
+			wantErr: `raft_listen "10.0.0.1:5226" is not a loopback address`,
+		},
+		{
+			name: "non-loopback raft advertise address without peer authentication",
+			args: func(*testing.T) []string {
+				return []string{"--raft-listen", "0.0.0.0:5226", "--raft-advertise", "10.0.0.1:5226"}
+			},
+			wantErr: `raft_listen "0.0.0.0:5226" is not a loopback address`,
 		},
 		{
 			name:    "restore with join",

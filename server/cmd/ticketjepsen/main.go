@@ -40,7 +40,20 @@ func main() {
 	flag.StringVar(&cfg.Ticketd, "ticketd", "", "ticketd `binary` (default: built from this module with -tags stallhook; the stall-after-commit fault needs that hook)")
 	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds()+"; also quiet (no fault: counts elections a healthy cluster holds)")
 	flag.StringVar(&check, "check", "", "check the history.txt `file` of an earlier run instead of running")
+	var young string
+	flag.StringVar(&young, "young", string(nemesis.YoungStall)+","+string(nemesis.YoungKill),
+		"comma-separated faults of the cluster's first second, each on a different server before the workload starts (\"\" for none)")
 	flag.Parse()
+	for _, k := range strings.Split(young, ",") {
+		switch nemesis.FaultKind(k) {
+		case "":
+		case nemesis.YoungStall, nemesis.YoungKill:
+			cfg.Young = append(cfg.Young, nemesis.FaultKind(k))
+		default:
+			fmt.Fprintf(os.Stderr, "ticketjepsen: -young: unknown kind %q; the kinds are %s and %s\n", k, nemesis.YoungStall, nemesis.YoungKill)
+			os.Exit(2)
+		}
+	}
 	if check != "" {
 		os.Exit(recheck(check))
 	}

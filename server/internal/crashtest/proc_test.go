@@ -42,6 +42,7 @@ type proc struct {
 	extra    []string            // more flags (config file, bootstrap)
 	asUser   *syscall.Credential // run as this user (tests of file permissions)
 	asIs     bool                // no --initial-cluster-state: ticketd's default applies
+	bin      string              // the ticketd binary; empty: the one TestMain built
 
 	starts  int
 	logFile string
@@ -95,7 +96,11 @@ func (p *proc) start() {
 		p.t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(ticketdBin, p.args()...)
+	bin := p.bin
+	if bin == "" {
+		bin = ticketdBin
+	}
+	cmd := exec.Command(bin, p.args()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
 	if p.asUser != nil {

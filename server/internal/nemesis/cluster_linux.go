@@ -98,6 +98,12 @@ type Cluster struct {
 // StartCluster creates the network, writes each server's configuration,
 // starts the proxies and the servers, and waits until every server is ready.
 func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error) {
+	return startCluster(ctx, bin, dir, n, nil)
+}
+
+// startCluster is StartCluster that calls started (when not nil) once
+// every server process has been started, before waiting for them.
+func startCluster(ctx context.Context, bin, dir string, n int, started func(*Cluster)) (*Cluster, error) {
 	nt, err := NewNet(n)
 	if err != nil {
 		return nil, err
@@ -128,11 +134,14 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 		}
 		nd.mounted = true
 		nd.cfg = filepath.Join(nd.dir, "ticketd.toml")
+		// raft_insecure: the advertised Raft address is in the harness's
+		// own namespaces, which nothing outside the test reaches.
 		conf := ClusterConfig + fmt.Sprintf(`node_id = %q
 listen = "127.0.0.1:%d"
 advertise = "%s:%d"
 raft_listen = "127.0.0.1:%d"
 raft_advertise = "%s:%d"
+raft_insecure = true
 http_listen = "127.0.0.1:%d"
 data_dir = %q
 bootstrap = [%s]
@@ -174,6 +183,9 @@ bootstrap = [%s]
 		if err := nd.Start(); err != nil {
 			return nil, err
 		}
+	}
+	if started != nil {
+		started(c)
 	}
 	for _, nd := range c.Nodes {
 		if err := nd.WaitReady(ctx); err != nil {

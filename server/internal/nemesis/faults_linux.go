@@ -173,6 +173,9 @@ func (n *nemesis) waitReady(ctx context.Context) error {
 // own time), and heals it. The event is filled in as it goes.
 func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration, ev *FaultEvent) error {
 	ev.Kind = kind
+	if handled, err := n.injectDisk(ctx, kind, hold, ev); handled {
+		return err
+	}
 	sleep := func(d time.Duration) {
 		select {
 		case <-ctx.Done():

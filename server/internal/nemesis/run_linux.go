@@ -28,6 +28,9 @@ type Config struct {
 	Dir      string        // data directories, logs and the visualization (default: a new temporary directory)
 	Ticketd  string        // the ticketd binary (default: built from this module into Dir)
 	Log      io.Writer     // progress lines (default: none)
+	// Young are faults of the cluster's first second (YoungFaults), each
+	// applied to a different server while the cluster forms.
+	Young []FaultKind
 }
 
 // Liveness is what one fault did to availability.
@@ -120,7 +123,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Ticketd = bin
 	}
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	c, err := StartCluster(sctx, cfg.Ticketd, cfg.Dir, cfg.Nodes)
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
+	var c *Cluster
+	var err error
+	if len(cfg.Young) > 0 {
+		var young []FaultEvent
+		c, young, err = startYoung(sctx, cfg.Ticketd, cfg.Dir, cfg.Nodes, cfg.Young, cfg.Hold, rand.New(rand.NewPCG(cfg.Seed, 0x9e4)))
+		for _, ev := range young {
+			logf("fault %-22s %-40s (while the cluster formed) %s", ev.Kind, ev.Target, ev.Err)
+			if ev.Err != "" {
+				rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("fault %s (%s): %s", ev.Kind, ev.Target, ev.Err))
+			}
+		}
+		rep.Schedule = append(rep.Schedule, young...)
+	} else {
+		c, err = StartCluster(sctx, cfg.Ticketd, cfg.Dir, cfg.Nodes)
+	}
 	cancel()
 	if err != nil {
 		return nil, err
@@ -132,7 +150,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	logf("cluster up: clients reach %s", c.ClientAddrs())
 	h := NewHistory()
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7e55))
 	// Workers take turns between the client groups' namespaces.
 	var dialers []func(ctx context.Context, network, addr string) (net.Conn, error)
 	for g := range ClientGroups {

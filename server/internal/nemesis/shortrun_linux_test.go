@@ -42,7 +42,7 @@ func TestShortRun(t *testing.T) {
 			t.Logf("data directories and server logs kept in %s", dir)
 		}
 	})
-	rep, err := Run(ctx, Config{Nodes: 3, Seed: seed, Hold: 2 * time.Second, Dir: dir, Log: testWriter{t}})
+	rep, err := Run(ctx, Config{Nodes: 3, Seed: seed, Hold: 2 * time.Second, Dir: dir, Log: testWriter{t}, Young: YoungFaults})
 	if err != nil {
 		t.Fatalf("the run could not be carried out: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestShortRun(t *testing.T) {
 	for _, ev := range rep.Schedule {
 		kinds[ev.Kind] = true
 	}
-	for _, k := range AllFaults {
+	for _, k := range append(append([]FaultKind(nil), AllFaults...), YoungFaults...) {
 		if !kinds[k] {
 			t.Errorf("fault kind %s was not injected", k)
 		}

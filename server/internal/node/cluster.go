@@ -3,6 +3,7 @@ package node
 import (
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -42,7 +43,11 @@ import (
 // Only a settled server decides about empty or provisional peers, and only
 // a leader admits one: it first commits OpAdmit for it (the peer is then a
 // participant), so that if that peer later shows up empty again the cluster
-// knows it has lost data the cluster counted on.
+// knows it has lost data the cluster counted on. An empty server deals only
+// with settled peers and never votes (voteGate); a node id that is neither
+// in the configuration nor a participant is refused; a provisional server
+// that met a settled member never sets an ID. docs/design.md ("Cluster
+// identity: the protocol") has the state machine and why it is safe.
 //
 // Every data directory also has an incarnation: a random number created
 // with its Raft state (the INCARNATION file), stated in the handshake and
@@ -346,11 +351,15 @@ type identity struct {
 	cluster   fsm.ClusterID
 	hasState  bool
 	settling  bool              // a new leader is committing the cluster ID
-	admitting map[string]bool   // peers this leader admitted, accepted until they settle
+	admitting map[string]uint64 // peers this leader admitted (their incarnations), accepted until they settle
 	seen      map[string]uint64 // peers met while provisional (participants of the new cluster): their incarnations
-	known     map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
-	conns     map[*hsConn]fsm.ClusterID
-	logged    map[string]time.Time // refusal messages, at most one per peer and reason a minute
+	// settledPeer is a member of the configuration met with a cluster ID
+	// while this server had none: this server then never sets one.
+	settledPeer    string
+	settledCluster fsm.ClusterID
+	known          map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
+	conns          map[*hsConn]fsm.ClusterID
+	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
 	floodLogged time.Time
 }
@@ -421,7 +430,10 @@ func (m *identity) settle(id fsm.ClusterID) {
 
 // check decides whether a handshaked connection may carry Raft traffic.
 // dialed is the address dialled (empty on the accepting side). It returns
-// the refusal reason, or "" to accept.
+// the refusal reason, or "" to accept. The rules are the identity protocol
+// of docs/design.md: an empty data directory deals only with a settled
+// cluster, whose leader admits it; an unknown node id is refused; a server
+// without a cluster ID never founds a second history beside a settled one.
 func (m *identity) check(p peerInfo, dialed string) string {
 	me := m.self()
 	if p.ID == me.ID {
@@ -432,15 +444,46 @@ func (m *identity) check(p peerInfo, dialed string) string {
 			return fmt.Sprintf("this cluster's configuration has %s at %s, but the server there is %s: fix the address (ticketctl members remove %s, then members add with the right address) or the server's node_id", want, dialed, p.ID, want)
 		}
 	}
-	if me.State != stateSettled {
-		if p.State == stateSettled && me.State == stateProvisional && m.isLeader() {
-			// A provisional leader meeting an established cluster: two histories.
-			return fmt.Sprintf("this server leads a cluster without an ID yet, and %s belongs to cluster %s", p.ID, FormatClusterID(p.Cluster))
+	if me.State == stateEmpty {
+		// Nothing here to lose, nothing to vouch for: this server takes
+		// part only in a cluster that has an identity, and only once that
+		// cluster's leader admits it (the leader's end of this handshake
+		// checks the incarnation). A peer without a cluster ID could use
+		// it to found a second history.
+		if p.State != stateSettled {
+			return fmt.Sprintf("this server's data directory is empty: it takes part only in a cluster with an ID, once its leader admits it, and %s is %s", p.ID, stateName(p.State))
 		}
-		// The settled end decides about us; provisional peers form a new cluster together.
+		return ""
+	}
+	if me.State == stateSettled && p.State == stateSettled && p.Cluster != me.Cluster {
+		return fmt.Sprintf("%s belongs to cluster %s, this server to cluster %s: they hold different histories and must not be mixed. "+
+			"If %s should be a member here, stop it, empty its data directory, start it with --join and run ticketctl members add %s RAFTADDR on this cluster (after ticketctl members remove %s if it is listed)",
+			p.ID, FormatClusterID(p.Cluster), FormatClusterID(me.Cluster), p.ID, p.ID, p.ID)
+	}
+	if m.r.Load() == nil {
+		return "this server is starting; try again in a moment"
+	}
+	if !m.member(p.ID) {
+		// Participants come only from the bootstrap list and members add,
+		// never from a handshake: anyone who reaches the Raft port can
+		// make up a node id.
+		return fmt.Sprintf("%s is not a member of this cluster (neither in its configuration nor being added): add it with ticketctl members add %s RAFTADDR", p.ID, p.ID)
+	}
+	if me.State != stateSettled {
+		if p.State == stateSettled {
+			// A server of this configuration already belongs to a cluster:
+			// this server catches up from it or is refused by it, and
+			// never sets an ID of its own.
+			m.metSettled(p)
+			if m.isLeader() {
+				return fmt.Sprintf("this server leads a cluster without an ID yet, and %s belongs to cluster %s", p.ID, FormatClusterID(p.Cluster))
+			}
+			return "" // the settled end decides
+		}
+		// Provisional peers of one bootstrap list form a new cluster together.
 		m.mu.Lock()
 		_, met := m.seen[p.ID]
-		if me.State == stateProvisional && p.State != stateSettled && m.settling && m.seen != nil && !met {
+		if me.State == stateProvisional && m.settling && m.seen != nil && !met {
 			m.mu.Unlock()
 			return "this cluster's first leader is setting the cluster ID; try again in a moment"
 		}
@@ -451,18 +494,11 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	if p.State == stateSettled {
-		if p.Cluster == me.Cluster {
-			m.mu.Lock()
-			delete(m.admitting, p.ID) // caught up: from now on it is an ordinary member
-			m.mu.Unlock()
-		}
-		if p.Cluster != me.Cluster {
-			return fmt.Sprintf("%s belongs to cluster %s, this server to cluster %s: they hold different histories and must not be mixed. "+
-				"If %s should be a member here, stop it, empty its data directory, start it with --join and run ticketctl members add %s RAFTADDR on this cluster (after ticketctl members remove %s if it is listed)",
-				p.ID, FormatClusterID(p.Cluster), FormatClusterID(me.Cluster), p.ID, p.ID, p.ID)
-		}
+		m.mu.Lock()
+		delete(m.admitting, p.ID) // caught up: from now on it is an ordinary member
+		m.mu.Unlock()
 		if m.isLeader() && !m.participant(p.ID) {
-			go func() { // a settled member of this cluster: record it
+			go func() { // a voter of the configuration from before participants were recorded
 				// On failure the next handshake of that peer tries again.
 				if err := m.admit(p.ID, p.Incarnation); err != nil {
 					m.log.Warn("recording a participant failed; retried at its next handshake", "node", p.ID, "err", err)
@@ -471,11 +507,13 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		}
 		return ""
 	}
-	// An empty or provisional peer.
+	// An empty or provisional peer: accepted only by the leader admitting
+	// that very data directory (same incarnation), or as a participant's
+	// own directory that has not applied the cluster ID yet.
 	m.mu.Lock()
-	admitting := m.admitting[p.ID]
+	inc, admitting := m.admitting[p.ID]
 	m.mu.Unlock()
-	if admitting && m.isLeader() {
+	if admitting && inc == p.Incarnation && m.isLeader() {
 		return ""
 	}
 	if m.participant(p.ID) {
@@ -499,6 +537,62 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is %s and only the leader of cluster %s admits it", p.ID, stateName(p.State), FormatClusterID(me.Cluster))
+}
+
+// metSettled records that a server of this configuration holds a cluster
+// ID while this one has none: from then on this server never sets an ID.
+func (m *identity) metSettled(p peerInfo) {
+	m.mu.Lock()
+	first := m.settledPeer == ""
+	if first {
+		m.settledPeer, m.settledCluster = p.ID, p.Cluster
+	}
+	m.mu.Unlock()
+	if first {
+		m.log.Warn("a member of this cluster's configuration already holds a cluster ID: this server catches up from it and will not set an ID of its own",
+			"peer", p.ID, "cluster", FormatClusterID(p.Cluster))
+	}
+}
+
+// member reports whether id is in the Raft configuration, a participant,
+// being admitted by this leader, or the leader this server follows.
+func (m *identity) member(id string) bool {
+	m.mu.Lock()
+	_, adm := m.admitting[id]
+	m.mu.Unlock()
+	if adm || m.participant(id) {
+		return true
+	}
+	r := m.r.Load()
+	if r == nil {
+		return false
+	}
+	if _, leader := r.LeaderWithID(); string(leader) == id {
+		// The leader this server follows (it spoke over a connection of a
+		// member): this server may be behind the entries that made it a
+		// member, as after installing an older snapshot when it joined.
+		return true
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// mayVote says why this server must not grant votes, or "" if it may: an
+// empty data directory has nothing to vouch for (it may have lost what it
+// acknowledged), so it never votes.
+func (m *identity) mayVote() string {
+	if m.self().State == stateEmpty {
+		return "this server's data directory is empty (waiting to be added): it does not vote"
+	}
+	return ""
 }
 
 func (m *identity) isLeader() bool { r := m.r.Load(); return r != nil && r.State() == raft.Leader }
@@ -552,16 +646,17 @@ func (m *identity) admit(id string, inc uint64) error {
 		return err
 	}
 	m.mu.Lock()
-	m.admitting[id] = true
+	m.admitting[id] = inc
 	m.mu.Unlock()
 	m.log.Info("participant admitted", "node", id, "cluster", FormatClusterID(m.Cluster()))
 	return nil
 }
 
-// expectJoin marks id as being added by this leader (members add).
-func (m *identity) expectJoin(id string) {
+// expectJoin marks id's data directory (incarnation inc) as being added by
+// this leader (members add).
+func (m *identity) expectJoin(id string, inc uint64) {
 	m.mu.Lock()
-	m.admitting[id] = true
+	m.admitting[id] = inc
 	m.mu.Unlock()
 }
 
@@ -685,12 +780,15 @@ func (s *clusterStream) serve(raw net.Conn) {
 	}
 	me := s.id.self()
 	me.Version = p.Version // an older dialer reads only its own version
-	if kind == kindProbe {
+	reason := certBinding(c, p.ID)
+	if kind == kindProbe && reason == "" {
 		_, _ = c.Write(appendReply(nil, false, me, ""))
 		c.Close()
 		return
 	}
-	reason := s.id.check(p, "")
+	if reason == "" {
+		reason = s.id.check(p, "")
+	}
 	if _, err := c.Write(appendReply(nil, reason != "", me, reason)); err != nil || reason != "" {
 		if reason != "" {
 			s.id.refused("accept", raw.RemoteAddr().String(), p, reason)
@@ -750,6 +848,11 @@ func (s *clusterStream) hello(addr string, kind byte, timeout time.Duration) (ne
 		}
 		p, second, reason, rerr := readHandshake(c, true)
 		if rerr == nil {
+			if why := certBinding(c, p.ID); why != "" {
+				c.Close()
+				s.id.refused("dial", addr, p, why)
+				return nil, peerInfo{}, 0, "", fmt.Errorf("%w: %s", ErrRefused, why)
+			}
 			return c, p, second, reason, nil
 		}
 		c.Close()
@@ -783,6 +886,51 @@ func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 	}
 	c.SetDeadline(time.Time{})
 	return s.id.track(c, me.Cluster), nil
+}
+
+// certURIPrefix begins the URI SAN that names a node in a Raft certificate:
+// ticketing://node/ID.
+const certURIPrefix = "ticketing://node/"
+
+// certBinding says why the TLS peer on c may not claim node id, or "" if it
+// may: its certificate names id in its subject CN or in a URI SAN
+// ticketing://node/ID. The certificate's chain was verified against the
+// CA during the TLS handshake; this binds it to one server. Without TLS
+// there is nothing to check (loopback, or raft_insecure).
+func certBinding(c net.Conn, id string) string {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) == 0 {
+		return "the peer presented no TLS certificate: with raft_tls every server presents one naming its node id, signed by the CA (raft_tls ca)"
+	}
+	cert := st.PeerCertificates[0]
+	if certNamesNode(cert, id) {
+		return ""
+	}
+	names := []string{"CN=" + cert.Subject.CommonName}
+	for _, u := range cert.URIs {
+		names = append(names, u.String())
+	}
+	return fmt.Sprintf("the peer claims node id %q but its certificate names %s: a server's Raft certificate names its own node id (CN, or URI SAN %s%s)",
+		id, strings.Join(names, ", "), certURIPrefix, id)
+}
+
+func certNamesNode(cert *x509.Certificate, id string) bool {
+	if id == "" {
+		return false
+	}
+	if cert.Subject.CommonName == id {
+		return true
+	}
+	for _, u := range cert.URIs {
+		if u.String() == certURIPrefix+id {
+			return true
+		}
+	}
+	return false
 }
 
 // PeerState is what a server at a Raft address says about itself.
@@ -841,6 +989,15 @@ func (n *Node) ensureClusterID() {
 	}
 	ops := []fsm.Op{{Kind: fsm.OpSetCluster, Cluster: NewClusterID()}, {Kind: fsm.OpAdmit, NodeID: n.cfg.ID, Incarnation: n.id.incarnation}}
 	n.id.mu.Lock()
+	if n.id.settledPeer != "" {
+		peer, cluster := n.id.settledPeer, n.id.settledCluster
+		n.id.mu.Unlock()
+		// Setting an ID now would found a second history beside the one
+		// that member holds, with tokens starting again from 1.
+		n.cfg.Logger.Error("not setting a cluster ID: a member of this configuration already belongs to a cluster; this server waits to catch up from it",
+			"peer", peer, "cluster", FormatClusterID(cluster))
+		return
+	}
 	n.id.settling = true
 	for _, s := range f.Configuration().Servers {
 		if id := string(s.ID); id != n.cfg.ID {
@@ -851,7 +1008,7 @@ func (n *Node) ensureClusterID() {
 			// With its incarnation: should this leader fail before id
 			// applied the ID, the next leader still recognises it (F7).
 			ops = append(ops, fsm.Op{Kind: fsm.OpAdmit, NodeID: id, Incarnation: inc})
-			n.id.admitting[id] = true // accepted while they catch up with the ID
+			n.id.admitting[id] = inc // accepted while they catch up with the ID
 		}
 	}
 	n.id.mu.Unlock()
@@ -866,6 +1023,14 @@ func (n *Node) ensureClusterID() {
 
 // Cluster returns this server's cluster ID (zero while it has none).
 func (n *Node) Cluster() fsm.ClusterID { return n.id.Cluster() }
+
+// Leads reports whether this server is the Raft leader of a cluster that
+// has its ID. A leader without one (a new cluster's first moments, or a
+// server that met a member of an established cluster and so never sets an
+// ID) does not serve: grants are made only under the cluster's identity.
+func (n *Node) Leads() bool {
+	return n.raft.State() == raft.Leader && n.id.Cluster() != (fsm.ClusterID{})
+}
 
 // ErrJoinRefused reports a members add that would harm the cluster.
 var ErrJoinRefused = errors.New("members add refused")
@@ -908,7 +1073,7 @@ func (n *Node) PrepareJoin(id, addr string) error {
 	if err := n.raft.Apply(fsm.AppendBatch(nil, &b), handshakeTimeout).Error(); err != nil {
 		return fmt.Errorf("record %s as a participant: %w", id, err)
 	}
-	n.id.expectJoin(id)
+	n.id.expectJoin(id, p.Incarnation)
 	return nil
 }
 

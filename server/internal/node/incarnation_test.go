@@ -38,8 +38,7 @@ func reserveAddrs(t *testing.T, n int) []string {
 // TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID reproduces F7:
 // the first leader (n2) commits the entry that sets the cluster ID and
 // records n1 and itself as participants; n1 stores the entry but has not
-// applied it yet (held before it applies) when n2 stops. n3, added later,
-// has the ID. Without incarnations n3 refused n1 ("has been a member ...
+// applied it yet (held before it applies) when n2 stops. n3 has the ID. Without incarnations n3 refused n1 ("has been a member ...
 // without a cluster ID yet") and the two were left without a leader. With
 // them n3 recognises n1's data directory: the two elect a leader and serve.
 func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
@@ -84,7 +83,8 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 	// a longer timeout) would campaign itself.
 	n2 := open("n2", 100*time.Millisecond)
 	n1 := open("n1", time.Second)
-	t.Cleanup(releaseHold) // before n1 closes (cleanups run last first)
+	n3 := open("n3", time.Second) // a founder too: a new cluster forms once all have started
+	t.Cleanup(releaseHold)        // before n1 closes (cleanups run last first)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
@@ -103,8 +103,6 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 		t.Fatalf("n1's %s: %q, %v", incarnationFile, b, err)
 	}
 
-	// n3 starts after the ID is set: it waits empty and the leader adds it.
-	n3 := open("n3", 100*time.Millisecond)
 	waitUntil(t, "n3 caught up with n2", func() bool {
 		return n3.Cluster() == n2.Cluster() && n3.Raft().AppliedIndex() >= n2.Raft().LastIndex()
 	})
@@ -165,7 +163,8 @@ func TestLaggingParticipantNeedsItsIncarnation(t *testing.T) {
 }
 
 // TestIncarnationFile: a new data directory gets an incarnation, a restart
-// keeps it, and a directory emptied of its Raft state gets a new one.
+// keeps it (also while the directory is empty), and a directory that lost
+// its data gets a new one.
 func TestIncarnationFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
 	var l syncBuf
@@ -188,19 +187,32 @@ func TestIncarnationFile(t *testing.T) {
 		t.Fatalf("a restart changed the incarnation: %x, was %x", n.id.incarnation, first)
 	}
 	n.Close()
-	// Everything but INCARNATION gone: a new directory, a new incarnation.
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.Name() != incarnationFile {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
-		}
-	}
+	// The directory lost (everything in it): a new incarnation.
+	os.RemoveAll(dir)
 	if n, err = Open(cfg); err != nil {
 		t.Fatal(err)
 	}
+	second := n.id.incarnation
+	n.Close()
+	if second == first {
+		t.Fatal("a directory that lost its data kept its old incarnation")
+	}
+	// An empty directory waiting to be added keeps its incarnation across
+	// restarts: it is still the directory a leader may be admitting.
+	empty := filepath.Join(t.TempDir(), "e")
+	ecfg := cfg
+	ecfg.Dir, ecfg.InitialState = empty, "existing"
+	if n, err = Open(ecfg); err != nil {
+		t.Fatal(err)
+	}
+	waiting := n.id.incarnation
+	n.Close()
+	if n, err = Open(ecfg); err != nil {
+		t.Fatal(err)
+	}
 	defer n.Close()
-	if n.id.incarnation == first {
-		t.Fatal("a directory without Raft state kept its old incarnation")
+	if n.id.incarnation != waiting {
+		t.Fatalf("an empty directory changed its incarnation across a restart: %x, was %x", n.id.incarnation, waiting)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.MkdirAll(bad, 0o750)
@@ -268,5 +280,27 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 	}
 	if v1, v2 := <-versions, <-versions; v1 != handshakeVersion || v2 != handshakeVersionV1 {
 		t.Fatalf("hello versions sent: %d then %d; want %d then %d", v1, v2, handshakeVersion, handshakeVersionV1)
+	}
+}
+
+// TestLeadsNeedsTheClusterID: a Raft leader whose cluster has no ID yet
+// does not lead for serving (Leads is false): grants are made only under
+// the cluster's identity. A restoring server's cluster gets its ID only
+// from the restore, so it stays without one here.
+func TestLeadsNeedsTheClusterID(t *testing.T) {
+	var l syncBuf
+	n, err := Open(Config{ID: "r1", RaftAddr: "127.0.0.1:0", Dir: filepath.Join(t.TempDir(), "r1"), InitialState: "new", Restoring: true,
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&l, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	waitUntil(t, "r1 is the Raft leader", func() bool { return n.Raft().State() == raft.Leader })
+	if n.Leads() || n.Cluster() != (fsm.ClusterID{}) {
+		t.Fatalf("a leader without a cluster ID leads: Leads %v, cluster %s", n.Leads(), FormatClusterID(n.Cluster()))
+	}
+	s := openSingle(t, "s1", &l)
+	if !s.Leads() {
+		t.Fatal("the leader of a cluster with its ID does not lead")
 	}
 }

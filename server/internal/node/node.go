@@ -160,23 +160,27 @@ func Open(cfg Config) (*Node, error) {
 			"Do not start it as a new cluster: run ticketctl members remove %s on the cluster, empty this directory, "+
 			"start this server with --join and run ticketctl members add %s RAFTADDR", clusterPath(cfg.Dir), FormatClusterID(cluster), cfg.ID, cfg.ID))
 	}
-	// The incarnation is created with the Raft state: a directory without
-	// Raft state gets a new one (replacing any left behind), so a directory
-	// that lost its data and started again never shows the old one. A
-	// directory from before incarnations gets one now; the cluster has
-	// none recorded for it, so nothing is accepted on its strength.
+	// The incarnation is created with the directory: a directory that lost
+	// its data (the INCARNATION file with the rest) gets a new one when it
+	// starts again, so it never shows the old one. An empty directory that
+	// never held Raft state keeps its own across restarts: a founder or a
+	// server being added that restarts before it has state is still the
+	// directory the cluster recorded. (A directory that held state and lost
+	// only part of it is refused above as damaged.) A directory from before
+	// incarnations gets one now; the cluster has none recorded for it, so
+	// nothing is accepted on its strength.
 	inc, err := readIncarnationFile(cfg.Dir)
 	if err != nil {
 		return nil, accessOr(cfg.Dir, damaged(incarnationPath(cfg.Dir), err))
 	}
-	if !existing || inc == 0 {
+	if inc == 0 {
 		inc = newIncarnation()
 		if err := writeIncarnationFile(cfg.Dir, inc); err != nil {
 			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", incarnationPath(cfg.Dir), err))
 		}
 	}
 	n.id = &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: n.fsm, cluster: cluster, hasState: existing, incarnation: inc,
-		admitting: map[string]bool{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
+		admitting: map[string]uint64{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
 		known: map[string]uint64{}}
 	if existing {
 		// Raft applies the log after a restart only once it learns the
@@ -248,21 +252,6 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 
-	if !existing && cfg.InitialState == "new" {
-		if p, ok := n.settledBootstrapPeer(); ok {
-			// The bootstrap list names a server that already holds a
-			// cluster's history: that cluster formed, and this directory
-			// was emptied (or never used). Bootstrapping would start a new
-			// history beside it, which a majority of emptied servers could
-			// elect. Wait to be added instead; the cluster admits a voter
-			// that never took part and refuses one that lost its data.
-			cfg.Logger.Warn("data directory empty, but a server of the bootstrap list already belongs to a cluster: not bootstrapping, waiting to be added",
-				"peer", p.NodeID, "cluster", FormatClusterID(p.Cluster),
-				"fix", fmt.Sprintf("if this server was a member and lost its data: ticketctl members remove %s, then ticketctl members add %s %s; set initial_cluster_state = \"existing\"", cfg.ID, cfg.ID, n.RaftAddr()))
-			cfg.InitialState = "existing"
-			n.cfg.InitialState = "existing"
-		}
-	}
 	n.fresh = !existing
 	if existing {
 		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
@@ -295,7 +284,8 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, healthTransport{n.transport, health})
+	gate := newVoteGate(healthTransport{n.transport, health}, n.id.mayVote, n.done)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, gate)
 	if err != nil {
 		return nil, fmt.Errorf("start Raft: %w", err)
 	}
@@ -304,30 +294,18 @@ func Open(cfg Config) (*Node, error) {
 	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool { _, ok := o.Data.(raft.RaftState); return ok })
 	n.raft.RegisterObserver(n.obs)
 	go n.watchLeadership()
-	if !existing && cfg.InitialState == "existing" {
-		cfg.Logger.Info("data directory empty and initial cluster state existing: waiting to be added to a cluster",
-			"fix", fmt.Sprintf("on the cluster run: ticketctl members add %s %s", cfg.ID, n.RaftAddr()))
-	}
-	if !existing && cfg.InitialState == "new" {
-		n.id.mu.Lock()
-		n.id.hasState = true
-		n.id.mu.Unlock()
-		peers := cfg.Bootstrap
-		if len(peers) == 0 {
-			peers = []Peer{{ID: cfg.ID, RaftAddr: string(n.transport.LocalAddr())}}
-		}
-		var conf raft.Configuration
-		for _, p := range peers {
-			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-		}
-		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	founding := !existing && cfg.InitialState == "new"
+	if founding && n.hasOtherBootstrapPeers() {
+		// Founded in the background, once every server of the bootstrap
+		// list has answered (see found); meanwhile this server is empty.
+		go n.found()
+	} else if founding {
+		if err := n.bootstrap(); err != nil {
 			n.raft.Shutdown()
-			return nil, fmt.Errorf("bootstrap cluster: %w", err)
+			return nil, err
 		}
-		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
-			n.raft.Shutdown()
-			return nil, fmt.Errorf("write %s: %w", markerPath(cfg.Dir), err)
-		}
+	} else if !existing {
+		n.waitingToBeAdded()
 	}
 	if n.raft.State() == raft.Leader { // before the observer was registered
 		go n.ensureClusterID()
@@ -336,28 +314,131 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// settledBootstrapPeer asks the other servers of the bootstrap list who
-// they are and returns one that knows a cluster ID. Servers that do not
-// answer (not started yet, as when a cluster first forms) are skipped.
-func (n *Node) settledBootstrapPeer() (PeerState, bool) {
-	found := make(chan PeerState, len(n.cfg.Bootstrap))
-	var wg sync.WaitGroup
+func (n *Node) hasOtherBootstrapPeers() bool {
 	for _, p := range n.cfg.Bootstrap {
-		if p.ID == n.cfg.ID {
-			continue
+		if p.ID != n.cfg.ID {
+			return true
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if ps, err := n.Probe(p.RaftAddr, 2*time.Second); err == nil && ps.Settled {
-				found <- ps
-			}
-		}()
 	}
-	wg.Wait()
-	close(found)
-	ps, ok := <-found
-	return ps, ok
+	return false
+}
+
+func (n *Node) waitingToBeAdded() {
+	n.cfg.Logger.Info("data directory empty and initial cluster state existing: waiting to be added to a cluster",
+		"fix", fmt.Sprintf("on the cluster run: ticketctl members add %s %s", n.cfg.ID, n.RaftAddr()))
+}
+
+// bootstrap founds a new cluster from the bootstrap list (or of this server
+// alone): its configuration becomes the first entry of the log.
+func (n *Node) bootstrap() error {
+	n.id.mu.Lock()
+	n.id.hasState = true
+	n.id.mu.Unlock()
+	peers := n.cfg.Bootstrap
+	if len(peers) == 0 {
+		peers = []Peer{{ID: n.cfg.ID, RaftAddr: string(n.transport.LocalAddr())}}
+	}
+	var conf raft.Configuration
+	for _, p := range peers {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap cluster: %w", err)
+	}
+	if err := writeMarker(n.cfg.Dir, n.cfg.ID); err != nil {
+		return fmt.Errorf("write %s: %w", markerPath(n.cfg.Dir), err)
+	}
+	return nil
+}
+
+// foundRetry is how often found asks the bootstrap list again, and
+// foundReport how often it says whom it still waits for.
+const (
+	foundRetry  = 200 * time.Millisecond
+	foundReport = 10 * time.Second
+)
+
+// found founds a new cluster once every other server of the bootstrap list
+// has answered and none of them holds a cluster ID. A server of the list
+// that holds one means the cluster formed long ago and this directory was
+// emptied (or never used): bootstrapping would found a second history
+// beside it, which this server and a stalled or emptied peer could elect.
+// It waits to be added instead; the cluster admits a voter that never took
+// part and refuses one that lost its data. A server of the list that does
+// not answer (stalled, down, not started yet) may be the one that holds the
+// history, so founding waits for it: a new cluster forms once all its
+// servers have started.
+func (n *Node) found() {
+	var lastReport time.Time
+	for {
+		type answer struct {
+			peer Peer
+			ps   PeerState
+			err  error
+		}
+		var others []Peer
+		for _, p := range n.cfg.Bootstrap {
+			if p.ID != n.cfg.ID {
+				others = append(others, p)
+			}
+		}
+		answers := make(chan answer, len(others))
+		for _, p := range others {
+			go func() {
+				ps, err := n.Probe(p.RaftAddr, time.Second)
+				answers <- answer{p, ps, err}
+			}()
+		}
+		var missing []string
+		incs := map[string]uint64{}
+		for range others {
+			a := <-answers
+			switch {
+			case a.err != nil:
+				missing = append(missing, a.peer.ID)
+			case a.ps.Settled:
+				n.cfg.Logger.Warn("data directory empty, but a server of the bootstrap list already belongs to a cluster: not bootstrapping, waiting to be added",
+					"peer", a.ps.NodeID, "cluster", FormatClusterID(a.ps.Cluster),
+					"fix", fmt.Sprintf("if this server was a member and lost its data: ticketctl members remove %s, then ticketctl members add %s %s; set initial_cluster_state = \"existing\"", n.cfg.ID, n.cfg.ID, n.RaftAddr()))
+				n.waitingToBeAdded()
+				return
+			default:
+				incs[a.peer.ID] = a.ps.Incarnation
+			}
+		}
+		if len(missing) == 0 {
+			// Every founder is recorded as a participant with the
+			// incarnation it answered with, when the first leader sets the
+			// ID: a founder that stalls before it learns the ID is still
+			// recognised and catches up (docs/design.md).
+			n.id.mu.Lock()
+			for id, inc := range incs {
+				if _, met := n.id.seen[id]; !met && inc != 0 {
+					n.id.seen[id] = inc
+				}
+			}
+			n.id.mu.Unlock()
+			select {
+			case <-n.done:
+				return
+			default:
+			}
+			if err := n.bootstrap(); err != nil {
+				n.cfg.Logger.Error("founding the cluster failed", "err", err)
+			}
+			return
+		}
+		if time.Since(lastReport) >= foundReport {
+			lastReport = time.Now()
+			n.cfg.Logger.Info("data directory empty: founding a new cluster once every server of the bootstrap list answers",
+				"waiting_for", strings.Join(missing, ","))
+		}
+		select {
+		case <-n.done:
+			return
+		case <-time.After(foundRetry):
+		}
+	}
 }
 
 // Fresh reports whether the data directory held no Raft state when opened.

@@ -111,7 +111,15 @@ type Config struct {
 	// its hello; any other client is refused.
 	ClientTokens []string `toml:"client_tokens"`
 	TLS          TLSFiles `toml:"tls"`
-	RaftTLS      TLSFiles `toml:"raft_tls"`
+	// RaftTLS secures and authenticates Raft traffic: every server presents
+	// a certificate signed by RaftTLS.CAFile that names its node id (the
+	// subject CN, or a URI SAN ticketing://node/ID), and refuses a peer
+	// whose certificate names another id.
+	RaftTLS TLSFiles `toml:"raft_tls"`
+	// RaftInsecure allows Raft on a non-loopback address without raft_tls:
+	// anyone who reaches the Raft port can then claim a member's node id.
+	// Only for a network that nothing but the cluster's servers reach.
+	RaftInsecure bool `toml:"raft_insecure"`
 
 	// Auth names principals with roles and key prefixes (auth.go).
 	Auth AuthConfig `toml:"auth"`
@@ -288,6 +296,19 @@ func (c *Config) Validate() error {
 	}
 	tlsPair("tls", c.TLS)
 	tlsPair("raft_tls", c.RaftTLS)
+	if c.RaftTLS.Enabled() && c.RaftTLS.CAFile == "" {
+		bad("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
+	}
+	if !c.RaftTLS.Enabled() && !c.RaftInsecure {
+		for _, a := range []struct{ key, addr string }{{"raft_listen", c.RaftAddr}, {"raft_advertise", c.AdvertiseRaftAddr}} {
+			if a.addr != "" && !IsLoopback(a.addr) {
+				bad("%s %q is not a loopback address, and Raft peers are not authenticated: anyone who reaches it could claim a member's node id. "+
+					"Set [raft_tls] with cert, key and ca (each server's certificate naming its node id, see docs/deployment.md), "+
+					"or raft_insecure = true on a network that only the cluster's servers reach", a.key, a.addr)
+				break
+			}
+		}
+	}
 	l := c.Limits
 	atLeast := func(key string, v, min int) {
 		if v < min {
@@ -332,4 +353,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// IsLoopback reports whether the host of addr (host:port) is a loopback
+// address or localhost. An empty or unspecified host listens on every
+// interface, so it is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

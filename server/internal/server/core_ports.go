@@ -143,8 +143,7 @@ func (l raftLog) propose(data []byte) func() (*node.Applied, outcome, error) {
 func (l raftLog) barrier() error { return l.n.Raft().Barrier(0).Error() }
 
 func (l raftLog) leadership() leadership {
-	r := l.n.Raft()
-	return leadership{leader: r.State() == raft.Leader, term: r.CurrentTerm()}
+	return leadership{leader: l.n.Leads(), term: l.n.Raft().CurrentTerm()}
 }
 
 // neverWritten reports whether Raft refused an entry before writing it to

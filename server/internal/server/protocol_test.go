@@ -165,10 +165,12 @@ func TestTLSAndMutualTLS(t *testing.T) {
 	caFile, pool := ca.CAFile, ca.Pool()
 	srvCert, srvKey := ca.Issue(t, "server")
 
-	// Three servers: client TLS with mTLS, and TLS for Raft between them.
+	// Three servers: client TLS with mTLS, and TLS for Raft between them
+	// (each Raft certificate names its server's node id).
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.TLS = server.TLSFiles{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}
-		cfg.RaftTLS = server.TLSFiles{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}
+		raftCert, raftKey := ca.Issue(t, cfg.NodeID)
+		cfg.RaftTLS = server.TLSFiles{CertFile: raftCert, KeyFile: raftKey, CAFile: caFile}
 	}))
 	addr := c.Addr(c.LeaderIndex(t))
 	good := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{ca.TLSCert(t, "client")}}

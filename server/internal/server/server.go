@@ -156,6 +156,10 @@ func New(cfg Config) (*Server, error) {
 	s.goRun(s.watchLeadership)
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)
+	if cfg.RaftInsecure && !cfg.RaftTLS.Enabled() {
+		s.log.Warn("raft_insecure: Raft peers are not authenticated; anyone who reaches the Raft address can claim a member's node id and disrupt or join the cluster. Set [raft_tls] with cert, key and ca",
+			"raft", s.node.RaftAddr())
+	}
 	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(),
 		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
@@ -364,7 +368,7 @@ func (s *Server) watchLeadership() {
 		// A gate, held only by tests (export_test.go): wait while it is held.
 		s.watchGate.Lock()
 		s.watchGate.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the gate
-		cur := leadership{leader: r.State() == raft.Leader}
+		cur := leadership{leader: s.node.Leads()} // serving needs the cluster's ID too
 		if cur.leader {
 			cur.term = r.CurrentTerm()
 		}
