@@ -10,7 +10,9 @@ import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -77,9 +79,12 @@ class MariaDbFenceTest {
 
     @Test
     void theSameTokenTwiceNeverBothSucceed() throws Exception {
+        // A thread of its own: the common pool may have no free thread on a
+        // small machine, and then the second check would never start.
+        ExecutorService exec = Executors.newSingleThreadExecutor();
         try (Connection c1 = tx(); Connection c2 = tx()) {
             fence.check(c1, "k", 5);
-            CompletableFuture<Throwable> second = CompletableFuture.supplyAsync(() -> {
+            Future<Throwable> second = exec.submit(() -> {
                 try {
                     fence.check(c2, "k", 5);
                     return null;
@@ -96,6 +101,11 @@ class MariaDbFenceTest {
                             break;
                         }
                     }
+                    if (second.isDone()) {
+                        Throwable t = second.get();
+                        throw new AssertionError("the second check ended without waiting for the first's lock: "
+                                + (t == null ? "it succeeded" : t.toString()), t);
+                    }
                     assertTrue(System.nanoTime() < end, "the second check did not wait for the first's lock");
                     Thread.sleep(10);
                 }
@@ -103,6 +113,8 @@ class MariaDbFenceTest {
             c1.commit();
             assertInstanceOf(TokenCommittedException.class, second.get(20, TimeUnit.SECONDS));
             c2.rollback();
+        } finally {
+            exec.shutdownNow();
         }
     }
 }
