@@ -211,7 +211,7 @@ func pairs(results []*result) (map[rowKey][]pair, []rowKey) {
 }
 
 // metric is one figure of a row: how to read it from a result, its unit,
-// and the target of issue 11 when there is one.
+// and its target when there is one.
 type metric struct {
 	name   string
 	unit   string
@@ -290,7 +290,7 @@ func metricsFor(k rowKey) (string, []metric) {
 	case k.workload == "uncontended":
 		target := ratioTarget(5)
 		if k.conns != 1 {
-			target = nil // issue 11's targets are for one shared connection
+			target = nil // the targets are for one shared connection
 		}
 		p99Target := func(t, e *result) (string, bool, bool) {
 			if e == nil {

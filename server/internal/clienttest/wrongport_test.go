@@ -13,7 +13,7 @@ import (
 // WaitReady pointed at a port that does not speak the client protocol
 // (ticketd's own Raft and metrics ports, a PostgreSQL server) fails at once
 // with a message that names the likely mistake, instead of running to the
-// caller's deadline (issue 19 item 4).
+// caller's deadline.
 func TestWaitReadyFailsFastOnPortsThatDoNotSpeakTheProtocol(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	pg := pgtest.Start(t)

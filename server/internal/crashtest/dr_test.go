@@ -1,6 +1,6 @@
 package crashtest
 
-// Cluster identity and disaster recovery (issue 18, issue 9 item 2), with
+// Cluster identity and disaster recovery, with
 // real ticketd processes and the real ticketctl, following the procedures
 // of docs/deployment.md.
 
@@ -148,7 +148,7 @@ func threeNodes(t *testing.T) (*cluster, string) {
 	return c, statusOf(t, c.procs[0]).ClusterID
 }
 
-// TestDRWipedMemberNeverReissuesTokens (issue 9 item 2, issue 18): grant
+// TestDRWipedMemberNeverReissuesTokens: grant
 // tokens on two of three servers, stop them, wipe one, restart it with the
 // third. The wiped server (restarted as the docs' config has it, or to join)
 // must not form a majority with the stale third: no leader, no token again.
@@ -224,7 +224,7 @@ func TestDRWipedMemberNeverReissuesTokens(t *testing.T) {
 	}
 }
 
-// TestDRMemberStartedWithoutBootstrap (issue 18 critical 1): a voter of the
+// TestDRMemberStartedWithoutBootstrap: a voter of the
 // bootstrap list started later with the config file but without the
 // bootstrap list must not form a cluster of its own; it waits and is taken
 // in by the real cluster.
@@ -271,7 +271,7 @@ func backupOf(t *testing.T, addrs, file string) {
 	}
 }
 
-// TestDRRestoreRefusesOldMember (issue 18 critical 2): after a restore, an
+// TestDRRestoreRefusesOldMember: after a restore, an
 // old member that kept its data is refused by members add (it holds another
 // cluster's history), and tokens never go back.
 func TestDRRestoreRefusesOldMember(t *testing.T) {
@@ -325,7 +325,7 @@ func TestDRRestoreRefusesOldMember(t *testing.T) {
 	}
 }
 
-// TestDRFailedRestoreLeavesNothing (issue 18 critical 3): a restore from a
+// TestDRFailedRestoreLeavesNothing: a restore from a
 // missing or damaged file changes nothing; the next start does not serve
 // an empty cluster.
 func TestDRFailedRestoreLeavesNothing(t *testing.T) {
@@ -376,7 +376,7 @@ func TestDRFailedRestoreLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestDRMembersAddWrongAddress (issue 18 major 4): a typo in members add on
+// TestDRMembersAddWrongAddress: a typo in members add on
 // a one-node cluster is refused and the cluster keeps serving.
 func TestDRMembersAddWrongAddress(t *testing.T) {
 	p := newProc(t, "n1", t.TempDir())
@@ -409,7 +409,7 @@ func TestDRMembersAddWrongAddress(t *testing.T) {
 	}
 }
 
-// TestDRMajorityLoss (issue 18 major 5): two of three servers are gone for
+// TestDRMajorityLoss: two of three servers are gone for
 // good. The survivor's data directory is exported (ticketd --export-backup)
 // and restored as a new cluster: every grant the survivor knew is held,
 // and tokens continue above every token granted before.
@@ -460,7 +460,7 @@ func TestDRMajorityLoss(t *testing.T) {
 	}
 }
 
-// TestDRPermissionIsNotDamage (issue 18 major 6): a data directory this
+// TestDRPermissionIsNotDamage: a data directory this
 // process may not write is reported as an access problem, not as damage
 // with advice to delete it.
 func TestDRPermissionIsNotDamage(t *testing.T) {
@@ -492,7 +492,7 @@ func TestDRPermissionIsNotDamage(t *testing.T) {
 	}
 }
 
-// TestDRCorruptNewestSnapshot (issue 18 major 7): a damaged newest snapshot
+// TestDRCorruptNewestSnapshot: a damaged newest snapshot
 // is refused at start with what to do, never a panic.
 func TestDRCorruptNewestSnapshot(t *testing.T) {
 	for _, part := range []string{"state.bin", "meta.json"} {
@@ -546,7 +546,7 @@ func TestDRCorruptNewestSnapshot(t *testing.T) {
 	}
 }
 
-// TestLeaderTransferReportsOnlyARealMove (issue 18, minor): with the other
+// TestLeaderTransferReportsOnlyARealMove: with the other
 // voters paused, the leader steps down during a transfer without anyone
 // taking over; ticketctl must not report that as a transfer.
 func TestLeaderTransferReportsOnlyARealMove(t *testing.T) {

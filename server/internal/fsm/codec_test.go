@@ -210,7 +210,7 @@ func TestSnapshotOfAppliedState(t *testing.T) {
 }
 
 // Equal states write identical snapshot bytes, whatever order their maps
-// iterate in (issue 9 item 7): two backups of one state have one checksum.
+// iterate in: two backups of one state have one checksum.
 func TestSnapshotBytesAreDeterministic(t *testing.T) {
 	s := bigState(2000)
 	var first bytes.Buffer

@@ -11,8 +11,8 @@ import (
 	"github.com/ticketing-io/ticketing"
 )
 
-// A leader cut off from its peers while its clients still reach it
-// (issue 13, item 3): it steps down when its leader lease runs out without a
+// A leader cut off from its peers while its clients still reach it:
+// it steps down when its leader lease runs out without a
 // majority, and at that moment ends its clients' sessions, so the acquire in
 // flight on it ends as indeterminate (never granted: nothing can commit),
 // and the client follows the not-leader answer to the new leader and is

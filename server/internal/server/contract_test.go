@@ -1,6 +1,6 @@
 package server_test
 
-// Tests of the client contract in docs/protocol.md (issue 20): ordering on
+// Tests of the client contract in docs/protocol.md: ordering on
 // one connection, request ids, the hello, and what a client learns when a
 // connection ends.
 

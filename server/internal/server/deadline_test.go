@@ -17,8 +17,7 @@ func deadline(sent time.Time, g wire.Frame) time.Time {
 
 // An owner that already holds the key and acquires again is told only what
 // remains of its lease, measured from that request: its deadline never
-// passes the leader's expiry, and nobody else is granted the key before it
-// (issue 9 item 1).
+// passes the leader's expiry, and nobody else is granted the key before it.
 func TestGrantForAnExistingHoldNeverOverstatesTheLease(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	a := testcluster.Hello(t, c.Addr(0), "")
@@ -54,7 +53,7 @@ func TestGrantForAnExistingHoldNeverOverstatesTheLease(t *testing.T) {
 }
 
 // A second request of an owner that is already waiting gets a G measured
-// from its own receipt, not from the first request's (issue 9 item 1).
+// from its own receipt, not from the first request's.
 func TestGrantToASecondWaitingRequestMeasuredFromItsReceipt(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	h := testcluster.Hello(t, c.Addr(0), "")

@@ -59,8 +59,7 @@ func raftLeader(c *testcluster.Cluster) int {
 // A leader that loses and regains leadership between two looks of its
 // watcher (Raft's LeaderCh keeps only the latest value, so true -> false ->
 // true can arrive as true -> true) still ends the connections of its old
-// term with M: their waiters are gone and must not be dropped silently
-// (issue 9 item 6).
+// term with M: their waiters are gone and must not be dropped silently.
 func TestLeadershipLostAndRegainedEndsOldConnections(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	l := c.LeaderIndex(t)
@@ -112,8 +111,7 @@ func TestLeadershipLostAndRegainedEndsOldConnections(t *testing.T) {
 // A batch that Raft refuses without writing it while this server stays
 // leader (a leadership transfer to a dead member, which then fails) is
 // proposed again: the expiry of a lease is not lost and the key is not
-// wedged, and requests in that batch are answered, not failed (issue 9
-// item 3).
+// wedged, and requests in that batch are answered, not failed.
 func TestRefusedBatchWhileStillLeaderIsProposedAgain(t *testing.T) {
 	logs := &logBuffer{}
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
@@ -161,7 +159,7 @@ func TestRefusedBatchWhileStillLeaderIsProposedAgain(t *testing.T) {
 // SIGTERM on the leader: requests that Raft refuses during the leadership
 // transfer before writing them never happened, so they are answered M (or
 // the connection ends with E 11), never E 12 "outcome unknown", and nothing
-// is logged at ERROR (issue 18, minor).
+// is logged at ERROR.
 func TestShutdownNeverAnswersOutcomeUnknown(t *testing.T) {
 	logs := &logBuffer{}
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
@@ -232,7 +230,7 @@ func TestShutdownNeverAnswersOutcomeUnknown(t *testing.T) {
 
 // A new leader whose barrier Raft refuses (a leadership transfer started
 // right after the election, which then fails) tries again and serves, rather
-// than waiting for a leadership change that never comes (issue 9 item 3).
+// than waiting for a leadership change that never comes.
 func TestRefusedLeaderBarrierIsRetried(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.ElectionTimeout = 4 * time.Second // the length of a failing transfer

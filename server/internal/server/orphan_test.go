@@ -17,8 +17,7 @@ import (
 // Clients that acquire and close their connection at once, many together,
 // leave no key held for nobody: a grant whose every connection is gone or
 // closing is released at once, whatever order the core sees the close and
-// the request in (issue 9 item 4; docs/design.md "Duplicates, cancels and
-// orphans").
+// the request in (docs/design.md "Duplicates, cancels and orphans").
 func TestGrantsToClosedConnectionsAreReleased(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	s := c.Server(0)
@@ -60,7 +59,7 @@ func TestGrantsToClosedConnectionsAreReleased(t *testing.T) {
 }
 
 // A waiter queued on an admin session (served by the leader) is dropped when
-// that session closes, like any connection's (issue 9 item 5).
+// that session closes, like any connection's.
 func TestAdminSessionCloseDropsItsWaiters(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	h := testcluster.Hello(t, c.Addr(0), "")

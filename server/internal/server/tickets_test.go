@@ -288,7 +288,7 @@ func TestCapacityInFlightPerConnection(t *testing.T) {
 }
 
 // Waiting acquires fill only the acquire class: the same connection can
-// still release and describe (issue 17 item 1), and the other class has a
+// still release and describe, and the other class has a
 // limit of its own.
 func TestInFlightLimitsAreSeparatePerClass(t *testing.T) {
 	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) {
