@@ -368,7 +368,8 @@ func (s *Server) watchLeadership() {
 		// A gate, held only by tests (export_test.go): wait while it is held.
 		s.watchGate.Lock()
 		s.watchGate.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the gate
-		cur := leadership{leader: s.node.Leads()} // serving needs the cluster's ID too
+		// Serving needs the cluster's ID too, not only Raft's leadership.
+		cur := leadership{leader: s.node.Leads()}
 		if cur.leader {
 			cur.term = r.CurrentTerm()
 		}
