@@ -88,7 +88,11 @@ passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 echo "go: $passed passed, $failed failed"
 if [ "$status" -ne 0 ]; then
-  echo "== go test failed (exit $status); the failing packages again, without -v:"
+  echo "== go test failed (exit $status); what the failing tests printed:"
+  # The lines before each --- FAIL (go test -v streams a test's log as it
+  # runs), so a failure that does not repeat on the rerun is still explained.
+  grep -B 40 -E '^\s*--- FAIL' "$log" | head -600
+  echo "== the failing packages again, without -v:"
   pkgs=$(grep -E '^FAIL\s+\S+' "$log" | awk '{print $2}' | sort -u)
   [ -n "$pkgs" ] && go test -race -count=1 -timeout 20m $pkgs || true
   [ "$failed" -eq 0 ] && failed=1
