@@ -172,8 +172,11 @@ func TestCallReturnsWhenItsContextEnds(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled acquire: %v", err)
 		}
-	case <-time.After(time.Second): // generous: the bound is 100 ms
-		t.Fatal("the acquire did not return within 1 s of its context's end")
+	case <-time.After(5 * time.Second):
+		// Generous for a loaded machine (the promise is 100 ms): a
+		// withdrawal made in the call would block here for the whole stall,
+		// up to the session's 10 s.
+		t.Fatal("the acquire did not return within 5 s of its context's end")
 	}
 	ps[0].Set(nemesis.LinkMode{})
 	testcluster.WaitFor(t, 20*time.Second, "the wait withdrawn in the background", func() bool {
