@@ -108,6 +108,7 @@ fuzz ./server/internal/fsm FuzzReadSnapshot
 fuzz ./server/cmd/ticketd FuzzLoadConfigFile
 fuzz ./server/internal/node FuzzReadHandshake
 fuzz ./internal/wire FuzzDecodeCoord
+fuzz ./internal/wire FuzzReaderCoordFrames
 fuzz ./internal/adminwire FuzzDecodeRequest
 fuzz ./server/internal/fsm FuzzDecodeCoordBatch
 fuzz ./server/internal/fsm FuzzReadCoordSnapshot
