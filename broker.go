@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/coordlink"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -45,6 +46,13 @@ type Broker struct {
 	drainWaits  atomic.Int32 // tests: Close's drain waiting for something to finish
 
 	rel *releaser
+
+	// Coordination: the connections of sessions that have one of their
+	// own (a server without shared sessions), ended at teardown, and the
+	// sessions' handlers of the shared connection's notifications.
+	dedicated  map[*conn]struct{}
+	coordSubs  map[uint64]func(coordlink.Conn, wire.Frame)
+	coordSubID uint64
 }
 
 // Connect returns a Broker for the comma-separated list of server addresses
@@ -63,7 +71,7 @@ func Connect(addrs string, opts ...Option) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, addrs: list, changed: make(chan struct{}), closing: make(chan struct{}),
-		refusals: make(map[string]*helloError), served: make(map[string]bool)}
+		refusals: make(map[string]*helloError), served: make(map[string]bool), dedicated: make(map[*conn]struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.rel = newReleaser(b)
 	b.wg.Add(1)
@@ -195,8 +203,16 @@ func (b *Broker) dialOrder(hint string) []string {
 // after the attempt that named it. It returns the first session established
 // (later ones are closed) and its address, or nil when every attempt failed.
 func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*conn, string) {
-	ctx, cancel := context.WithCancel(b.ctx)
+	return b.dialRoundWith(b.ctx, order, follows, failed, b)
+}
+
+// dialRoundWith is dialRound bounded by parent (and the broker's life),
+// with the new connection's hooks.
+func (b *Broker) dialRoundWith(parent context.Context, order []string, follows *int, failed *logLimiter, hooks connHooks) (*conn, string) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	stopBroker := context.AfterFunc(b.ctx, cancel)
+	defer stopBroker()
 	done := make(chan struct{})
 	defer close(done)
 	type result struct {
@@ -214,7 +230,7 @@ func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*c
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			c, err := dial(ctx, addr, b.cfg, 0, b, &b.wg)
+			c, err := dial(ctx, addr, b.cfg, 0, hooks, &b.wg)
 			select {
 			case results <- result{addr, c, err}:
 			case <-done: // another attempt won
@@ -234,7 +250,7 @@ func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*c
 			if r.err == nil {
 				return r.c, r.addr
 			}
-			if b.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return nil, ""
 			}
 			b.attemptFailed(r.addr, r.err)
@@ -255,7 +271,7 @@ func (b *Broker) dialRound(order []string, follows *int, failed *logLimiter) (*c
 				launch()
 				stagger.Reset(b.cfg.dialStagger)
 			}
-		case <-b.ctx.Done():
+		case <-ctx.Done():
 			return nil, ""
 		}
 	}
@@ -554,11 +570,18 @@ func (b *Broker) Close() error {
 	b.mu.Lock()
 	b.torn = true
 	c := b.cur
+	own := make([]*conn, 0, len(b.dedicated))
+	for dc := range b.dedicated {
+		own = append(own, dc)
+	}
 	b.broadcastLocked()
 	b.mu.Unlock()
 	b.cancel()
 	if c != nil {
 		c.fail(&connFailure{kind: failClosed, addr: c.addr})
+	}
+	for _, dc := range own {
+		dc.fail(&connFailure{kind: failClosed, addr: dc.addr})
 	}
 	b.wg.Wait()
 	return nil

@@ -90,6 +90,14 @@ type call struct {
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
 
+	// A coordination request (K): its sub-op (which in-flight pool it
+	// counts against), and the function that gets its notifications: Queued
+	// before the answer, and, when watch is set, the one Changed after a
+	// successful answer.
+	op    uint8
+	note  func(wire.Frame)
+	watch bool
+
 	// A streaming admin request (snapshot.save) gets its V status 3 pieces
 	// on chunks, in order, before its final answer on res; gone is closed
 	// when its caller stops reading them. Both are nil for other requests.
@@ -113,6 +121,10 @@ type connHooks interface {
 	// that was sent on it and got no final answer: a grant it may have
 	// received can only be ended by its owner (U) from now on.
 	orphaned(key string, owner wire.Owner, until time.Time)
+	// coordEvent is called (on the reader goroutine) for a coordination
+	// notification that answers no request (T with id 0: a hold lost, a
+	// session ended). f.Text is a private copy.
+	coordEvent(c *conn, f wire.Frame)
 }
 
 // errClosing is start's answer to an acquire that was waiting for an
@@ -129,6 +141,7 @@ type conn struct {
 	nodeID   string
 	leader   bool
 	maxIn    uint32 // max in-flight per class from Y, 0 = no limit
+	sessions bool   // Y announced coordination sessions multiplexed on one connection
 	ownPing  bool   // the server sends no pings (interval 0): we ping it
 	grace    time.Duration
 	hooks    connHooks
@@ -143,6 +156,7 @@ type conn struct {
 	mu      sync.Mutex
 	wbuf    []byte
 	pending map[uint32]*call
+	watches map[uint32]func(wire.Frame) // coordination watches set by answered describes, by request id
 	nextID  uint32
 	failure *connFailure
 	werr    error         // the write that failed; the reader drains what arrived
@@ -163,6 +177,7 @@ type hello struct {
 	maxIn    uint32
 	nodeID   string
 	leader   bool
+	sessions bool
 }
 
 // helloError is a failed handshake. rejected marks refusals that will not go
@@ -219,10 +234,14 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		return nil, herr
 	}
 	nc.SetDeadline(time.Time{})
+	// The connection carries coordination (K/T) frames too, whose bodies
+	// may be longer than a ticket frame's.
+	r.AllowCoordFrames()
 	c := &conn{
-		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn,
+		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
 		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
 		pending: make(map[uint32]*call),
+		watches: make(map[uint32]func(wire.Frame)),
 		wsig:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
@@ -308,7 +327,7 @@ func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reade
 	switch f.Type {
 	case wire.TypeReady:
 		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
-			leader: f.Flags&wire.ReadyLeader != 0}, r, nil
+			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0}, r, nil
 	case wire.TypeNotLeader:
 		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
 		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}
@@ -392,6 +411,10 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 	case wire.TypeError:
 		return &connFailure{kind: failServerError, addr: c.addr,
 			cause: &ServerError{Addr: c.addr, Code: ErrorCode(f.Code), Message: string(f.Text)}}
+	case wire.TypeCoordReply:
+		if done, fl := c.coordNotice(f); done || fl != nil {
+			return fl
+		}
 	case wire.TypeGranted, wire.TypeNotAcquired, wire.TypeQueued, wire.TypeCancelled, wire.TypeCapacity,
 		wire.TypeReleased, wire.TypeNotHeld, wire.TypeInfo, wire.TypeAdminReply, wire.TypeForbidden:
 	default:
@@ -435,8 +458,13 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		return nil
 	}
 	delete(c.pending, f.ID)
-	if sem := c.slots(cl.typ); sem != nil {
+	if sem := c.slots(cl.typ, cl.op); sem != nil {
 		<-sem
+	}
+	if cl.watch && !cl.abandoned && f.Type == wire.TypeCoordReply && f.Code == wire.CoordSuccess && c.watches != nil {
+		// Registered before the answer is handed over: the watch's Changed
+		// can only follow the answer on the connection.
+		c.watches[cl.id] = cl.note
 	}
 	if cl.abandoned {
 		late := f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil
@@ -490,6 +518,8 @@ func answers(r, a wire.Type) bool {
 		return a == wire.TypeReleased || a == wire.TypeNotHeld || a == wire.TypeCapacity
 	case wire.TypeAdmin:
 		return a == wire.TypeAdminReply || a == wire.TypeCapacity
+	case wire.TypeCoord:
+		return a == wire.TypeCoordReply || a == wire.TypeCapacity
 	}
 	return false
 }
@@ -587,6 +617,7 @@ func (c *conn) fail(f *connFailure) {
 	c.failure = f
 	pend := c.pending
 	c.pending = nil
+	c.watches = nil
 	c.wbuf = nil
 	c.mu.Unlock()
 	close(c.done)
@@ -615,13 +646,20 @@ func (c *conn) dead() bool {
 	return c.werr != nil
 }
 
-// slots is the in-flight pool a request of type t counts against (nil: no
-// limit, or not counted).
-func (c *conn) slots(t wire.Type) chan struct{} {
+// slots is the in-flight pool a request of type t (and coordination sub-op
+// op) counts against (nil: no limit, or not counted). A coordination
+// acquire counts as an acquire, every other K request as the others do, as
+// the server counts them.
+func (c *conn) slots(t wire.Type, op uint8) chan struct{} {
 	switch t {
 	case wire.TypeAcquire:
 		return c.semAcq
 	case wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeAdmin:
+		return c.semOther
+	case wire.TypeCoord:
+		if op == wire.CoordAcquire {
+			return c.semAcq
+		}
 		return c.semOther
 	}
 	return nil
@@ -638,7 +676,7 @@ func (c *conn) failureCause() *connFailure {
 // ctx's error if ctx ended while waiting for an in-flight slot. Once start
 // returns nil the request may have been sent.
 func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
-	sem := c.slots(cl.typ)
+	sem := c.slots(cl.typ, cl.op)
 	if sem != nil {
 		var closing <-chan struct{}
 		if cl.typ == wire.TypeAcquire && c.hooks != nil {
@@ -684,7 +722,9 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 		if c.nextID == 0 {
 			continue
 		}
-		if _, busy := c.pending[c.nextID]; !busy {
+		_, busy := c.pending[c.nextID]
+		_, watched := c.watches[c.nextID]
+		if !busy && !watched {
 			break
 		}
 	}

@@ -22,6 +22,7 @@ type config struct {
 	token        string
 	tlsMode      TLSMode
 	tlsConf      *tls.Config
+	tlsRaw       *tls.Config // set by the coordination SDK's deprecated constructor: used as given
 	observer     func(key string, token uint64, err error)
 	logger       *slog.Logger
 	dialTimeout  time.Duration
@@ -101,6 +102,12 @@ func newConfig(opts []Option) (*config, error) {
 		return nil, err
 	}
 	cfg.tlsConf = tc
+	if cfg.tlsRaw != nil {
+		if tc != nil {
+			return nil, configError(nil, "two TLS configurations: give WithTLS or a *tls.Config, not both")
+		}
+		cfg.tlsConf = cfg.tlsRaw
+	}
 	if cfg.logger == nil {
 		// A library does not write into the application's logs uninvited:
 		// without WithLogger, background events go nowhere (the release

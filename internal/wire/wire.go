@@ -91,6 +91,12 @@ const (
 const (
 	// ReadyLeader is set when the answering server is the leader.
 	ReadyLeader uint8 = 1 << 0
+	// ReadySessions is set by a server that carries any number of
+	// coordination sessions on one connection: session requests sent with
+	// CoordForSession name their session (docs/protocol.md, "Sessions on a
+	// shared connection"). A client of a server without it uses one
+	// connection per session.
+	ReadySessions uint8 = 1 << 1
 )
 
 // Info flags (TypeInfo).
