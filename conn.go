@@ -234,9 +234,6 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		return nil, herr
 	}
 	nc.SetDeadline(time.Time{})
-	// The connection carries coordination (K/T) frames too, whose bodies
-	// may be longer than a ticket frame's.
-	r.AllowCoordFrames()
 	c := &conn{
 		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
 		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,

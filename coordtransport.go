@@ -170,6 +170,9 @@ func (b *Broker) dialDedicated(ctx context.Context, onEvent func(wire.Frame)) (*
 func (c *conn) Call(ctx context.Context, stop <-chan struct{}, op uint8, body *wire.Coord, note func(wire.Frame), watch bool) (wire.Frame, time.Time, error) {
 	cl := newCall(wire.TypeCoord, "")
 	cl.op, cl.note, cl.watch = op, note, watch
+	// From the first coordination request on, answers may be longer than
+	// a ticket frame (a semaphore's data, up to 1 MiB).
+	c.r.AllowCoordReplies()
 	if err := c.start(ctx, cl, wire.CoordFrame(false, 0, op, 0, body)); err != nil {
 		if errors.Is(err, errConnGone) || errors.Is(err, errClosing) {
 			return wire.Frame{}, time.Time{}, coordlink.ErrNotSent

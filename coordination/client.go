@@ -10,9 +10,10 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/internal/coordlink"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -20,127 +21,191 @@ import (
 type Option func(*config)
 
 type config struct {
-	addrs       []string
+	// Connection options: only for Dial, which creates the Ticketing
+	// client itself; New takes the broker's.
 	token       string
 	tls         *tls.Config
 	dialTimeout time.Duration
 	dialer      func(ctx context.Context, network, addr string) (net.Conn, error)
-	logger      *slog.Logger
-	served      *atomic.Bool // a server has answered a hello of this client
+	connOpts    []string // the connection options given, by name
+
+	logger *slog.Logger
 }
 
-// log is the configured logger, or one that discards.
-func (c *config) log() *slog.Logger {
-	if c.logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return c.logger
+// WithToken sets the client token sent in the hello (Dial only: with New,
+// give ticketing.WithToken to ticketing.Connect).
+func WithToken(token string) Option {
+	return func(c *config) { c.token = token; c.connOpts = append(c.connOpts, "WithToken") }
 }
-
-// WithToken sets the client token sent in the hello.
-func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithTLSConfig connects with TLS using cfg (nil: plain TCP, the default).
-func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+// Dial only: with New, give ticketing.WithTLS to ticketing.Connect.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg; c.connOpts = append(c.connOpts, "WithTLSConfig") }
+}
 
 // WithTLS is WithTLSConfig.
 //
-// Deprecated: use WithTLSConfig. The name WithTLS belongs to the Ticketing
-// client's option, which takes a ticketing.TLSMode, not a *tls.Config.
+// Deprecated: use New over a ticketing.Broker connected with
+// ticketing.WithTLS. The name WithTLS belongs to the Ticketing client's
+// option, which takes a ticketing.TLSMode, not a *tls.Config.
 func WithTLS(cfg *tls.Config) Option { return WithTLSConfig(cfg) }
 
 // WithDialer makes the client open its TCP connections with dial instead of
-// a net.Dialer, as the Ticketing client's option of the same name: dial
-// gets network "tcp" and the server's address, and must obey ctx. TLS and
-// the hello run over the connection it returns.
+// a net.Dialer (Dial only: with New, give ticketing.WithDialer to
+// ticketing.Connect).
 func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
-	return func(c *config) { c.dialer = dial }
+	return func(c *config) { c.dialer = dial; c.connOpts = append(c.connOpts, "WithDialer") }
 }
 
 // WithLogger sets the logger for a session's background events (its
 // connection lost and restored at Info, its deadline passing at Warn, an
-// expiry at Warn). Without it nothing is logged.
+// expiry at Warn). Without it a client made by New logs to the broker's
+// logger (ticketing.WithLogger), one made by Dial logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithDialTimeout bounds one connection attempt and its hello (default 5 s).
-func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
-
-// Client manages coordination nodes and opens sessions on a Ticketing
-// cluster. It is safe for concurrent use.
-type Client struct {
-	cfg config
-
-	mu     sync.Mutex
-	ctl    *link // for node requests, dialled on first use
-	closed bool
+// WithDialTimeout bounds one connection attempt and its hello (Dial only:
+// with New, give ticketing.WithDialTimeout to ticketing.Connect).
+func WithDialTimeout(d time.Duration) Option {
+	return func(c *config) { c.dialTimeout = d; c.connOpts = append(c.connOpts, "WithDialTimeout") }
 }
 
-// New returns a client for the comma-separated server addresses
-// ("host:port,host:port"). It connects on first use.
-func New(addrs string, opts ...Option) (*Client, error) {
-	cfg := config{dialTimeout: 5 * time.Second, served: new(atomic.Bool)}
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.addrs = append(cfg.addrs, a)
-		}
-	}
-	if len(cfg.addrs) == 0 {
-		return nil, fmt.Errorf("%w: no server address in %q: give host:port[,host:port...]", ErrBadRequest, addrs)
-	}
+// Client manages coordination nodes and opens sessions on a Ticketing
+// cluster, over the connection layer of a ticketing.Broker: its dial order,
+// leader following, backoff, liveness, TLS, token, dialer and logger. It is
+// safe for concurrent use.
+type Client struct {
+	t   coordlink.Transport
+	own bool // made by Dial: the broker is the client's own
+	log *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	sessions int // sessions started and not ended (Dial: the broker outlives them)
+}
+
+// New returns a coordination client that uses b's connection to the
+// leader, as etcd's concurrency.NewSession builds on a clientv3.Client:
+// node requests go on b's connection, and so do the sessions when the
+// servers carry several sessions on one connection (older servers: each
+// session gets a connection of its own, dialled as b dials). The dial
+// order, leader following, liveness rules, TLS, token, dialer and logger
+// are b's (ticketing.Connect's options); the connection options of this
+// package (WithToken, WithTLSConfig, WithDialer, WithDialTimeout) are
+// refused here. Closing the client does not close b; closing b ends the
+// client's sessions (ErrClosed).
+func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Client{cfg: cfg}, nil
+	t, ok := coordlink.Open(b)
+	if !ok {
+		return nil, fmt.Errorf("%w: New needs a *ticketing.Broker (from ticketing.Connect), got nil", ErrBadRequest)
+	}
+	if len(cfg.connOpts) > 0 {
+		return nil, fmt.Errorf("%w: %s configure the connection, which is the broker's: give the ticketing options (WithToken, WithTLS, WithDialer, WithDialTimeout) to ticketing.Connect instead", ErrBadRequest, strings.Join(cfg.connOpts, ", "))
+	}
+	lg := cfg.logger
+	if lg == nil {
+		lg = t.Logger()
+	}
+	return &Client{t: t, log: lg}, nil
 }
 
-// Close closes the client's connection. Sessions are closed separately.
+// Dial returns a client for the comma-separated server addresses
+// ("host:port,host:port") over a Ticketing client of its own. It connects
+// in the background.
+//
+// Deprecated: connect a ticketing.Broker (ticketing.Connect) and use New:
+// one connection layer and one set of options for tickets and coordination.
+func Dial(addrs string, opts ...Option) (*Client, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if strings.Trim(addrs, " ,") == "" {
+		return nil, fmt.Errorf("%w: no server address in %q: give host:port[,host:port...]", ErrBadRequest, addrs)
+	}
+	lg := cfg.logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	t, err := coordlink.Connect(addrs, coordlink.Options{Token: cfg.token, TLS: cfg.tls, Dialer: cfg.dialer,
+		DialTimeout: cfg.dialTimeout, Logger: lg})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return &Client{t: t, own: true, log: lg}, nil
+}
+
+// Close closes the client: node requests and new sessions fail with
+// ErrClosed. Sessions are closed separately: a client made by New leaves
+// the broker open; one made by Dial closes its own Ticketing client once
+// its sessions have ended too.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
-	if c.ctl != nil {
-		c.ctl.close()
+	last := c.own && c.sessions == 0
+	c.mu.Unlock()
+	if last {
+		return c.t.Close()
 	}
 	return nil
 }
 
-func (c *Client) control(ctx context.Context) (*link, error) {
+// sessionStarted and sessionEnded count the client's live sessions, so
+// that Dial's own broker is closed only after the last one.
+func (c *Client) sessionStarted() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	if c.ctl != nil {
-		select {
-		case <-c.ctl.done:
-		default:
-			return c.ctl, nil
-		}
-	}
-	l, err := dialLeader(ctx, &c.cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	c.ctl = l
-	return l, nil
+	c.sessions++
+	return nil
 }
 
-// nodeCall runs a node request. safe requests (describe) are sent again on
-// a new connection when the connection is lost; the others then report
-// ErrIndeterminate.
+func (c *Client) sessionEnded() {
+	c.mu.Lock()
+	c.sessions--
+	last := c.own && c.closed && c.sessions == 0
+	c.mu.Unlock()
+	if last {
+		_ = c.t.Close()
+	}
+}
+
+// nodeCall runs a node request on the broker's connection. safe requests
+// (describe) are sent again on a new connection when the connection is
+// lost; the others then report ErrIndeterminate.
 func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire.Coord, safe bool) (wire.Coord, error) {
+	if err := checkSizes(op, body); err != nil {
+		return wire.Coord{}, err
+	}
 	losses := 0
 	for {
-		l, err := c.control(ctx)
-		if err != nil {
-			return wire.Coord{}, err
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return wire.Coord{}, fmt.Errorf("%w: %s %s: the client is closed", ErrClosed, name, body.Path)
 		}
-		st, ans, err := l.call(ctx, op, body, nil)
-		if errors.Is(err, errLinkLost) {
-			if l.endedByServer() {
+		conn, err := c.t.Shared(ctx)
+		if err != nil {
+			return wire.Coord{}, fmt.Errorf("coordination: %s %s: %w", name, body.Path, err)
+		}
+		st, ans, _, err := exchange(ctx, conn, nil, op, body, nil)
+		if errors.Is(err, errLinkLost) || errors.Is(err, errMalformedAnswer) {
+			if conn.EndedByServer() {
 				losses++
 			}
 			if safe && losses < 2 {
+				select {
+				case <-conn.Done(): // the broker's next connection, then
+				case <-ctx.Done():
+					return wire.Coord{}, ctx.Err()
+				}
 				continue
 			}
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the connection was lost before the answer", ErrIndeterminate, name, body.Path)

@@ -16,10 +16,7 @@ import (
 // wire cannot carry as given are BAD_REQUEST naming the field, and nothing
 // is sent (the address is never dialled).
 func TestNodeConfigRefusedBeforeSending(t *testing.T) {
-	c, err := coordination.New("127.0.0.1:1") // nothing listens: a dial would fail otherwise
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, "127.0.0.1:1") // nothing listens: a dial would fail otherwise
 	defer c.Close()
 	ctx := context.Background()
 	for field, cfg := range map[string]coordination.NodeConfig{
@@ -43,10 +40,7 @@ func TestNodeConfigRefusedBeforeSending(t *testing.T) {
 // TestSessionTimeoutBounds: a session timeout outside MinSessionTimeout to
 // MaxSessionTimeout is refused before dialling.
 func TestSessionTimeoutBounds(t *testing.T) {
-	c, err := coordination.New("127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, "127.0.0.1:1")
 	defer c.Close()
 	for _, d := range []time.Duration{time.Millisecond, coordination.MinSessionTimeout - 1, coordination.MaxSessionTimeout + 1} {
 		if _, err := c.Session(context.Background(), "/n", coordination.WithTimeout(d)); !errors.Is(err, coordination.ErrBadRequest) || !strings.Contains(err.Error(), "timeout") {

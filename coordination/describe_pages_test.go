@@ -86,11 +86,7 @@ func (ps *pageServer) requests() []wire.Coord {
 func pageSession(t *testing.T, ps *pageServer) (*coordination.Session, context.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	c, err := coordination.New(ps.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := newClient(t, ps.ln.Addr().String())
 	s, err := c.Session(ctx, "/n")
 	if err != nil {
 		t.Fatal(err)

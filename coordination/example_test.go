@@ -6,13 +6,19 @@ import (
 	"log"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 )
 
 // At most three workers at a time: a semaphore with limit 3, one unit each.
 func Example() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,10 +44,44 @@ func Example() {
 	<-lease.Context().Done()
 }
 
+// One Ticketing client for tickets and coordination: the coordination
+// client uses the broker's connection, its options (token, TLS, dialer,
+// logger) and its leader following.
+func ExampleNew() {
+	ctx := context.Background()
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225", ticketing.WithToken("s3cret"),
+		ticketing.WithTLS(ticketing.TLSCAFile("ca.crt")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// A ticket and a session, over the same connection to the leader.
+	t, err := b.Acquire(ctx, "report-2026-12", 0, time.Minute, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Release(ctx)
+	s, err := c.Session(ctx, "/jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+}
+
 // A lock whose token fences the work it protects.
 func ExampleSession_Mutex() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +104,12 @@ func ExampleSession_Mutex() {
 // One leader among many instances, and everyone knows who it is.
 func ExampleSession_Election() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -94,7 +139,12 @@ func ExampleSession_Election() {
 // nothing, and one leadership can run the job many times.
 func ExampleElection_Campaign() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -129,7 +179,12 @@ func ExampleElection_Campaign() {
 // Service discovery: register this instance's endpoint, follow the others.
 func ExampleSession_Discovery() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -153,7 +208,12 @@ func ExampleSession_Discovery() {
 // Configuration publication: one publisher, many followers.
 func ExampleSession_Publication() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225,10.0.0.2:5225,10.0.0.3:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -175,7 +235,12 @@ func ExampleSession_Publication() {
 // Who is connected to a node.
 func ExampleClient_ListSessions() {
 	ctx := context.Background()
-	c, err := coordination.New("10.0.0.1:5225")
+	b, err := ticketing.Connect("10.0.0.1:5225")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -64,11 +64,7 @@ func TestRequestEndingConnectionsNotResentForever(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := coordination.New(ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, ln.Addr().String())
 	s, err := c.Session(ctx, "/n")
 	if err != nil {
 		t.Fatal(err)

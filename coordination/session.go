@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/internal/coordlink"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -119,6 +120,10 @@ type Session struct {
 	timer       *time.Timer
 	withdrawing map[string]chan struct{} // names whose wait is being withdrawn in the background
 	grace       time.Duration            // the node's session grace period, as last described
+
+	unsubscribe func()         // ends the session's subscription to the broker's notifications
+	lastShared  coordlink.Conn // the broker's connection the session was last attached on (nil: its own)
+	stopped     bool           // the server confirmed the session's end (stopped or ended)
 }
 
 // Session starts a session on the node at path.
@@ -137,25 +142,34 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 		return nil, err
 	}
 	rand.Read(s.key)
+	if err := c.sessionStarted(); err != nil {
+		return nil, fmt.Errorf("%w: start session on %s: the client is closed", err, path)
+	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.withdrawing = make(map[string]chan struct{})
 	s.grace = defaultGrace
-	l, err := dialLeader(ctx, &c.cfg, s.event)
-	if err != nil {
-		return nil, err
-	}
-	st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
+	l, st, ans, sent, err := s.start(ctx)
 	if err == nil {
 		err = statusError("start session on "+path, st, ans.Message)
 	} else if errors.Is(err, errLinkLost) {
 		err = fmt.Errorf("%w: start session on %s: the connection was lost", ErrUnavailable, path)
 	}
 	if err != nil {
-		l.close()
+		if l != nil {
+			l.close()
+		}
 		s.cancel(err)
+		c.sessionEnded()
 		return nil, err
 	}
 	s.id, s.seq, s.l, s.state = ans.Session, ans.SeqNo, l, Attached
+	l.id = s.id
+	if l.shared {
+		s.lastShared = l.c
+	}
+	// After the id is known: the broker's connection carries the
+	// notifications of every session on it, each takes its own.
+	s.unsubscribe = c.t.Subscribe(func(_ coordlink.Conn, f wire.Frame) { s.event(f) })
 	s.attached = make(chan struct{})
 	close(s.attached)
 	s.mu.Lock()
@@ -166,6 +180,92 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	go s.run()
 	go s.keepAlive()
 	return s, nil
+}
+
+// connect returns a link for the session: on the broker's connection when
+// its server carries several sessions on one connection, else on a
+// connection of the session's own, dialled as the broker dials.
+func (s *Session) connect(ctx context.Context) (*link, error) {
+	shared, err := s.c.t.Shared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coordination: session on %s: %w", s.path, err)
+	}
+	if shared.Sessions() {
+		return newLink(shared, true), nil
+	}
+	own, err := s.c.t.Dedicated(ctx, s.event)
+	if err != nil {
+		return nil, fmt.Errorf("coordination: session on %s: %w", s.path, err)
+	}
+	return newLink(own, false), nil
+}
+
+// start connects and attaches a new session. If ctx ends before the
+// attach is answered on the broker's connection, the answer is still
+// awaited in the background and a session it created is stopped: on a
+// connection that lives on, it would otherwise never be detached, so never
+// expire.
+func (s *Session) start(ctx context.Context) (*link, uint16, wire.Coord, time.Time, error) {
+	l, err := s.connect(ctx)
+	if err != nil {
+		return nil, 0, wire.Coord{}, time.Time{}, err
+	}
+	if !l.shared {
+		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
+		return l, st, ans, sent, err
+	}
+	type result struct {
+		st   uint16
+		ans  wire.Coord
+		sent time.Time
+		err  error
+	}
+	res := make(chan result, 1)
+	left := make(chan struct{})
+	go func() {
+		st, ans, sent, err := l.callSent(context.Background(), wire.CoordAttach, s.attachBody(0, 1), nil)
+		select {
+		case res <- result{st, ans, sent, err}:
+		case <-left:
+			if err == nil && st == wire.CoordSuccess {
+				stopOn(l.c, ans.Session)
+			}
+		}
+	}()
+	select {
+	case r := <-res:
+		return l, r.st, r.ans, r.sent, r.err
+	case <-ctx.Done():
+		close(left)
+		select {
+		case r := <-res: // answered meanwhile
+			if r.err == nil && r.st == wire.CoordSuccess {
+				stopOn(l.c, r.ans.Session)
+			}
+		default:
+		}
+		return l, 0, wire.Coord{}, time.Time{}, ctx.Err()
+	}
+}
+
+// stopBound bounds a background stop of a session on the broker's
+// connection.
+const stopBound = 10 * time.Second
+
+// stopOn stops session id on the broker's connection c in the background,
+// if c is still open: a session given up by its client must not stay
+// attached to a connection that lives on.
+func stopOn(c coordlink.Conn, id uint64) {
+	select {
+	case <-c.Done():
+		return // the server detached it; it expires on its own
+	default:
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
+		defer cancel()
+		_, _, _, _ = exchange(ctx, c, nil, wire.CoordStop|wire.CoordForSession, &wire.Coord{Session: id}, nil)
+	}()
 }
 
 // confirmLocked records that the server answered, after a commit, a
@@ -223,7 +323,7 @@ func (s *Session) checkDeadlineLocked() *link {
 		s.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
 			ErrDeadlinePassed, s.id, s.deadline.Sub(s.confirmed).Round(time.Millisecond), s.timeout))
 		s.leases = map[string]*Lease{}
-		s.c.cfg.log().Warn("coordination session deadline passed: holds given up", "session", s.id, "path", s.path, "timeout", s.timeout)
+		s.c.log.Warn("coordination session deadline passed: holds given up", "session", s.id, "path", s.path, "timeout", s.timeout)
 	}
 	l := s.l
 	if l != nil && s.state == Attached {
@@ -324,7 +424,7 @@ func (s *Session) run() {
 		s.setState(Detached)
 		close(l.detached)
 		s.mu.Unlock()
-		s.c.cfg.log().Info("coordination session detached: restoring", "session", s.id, "path", s.path, "err", l.lostErr())
+		s.c.log.Info("coordination session detached: restoring", "session", s.id, "path", s.path, "err", l.lostErr())
 		if err := s.restore(); err != nil {
 			s.end(err)
 			return
@@ -344,10 +444,11 @@ func (s *Session) restore() error {
 	ctx, cancel := context.WithTimeout(s.ctx, window)
 	defer cancel()
 	for {
-		l, err := dialLeader(ctx, &s.c.cfg, s.event)
+		l, err := s.connect(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, s.id, window, err)
 		}
+		l.id = s.id
 		s.mu.Lock()
 		s.seq++
 		seq := s.seq
@@ -371,8 +472,11 @@ func (s *Session) restore() error {
 			return s.ended
 		}
 		s.l, s.state = l, Attached
+		if l.shared {
+			s.lastShared = l.c
+		}
 		s.confirmLocked(l, sent)
-		s.c.cfg.log().Info("coordination session restored", "session", s.id, "path", s.path, "seq_no", seq)
+		s.c.log.Info("coordination session restored", "session", s.id, "path", s.path, "seq_no", seq)
 		close(s.attached)
 		s.setState(Attached)
 		s.mu.Unlock()
@@ -399,6 +503,9 @@ func (s *Session) event(f wire.Frame) {
 		}
 	case wire.CoordSessionEnded:
 		if b.Session == s.id {
+			s.mu.Lock()
+			s.stopped = true
+			s.mu.Unlock()
 			if b.Reason == wire.CoordEndStopped {
 				go s.end(fmt.Errorf("%w: session %d stopped", ErrClosed, s.id)) // by Close, or another attach of it
 			} else {
@@ -418,7 +525,7 @@ func (s *Session) end(err error) {
 	s.ended = err
 	s.state = Expired
 	if !errors.Is(err, ErrClosed) {
-		s.c.cfg.log().Warn("coordination session ended", "session", s.id, "path", s.path, "err", err)
+		s.c.log.Warn("coordination session ended", "session", s.id, "path", s.path, "err", err)
 	}
 	l := s.l
 	s.l = nil
@@ -430,6 +537,7 @@ func (s *Session) end(err error) {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	shared, stopped := s.lastShared, s.stopped
 	s.mu.Unlock()
 	s.cancel(err)
 	for _, le := range leases {
@@ -438,6 +546,15 @@ func (s *Session) end(err error) {
 	if l != nil {
 		l.close()
 	}
+	if shared != nil && !stopped {
+		// Given up by the client without the server's word: on the
+		// broker's connection, which lives on, it would stay attached.
+		stopOn(shared, s.id)
+	}
+	if s.unsubscribe != nil {
+		s.unsubscribe()
+	}
+	s.c.sessionEnded()
 }
 
 // Close stops the session: its holds are released at once.
@@ -453,6 +570,11 @@ func (s *Session) Close(ctx context.Context) error {
 		var st uint16
 		var ans wire.Coord
 		st, ans, err = l.call(ctx, wire.CoordStop, &wire.Coord{}, nil)
+		if err == nil && (st == wire.CoordSuccess || st == wire.CoordSessionExpired) {
+			s.mu.Lock()
+			s.stopped = true
+			s.mu.Unlock()
+		}
 		if err == nil && st != wire.CoordSessionExpired {
 			err = statusError("stop session", st, ans.Message)
 		} else if errors.Is(err, errLinkLost) {

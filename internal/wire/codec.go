@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
 
 // Append encodes f and appends the whole frame, length prefix included, to
@@ -310,7 +311,10 @@ type Reader struct {
 	max int
 	// coordMax, when set, bounds K and Z frames instead of max.
 	coordMax int
-	hdr      [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
+	// replies, set by AllowCoordReplies (possibly while Next runs), lets
+	// T frames be up to MaxCoordFrame long.
+	replies atomic.Bool
+	hdr     [HeaderLen]byte // a field, not a local: passed to io.ReadFull, a local escapes and costs an allocation per frame
 }
 
 // NewReader returns a Reader that accepts frames up to MaxFrame.
@@ -331,7 +335,7 @@ func (r *Reader) Next(f *Frame) error {
 	if n == 0 {
 		return errorf(CodeMalformedFrame, "frame length 0: a frame has at least its type byte")
 	}
-	if n > uint32(r.max) && !(n <= uint32(r.coordMax) && r.coordNext()) {
+	if n > uint32(r.max) && !(n <= uint32(r.coordMax) && r.coordNext()) && !(n <= MaxCoordFrame && r.replies.Load() && r.replyNext()) {
 		if r.coordMax > 0 && n <= MaxCoordSkip && r.requestNext() {
 			return r.skipCoord(n)
 		}
@@ -365,6 +369,19 @@ func (r *Reader) AllowCoordFrames() { r.coordMax = MaxCoordFrame }
 func (r *Reader) coordNext() bool {
 	b, err := r.r.Peek(1)
 	return err == nil && (Type(b[0]) == TypeCoord || Type(b[0]) == TypeCoordReply)
+}
+
+// AllowCoordReplies lets T frames be up to MaxCoordFrame long from now on
+// (other frames keep MaxFrame). It is for a client, once it has sent a
+// coordination request: until then an oversized frame is refused on its
+// length prefix alone, as before. It may be called while Next runs.
+func (r *Reader) AllowCoordReplies() { r.replies.Store(true) }
+
+// replyNext reports whether the frame whose length prefix was just read is
+// a T frame (its type byte only is peeked).
+func (r *Reader) replyNext() bool {
+	b, err := r.r.Peek(1)
+	return err == nil && Type(b[0]) == TypeCoordReply
 }
 
 // requestNext reports whether the oversized frame whose length prefix was

@@ -28,6 +28,15 @@ const (
 	CoordListSessions      uint8 = 13 // a node's sessions, a page at a time
 )
 
+// CoordForSession, set in the sub-op of a session request (Attach, Stop,
+// CreateSemaphore, UpdateSemaphore, DeleteSemaphore, Acquire, Release,
+// DescribeSemaphore), says that the connection carries several sessions:
+// the body of Attach is unchanged and adds its session to the connection's;
+// every other body starts with `session:u64`, the session it acts for,
+// followed by the sub-op's own body. The answer's sub-op is the plain one.
+// Only a server that announced wire.ReadySessions in its Y accepts it.
+const CoordForSession uint8 = 0x80
+
 // Sub-ops of T that answer no request of their own (notifications).
 const (
 	CoordQueued       uint8 = 64 // not final: the acquire (id) waits, with its order id
@@ -252,8 +261,23 @@ func coordLayoutOf(op uint8) *coordLayout {
 	return nil
 }
 
+// fSessionPrefix is the first field of a session request sent with
+// CoordForSession (other than Attach).
+var fSessionPrefix = coordField{"session", ckU64, "the session the request acts for"}
+
 // coordBody returns the body layout of a K (reply false) or T frame.
 func coordBody(reply bool, op uint8, status uint16) ([]coordField, bool) {
+	if !reply && op&CoordForSession != 0 {
+		base := op &^ CoordForSession
+		fields, ok := coordBody(false, base, status)
+		if !ok || !coordSessionOp(base) {
+			return nil, false
+		}
+		if base == CoordAttach {
+			return fields, true
+		}
+		return append([]coordField{fSessionPrefix}, fields...), true
+	}
 	l := coordLayoutOf(op)
 	if l == nil {
 		return nil, false
@@ -472,10 +496,19 @@ func DecodeCoord(f *Frame, c *Coord) error {
 	return nil
 }
 
+// coordSessionOp reports whether op is a session request, which may be
+// sent with CoordForSession.
+func coordSessionOp(op uint8) bool {
+	return op >= CoordAttach && op <= CoordDescribeSemaphore
+}
+
 // coordFlagMask is the defined flag bits of a body that has flags.
 func coordFlagMask(reply bool, op uint8, status uint16) (uint8, bool) {
 	if reply && status != CoordSuccess {
 		return 0, false
+	}
+	if !reply {
+		op &^= CoordForSession
 	}
 	switch {
 	case !reply && op == CoordDeleteSemaphore:

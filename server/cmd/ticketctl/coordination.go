@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -133,61 +130,30 @@ func globalFlagNames() map[string]struct{} {
 }
 
 // coordClient connects to the cluster for coordination requests with
-// --token and the TLS flags.
-func (e *env) coordClient() (*coordination.Client, error) {
-	opts := []coordination.Option{}
-	if e.g.token != "" {
-		opts = append(opts, coordination.WithToken(e.g.token))
-	}
-	tc, err := e.tlsConfig()
+// --token and the TLS flags: a Ticketing client (the same options as every
+// other command) and the coordination client over it. close closes both.
+func (e *env) coordClient() (c *coordination.Client, close func(), err error) {
+	b, err := ticketing.Connect(e.g.addrs, e.options()...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if tc != nil {
-		opts = append(opts, coordination.WithTLSConfig(tc))
+	c, err = coordination.New(b)
+	if err != nil {
+		b.Close()
+		return nil, nil, err
 	}
-	return coordination.New(e.g.addrs, opts...)
-}
-
-// tlsConfig is the TLS configuration the global flags ask for (nil: none),
-// built as the ticketing client builds it.
-func (e *env) tlsConfig() (*tls.Config, error) {
-	var tc *tls.Config
-	switch {
-	case e.g.tlsCA != "":
-		pem, err := os.ReadFile(e.g.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", e.g.tlsCA)
-		}
-		tc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	case e.g.tlsInsecure:
-		tc = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // the user asked for it
-	case e.g.tls:
-		tc = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if tc != nil && e.g.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(e.g.tlsCert, e.g.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+	return c, func() { c.Close(); b.Close() }, nil
 }
 
 // coordRun runs fn with a coordination client, bounded by --timeout.
 func (e *env) coordRun(fn func(ctx context.Context, c *coordination.Client) error) error {
 	ctx, cancel := e.context(0)
 	defer cancel()
-	c, err := e.coordClient()
+	c, closeAll, err := e.coordClient()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeAll()
 	return fn(ctx, c)
 }
 

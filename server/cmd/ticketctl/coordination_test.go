@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
@@ -54,7 +55,12 @@ func TestEndToEndCoordination(t *testing.T) {
 	mustCtl(t, exitError, addr, "coordination", "semaphores", "create", "/jobs", "nolimit") // --limit is required
 
 	// An owner and a waiter, through the SDK.
-	c, err := coordination.New(cl.AddrList())
+	tb, err := ticketing.Connect(cl.AddrList())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	c, err := coordination.New(tb)
 	if err != nil {
 		t.Fatal(err)
 	}

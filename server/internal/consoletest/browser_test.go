@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
@@ -259,7 +260,12 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	t.Run("coordination", func(t *testing.T) {
 		ops.t = t
-		cc, err := coordination.New(cl.addrs(), coordination.WithToken(appToken))
+		cb, err := ticketing.Connect(cl.addrs(), ticketing.WithToken(appToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cb.Close() })
+		cc, err := coordination.New(cb)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func BenchmarkSemaphore128Sessions(b *testing.B) {
 			b.Run(fmt.Sprintf("servers=%d/limit=%d", servers, limit), func(b *testing.B) {
 				cl := testcluster.Start(b, servers)
 				ctx := benchCtx(b)
-				c, err := coordination.New(cl.Addr(cl.LeaderIndex(b)))
+				c, err := newCoordClient(b, cl.Addr(cl.LeaderIndex(b)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -112,7 +112,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 			cl := testcluster.Start(b, servers)
 			ctx := benchCtx(b)
 			leaderAddr := cl.Addr(cl.LeaderIndex(b))
-			c, err := coordination.New(leaderAddr)
+			c, err := newCoordClient(b, leaderAddr)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 				name := fmt.Sprintf("e%d", i)
 				// The leader, through a proxy that stands in for its network.
 				px := cutproxy.Start(b, leaderAddr)
-				lc, err := coordination.New(px.Addr())
+				lc, err := newCoordClient(b, px.Addr())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -195,7 +195,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 func BenchmarkServerFailover(b *testing.B) {
 	cl := testcluster.Start(b, 3)
 	ctx := benchCtx(b)
-	c, err := coordination.New(cl.AddrList())
+	c, err := newCoordClient(b, cl.AddrList())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func recv[T any](t *testing.T, ctx context.Context, ch <-chan T) T {
 }
 
 func newClient(t *testing.T, addrs string) *coordination.Client {
-	c, err := coordination.New(addrs)
+	c, err := newCoordClient(t, addrs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/nemesis"
 	"github.com/ticketing-io/ticketing/server/internal/server"
@@ -93,7 +94,7 @@ func TestHolderEndsFirst(t *testing.T) {
 			// cut. (An M names a proxy, which fails while cut; the client
 			// then tries its next address, so it finds the leader even
 			// after a leader change.)
-			direct, err := coordination.New(cl.AddrList(), coordination.WithDialTimeout(time.Second))
+			direct, err := newCoordClient(t, cl.AddrList(), ticketing.WithDialTimeout(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +124,7 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 			t.Fatal(err)
 		}
 	}
-	ca, err := coordination.New(viaProxy, coordination.WithDialTimeout(time.Second))
+	ca, err := newCoordClient(t, viaProxy, ticketing.WithDialTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

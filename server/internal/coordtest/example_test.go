@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
@@ -75,7 +76,11 @@ func exampleServer() string {
 // exampleNode creates a fresh node for one example and returns a client and
 // a function that drops the node and closes the client.
 func exampleNode(ctx context.Context, path string) (*coordination.Client, func()) {
-	c, err := coordination.New(exampleServer())
+	b, err := ticketing.Connect(exampleServer())
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := coordination.New(b)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +90,7 @@ func exampleNode(ctx context.Context, path string) (*coordination.Client, func()
 	if err := c.CreateNode(ctx, path, coordination.NodeConfig{}); err != nil {
 		log.Fatal(err)
 	}
-	return c, func() { c.DropNode(ctx, path); c.Close() }
+	return c, func() { c.DropNode(ctx, path); c.Close(); b.Close() }
 }
 
 func exampleSession(ctx context.Context, c *coordination.Client, path, desc string) *coordination.Session {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/nemesis"
 )
@@ -16,7 +17,7 @@ import (
 // leaders changed faster than that).
 func TestDetachedSessionExpiresAcrossLeaderChanges(t *testing.T) {
 	cl, ps, viaProxy := proxied(t, 3)
-	direct, err := coordination.New(cl.AddrList(), coordination.WithDialTimeout(time.Second))
+	direct, err := newCoordClient(t, cl.AddrList(), ticketing.WithDialTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

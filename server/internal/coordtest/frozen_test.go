@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
@@ -86,7 +87,13 @@ func TestFrozenLeaderResumesWithoutLeadership(t *testing.T) {
 // every "check" on stdin with the state of its leadership context.
 func frozenLeader(addr string) {
 	ctx := context.Background()
-	c, err := coordination.New(addr)
+	b, err := ticketing.Connect(addr)
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
 	if err != nil {
 		fmt.Println("error", err)
 		return

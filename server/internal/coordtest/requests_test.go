@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/nemesis"
@@ -239,7 +240,7 @@ func TestWrongPortsReported(t *testing.T) {
 	cl := testcluster.Start(t, 1)
 	for name, addr := range map[string]string{"http": cl.Config(0).HTTPAddr, "raft": cl.Config(0).RaftAddr} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, err := coordination.New(addr)
+		c, err := newCoordClient(t, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +265,7 @@ func TestWrongPortsReported(t *testing.T) {
 			defer nc.Close() // accepted, never answered
 		}
 	}()
-	c, _ := coordination.New(ln.Addr().String())
+	c, _ := newCoordClient(t, ln.Addr().String())
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -289,7 +290,7 @@ func TestDialerAndLogger(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
 	var d net.Dialer
-	c, err := coordination.New(viaProxy, coordination.WithLogger(logger), coordination.WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := newCoordClient(t, viaProxy, ticketing.WithLogger(logger), ticketing.WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
 		return d.DialContext(ctx, network, addr)
 	}))

@@ -24,7 +24,7 @@ func TestTLSAndToken(t *testing.T) {
 	tc := &tls.Config{RootCAs: ca.Pool()}
 	ctx := ctxT(t)
 
-	bad, err := coordination.New(cl.AddrList(), coordination.WithTLSConfig(tc), coordination.WithToken("wrong"))
+	bad, err := coordination.Dial(cl.AddrList(), coordination.WithTLSConfig(tc), coordination.WithToken("wrong")) //nolint:staticcheck // the deprecated constructor keeps working
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestTLSAndToken(t *testing.T) {
 		t.Fatalf("wrong token: %v", err)
 	}
 
-	c, err := coordination.New(cl.AddrList(), coordination.WithTLSConfig(tc), coordination.WithToken("s3cret"))
+	c, err := coordination.Dial(cl.AddrList(), coordination.WithTLSConfig(tc), coordination.WithToken("s3cret")) //nolint:staticcheck // the deprecated constructor keeps working
 	if err != nil {
 		t.Fatal(err)
 	}
