@@ -153,6 +153,7 @@ func constantsObject(t testing.TB) object {
 	flags := object{
 		{"hello_admin", HelloAdmin},
 		{"ready_leader", ReadyLeader},
+		{"ready_sessions", ReadySessions},
 		{"info_held", InfoHeld},
 	}
 	return object{

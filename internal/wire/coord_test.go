@@ -26,6 +26,9 @@ func coordSamples() []*Frame {
 	for _, l := range coordLayouts {
 		if l.request != nil {
 			out = append(out, CoordFrame(false, 9, l.op, 0, fullCoord()))
+			if coordSessionOp(l.op) {
+				out = append(out, CoordFrame(false, 9, l.op|CoordForSession, 0, fullCoord()))
+			}
 		}
 		out = append(out, CoordFrame(true, 9, l.op, 0, fullCoord()), CoordFrame(true, 9, l.op, CoordNotFound, fullCoord()))
 	}
@@ -76,8 +79,12 @@ func TestCoordUnknownOpsAndFlags(t *testing.T) {
 		var c Coord
 		errK := DecodeCoord(&Frame{Type: TypeCoord, Op: uint8(op)}, &c)
 		errZ := DecodeCoord(&Frame{Type: TypeCoordReply, Op: uint8(op), Code: 1}, &c)
-		if !known[uint8(op)] && (!isCode(errK, CodeUnknownFrame) || !isCode(errZ, CodeUnknownFrame)) {
-			t.Fatalf("unknown sub-op %d: %v, %v", op, errK, errZ)
+		forSession := uint8(op)&CoordForSession != 0 && coordSessionOp(uint8(op)&^CoordForSession)
+		if !known[uint8(op)] && !isCode(errZ, CodeUnknownFrame) {
+			t.Fatalf("unknown T sub-op %d: %v", op, errZ)
+		}
+		if !known[uint8(op)] && !forSession && !isCode(errK, CodeUnknownFrame) {
+			t.Fatalf("unknown K sub-op %d: %v", op, errK)
 		}
 	}
 	for _, c := range []struct {
@@ -250,4 +257,32 @@ func FuzzReaderCoordFrames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCoordForSession: a session request sent with CoordForSession starts
+// with its session (Attach: its body unchanged); other sub-ops and answers
+// do not take the bit.
+func TestCoordForSession(t *testing.T) {
+	plain := CoordFrame(false, 1, CoordRelease, 0, &Coord{Name: []byte("s")})
+	named := CoordFrame(false, 1, CoordRelease|CoordForSession, 0, &Coord{Session: 0x0102030405060708, Name: []byte("s")})
+	if want := append([]byte{1, 2, 3, 4, 5, 6, 7, 8}, plain.Text...); !bytes.Equal(named.Text, want) {
+		t.Fatalf("release for session 0x0102030405060708: body %x, want %x", named.Text, want)
+	}
+	var c Coord
+	if err := DecodeCoord(named, &c); err != nil || c.Session != 0x0102030405060708 || string(c.Name) != "s" {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	attach := &Coord{Path: []byte("/n"), Session: 9, SeqNo: 2, TimeoutMs: 1000}
+	if a, b := CoordFrame(false, 1, CoordAttach, 0, attach), CoordFrame(false, 1, CoordAttach|CoordForSession, 0, attach); !bytes.Equal(a.Text, b.Text) {
+		t.Fatalf("attach for session: body %x, want the plain attach's %x", b.Text, a.Text)
+	}
+	for _, f := range []*Frame{
+		{Type: TypeCoord, Op: CoordCreateNode | CoordForSession, Text: CoordFrame(false, 1, CoordCreateNode, 0, &Coord{Path: []byte("/n")}).Text},
+		{Type: TypeCoord, Op: CoordListSessions | CoordForSession},
+		{Type: TypeCoordReply, Op: CoordRelease | CoordForSession, Text: []byte{1}},
+	} {
+		if err := DecodeCoord(f, &c); !isCode(err, CodeUnknownFrame) {
+			t.Errorf("%s sub-op %#x: %v, want unknown", f.Type, f.Op, err)
+		}
+	}
 }

@@ -61,6 +61,12 @@ func coordVectorList() []coordVector {
 		{name: "coord-describe-semaphore-next-page", id: 47, op: CoordDescribeSemaphore, c: Coord{Name: []byte("leader"),
 			Flags: CoordFlagOwners | CoordFlagWaiters | CoordFlagNoData, After: 10}},
 
+		{name: "coord-for-session-attach-start", id: 48, op: CoordAttach | CoordForSession, c: Coord{Path: []byte("/svc/locks"), SeqNo: 1, TimeoutMs: 30000,
+			Key: []byte{0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, Desc: []byte("worker-2")}},
+		{name: "coord-for-session-acquire", id: 49, op: CoordAcquire | CoordForSession, c: Coord{Session: 7, Name: []byte("workers"), Count: 1,
+			TimeoutMs: 5000}},
+		{name: "coord-for-session-stop", id: 50, op: CoordStop | CoordForSession, c: Coord{Session: 7}},
+
 		{name: "coord-list-sessions", id: 45, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks")}},
 		{name: "coord-list-sessions-next-page", id: 46, op: CoordListSessions, c: Coord{Path: []byte("/svc/locks"), After: 7}},
 
@@ -329,6 +335,27 @@ func coordDocSection() string {
 	w("hello with `M`; an admin session on a follower gets `E` 14 for `K`). A coordination\n")
 	w("acquire counts against the acquire in-flight limit of the connection, every other `K`\n")
 	w("against the other one.\n\n")
+	w("**Sessions on a shared connection.** A connection carries one session unless both\n")
+	w("sides agree otherwise: its Attach binds it, and Stop, the semaphore requests and the\n")
+	w("notifications with id 0 are that session's. A server whose `Y` sets flag bit 1 (`2`,\n")
+	w("`ReadySessions`) also carries any number of sessions on one connection, so that a\n")
+	w("client's sessions share the connection of its tickets: the client sets bit 7 (`0x80`,\n")
+	w("`CoordForSession`) in the sub-op of a session request (Attach, Stop, CreateSemaphore,\n")
+	w("UpdateSemaphore, DeleteSemaphore, Acquire, Release, DescribeSemaphore). Attach with it\n")
+	w("adds its session to the connection's (its body is Attach's, which names the session;\n")
+	w("an Attach of a session the connection already carries replaces that binding, with the\n")
+	w("higher seq_no). Every other request with it starts its body with `session:u64`, the\n")
+	w("session it acts for, then its sub-op's body; a session this connection has not\n")
+	w("attached is BAD_SESSION. The answer `T` carries the plain sub-op. When the connection\n")
+	w("ends, each of its sessions is detached on its own (its expiry clock starts), exactly as\n")
+	w("if it had had a connection of its own; pending acquires and watches belong to their\n")
+	w("(connection, session). `Lost` names the hold by its order id, which is unique, and\n")
+	w("`SessionEnded` names its session. The two forms do not mix on one connection: a plain\n")
+	w("session request on a connection that attached sessions with bit 7 (or the reverse) is\n")
+	w("BAD_SESSION. The protocol version stays 1: the `Y` flag is the negotiation. A server\n")
+	w("without `ReadySessions` knows no sub-op with bit 7 (`E` 3 ends the connection), so a\n")
+	w("client sends it only to a server that announced the flag, and otherwise uses one\n")
+	w("connection per session (the Go SDK does so by itself).\n\n")
 	w("`K` (client->server) and `T` (server->client) carry coordination nodes\n")
 	w("(docs/coordination.md). Their body, after `op` (and `status` in `T`), depends on\n")
 	w("the sub-op. Body fields follow each other without padding: `u8`, `u32`, `u64`\n")

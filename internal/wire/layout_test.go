@@ -99,7 +99,7 @@ var layouts = []layout{
 	}, "status and membership request"},
 	{TypeReady, "Ready", "server->client", []fieldSpec{
 		{"version", kU16, "protocol version the server speaks: 1"},
-		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; other bits 0"},
+		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; bit 1 (`2`, `ReadySessions`): it carries any number of coordination sessions on one connection (Coordination frames); other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
 		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`, and `K` acquires) and, separately, this many other requests (`L`, `U`, `D`, `J`, other `K`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},

@@ -100,6 +100,7 @@ namespace Ticketing.Tests
             Assert.AreEqual(TimeSpan.FromSeconds(Limit("limits", "max_lease_s")), TicketBroker.MaxLease);
             Assert.AreEqual(Limit("flags", "hello_admin"), Codec.HelloAdmin);
             Assert.AreEqual(Limit("flags", "ready_leader"), Codec.ReadyLeader);
+            Assert.AreEqual(Limit("flags", "ready_sessions"), Codec.ReadySessions);
         }
     }
 }

@@ -85,6 +85,8 @@ namespace Ticketing.Wire
         public const int MaxToken = 1024;
         public const byte HelloAdmin = 1;
         public const byte ReadyLeader = 1;
+        /// <summary>Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination).</summary>
+        public const byte ReadySessions = 2;
 
         /// <summary>The length prefix of a frame with every variable field empty.</summary>
         public static int SmallestLength(byte type)

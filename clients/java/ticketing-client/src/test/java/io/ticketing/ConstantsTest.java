@@ -117,6 +117,7 @@ class ConstantsTest {
         assertEquals(Duration.ofSeconds(Type.MAX_LEASE), TicketBroker.MAX_LEASE);
         assertEquals(((Number) flags.get("hello_admin")).intValue(), Type.HELLO_ADMIN);
         assertEquals(((Number) flags.get("ready_leader")).intValue(), Type.READY_LEADER);
+        assertEquals(((Number) flags.get("ready_sessions")).intValue(), Type.READY_SESSIONS);
         assertEquals(((Number) flags.get("info_held")).intValue(), Type.INFO_HELD);
     }
 }

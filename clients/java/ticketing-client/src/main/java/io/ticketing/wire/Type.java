@@ -37,6 +37,8 @@ public final class Type {
     public static final int HELLO_ADMIN = 1;
     /** Ready flag: the server is the leader. */
     public static final int READY_LEADER = 1;
+    /** Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination). */
+    public static final int READY_SESSIONS = 2;
     /** Info flag: the key is held. */
     public static final int INFO_HELD = 1;
     public static final int MAX_KEY = 1024;
