@@ -445,6 +445,9 @@ func (s *Session) restore() error {
 	defer cancel()
 	for {
 		l, err := s.connect(ctx)
+		if errors.Is(err, ErrClosed) {
+			return fmt.Errorf("%w: session %d: the Ticketing client it uses was closed", ErrClosed, s.id)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, s.id, window, err)
 		}
