@@ -4,6 +4,16 @@
 // shared and exclusive holds, FIFO queues and watches, on the same cluster,
 // port and protocol as tickets.
 //
+// A Client is made by New over a ticketing.Broker and uses the broker's
+// connection layer: its dial order and staggered dials, leader following
+// and backoff, liveness rule, TLS, token, dialer and logger, and the same
+// error sentinels (ErrUnavailable, ErrIndeterminate, ErrClosed, ... are
+// the ticketing values). Node requests go on the broker's connection to the
+// leader, and so do sessions when the server carries several sessions on
+// one connection (every server of this release; each session of an older
+// server gets a connection of its own, dialled the same way). Dial, the
+// deprecated constructor, does the same over a Ticketing client of its own.
+//
 // A Client manages nodes; a Session, opened on one node, reconnects and
 // restores itself (within its timeout) whenever its connection is lost.
 // Acquires and describes in flight are sent again after a restore (a
