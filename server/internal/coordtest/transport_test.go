@@ -35,6 +35,53 @@ func countingBroker(t *testing.T, addrs string) (*ticketing.Broker, *coordinatio
 	return b, c, &dials
 }
 
+// TestOneConnectionForTicketsAndCoordination: node requests, sessions and
+// tickets of one broker go over its one connection to the leader; the
+// broker's dialer (an option of the Ticketing client) is the one used.
+func TestOneConnectionForTicketsAndCoordination(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	ctx := ctxT(t)
+	b, c, dials := countingBroker(t, cl.AddrList())
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateNode(ctx, "/n", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DescribeNode(ctx, "/n"); err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*coordination.Session
+	for range 4 {
+		sessions = append(sessions, session(t, c, "/n", coordination.WithTimeout(5*time.Second)))
+	}
+	if err := sessions[0].CreateSemaphore(ctx, "pool", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sessions[:2] {
+		if _, err := s.AcquireSemaphore(ctx, "pool"); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	tk, err := b.Acquire(ctx, "ticket", 0, 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ListSessions(ctx, "/n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 4 {
+		t.Fatalf("%d sessions listed, want 4", len(list))
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d connections opened for a ticket, node requests and 4 sessions, want 1 (the broker's)", n)
+	}
+}
+
 // TestClosingTheBrokerEndsSessions: a session over a broker ends with
 // ErrClosed when the broker is closed; node requests fail with ErrClosed.
 func TestClosingTheBrokerEndsSessions(t *testing.T) {

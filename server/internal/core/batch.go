@@ -30,6 +30,9 @@ type cause struct {
 	// principal: a coordination request's connection principal (an
 	// attach's session counts against its quota).
 	principal string
+	// forSession: a coordination attach that adds its session to the
+	// connection's (wire.CoordForSession) rather than replacing it.
+	forSession bool
 }
 
 type readReq struct {

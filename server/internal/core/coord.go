@@ -91,7 +91,7 @@ func coordMessage(status uint16) string {
 }
 
 func (c *Core) coordPropose(r Request, kind fsm.OpKind, o *fsm.CoordOp) {
-	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal})
+	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal, forSession: r.ForSession})
 }
 
 // coordRequest turns a K request, decoded and checked by the reader, into
@@ -135,9 +135,14 @@ func (c *Core) coordRequest(r Request) {
 		}})
 		return
 	case wire.CoordAttach:
-		cur := c.sessions.of(r.Conn)
+		if msg := c.sessions.mixed(r.Conn, r.ForSession); msg != "" {
+			AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadSession, &wire.Coord{Message: []byte(msg)})
+			return
+		}
+		c.sessions.declare(r.Conn, r.ForSession)
+		cur := c.sessions.attached(r.Conn, r.ForSession, b.Session)
 		if cur != nil && cur.session != b.Session {
-			AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session")})
+			AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session unless its requests name their session (docs/protocol.md, Coordination frames)")})
 			return
 		}
 		if q, ok := c.sessionRoom(r.Principal); cur == nil && !ok {
@@ -148,9 +153,9 @@ func (c *Core) coordRequest(r Request) {
 			TimeoutMs: b.TimeoutMs, Key: string(b.Key), Desc: string(b.Desc)})
 		return
 	}
-	bind := c.sessions.of(r.Conn)
+	bind, msg := c.sessions.of(r.Conn, r.ForSession, b.Session)
 	if bind == nil {
-		AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadSession, &wire.Coord{Message: []byte("no session is attached to this connection: attach one first")})
+		AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadSession, &wire.Coord{Message: []byte(msg)})
 		return
 	}
 	if r.Op != wire.CoordStop && r.Op != wire.CoordRelease {
@@ -343,10 +348,13 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	case fsm.OpCoordAttach:
 		c.removeTimer(c.co.expiry[r.Session])
 		delete(c.co.expiry, r.Session)
-		if c.sessions.of(cs.c) == nil {
+		replaced, added := c.sessions.bind(cs.c, cs.forSession, &binding{session: r.Session, seq: r.SeqNo, path: o.Path, principal: cs.principal})
+		if replaced != nil {
+			c.countSession(replaced.principal, -1)
+		}
+		if added {
 			c.countSession(cs.principal, 1)
 		}
-		c.sessions.bind(cs.c, &binding{session: r.Session, seq: r.SeqNo, path: o.Path, principal: cs.principal})
 		AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
 	case fsm.OpCoordAcquire:
 		switch {
@@ -413,7 +421,7 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 		}
 		if cn, b := c.sessions.connOf(e.Session); cn != nil {
 			cn.Send(wire.CoordFrame(true, 0, wire.CoordSessionEnded, 0, &wire.Coord{Session: e.Session, Reason: e.Reason}))
-			c.sessions.unbind(cn)
+			c.sessions.unbind(cn, e.Session)
 			c.countSession(b.principal, -1)
 		}
 	case fsm.EventChanged:
@@ -439,8 +447,8 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 // when the detach is applied) and forgets its pending answers and watches:
 // the session keeps its holds and queue positions until it expires.
 func (c *Core) coordConnClosed(cn Replier) {
-	if b := c.sessions.of(cn); b != nil {
-		c.sessions.unbind(cn)
+	// Each session the connection carried is detached on its own.
+	for _, b := range c.sessions.dropConn(cn) {
 		c.countSession(b.principal, -1)
 		if c.serving {
 			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})

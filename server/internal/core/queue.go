@@ -29,8 +29,11 @@ type Request struct {
 	// count against its quota).
 	Principal string
 
-	Op    uint8       // K: the coordination sub-op (coord.go)
-	Coord *wire.Coord // K: its body, decoded and checked by the reader; it must not alias buffers the reader reuses
+	Op uint8 // K: the coordination sub-op (coord.go), without wire.CoordForSession
+	// ForSession: K: the request named its session (Coord.Session), as a
+	// connection that carries several sessions does (sessions.go).
+	ForSession bool
+	Coord      *wire.Coord // K: its body, decoded and checked by the reader; it must not alias buffers the reader reuses
 }
 
 // reply is one request waiting for an acquire's final answer.

@@ -328,7 +328,9 @@ func (c *conn) hello(f *wire.Frame) bool {
 			return false
 		}
 	}
-	var flags uint8
+	// Any number of coordination sessions on this connection, each request
+	// naming its own (docs/protocol.md, "Coordination frames").
+	flags := wire.ReadySessions
 	if s.isServing() {
 		flags |= wire.ReadyLeader
 	}

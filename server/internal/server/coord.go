@@ -81,11 +81,15 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.fatalErr(we.Code, we.Msg)
 		return false
 	}
-	givesBack := f.Op == wire.CoordRelease || f.Op == wire.CoordStop
+	// A session request that names its session (wire.CoordForSession) is
+	// the plain sub-op for everything but which session it acts for; its
+	// answers carry the plain sub-op.
+	op, forSession := f.Op&^wire.CoordForSession, f.Op&wire.CoordForSession != 0
+	givesBack := op == wire.CoordRelease || op == wire.CoordStop
 	if !givesBack && c.overRate(f.ID) {
 		return true
 	}
-	if dup, full := c.begin(f.ID, f.Op == wire.CoordAcquire, givesBack); dup {
+	if dup, full := c.begin(f.ID, op == wire.CoordAcquire, givesBack); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return false
 	} else if full != 0 {
@@ -93,14 +97,14 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		return true
 	}
 	if reason, ok := c.authorizeCoord(body.Path); !ok {
-		c.refuseCoord(f.ID, f.Op, string(body.Path), reason)
+		c.refuseCoord(f.ID, op, string(body.Path), reason)
 		return true
 	}
-	if msg := coordFieldError(f.Op, &body); msg != "" {
-		core.AnswerCoord(c, f.ID, f.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
+	if msg := coordFieldError(op, &body); msg != "" {
+		core.AnswerCoord(c, f.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
 		return true
 	}
-	s.core.Submit(core.Request{Kind: wire.TypeCoord, Conn: c, ID: f.ID, Admin: c.admin, Op: f.Op, Coord: &body,
+	s.core.Submit(core.Request{Kind: wire.TypeCoord, Conn: c, ID: f.ID, Admin: c.admin, Op: op, ForSession: forSession, Coord: &body,
 		At: time.Now(), Principal: c.principal})
 	return true
 }
@@ -108,15 +112,16 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 // refuseOversized answers a K request too long to read (the reader skipped
 // it) BAD_REQUEST, naming the limit; the connection and its session go on.
 func (c *conn) refuseOversized(e *wire.OversizedRequestError) {
-	givesBack := e.Op == wire.CoordRelease || e.Op == wire.CoordStop
-	if dup, full := c.begin(e.ID, e.Op == wire.CoordAcquire, givesBack); dup {
+	op := e.Op &^ wire.CoordForSession
+	givesBack := op == wire.CoordRelease || op == wire.CoordStop
+	if dup, full := c.begin(e.ID, op == wire.CoordAcquire, givesBack); dup {
 		c.fatalErr(wire.CodeDuplicateID, "request id already in flight")
 		return
 	} else if full != 0 {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: e.ID, Reason: full})
 		return
 	}
-	core.AnswerCoord(c, e.ID, e.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
+	core.AnswerCoord(c, e.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
 }
 
 // authorizeCoord checks a coordination request's node path against the
