@@ -16,7 +16,8 @@ import (
 // records what the client sends: every session request must name its
 // session (CoordForSession).
 type sharedServer struct {
-	ln net.Listener
+	ln     net.Listener
+	legacy bool // announce no ReadySessions: a server older than shared sessions
 
 	mu       sync.Mutex
 	conns    []net.Conn
@@ -28,12 +29,12 @@ type sharedServer struct {
 	bound    map[net.Conn][]uint64 // the sessions each connection attached
 }
 
-func startSharedServer(t *testing.T) *sharedServer {
+func startSharedServer(t *testing.T, legacy bool) *sharedServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sharedServer{ln: ln, requests: map[uint64][]uint8{}, bound: map[net.Conn][]uint64{}}
+	s := &sharedServer{ln: ln, legacy: legacy, requests: map[uint64][]uint8{}, bound: map[net.Conn][]uint64{}}
 	t.Cleanup(func() {
 		ln.Close()
 		s.mu.Lock()
@@ -70,7 +71,11 @@ func (s *sharedServer) serve(nc net.Conn) {
 		defer wmu.Unlock()
 		nc.Write(wire.Append(nil, fr))
 	}
-	send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: wire.ReadyLeader | wire.ReadySessions, Interval: 5000, Count: 64, Text: []byte("fake")})
+	flags := wire.ReadyLeader | wire.ReadySessions
+	if s.legacy {
+		flags = wire.ReadyLeader
+	}
+	send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags, Interval: 5000, Count: 64, Text: []byte("fake")})
 	r.AllowCoordFrames()
 	for r.Next(&f) == nil {
 		if f.Type == wire.TypePing {
@@ -86,6 +91,16 @@ func (s *sharedServer) serve(nc net.Conn) {
 		}
 		op := f.Op &^ wire.CoordForSession
 		s.mu.Lock()
+		if s.legacy && f.Op != op {
+			s.mu.Unlock()
+			// An older server knows no such sub-op.
+			send(&wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeUnknownFrame), Text: []byte("unknown coordination sub-op")})
+			return
+		}
+		if s.legacy && op > wire.CoordAttach && op <= wire.CoordDescribeSemaphore {
+			// One session per connection: the one it attached.
+			req.Session = s.bound[nc][0]
+		}
 		if f.Op&wire.CoordForSession == 0 && op >= wire.CoordAttach && op <= wire.CoordDescribeSemaphore {
 			s.plain = append(s.plain, op)
 		}
@@ -163,7 +178,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 // and restores itself on the broker's next connection; a SessionEnded for
 // one session ends that one only; Close stops its own session.
 func TestSessionsShareTheBrokersConnection(t *testing.T) {
-	srv := startSharedServer(t)
+	srv := startSharedServer(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := newClient(t, srv.ln.Addr().String())
@@ -228,5 +243,38 @@ func TestSessionsShareTheBrokersConnection(t *testing.T) {
 	_, _, reqs, plain = srv.snapshot()
 	if got := reqs[sessions[1].ID()]; len(got) != 2 || got[1] != wire.CoordStop || len(plain) != 0 {
 		t.Fatalf("session %d sent %v (plain %v), want its acquire and its stop", sessions[1].ID(), got, plain)
+	}
+}
+
+// TestSessionsOnAnOlderServer: a server that does not announce
+// ReadySessions gets what it understands: each session on a connection of
+// its own, dialled as the broker dials, with plain session requests.
+func TestSessionsOnAnOlderServer(t *testing.T) {
+	srv := startSharedServer(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, srv.ln.Addr().String())
+	var sessions []*coordination.Session
+	for range 2 {
+		s, err := c.Session(ctx, "/n", coordination.WithTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+		if _, err := s.AcquireSemaphore(ctx, "sem"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns, attaches, reqs, plain := srv.snapshot()
+	if conns != 3 || len(attaches) != 2 || len(plain) != 4 {
+		t.Fatalf("%d connections, %d attaches, plain session requests %v; want 3 (the broker's and one per session), 2, 4", conns, len(attaches), plain)
+	}
+	for _, s := range sessions {
+		if got := reqs[s.ID()]; len(got) != 1 || got[0] != wire.CoordAcquire {
+			t.Fatalf("session %d sent %v, want one acquire", s.ID(), got)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
