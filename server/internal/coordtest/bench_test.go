@@ -26,7 +26,8 @@ func benchCtx(b *testing.B) context.Context {
 	return ctx
 }
 
-// benchSessionsOn opens n sessions on path, each with its own connection.
+// benchSessionsOn opens n sessions on path, on c's broker (its one
+// connection, against a server that carries many sessions on one).
 func benchSessionsOn(b *testing.B, ctx context.Context, c *coordination.Client, path string, n int, opts ...coordination.SessionOption) []*coordination.Session {
 	out := make([]*coordination.Session, n)
 	for i := range out {
@@ -40,7 +41,7 @@ func benchSessionsOn(b *testing.B, ctx context.Context, c *coordination.Client, 
 	return out
 }
 
-// BenchmarkSemaphore128Sessions: 128 sessions, each on its own connection,
+// BenchmarkSemaphore128Sessions: 128 sessions of one client (one broker)
 // acquire and release one unit of one semaphore in a loop; one op = one
 // acquire+release pair. limit=128: nobody queues; limit=8: 120 sessions wait
 // in the FIFO queue at any time, so each release hands the unit over.
@@ -187,8 +188,8 @@ func BenchmarkElectionFailover(b *testing.B) {
 	}
 }
 
-// BenchmarkServerFailover: three servers, 128 sessions (each with its own
-// connection and one hold on a shared semaphore). One op = the time from
+// BenchmarkServerFailover: three servers, 128 sessions of one client (each
+// with one hold on a shared semaphore). One op = the time from
 // killing the leading server until every session is attached again at the
 // new leader, with its hold (the restore keeps it). The killed server is
 // restarted between ops, outside the timing.
