@@ -113,6 +113,7 @@ fuzz ./server/internal/fsm FuzzReadSnapshot
 fuzz ./server/cmd/ticketd FuzzLoadConfigFile 20000x
 fuzz ./server/internal/node FuzzReadHandshake
 fuzz ./internal/wire FuzzDecodeCoord
+fuzz ./internal/wire FuzzDecodeReplies
 fuzz ./internal/wire FuzzReaderCoordFrames
 fuzz ./internal/adminwire FuzzDecodeRequest
 fuzz ./server/internal/fsm FuzzDecodeCoordBatch

@@ -286,3 +286,28 @@ func TestCoordForSession(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowCoordReplies: a client's Reader refuses a frame over MaxFrame
+// on its length prefix alone (without waiting for its type byte) until
+// AllowCoordReplies; then a T up to MaxCoordFrame is read, and any other
+// oversized frame is still refused.
+func TestAllowCoordReplies(t *testing.T) {
+	big := Append(nil, CoordFrame(true, 1, CoordDescribeSemaphore, 0, &Coord{Data: bytes.Repeat([]byte("d"), MaxFrame)}))
+	prefixOnly := big[:HeaderLen]
+	var f Frame
+	if err := NewReader(bytes.NewReader(prefixOnly)).Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized prefix before AllowCoordReplies: %v, want frame too large at once", err)
+	}
+	r := NewReader(bytes.NewReader(big))
+	r.AllowCoordReplies()
+	if err := r.Next(&f); err != nil || f.Type != TypeCoordReply || len(f.Text) <= MaxFrame {
+		t.Fatalf("large T after AllowCoordReplies: %s %d bytes, %v", f.Type, len(f.Text), err)
+	}
+	other := append([]byte(nil), big...)
+	other[HeaderLen] = byte(TypeInfo)
+	r = NewReader(bytes.NewReader(other))
+	r.AllowCoordReplies()
+	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
+		t.Fatalf("oversized I after AllowCoordReplies: %v, want frame too large", err)
+	}
+}

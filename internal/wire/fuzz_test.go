@@ -97,3 +97,37 @@ func checkStreamError(t *testing.T, rest []byte, err error) {
 		t.Fatalf("unexpected error %T: %v", err, err)
 	}
 }
+
+// FuzzDecodeReplies is FuzzDecode for a client's Reader after
+// AllowCoordReplies: a frame longer than MaxFrame is accepted only as a T
+// up to MaxCoordFrame, and every accepted frame re-encodes to its bytes.
+func FuzzDecodeReplies(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(Append(nil, CoordFrame(true, 1, CoordDescribeSemaphore, 0, &Coord{Data: bytes.Repeat([]byte("d"), MaxFrame)})))
+	f.Add(Append(nil, &Frame{Type: TypeGranted, ID: 1, Token: 7, Lease: 1}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(bytes.NewReader(data))
+		r.AllowCoordReplies()
+		var fr Frame
+		off := 0
+		for {
+			err := r.Next(&fr)
+			if err != nil {
+				var we *Error
+				if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.As(err, &we) {
+					t.Fatalf("unexpected error %T: %v", err, err)
+				}
+				return
+			}
+			n := int(be.Uint32(data[off:]))
+			raw := data[off : off+HeaderLen+n]
+			if n > MaxFrame && (fr.Type != TypeCoordReply || n > MaxCoordFrame) {
+				t.Fatalf("accepted a %s frame of %d bytes", fr.Type, n)
+			}
+			if enc := Append(nil, &fr); !bytes.Equal(enc, raw) {
+				t.Fatalf("frame %s at offset %d is not canonical:\nread    %x\nencoded %x", fr.Type, off, raw, enc)
+			}
+			off += len(raw)
+		}
+	})
+}
