@@ -55,7 +55,7 @@ var byKind = func() map[Kind]*command {
 // KindInfo describes one op kind, for the dispatcher's registry and the docs.
 type KindInfo struct {
 	Kind Kind
-	Name string // as in the docs, e.g. "coordination attach"
+	Name string // as in the docs, e.g. "attach"
 	Doc  string // one sentence
 }
 

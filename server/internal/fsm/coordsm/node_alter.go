@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdAlterNode = command{kind: AlterNode, name: "coordination alter node", fields: fPath | fConfig,
+var cmdAlterNode = command{kind: AlterNode, name: "alter node", fields: fPath | fConfig,
 	doc: "Changes the configuration of the node at Path; zero fields stay unchanged.",
 	apply: func(a *applier, o *Op) Status {
 		n := a.c.nodes[o.Path]

@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdCreateNode = command{kind: CreateNode, name: "coordination create node", fields: fPath | fConfig,
+var cmdCreateNode = command{kind: CreateNode, name: "create node", fields: fPath | fConfig,
 	doc: "Creates a node at Path with Config, each zero field taking its default.",
 	apply: func(a *applier, o *Op) Status {
 		c := a.c

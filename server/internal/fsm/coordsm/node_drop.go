@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-var cmdDropNode = command{kind: DropNode, name: "coordination drop node", fields: fPath,
+var cmdDropNode = command{kind: DropNode, name: "drop node", fields: fPath,
 	doc: "Deletes the node at Path with its semaphores and ends its sessions (told EXPIRED).",
 	apply: func(a *applier, o *Op) Status {
 		n := a.c.nodes[o.Path]

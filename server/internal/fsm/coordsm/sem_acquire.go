@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-var cmdAcquire = command{kind: Acquire, name: "coordination acquire", fields: fSession | fSeqNo | fName | fCount | fTimeout | fData | fEphemeral,
+var cmdAcquire = command{kind: Acquire, name: "acquire", fields: fSession | fSeqNo | fName | fCount | fTimeout | fData | fEphemeral,
 	doc:   "Takes Count of semaphore Name for the session, or queues for it up to TimeoutMs; an Ephemeral one is created on first use. Order ids come from the fencing-token counter.",
 	apply: onSemaphore(acquireSem)}
 

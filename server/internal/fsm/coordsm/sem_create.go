@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdCreateSem = command{kind: CreateSem, name: "coordination create semaphore", fields: fSession | fSeqNo | fName | fLimit | fData,
+var cmdCreateSem = command{kind: CreateSem, name: "create semaphore", fields: fSession | fSeqNo | fName | fLimit | fData,
 	doc: "Creates a persistent semaphore Name with Limit and Data on the session's node.",
 	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
 		if o.Limit == 0 {

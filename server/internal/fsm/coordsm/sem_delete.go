@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdDeleteSem = command{kind: DeleteSem, name: "coordination delete semaphore", fields: fSession | fSeqNo | fName | fForce,
+var cmdDeleteSem = command{kind: DeleteSem, name: "delete semaphore", fields: fSession | fSeqNo | fName | fForce,
 	doc: "Deletes semaphore Name: refused while held or awaited unless Force, which aborts its waiters and takes its owners' holds.",
 	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
 		c, r := a.c, a.r

@@ -2,7 +2,7 @@ package coordsm
 
 import "slices"
 
-var cmdRelease = command{kind: Release, name: "coordination release", fields: fSession | fSeqNo | fName,
+var cmdRelease = command{kind: Release, name: "release", fields: fSession | fSeqNo | fName,
 	doc: "Ends the session's hold on, or wait for, semaphore Name and grants the waiters that now fit.",
 	apply: onSemaphore(func(a *applier, n *node, ss *session, sem *semaphore, _ *Op) Status {
 		r := a.r

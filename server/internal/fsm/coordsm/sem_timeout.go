@@ -2,7 +2,7 @@ package coordsm
 
 import "slices"
 
-var cmdTimeout = command{kind: Timeout, name: "coordination timeout", fields: fSession | fName | fOrder,
+var cmdTimeout = command{kind: Timeout, name: "timeout", fields: fSession | fName | fOrder,
 	doc: "Proposed by the leader: ends the queued acquire OrderID of the session once the batch time has reached its deadline.",
 	apply: func(a *applier, o *Op) Status {
 		c := a.c

@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdUpdateSem = command{kind: UpdateSem, name: "coordination update semaphore", fields: fSession | fSeqNo | fName | fData,
+var cmdUpdateSem = command{kind: UpdateSem, name: "update semaphore", fields: fSession | fSeqNo | fName | fData,
 	doc: "Replaces the Data of semaphore Name.",
 	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
 		if sem == nil {

@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdAttach = command{kind: Attach, name: "coordination attach", fields: fPath | fSession | fSeqNo | fKey | fTimeout | fDesc,
+var cmdAttach = command{kind: Attach, name: "attach", fields: fPath | fSession | fSeqNo | fKey | fTimeout | fDesc,
 	doc: "Starts a session on the node at Path (Session 0) or attaches an existing one with its protection key and a seq_no not below its last.",
 	apply: func(a *applier, o *Op) Status {
 		c, r := a.c, a.r

@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdDetach = command{kind: Detach, name: "coordination detach", fields: fSession | fSeqNo,
+var cmdDetach = command{kind: Detach, name: "detach", fields: fSession | fSeqNo,
 	doc: "Marks the session detached (its connection ended); it expires after its timeout unless attached again.",
 	apply: func(a *applier, o *Op) Status {
 		ss, st := a.c.attached(o)

@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-var cmdExpire = command{kind: Expire, name: "coordination expire", fields: fSession,
+var cmdExpire = command{kind: Expire, name: "expire", fields: fSession,
 	doc: "Proposed by the leader: ends a detached session whose expiry the batch time has reached.",
 	apply: func(a *applier, o *Op) Status {
 		ss := a.c.sessions[o.Session]

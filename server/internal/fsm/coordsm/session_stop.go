@@ -1,6 +1,6 @@
 package coordsm
 
-var cmdStop = command{kind: Stop, name: "coordination stop", fields: fSession | fSeqNo,
+var cmdStop = command{kind: Stop, name: "stop", fields: fSession | fSeqNo,
 	doc: "Ends the session at its client's request: its holds are released and its waits dropped.",
 	apply: func(a *applier, o *Op) Status {
 		ss, st := a.c.attached(o)
