@@ -186,7 +186,19 @@ func (s *State) ApplyInto(b Batch, res []Result) []Result {
 	return res
 }
 
+// apply routes op to the part of the state that owns its kind (kinds.go).
 func (s *State) apply(now int64, op *Op) Result {
+	switch owners[op.Kind] {
+	case ownerTickets, ownerCluster:
+		return s.applyTicket(now, op)
+	case ownerCoordination:
+		return s.applyCoord(now, op)
+	}
+	return Result{Status: Invalid}
+}
+
+// applyTicket applies a ticket or cluster identity op.
+func (s *State) applyTicket(now int64, op *Op) Result {
 	switch op.Kind {
 	case OpAcquire:
 		if op.LeaseMs == 0 || op.Key == "" {
@@ -260,9 +272,6 @@ func (s *State) apply(now int64, op *Op) Result {
 			delete(s.admitted, op.NodeID)
 		}
 		return Result{Status: Done}
-	}
-	if isCoordKind(op.Kind) {
-		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
 }
