@@ -443,8 +443,8 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 	}
 }
 
-// coordConnClosed detaches the connection's session (its expiry clock starts
-// when the detach is applied) and forgets its pending answers and watches:
+// coordConnClosed detaches the connection's sessions (each one's expiry
+// clock starts when its detach is applied) and forgets its pending answers and watches:
 // the session keeps its holds and queue positions until it expires.
 func (c *Core) coordConnClosed(cn Replier) {
 	// Each session the connection carried is detached on its own.

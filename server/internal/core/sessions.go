@@ -4,9 +4,10 @@ import "slices"
 
 // This file holds which connection carries which coordination session: the
 // only coordination state that belongs to connections rather than to the
-// replicated state. Every lookup of a session by its connection, or of a
-// connection by its session, goes through bindings, so that the rules of
-// which sessions a connection carries live here alone:
+// replicated state. Bindings are keyed by (connection, session); every lookup
+// of a session by its connection, or of a connection by its session, goes
+// through them, so that the rules of which sessions a connection carries
+// live here alone:
 //
 //   - a connection whose session requests name no session carries one
 //     session (its attach binds it, a later attach of another session
