@@ -6,7 +6,6 @@ import (
 	"time"
 )
 
-
 // The coordination checks find each planted violation and pass the clean
 // histories next to them.
 func TestCheckCoordFindsPlantedViolations(t *testing.T) {
