@@ -180,6 +180,10 @@ func checkLimit(sem string, limit uint64, holds []CoordHold) (uint64, []string) 
 	})
 	var held, most uint64
 	var out []string
+	// Episodes past the first few are counted, not listed: one hold kept
+	// too long overlaps every hold of the others.
+	const maxEpisodes = 5
+	episodes := 0
 	active := map[int]bool{}
 	var episode struct {
 		on    bool
@@ -224,9 +228,15 @@ func checkLimit(sem string, limit uint64, holds []CoordHold) (uint64, []string) 
 			if limit == 1 && len(idx) > 0 && holds[idx[0]].Election {
 				kind = "election (two leaders)"
 			}
-			out = append(out, fmt.Sprintf("[limit] %s %s, limit %d: %d units held at once from the clients' view for %v from %v: %s",
-				kind, sem, limit, episode.peak, (e.t-episode.start).Round(time.Millisecond), episode.start.Round(time.Millisecond), strings.Join(ws, "; ")))
+			episodes++
+			if episodes <= maxEpisodes {
+				out = append(out, fmt.Sprintf("[limit] %s %s, limit %d: %d units held at once from the clients' view for %v from %v: %s",
+					kind, sem, limit, episode.peak, (e.t-episode.start).Round(time.Millisecond), episode.start.Round(time.Millisecond), strings.Join(ws, "; ")))
+			}
 		}
+	}
+	if episodes > maxEpisodes {
+		out = append(out, fmt.Sprintf("[limit] %s, limit %d: %d more episodes over the limit (%d in all)", sem, limit, episodes-maxEpisodes, episodes))
 	}
 	return most, out
 }
