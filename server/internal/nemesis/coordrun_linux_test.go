@@ -8,33 +8,28 @@ import (
 	"time"
 )
 
-// TestCoordShortRun is the coordination CI run: a 3-node cluster in
+// TestCoordPartitions is the coordination run: a 3-node cluster in
 // network namespaces, the coordination SDK's workload (12 sessions, a
 // third each in the two client groups' namespaces and the root namespace)
-// beside the tickets one, and each coordination fault once in a seeded
-// order (CoordFaults, each held 2-6 s). It fails on any violation from the
+// beside the tickets one, and each coordination fault (CoordFaults) once in
+// a seeded order, each held 2-6 s. It fails on any violation from the
 // clients' view: a semaphore over its limit, two leaders of the election,
 // an order id going backwards, a call returning more than 100 ms after its
 // context ended, a session its client gave up still on the server past its
 // bound. TICKETING_NEMESIS_SEED=S repeats a run's schedule.
 //
-// TICKETING_NEMESIS_COORD_RUNS=N makes TestCoordLongRuns do N runs of 120 s
-// of coordination faults each instead (docs/reliability.md).
-func TestCoordShortRun(t *testing.T) {
-	runCoord(t, 0)
-}
-
-// TestCoordLongRuns runs TICKETING_NEMESIS_COORD_RUNS runs (default none:
-// the test then does nothing, the short run is TestCoordShortRun) of
-// 120 s of faults each (TICKETING_NEMESIS_COORD_DURATION overrides it).
-func TestCoordLongRuns(t *testing.T) {
+// By default it is one short run (CI). TICKETING_NEMESIS_COORD_RUNS=N
+// makes it N runs of 120 s of faults each (TICKETING_NEMESIS_COORD_DURATION
+// sets another length); give go test a -timeout of 4 minutes a run.
+func TestCoordPartitions(t *testing.T) {
 	v := os.Getenv("TICKETING_NEMESIS_COORD_RUNS")
 	if v == "" {
-		return // the long runs are asked for; the CI run is TestCoordShortRun
+		runCoord(t, 0)
+		return
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Fatalf("TICKETING_NEMESIS_COORD_RUNS=%q: want a number of runs", v)
+		t.Fatalf("TICKETING_NEMESIS_COORD_RUNS=%q: want a positive number of runs", v)
 	}
 	d := 120 * time.Second
 	if s := os.Getenv("TICKETING_NEMESIS_COORD_DURATION"); s != "" {
