@@ -29,18 +29,26 @@ type CoordHold struct {
 	Why      string        // what ended it: released, resigned, or the context's cause
 }
 
-// CoordCall is one SDK call made with a context that has a deadline: its
-// lag is how long after that deadline it returned (0: it returned before).
+// CoordCall is one SDK call made with a context that has a deadline.
 type CoordCall struct {
 	Op       string
-	Deadline time.Duration
-	Return   time.Duration
-	Err      string
+	Deadline time.Duration // the context's deadline
+	// Ended is when the context's end was seen (context.AfterFunc), 0 if
+	// not before the call returned: on a busy machine the runtime may end
+	// a context later than its deadline.
+	Ended  time.Duration
+	Return time.Duration
+	Err    string
 }
 
-// Lag is how late the call returned after its context ended (0 if it
+// Lag is how late the call returned after its context's deadline (0 if it
 // returned before).
 func (c CoordCall) Lag() time.Duration { return max(c.Return-c.Deadline, 0) }
+
+// SDKLag is how late the call returned after its context ended: after
+// the deadline, or after the moment the context's end was seen if that
+// came later (the part of the lag that is the SDK's, not the timer's).
+func (c CoordCall) SDKLag() time.Duration { return max(c.Return-max(c.Deadline, c.Ended), 0) }
 
 // CoordExpiry is a session its client gave up (abandoned by the workload,
 // or ended on the client by an expiry) and what the server was seen doing
@@ -75,10 +83,14 @@ type CoordCheck struct {
 	Terms      int // leaderships in the election
 	Grants     int // grants whose order ids were compared
 	Violations []string
-	// LagCalls is how many calls returned after their context ended; the
-	// lag's median, 99th percentile and maximum over them.
-	Calls, LagCalls        int
-	LagP50, LagP99, LagMax time.Duration
+	// LagCalls is how many calls returned after their context's
+	// deadline; the lag's median, 99th percentile and maximum over them,
+	// counted from the deadline (Lag) and from the context's end (SDKLag,
+	// what MaxLag bounds); Slowest are the three latest calls by SDKLag.
+	Calls, LagCalls                 int
+	LagP50, LagP99, LagMax          time.Duration
+	SDKLagP50, SDKLagP99, SDKLagMax time.Duration
+	Slowest                         []CoordCall
 	// Expiries, with the longest time from the client's detach to the
 	// last listing that showed the session, and to the first that did not.
 	Expiries             int
@@ -113,23 +125,24 @@ func CheckCoord(holds []CoordHold, calls []CoordCall, expiries []CoordExpiry, li
 	}
 	r.Grants, r.Violations = len(holds), append(r.Violations, checkOrder(holds)...)
 
-	var lags []time.Duration
+	var lags, sdk []time.Duration
+	var late []CoordCall
 	r.Calls = len(calls)
 	for _, c := range calls {
 		if c.Return <= c.Deadline {
 			continue
 		}
-		lags = append(lags, c.Lag())
-		if lim.MaxLag > 0 && c.Lag() > lim.MaxLag {
-			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended (bound %v; deadline at %v, returned at %v: %s)",
-				c.Op, c.Lag().Round(time.Millisecond), lim.MaxLag, c.Deadline.Round(time.Millisecond), c.Return.Round(time.Millisecond), c.Err))
+		lags, sdk, late = append(lags, c.Lag()), append(sdk, c.SDKLag()), append(late, c)
+		if lim.MaxLag > 0 && c.SDKLag() > lim.MaxLag {
+			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended (bound %v; deadline at %v, end seen at %v, returned at %v: %s)",
+				c.Op, c.SDKLag().Round(time.Millisecond), lim.MaxLag, c.Deadline.Round(time.Millisecond), c.Ended.Round(time.Millisecond), c.Return.Round(time.Millisecond), c.Err))
 		}
 	}
 	r.LagCalls = len(lags)
-	if len(lags) > 0 {
-		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
-		r.LagP50, r.LagP99, r.LagMax = lags[len(lags)/2], lags[(len(lags)*99+99)/100-1], lags[len(lags)-1]
-	}
+	r.LagP50, r.LagP99, r.LagMax = percentiles(lags)
+	r.SDKLagP50, r.SDKLagP99, r.SDKLagMax = percentiles(sdk)
+	sort.Slice(late, func(i, j int) bool { return late[i].SDKLag() > late[j].SDKLag() })
+	r.Slowest = late[:min(3, len(late))]
 
 	r.Expiries = len(expiries)
 	for _, e := range expiries {
@@ -152,6 +165,16 @@ func CheckCoord(holds []CoordHold, calls []CoordCall, expiries []CoordExpiry, li
 		}
 	}
 	return r
+}
+
+// percentiles returns the median, 99th percentile (nearest rank) and
+// maximum of d (sorting it).
+func percentiles(d []time.Duration) (p50, p99, most time.Duration) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2], d[(len(d)*99+99)/100-1], d[len(d)-1]
 }
 
 // checkLimit sweeps a semaphore's holds in time order: at no moment may

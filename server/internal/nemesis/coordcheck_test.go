@@ -28,6 +28,8 @@ func TestCheckCoordFindsPlantedViolations(t *testing.T) {
 		{name: "order id backwards", holds: []CoordHold{hold(1, "one", 1, 9, 10*ms, 20*ms), hold(2, "three", 1, 8, 30*ms, 40*ms)}, want: "[order]"},
 		{name: "a hold returned again keeps its order id", holds: []CoordHold{hold(1, "three", 1, 5, 10*ms, 20*ms), hold(2, "one", 1, 6, 25*ms, 28*ms), hold(1, "three", 1, 5, 30*ms, 40*ms)}},
 		{name: "late return", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: time.Second + 101*ms}}, want: "[lag]"},
+		{name: "late after the context's end", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Ended: 1010 * ms, Return: 1200 * ms}}, want: "[lag]"},
+		{name: "prompt after a late timer", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Ended: 1200 * ms, Return: 1250 * ms}}},
 		{name: "prompt return", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: time.Second + 99*ms}, {Op: "acquire one", Deadline: time.Second, Return: time.Second / 2}}},
 		{name: "expiry late", expiries: []CoordExpiry{{Session: 3, Detached: time.Second, LastSeen: 12 * time.Second, Gone: 12200 * ms}}, want: "[expiry]"},
 		{name: "never gone", expiries: []CoordExpiry{{Session: 3, Detached: time.Second, LastSeen: 2 * time.Second, Gone: -1}}, want: "never seen gone"},

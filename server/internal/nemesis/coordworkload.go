@@ -266,10 +266,29 @@ func (w *CoordWorkload) noteErr(err error) {
 	w.mu.Unlock()
 }
 
-// noteCall records a call made with ctx (which has a deadline).
-func (w *CoordWorkload) noteCall(op string, ctx context.Context, ret time.Duration, err error) {
-	dl, _ := ctx.Deadline()
-	c := CoordCall{Op: op, Deadline: w.h.Since(dl), Return: ret}
+// callContext is a context ending after d that notes (with
+// context.AfterFunc) when the runtime ended it: a call's lag is counted
+// from that moment, so that the machine's own delay in firing the timer
+// (2 busy cores) is not put on the SDK; the lag after the deadline itself
+// is reported too.
+type callContext struct {
+	context.Context
+	cancel context.CancelFunc
+	ended  atomic.Int64 // history time the context's end was seen; 0: not yet
+}
+
+func (w *CoordWorkload) callContext(d time.Duration) *callContext {
+	cc := &callContext{}
+	cc.Context, cc.cancel = context.WithTimeout(context.Background(), d)
+	context.AfterFunc(cc.Context, func() { cc.ended.Store(int64(w.h.Now())) })
+	return cc
+}
+
+// noteCall records a call made with cc that returned at ret, and ends cc.
+func (w *CoordWorkload) noteCall(op string, cc *callContext, ret time.Duration, err error) {
+	dl, _ := cc.Deadline()
+	c := CoordCall{Op: op, Deadline: w.h.Since(dl), Ended: time.Duration(cc.ended.Load()), Return: ret}
+	cc.cancel()
 	if err != nil {
 		c.Err = err.Error()
 	}
@@ -343,10 +362,9 @@ func (w *CoordWorkload) run(i int, rng *rand.Rand) {
 		if sl.gone || sl.s.Context().Err() != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx := w.callContext(2 * time.Second)
 		err := sl.s.Close(ctx)
 		w.noteCall("close session", ctx, w.h.Now(), err)
-		cancel()
 	}
 }
 
@@ -363,8 +381,7 @@ func (w *CoordWorkload) open(i int) *slot {
 	w.mu.Lock()
 	w.clients = append(w.clients, c)
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
+	ctx := w.callContext(3 * time.Second)
 	s, err := c.Session(ctx, CoordNode, coordination.WithTimeout(w.cfg.Timeout), coordination.WithDescription(fmt.Sprintf("nemesis slot %d", i)),
 		coordination.WithStateCallback(func(st coordination.State) {
 			if st == coordination.Detached {
@@ -428,10 +445,9 @@ func (w *CoordWorkload) keep(sl *slot, h CoordHold, hctx context.Context, hold t
 	select {
 	case <-t.C:
 		h.To, h.Why = w.h.Now(), "released"
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx := w.callContext(2 * time.Second)
 		err := release(ctx)
 		w.noteCall("release "+h.Sem, ctx, w.h.Now(), err)
-		cancel()
 		if err != nil && !errors.Is(err, coordination.ErrNotLeading) {
 			w.noteErr(err)
 		}
@@ -448,13 +464,12 @@ func (w *CoordWorkload) addHold(h CoordHold) {
 }
 
 func (w *CoordWorkload) hold(sl *slot, sem string, count uint64, rng *rand.Rand) {
-	ctx, cancel := context.WithTimeout(context.Background(), randDur(rng, 300*time.Millisecond, 3*time.Second))
+	ctx := w.callContext(randDur(rng, 300*time.Millisecond, 3*time.Second))
 	call := w.h.Now()
 	l, err := sl.s.AcquireSemaphore(ctx, sem, coordination.Count(count))
 	ret := w.h.Now()
-	w.noteCall("acquire "+sem, ctx, ret, err)
 	ctxEnded := ctx.Err() != nil
-	cancel()
+	w.noteCall("acquire "+sem, ctx, ret, err)
 	if err != nil {
 		if !ctxEnded {
 			w.noteErr(err)
@@ -470,13 +485,12 @@ func (w *CoordWorkload) hold(sl *slot, sem string, count uint64, rng *rand.Rand)
 }
 
 func (w *CoordWorkload) lead(sl *slot, rng *rand.Rand) {
-	ctx, cancel := context.WithTimeout(context.Background(), randDur(rng, 300*time.Millisecond, 3*time.Second))
+	ctx := w.callContext(randDur(rng, 300*time.Millisecond, 3*time.Second))
 	call := w.h.Now()
 	ld, err := sl.e.Campaign(ctx, []byte(fmt.Sprintf("session %d", sl.s.ID())))
 	ret := w.h.Now()
-	w.noteCall("campaign", ctx, ret, err)
 	ctxEnded := ctx.Err() != nil
-	cancel()
+	w.noteCall("campaign", ctx, ret, err)
 	if err != nil {
 		if !ctxEnded {
 			w.noteErr(err)
