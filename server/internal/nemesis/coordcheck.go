@@ -91,6 +91,13 @@ type CoordCheck struct {
 	LagP50, LagP99, LagMax          time.Duration
 	SDKLagP50, SDKLagP99, SDKLagMax time.Duration
 	Slowest                         []CoordCall
+	// TakenOver counts the holds of a limit-1 semaphore (or the election)
+	// that ended without a release or resign (the session's deadline, its
+	// expiry) and were followed by another session's grant; Margin is the
+	// shortest time from such a hold's end to that grant (the old holder
+	// let go first by at least this much), MarginP50 the median.
+	TakenOver         int
+	Margin, MarginP50 time.Duration
 	// Expiries, with the longest time from the client's detach to the
 	// last listing that showed the session, and to the first that did not.
 	Expiries             int
@@ -124,6 +131,30 @@ func CheckCoord(holds []CoordHold, calls []CoordCall, expiries []CoordExpiry, li
 		r.Violations = append(r.Violations, v...)
 	}
 	r.Grants, r.Violations = len(holds), append(r.Violations, checkOrder(holds)...)
+	var margins []time.Duration
+	for _, sem := range sems {
+		if lim.Limits[sem] != 1 {
+			continue
+		}
+		hs := append([]CoordHold(nil), bySem[sem]...)
+		sort.Slice(hs, func(i, j int) bool { return hs[i].From < hs[j].From })
+		for i, h := range hs {
+			if h.Why == "released" || h.To <= h.From {
+				continue
+			}
+			for _, g := range hs[i+1:] {
+				if g.Session != h.Session {
+					margins = append(margins, g.From-h.To)
+					break
+				}
+			}
+		}
+	}
+	r.TakenOver = len(margins)
+	if len(margins) > 0 {
+		r.MarginP50, _, _ = percentiles(margins)
+		r.Margin = margins[0]
+	}
 
 	var lags, sdk []time.Duration
 	var late []CoordCall

@@ -24,6 +24,8 @@ func (r *Report) coordSection() string {
 		}
 		fmt.Fprintf(&b, "    slowest: %s at %v: %v after the deadline (end %s): %s\n", s.Op, s.Return.Round(time.Millisecond), r10(s.Lag()), end, s.Err)
 	}
+	fmt.Fprintf(&b, "  limit-1 and election holds given up without a release, then granted to another session: %d; the other's grant came at least %v (median %v) after the old holder's context ended\n",
+		c.TakenOver, c.Margin.Round(time.Millisecond), c.MarginP50.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  sessions given up: %d; from the client's detach, listed on the server for at most %v, gone (first listing without it) at most %v later\n",
 		c.Expiries, c.MaxLastSeen.Round(time.Millisecond), c.MaxGone.Round(time.Millisecond))
 	if len(r.CoordErrs) > 0 {
