@@ -33,9 +33,9 @@ type CoordHold struct {
 type CoordCall struct {
 	Op       string
 	Deadline time.Duration // the context's deadline
-	// Ended is when the context's end was seen (context.AfterFunc), 0 if
-	// not before the call returned: on a busy machine the runtime may end
-	// a context later than its deadline.
+	// Ended is when the context was ended (by its timer, which notes the
+	// moment before it closes Done), 0 if not before the call returned: on
+	// a busy machine a timer may fire later than its deadline.
 	Ended  time.Duration
 	Return time.Duration
 	Err    string
@@ -46,8 +46,8 @@ type CoordCall struct {
 func (c CoordCall) Lag() time.Duration { return max(c.Return-c.Deadline, 0) }
 
 // SDKLag is how late the call returned after its context ended: after
-// the deadline, or after the moment the context's end was seen if that
-// came later (the part of the lag that is the SDK's, not the timer's).
+// the deadline, or after the moment its timer ended it if that came
+// later (the part of the lag that is the SDK's, not the timer's).
 func (c CoordCall) SDKLag() time.Duration { return max(c.Return-max(c.Deadline, c.Ended), 0) }
 
 // CoordExpiry is a session its client gave up (abandoned by the workload,
@@ -165,7 +165,7 @@ func CheckCoord(holds []CoordHold, calls []CoordCall, expiries []CoordExpiry, li
 		}
 		lags, sdk, late = append(lags, c.Lag()), append(sdk, c.SDKLag()), append(late, c)
 		if lim.MaxLag > 0 && c.SDKLag() > lim.MaxLag {
-			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended (bound %v; deadline at %v, end seen at %v, returned at %v: %s)",
+			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended (bound %v; deadline at %v, ended at %v, returned at %v: %s)",
 				c.Op, c.SDKLag().Round(time.Millisecond), lim.MaxLag, c.Deadline.Round(time.Millisecond), c.Ended.Round(time.Millisecond), c.Return.Round(time.Millisecond), c.Err))
 		}
 	}

@@ -266,29 +266,48 @@ func (w *CoordWorkload) noteErr(err error) {
 	w.mu.Unlock()
 }
 
-// callContext is a context ending after d that notes (with
-// context.AfterFunc) when the runtime ended it: a call's lag is counted
-// from that moment, so that the machine's own delay in firing the timer
-// (2 busy cores) is not put on the SDK; the lag after the deadline itself
-// is reported too.
+// callContext is a call's context: it ends d after it was made, by a
+// timer of its own that notes the moment it ends the context (before
+// closing Done), so that a call's lag is counted from the moment its
+// context really ended: a busy machine (2 cores, other work) can fire a
+// timer well after its deadline, and that delay is not the SDK's. The lag
+// after the deadline itself is reported too.
 type callContext struct {
-	context.Context
-	cancel context.CancelFunc
-	ended  atomic.Int64 // history time the context's end was seen; 0: not yet
+	context.Context // a cancel context: Done, Value, and propagation to children
+	cancel          context.CancelCauseFunc
+	deadline        time.Time
+	timer           *time.Timer
+	ended           atomic.Int64 // history time the timer ended it; 0: not (yet)
 }
 
 func (w *CoordWorkload) callContext(d time.Duration) *callContext {
-	cc := &callContext{}
-	cc.Context, cc.cancel = context.WithTimeout(context.Background(), d)
-	context.AfterFunc(cc.Context, func() { cc.ended.Store(int64(w.h.Now())) })
+	cc := &callContext{deadline: time.Now().Add(d)}
+	cc.Context, cc.cancel = context.WithCancelCause(context.Background())
+	cc.timer = time.AfterFunc(d, func() {
+		cc.ended.Store(int64(w.h.Now()))
+		cc.cancel(context.DeadlineExceeded)
+	})
 	return cc
+}
+
+// Deadline is the context's deadline (the SDK bounds what it derives by it).
+func (cc *callContext) Deadline() (time.Time, bool) { return cc.deadline, true }
+
+// Err is context.DeadlineExceeded once the timer ended the context, as
+// for a context.WithTimeout.
+func (cc *callContext) Err() error {
+	if cc.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(cc.Context)
 }
 
 // noteCall records a call made with cc that returned at ret, and ends cc.
 func (w *CoordWorkload) noteCall(op string, cc *callContext, ret time.Duration, err error) {
 	dl, _ := cc.Deadline()
 	c := CoordCall{Op: op, Deadline: w.h.Since(dl), Ended: time.Duration(cc.ended.Load()), Return: ret}
-	cc.cancel()
+	cc.timer.Stop()
+	cc.cancel(context.Canceled)
 	if err != nil {
 		c.Err = err.Error()
 	}
