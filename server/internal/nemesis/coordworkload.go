@@ -81,8 +81,11 @@ type CoordWorkload struct {
 	polls   []sessionPoll
 	clients []*coordination.Client
 	live    map[*coordination.Session]bool
-	errs    map[string]int
-	opened  int
+	// abandoned sessions restore in vain (their client dials no more)
+	// until their restore window ends; Stop ends those still trying.
+	abandoned []*coordination.Session
+	errs      map[string]int
+	opened    int
 }
 
 type sessionPoll struct {
@@ -195,8 +198,13 @@ func (w *CoordWorkload) Stop() {
 	close(w.obsStop)
 	<-w.obsDone
 	w.mu.Lock()
-	clients := w.clients
+	clients, abandoned := w.clients, w.abandoned
 	w.mu.Unlock()
+	for _, s := range abandoned {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.Close(ctx) // nothing to send on: it ends on the client
+		cancel()
+	}
 	for _, c := range clients {
 		_ = c.Close()
 	}
@@ -374,8 +382,14 @@ func (w *CoordWorkload) run(i int, rng *rand.Rand) {
 		delete(w.live, sl.s)
 		w.mu.Unlock()
 		if err := context.Cause(sl.s.Context()); !sl.gone && errors.Is(err, coordination.ErrSessionExpired) {
+			// From its last change to DETACHED; one that ended without
+			// ever being detached (told by the server), from now.
+			det := time.Duration(sl.detached.Load())
+			if det == 0 {
+				det = w.h.Now()
+			}
 			w.mu.Lock()
-			w.gaveUp = append(w.gaveUp, CoordExpiry{Session: sl.s.ID(), Detached: time.Duration(sl.detached.Load())})
+			w.gaveUp = append(w.gaveUp, CoordExpiry{Session: sl.s.ID(), Detached: det})
 			w.mu.Unlock()
 		}
 		if sl.gone || sl.s.Context().Err() != nil {
@@ -444,6 +458,7 @@ func (w *CoordWorkload) keep(sl *slot, h CoordHold, hctx context.Context, hold t
 		at := w.h.Now()
 		w.mu.Lock()
 		delete(w.live, sl.s)
+		w.abandoned = append(w.abandoned, sl.s)
 		w.gaveUp = append(w.gaveUp, CoordExpiry{Session: sl.s.ID(), Detached: at, Abandoned: true})
 		w.mu.Unlock()
 		// Nothing answers the session any more: its hold must end at the
