@@ -38,17 +38,26 @@ type CoordCall struct {
 	// a busy machine a timer may fire later than its deadline.
 	Ended  time.Duration
 	Return time.Duration
-	Err    string
+	// Stalled is how much of the time from the context's end to the
+	// return the process did not run: a probe goroutine that sleeps 2 ms
+	// at a time overslept (the machine gave the process no CPU).
+	Stalled time.Duration
+	Err     string
 }
 
 // Lag is how late the call returned after its context's deadline (0 if it
 // returned before).
 func (c CoordCall) Lag() time.Duration { return max(c.Return-c.Deadline, 0) }
 
-// SDKLag is how late the call returned after its context ended: after
-// the deadline, or after the moment its timer ended it if that came
-// later (the part of the lag that is the SDK's, not the timer's).
-func (c CoordCall) SDKLag() time.Duration { return max(c.Return-max(c.Deadline, c.Ended), 0) }
+// EndLag is how late the call returned after its context ended: after the
+// deadline, or after the moment its timer ended it if that came later (a
+// starved timer is not the SDK's doing).
+func (c CoordCall) EndLag() time.Duration { return max(c.Return-max(c.Deadline, c.Ended), 0) }
+
+// SDKLag is EndLag less the time within it that the process did not run
+// at all (Stalled): the part of the lag that is the SDK's. MaxLag bounds
+// it.
+func (c CoordCall) SDKLag() time.Duration { return max(c.EndLag()-c.Stalled, 0) }
 
 // CoordExpiry is a session its client gave up (abandoned by the workload,
 // or ended on the client by an expiry) and what the server was seen doing
@@ -85,10 +94,12 @@ type CoordCheck struct {
 	Violations []string
 	// LagCalls is how many calls returned after their context's
 	// deadline; the lag's median, 99th percentile and maximum over them,
-	// counted from the deadline (Lag) and from the context's end (SDKLag,
-	// what MaxLag bounds); Slowest are the three latest calls by SDKLag.
+	// counted from the deadline (Lag), from the context's end (EndLag) and
+	// without the process's stalls (SDKLag, what MaxLag bounds); Slowest
+	// are the three latest calls by SDKLag.
 	Calls, LagCalls                 int
 	LagP50, LagP99, LagMax          time.Duration
+	EndLagP50, EndLagP99, EndLagMax time.Duration
 	SDKLagP50, SDKLagP99, SDKLagMax time.Duration
 	Slowest                         []CoordCall
 	// TakenOver counts the holds of a limit-1 semaphore (or the election)
@@ -156,21 +167,22 @@ func CheckCoord(holds []CoordHold, calls []CoordCall, expiries []CoordExpiry, li
 		r.Margin = margins[0]
 	}
 
-	var lags, sdk []time.Duration
+	var lags, ends, sdk []time.Duration
 	var late []CoordCall
 	r.Calls = len(calls)
 	for _, c := range calls {
 		if c.Return <= c.Deadline {
 			continue
 		}
-		lags, sdk, late = append(lags, c.Lag()), append(sdk, c.SDKLag()), append(late, c)
+		lags, ends, sdk, late = append(lags, c.Lag()), append(ends, c.EndLag()), append(sdk, c.SDKLag()), append(late, c)
 		if lim.MaxLag > 0 && c.SDKLag() > lim.MaxLag {
-			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended (bound %v; deadline at %v, ended at %v, returned at %v: %s)",
-				c.Op, c.SDKLag().Round(time.Millisecond), lim.MaxLag, c.Deadline.Round(time.Millisecond), c.Ended.Round(time.Millisecond), c.Return.Round(time.Millisecond), c.Err))
+			r.Violations = append(r.Violations, fmt.Sprintf("[lag] %s returned %v after its context ended, not counting %v in which the process did not run (bound %v; deadline at %v, ended at %v, returned at %v: %s)",
+				c.Op, c.SDKLag().Round(time.Millisecond), c.Stalled.Round(time.Millisecond), lim.MaxLag, c.Deadline.Round(time.Millisecond), c.Ended.Round(time.Millisecond), c.Return.Round(time.Millisecond), c.Err))
 		}
 	}
 	r.LagCalls = len(lags)
 	r.LagP50, r.LagP99, r.LagMax = percentiles(lags)
+	r.EndLagP50, r.EndLagP99, r.EndLagMax = percentiles(ends)
 	r.SDKLagP50, r.SDKLagP99, r.SDKLagMax = percentiles(sdk)
 	sort.Slice(late, func(i, j int) bool { return late[i].SDKLag() > late[j].SDKLag() })
 	r.Slowest = late[:min(3, len(late))]

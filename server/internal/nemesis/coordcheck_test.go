@@ -30,6 +30,8 @@ func TestCheckCoordFindsPlantedViolations(t *testing.T) {
 		{name: "late return", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: time.Second + 101*ms}}, want: "[lag]"},
 		{name: "late after the context's end", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Ended: 1010 * ms, Return: 1200 * ms}}, want: "[lag]"},
 		{name: "prompt after a late timer", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Ended: 1200 * ms, Return: 1250 * ms}}},
+		{name: "late only by the process's stall", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: 1150 * ms, Stalled: 100 * ms}}},
+		{name: "late beyond the process's stall", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: 1150 * ms, Stalled: 40 * ms}}, want: "[lag]"},
 		{name: "prompt return", calls: []CoordCall{{Op: "acquire one", Deadline: time.Second, Return: time.Second + 99*ms}, {Op: "acquire one", Deadline: time.Second, Return: time.Second / 2}}},
 		{name: "expiry late", expiries: []CoordExpiry{{Session: 3, Detached: time.Second, LastSeen: 12 * time.Second, Gone: 12200 * ms}}, want: "[expiry]"},
 		{name: "never gone", expiries: []CoordExpiry{{Session: 3, Detached: time.Second, LastSeen: 2 * time.Second, Gone: -1}}, want: "never seen gone"},

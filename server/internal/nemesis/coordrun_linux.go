@@ -15,14 +15,14 @@ func (r *Report) coordSection() string {
 	fmt.Fprintf(&b, "coordination (from the clients' view): %d sessions started; holds: %s %d (most held at once %d of 1), %s %d (most %d of 3); election terms %d (most leaders at once %d); %d grants' order ids compared\n",
 		r.CoordSessions, coordLimit1, c.Holds[coordLimit1], c.MaxHeld[coordLimit1], coordLimit3, c.Holds[coordLimit3], c.MaxHeld[coordLimit3], c.Terms, c.MaxHeld[coordElectionSem], c.Grants)
 	r10 := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	fmt.Fprintf(&b, "  calls with a deadline: %d; returned after it: %d; lag after the deadline p50 %v, p99 %v, max %v; after the context was ended (bounded) p50 %v, p99 %v, max %v\n",
-		c.Calls, c.LagCalls, r10(c.LagP50), r10(c.LagP99), r10(c.LagMax), r10(c.SDKLagP50), r10(c.SDKLagP99), r10(c.SDKLagMax))
+	fmt.Fprintf(&b, "  calls with a deadline: %d; returned after it: %d; lag p50 / p99 / max after the deadline %v / %v / %v; after the context was ended %v / %v / %v; less the process's stalls (bounded) %v / %v / %v\n",
+		c.Calls, c.LagCalls, r10(c.LagP50), r10(c.LagP99), r10(c.LagMax), r10(c.EndLagP50), r10(c.EndLagP99), r10(c.EndLagMax), r10(c.SDKLagP50), r10(c.SDKLagP99), r10(c.SDKLagMax))
 	for _, s := range c.Slowest {
 		end := "not before the return"
 		if s.Ended > 0 {
 			end = r10(s.Ended-s.Deadline).String() + " after the deadline"
 		}
-		fmt.Fprintf(&b, "    slowest: %s at %v: %v after the deadline (context ended %s): %s\n", s.Op, s.Return.Round(time.Millisecond), r10(s.Lag()), end, s.Err)
+		fmt.Fprintf(&b, "    slowest: %s at %v: %v after the deadline (context ended %s; process stalled %v meanwhile): %s\n", s.Op, s.Return.Round(time.Millisecond), r10(s.Lag()), end, r10(s.Stalled), s.Err)
 	}
 	fmt.Fprintf(&b, "  limit-1 and election holds given up without a release, then granted to another session: %d; the other's grant came at least %v (median %v) after the old holder's context ended\n",
 		c.TakenOver, c.Margin.Round(time.Millisecond), c.MarginP50.Round(time.Millisecond))

@@ -72,6 +72,7 @@ type CoordWorkload struct {
 	obs   *coordination.Client
 
 	obsStop, obsDone chan struct{}
+	probeDone        chan struct{}
 	nextAbandon      atomic.Int64 // history time (ns) after which the next grant is abandoned
 
 	mu      sync.Mutex
@@ -79,6 +80,7 @@ type CoordWorkload struct {
 	calls   []CoordCall
 	gaveUp  []CoordExpiry
 	polls   []sessionPoll
+	stalls  []stall // the probe's oversleeps, in time order
 	clients []*coordination.Client
 	live    map[*coordination.Session]bool
 	// abandoned sessions restore in vain (their client dials no more)
@@ -87,6 +89,9 @@ type CoordWorkload struct {
 	errs      map[string]int
 	opened    int
 }
+
+// stall is a time in which the process did not run (the probe overslept).
+type stall struct{ from, to time.Duration }
 
 type sessionPoll struct {
 	call, ret time.Duration
@@ -111,7 +116,7 @@ func NewCoordWorkload(cfg CoordConfig, addrs string, h *History) *CoordWorkload 
 		cfg.MaxLag = 100 * time.Millisecond
 	}
 	return &CoordWorkload{cfg: cfg, addrs: addrs, h: h, errs: map[string]int{}, live: map[*coordination.Session]bool{},
-		obsStop: make(chan struct{}), obsDone: make(chan struct{})}
+		obsStop: make(chan struct{}), obsDone: make(chan struct{}), probeDone: make(chan struct{})}
 }
 
 // Start creates the node and the semaphores (through the observer's path,
@@ -167,6 +172,7 @@ func (w *CoordWorkload) Start(ctx context.Context) error {
 	}
 	w.nextAbandon.Store(int64(w.h.Now() + w.cfg.AbandonEvery))
 	go w.observe()
+	go w.probe()
 	for i := 0; i < w.cfg.Sessions; i++ {
 		w.wg.Add(1)
 		go w.run(i, rand.New(rand.NewPCG(w.cfg.Seed, 0xc00d+uint64(i))))
@@ -197,6 +203,7 @@ func (w *CoordWorkload) Stop() {
 	}
 	close(w.obsStop)
 	<-w.obsDone
+	<-w.probeDone
 	w.mu.Lock()
 	clients, abandoned := w.clients, w.abandoned
 	w.mu.Unlock()
@@ -220,7 +227,44 @@ func (w *CoordWorkload) History() ([]CoordHold, []CoordCall, []CoordExpiry) {
 	for _, e := range w.gaveUp {
 		exps = append(exps, w.resolveLocked(e))
 	}
-	return append([]CoordHold(nil), w.holds...), append([]CoordCall(nil), w.calls...), exps
+	calls := append([]CoordCall(nil), w.calls...)
+	for i := range calls {
+		calls[i].Stalled = w.stalledLocked(max(calls[i].Deadline, calls[i].Ended), calls[i].Return)
+	}
+	return append([]CoordHold(nil), w.holds...), calls, exps
+}
+
+// stalledLocked is how much of [from, to] the probe saw the process not
+// running.
+func (w *CoordWorkload) stalledLocked(from, to time.Duration) time.Duration {
+	var d time.Duration
+	i := sort.Search(len(w.stalls), func(i int) bool { return w.stalls[i].to > from })
+	for ; i < len(w.stalls) && w.stalls[i].from < to; i++ {
+		d += min(w.stalls[i].to, to) - max(w.stalls[i].from, from)
+	}
+	return d
+}
+
+// probe sleeps 2 ms at a time and records every oversleep beyond 1 ms as
+// a stall: a time in which the machine gave this process no CPU (2 busy
+// cores), which delays any goroutine and is not the SDK's doing.
+func (w *CoordWorkload) probe() {
+	defer close(w.probeDone)
+	const nap = 2 * time.Millisecond
+	for {
+		select {
+		case <-w.obsStop:
+			return
+		default:
+		}
+		t0 := w.h.Now()
+		time.Sleep(nap)
+		if t1 := w.h.Now(); t1-t0 > nap+time.Millisecond {
+			w.mu.Lock()
+			w.stalls = append(w.stalls, stall{from: t0 + nap, to: t1})
+			w.mu.Unlock()
+		}
+	}
 }
 
 func (w *CoordWorkload) resolveLocked(e CoordExpiry) CoordExpiry {
