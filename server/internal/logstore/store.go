@@ -1,0 +1,351 @@
+package logstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	"go.etcd.io/bbolt"
+)
+
+// MetaFile is raft-wal's metadata database in the store's directory: the
+// list of segment files and the stable store's values (term and vote).
+const MetaFile = metadb.FileName
+
+// ErrDamaged reports a store whose content cannot be trusted; errors that
+// wrap it are *DamageError values naming the file.
+var ErrDamaged = errors.New("Raft log damaged")
+
+// ErrLocked reports a store another process has open.
+var ErrLocked = errors.New("Raft log locked by another process")
+
+// DamageError names the file of the store that is damaged and why.
+type DamageError struct {
+	Path string
+	Err  error
+}
+
+func (e *DamageError) Error() string      { return e.Path + ": " + e.Err.Error() }
+func (e *DamageError) Unwrap() error      { return e.Err }
+func (e *DamageError) Is(t error) bool    { return t == ErrDamaged }
+func damage(path string, err error) error { return accessOr(&DamageError{Path: path, Err: err}) }
+
+// accessOr returns a permission or read-only file system error as it is:
+// it says nothing about damage, and the caller gives the fix for it.
+func accessOr(err error) error {
+	var d *DamageError
+	if errors.As(err, &d) && isAccess(d.Err) {
+		return d.Err
+	}
+	return err
+}
+
+func isAccess(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+}
+
+// Options configure a store.
+type Options struct {
+	// SegmentSize is the size of one segment file; 0 is raft-wal's default
+	// (64 MiB). Tests use small segments to have sealed ones.
+	SegmentSize int
+	// Logger receives raft-wal's own messages; nil discards them.
+	Logger hclog.Logger
+}
+
+// TailCut says what Open cut from a torn last segment: Bytes written after
+// the last batch that was fsynced whole, in File. LastIndex is the last
+// entry kept.
+type TailCut struct {
+	File      string
+	Bytes     int64
+	LastIndex uint64
+}
+
+// Store is a Raft log store and stable store (raft.LogStore and
+// raft.StableStore). Every append is one write and one fsync.
+type Store struct {
+	w    *wal.WAL
+	meta *metadb.BoltMetaDB
+	dir  string
+	// Cut is what Open cut from a torn tail (zero when nothing was).
+	Cut TailCut
+}
+
+// Exists reports whether dir holds a store (its metadata file).
+func Exists(dir string) bool {
+	info, err := os.Stat(filepath.Join(dir, MetaFile))
+	return err == nil && info.Size() > 0
+}
+
+// Open opens (or creates) the store in dir after checking it: the
+// metadata must read, every segment it lists must be there, the last
+// segment's torn tail (if any) is cut back to the last batch that was
+// fsynced whole, and every entry is read back and checked against its
+// checksum. Damage is a *DamageError (errors.Is ErrDamaged) naming the
+// file; another process holding the store is ErrLocked.
+func Open(dir string, opts Options) (s *Store, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damage(dir, fmt.Errorf("reading it failed: %v", r))
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	meta, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	s = &Store{dir: dir}
+	if err := s.checkSegments(meta); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	size := opts.SegmentSize
+	if size <= 0 {
+		size = wal.DefaultSegmentSize
+	}
+	// raft-wal's Close leaves the metadata database open (and locked):
+	// the store closes it itself.
+	s.meta = &metadb.BoltMetaDB{}
+	if s.w, err = wal.Open(dir, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithMetaStore(s.meta)); err != nil {
+		_ = s.meta.Close()
+		return nil, damage(dir, err)
+	}
+	if err := s.verify(meta); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// storedMeta is what the metadata file says, read before raft-wal opens it.
+type storedMeta struct {
+	types.PersistentState
+	present   bool // the file exists
+	hasStable bool // it holds a stable-store value (a term or a vote)
+}
+
+// readMeta reads the metadata file read-only, after checking that it is as
+// long as its own pages say (a truncated memory-mapped file would crash the
+// process with SIGBUS when a missing page is read).
+func readMeta(dir string) (m storedMeta, err error) {
+	path := filepath.Join(dir, MetaFile)
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	m.present = true
+	if info.Size() == 0 {
+		return m, damage(path, errors.New("the file is empty"))
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return m, fmt.Errorf("%w: %s (is another ticketd using this data directory?)", ErrLocked, path)
+	}
+	if err != nil {
+		return m, damage(path, err)
+	}
+	defer func() { _ = db.Close() }()
+	err = db.View(func(tx *bbolt.Tx) error {
+		if info.Size() < tx.Size() {
+			return fmt.Errorf("the file is %d bytes but its pages reach %d: it was truncated", info.Size(), tx.Size())
+		}
+		mb, sb := tx.Bucket([]byte(metadb.MetaBucket)), tx.Bucket([]byte(metadb.StableBucket))
+		if mb == nil || sb == nil {
+			return errors.New("its buckets are missing")
+		}
+		if raw := mb.Get([]byte(metadb.MetaKey)); raw != nil {
+			if err := json.Unmarshal(raw, &m.PersistentState); err != nil {
+				return fmt.Errorf("the segment list does not decode: %w", err)
+			}
+		}
+		k, _ := sb.Cursor().First()
+		m.hasStable = k != nil
+		return nil
+	})
+	if err != nil {
+		return m, damage(path, err)
+	}
+	return m, nil
+}
+
+func (s *Store) segmentPath(si types.SegmentInfo) string {
+	return filepath.Join(s.dir, segment.FileName(si))
+}
+
+// checkSegments checks what raft-wal would take silently: a metadata file
+// that is gone while segments remain (raft-wal would start an empty log and
+// delete them), a listed segment that is missing (it would recreate the last
+// one empty), and damage in the last segment that its recovery would take
+// for a torn write. A torn tail is cut here, before raft-wal reads it.
+func (s *Store) checkSegments(m storedMeta) error {
+	if !m.present {
+		names, _ := filepath.Glob(filepath.Join(s.dir, "*.wal"))
+		if len(names) > 0 {
+			return damage(filepath.Join(s.dir, MetaFile), fmt.Errorf("the file is missing, but %d segment files (%s, ...) remain", len(names), filepath.Base(names[0])))
+		}
+		return nil
+	}
+	for i, si := range m.Segments {
+		path := s.segmentPath(si)
+		tail := si.SealTime.IsZero()
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if tail && i == 0 && !m.hasStable {
+				continue // a new store stopped while creating its first segment: raft-wal creates it
+			}
+			return damage(path, fmt.Errorf("the segment file is missing (%s lists it, with entries from %d)", MetaFile, si.BaseIndex))
+		}
+		if err != nil {
+			return damage(path, err)
+		}
+		if !tail {
+			continue // sealed: every entry is checked after raft-wal opens it
+		}
+		if i != len(m.Segments)-1 {
+			return damage(filepath.Join(s.dir, MetaFile), errors.New("an unsealed segment is not the last one"))
+		}
+		r, err := scanTail(b, si)
+		if err != nil {
+			return damage(path, err)
+		}
+		if r.torn > 0 {
+			// Entries after the last batch that was fsynced whole were never
+			// acknowledged: cut them, so that nothing of them is read again.
+			if err := truncateSync(path, r.cut); err != nil {
+				return err
+			}
+			s.Cut = TailCut{File: path, Bytes: r.torn, LastIndex: r.lastIndex}
+		}
+	}
+	return nil
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// verify reads every entry back: each must be where the metadata says, at
+// its own index, and match its checksum.
+func (s *Store) verify(m storedMeta) error {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return damage(s.dir, err)
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return damage(s.dir, err)
+	}
+	if last == 0 {
+		return nil
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := s.GetLog(i, &l); err != nil {
+			return damage(s.fileOf(m, i), fmt.Errorf("log entry %d: %w", i, err))
+		}
+		if l.Index != i {
+			return damage(s.fileOf(m, i), fmt.Errorf("log entry %d is stored as entry %d", i, l.Index))
+		}
+	}
+	return nil
+}
+
+// fileOf names the segment that holds entry i.
+func (s *Store) fileOf(m storedMeta, i uint64) string {
+	path := s.dir
+	for _, si := range m.Segments {
+		if si.BaseIndex <= i {
+			path = s.segmentPath(si)
+		}
+	}
+	return path
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close closes the store.
+func (s *Store) Close() error {
+	err := s.w.Close()
+	if merr := s.meta.Close(); err == nil {
+		err = merr
+	}
+	return err
+}
+
+var _ interface {
+	raft.LogStore
+	raft.StableStore
+} = (*Store)(nil)
+
+// FirstIndex is the index of the first entry held (0: none).
+func (s *Store) FirstIndex() (uint64, error) { return s.w.FirstIndex() }
+
+// LastIndex is the index of the last entry held (0: none).
+func (s *Store) LastIndex() (uint64, error) { return s.w.LastIndex() }
+
+// GetLog reads entry index into l, checking its checksum.
+func (s *Store) GetLog(index uint64, l *raft.Log) error {
+	var stored raft.Log
+	if err := s.w.GetLog(index, &stored); err != nil {
+		return err
+	}
+	return unseal(&stored, index, l)
+}
+
+// StoreLog appends one entry (one write, one fsync).
+func (s *Store) StoreLog(l *raft.Log) error { return s.w.StoreLog(seal(l)) }
+
+// StoreLogs appends entries (one write, one fsync for all of them).
+func (s *Store) StoreLogs(logs []*raft.Log) error {
+	sealed := make([]*raft.Log, len(logs))
+	for i, l := range logs {
+		sealed[i] = seal(l)
+	}
+	return s.w.StoreLogs(sealed)
+}
+
+// DeleteRange deletes entries min to max (a prefix after a snapshot, or
+// a follower's suffix that conflicts with its leader's log).
+func (s *Store) DeleteRange(min, max uint64) error { return s.w.DeleteRange(min, max) }
+
+// Set, Get, SetUint64 and GetUint64 are the stable store (raft's term and
+// vote), kept in the metadata file and fsynced on every change.
+func (s *Store) Set(key, val []byte) error            { return s.w.Set(key, val) }
+func (s *Store) Get(key []byte) ([]byte, error)       { return s.w.Get(key) }
+func (s *Store) SetUint64(key []byte, v uint64) error { return s.w.SetUint64(key, v) }
+func (s *Store) GetUint64(key []byte) (uint64, error) { return s.w.GetUint64(key) }
