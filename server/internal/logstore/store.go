@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"syscall"
 	"time"
 
@@ -349,3 +351,17 @@ func (s *Store) Set(key, val []byte) error            { return s.w.Set(key, val)
 func (s *Store) Get(key []byte) ([]byte, error)       { return s.w.Get(key) }
 func (s *Store) SetUint64(key []byte, v uint64) error { return s.w.SetUint64(key, v) }
 func (s *Store) GetUint64(key []byte) (uint64, error) { return s.w.GetUint64(key) }
+
+// segmentsOf lists dir's segment files, oldest first.
+func segmentsOf(dir string) []string {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	sort.Strings(names)
+	return names
+}
+
+// readTrimmed reads a file without its trailing zeros (a preallocated
+// segment's unused end).
+func readTrimmed(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	return bytes.TrimRight(b, "\x00"), err
+}
