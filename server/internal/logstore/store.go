@@ -2,14 +2,17 @@ package logstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -79,9 +82,18 @@ type TailCut struct {
 // Store is a Raft log store and stable store (raft.LogStore and
 // raft.StableStore). Every append is one write and one fsync.
 type Store struct {
-	w    *wal.WAL
-	meta *metadb.BoltMetaDB
 	dir  string
+	opts Options
+
+	// mu guards w and meta: after a failed write (a full disk) raft-wal's
+	// in-memory state can disagree with its files (a failed segment
+	// rotation leaves it refusing every append), so the next write opens
+	// the store again first, with every check of Open.
+	mu     sync.RWMutex
+	w      *wal.WAL
+	meta   *metadb.BoltMetaDB
+	broken bool
+
 	// Cut is what Open cut from a torn tail (zero when nothing was).
 	Cut TailCut
 }
@@ -98,44 +110,73 @@ func Exists(dir string) bool {
 // fsynced whole, and every entry is read back and checked against its
 // checksum. Damage is a *DamageError (errors.Is ErrDamaged) naming the
 // file; another process holding the store is ErrLocked.
-func Open(dir string, opts Options) (s *Store, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = damage(dir, fmt.Errorf("reading it failed: %v", r))
-		}
-	}()
+func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	meta, err := readMeta(dir)
+	s := &Store{dir: dir, opts: opts}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open() (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damage(s.dir, fmt.Errorf("reading it failed: %v", r))
+		}
+	}()
+	meta, err := readMeta(s.dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s = &Store{dir: dir}
 	if err := s.checkSegments(meta); err != nil {
-		return nil, err
+		return err
 	}
-	logger := opts.Logger
+	logger := s.opts.Logger
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	size := opts.SegmentSize
+	size := s.opts.SegmentSize
 	if size <= 0 {
 		size = wal.DefaultSegmentSize
 	}
 	// raft-wal's Close leaves the metadata database open (and locked):
 	// the store closes it itself.
 	s.meta = &metadb.BoltMetaDB{}
-	if s.w, err = wal.Open(dir, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithMetaStore(s.meta)); err != nil {
+	s.w, err = wal.Open(s.dir, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithMetaStore(s.meta),
+		wal.WithSegmentFiler(segment.NewFiler(s.dir, fallbackFS{walfs.New()})))
+	if err != nil {
 		_ = s.meta.Close()
-		return nil, damage(dir, err)
+		return damage(s.dir, err)
 	}
 	if err := s.verify(meta); err != nil {
-		_ = s.Close()
+		_ = s.closeFiles()
+		return err
+	}
+	return nil
+}
+
+// fallbackFS creates segment files preallocated when it can, and without
+// preallocation when the file system cannot (it is full, or too small for
+// a whole segment): appends then go on while there is room.
+type fallbackFS struct{ *walfs.FS }
+
+func (f fallbackFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	w, err := f.FS.Create(dir, name, size)
+	if err == nil || size == 0 {
+		return w, err
+	}
+	path := filepath.Join(dir, name)
+	if info, serr := os.Stat(path); serr != nil || info.Size() > 0 && !errors.Is(err, syscall.ENOSPC) {
 		return nil, err
 	}
-	return s, nil
+	if rerr := os.Remove(path); rerr != nil {
+		return nil, err
+	}
+	return f.FS.Create(dir, name, 0)
 }
 
 // storedMeta is what the metadata file says, read before raft-wal opens it.
@@ -229,6 +270,15 @@ func (s *Store) checkSegments(m storedMeta) error {
 			return damage(filepath.Join(s.dir, MetaFile), errors.New("an unsealed segment is not the last one"))
 		}
 		r, err := scanTail(b, si)
+		if err == nil && r.unsealAt > 0 {
+			if err := unsealSegment(path, r); err != nil {
+				return err
+			}
+			if b, err = os.ReadFile(path); err != nil {
+				return err
+			}
+			r, err = scanTail(b, si)
+		}
 		if err != nil {
 			return damage(path, err)
 		}
@@ -242,6 +292,28 @@ func (s *Store) checkSegments(m storedMeta) error {
 		}
 	}
 	return nil
+}
+
+// unsealSegment turns the index frame at r.unsealAt into a commit frame for
+// the entries before it (see tailReport.unsealAt); what followed it is then
+// a torn tail, cut as usual.
+func unsealSegment(path string, r tailReport) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	var h [frameHeaderLen]byte
+	h[0] = frameCommit
+	binary.LittleEndian.PutUint32(h[4:], r.unsealCRC)
+	if _, err := f.WriteAt(h[:], r.unsealAt); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func truncateSync(path string, size int64) error {
@@ -263,11 +335,11 @@ func truncateSync(path string, size int64) error {
 // verify reads every entry back: each must be where the metadata says, at
 // its own index, and match its checksum.
 func (s *Store) verify(m storedMeta) error {
-	first, err := s.FirstIndex()
+	first, err := s.w.FirstIndex()
 	if err != nil {
 		return damage(s.dir, err)
 	}
-	last, err := s.LastIndex()
+	last, err := s.w.LastIndex()
 	if err != nil {
 		return damage(s.dir, err)
 	}
@@ -276,7 +348,7 @@ func (s *Store) verify(m storedMeta) error {
 	}
 	var l raft.Log
 	for i := first; i <= last; i++ {
-		if err := s.GetLog(i, &l); err != nil {
+		if err := s.getLog(i, &l); err != nil {
 			return damage(s.fileOf(m, i), fmt.Errorf("log entry %d: %w", i, err))
 		}
 		if l.Index != i {
@@ -302,11 +374,37 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close closes the store.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeFiles()
+}
+
+func (s *Store) closeFiles() error {
 	err := s.w.Close()
 	if merr := s.meta.Close(); err == nil {
 		err = merr
 	}
 	return err
+}
+
+// wrote notes a write's outcome; writeLocked reopens after a failed one.
+func (s *Store) wrote(err error) error {
+	if err != nil {
+		s.broken = true
+	}
+	return err
+}
+
+func (s *Store) reopenIfBroken() error {
+	if !s.broken {
+		return nil
+	}
+	_ = s.closeFiles()
+	if err := s.open(); err != nil {
+		return err
+	}
+	s.broken = false
+	return nil
 }
 
 var _ interface {
@@ -315,13 +413,27 @@ var _ interface {
 } = (*Store)(nil)
 
 // FirstIndex is the index of the first entry held (0: none).
-func (s *Store) FirstIndex() (uint64, error) { return s.w.FirstIndex() }
+func (s *Store) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.FirstIndex()
+}
 
 // LastIndex is the index of the last entry held (0: none).
-func (s *Store) LastIndex() (uint64, error) { return s.w.LastIndex() }
+func (s *Store) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.LastIndex()
+}
 
 // GetLog reads entry index into l, checking its checksum.
 func (s *Store) GetLog(index uint64, l *raft.Log) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.getLog(index, l)
+}
+
+func (s *Store) getLog(index uint64, l *raft.Log) error {
 	var stored raft.Log
 	if err := s.w.GetLog(index, &stored); err != nil {
 		return err
@@ -330,27 +442,58 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 }
 
 // StoreLog appends one entry (one write, one fsync).
-func (s *Store) StoreLog(l *raft.Log) error { return s.w.StoreLog(seal(l)) }
+func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs appends entries (one write, one fsync for all of them).
+// StoreLogs appends entries: one write and one fsync for all of them.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
 	sealed := make([]*raft.Log, len(logs))
 	for i, l := range logs {
 		sealed[i] = seal(l)
 	}
-	return s.w.StoreLogs(sealed)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reopenIfBroken(); err != nil {
+		return err
+	}
+	return s.wrote(s.w.StoreLogs(sealed))
 }
 
 // DeleteRange deletes entries min to max (a prefix after a snapshot, or
 // a follower's suffix that conflicts with its leader's log).
-func (s *Store) DeleteRange(min, max uint64) error { return s.w.DeleteRange(min, max) }
+func (s *Store) DeleteRange(min, max uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reopenIfBroken(); err != nil {
+		return err
+	}
+	return s.wrote(s.w.DeleteRange(min, max))
+}
 
 // Set, Get, SetUint64 and GetUint64 are the stable store (raft's term and
 // vote), kept in the metadata file and fsynced on every change.
-func (s *Store) Set(key, val []byte) error            { return s.w.Set(key, val) }
-func (s *Store) Get(key []byte) ([]byte, error)       { return s.w.Get(key) }
-func (s *Store) SetUint64(key []byte, v uint64) error { return s.w.SetUint64(key, v) }
-func (s *Store) GetUint64(key []byte) (uint64, error) { return s.w.GetUint64(key) }
+func (s *Store) Set(key, val []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.Set(key, val)
+}
+
+func (s *Store) Get(key []byte) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.Get(key)
+}
+
+func (s *Store) SetUint64(key []byte, v uint64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.SetUint64(key, v)
+}
+
+func (s *Store) GetUint64(key []byte) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.GetUint64(key)
+}
 
 // segmentsOf lists dir's segment files, oldest first.
 func segmentsOf(dir string) []string {

@@ -30,6 +30,14 @@ type tailReport struct {
 	cut       int64  // offset just after the last intact commit frame (0: none)
 	lastIndex uint64 // the last entry before cut (0: none)
 	torn      int64  // bytes after cut that are not zero: a torn write, cut away
+	// unsealAt, when not zero, is the offset of an index frame written by
+	// the segment's last batch (raft-wal seals a full segment so) although
+	// the metadata still has the segment unsealed: raft-wal stopped before
+	// it recorded the seal. raft-wal would then refuse every append for
+	// good; writing a commit frame with unsealCRC there undoes the seal and
+	// keeps the batch's entries.
+	unsealAt  int64
+	unsealCRC uint32
 }
 
 func padded(n uint64) uint64 { return (n + frameHeaderLen - 1) &^ (frameHeaderLen - 1) }
@@ -74,6 +82,8 @@ func scanTail(b []byte, info types.SegmentInfo) (tailReport, error) {
 		pending  uint64           // last entry since the last commit frame
 		l        raft.Log
 		stop     string // why the sequential read stopped
+		indexAt  uint64 // offset of an index frame (a seal)
+		indexCRC uint32 // CRC of the batch up to the index frame
 	)
 	size := uint64(len(b))
 read:
@@ -95,6 +105,9 @@ read:
 			if end > size {
 				stop = "a frame that runs past the end of the file"
 				break read
+			}
+			if h[0] == frameIndex {
+				indexAt, indexCRC = off, crc32.Checksum(b[crcStart:off], castagnoli)
 			}
 			if h[0] == frameEntry {
 				if err := decodeFrame(b[off+frameHeaderLen:off+frameHeaderLen+n], &l); err != nil {
@@ -129,6 +142,11 @@ read:
 		default:
 			stop = fmt.Sprintf("a frame of unknown type %d", h[0])
 			break read
+		}
+	}
+	if indexAt != 0 {
+		if n := uint64(binary.LittleEndian.Uint32(b[indexAt+4:])); uint64(r.cut) == indexAt+frameHeaderLen+padded(n)+frameHeaderLen {
+			r.unsealAt, r.unsealCRC = int64(indexAt), indexCRC
 		}
 	}
 	// The sequential read stopped at off. Every entry after the last commit
