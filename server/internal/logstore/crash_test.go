@@ -117,6 +117,13 @@ func TestKill9DuringAppends(t *testing.T) {
 			t.Fatalf("cycle %d: the store ends at entry %d, but entry %d was acknowledged", cycle, last, acked)
 		}
 		checkEntries(t, s, first, last)
+		// Compact as Raft does after a snapshot: the log stays short, and
+		// head truncation is crashed into too.
+		if last > 500 {
+			if err := s.DeleteRange(first, last-500); err != nil {
+				t.Fatalf("cycle %d: delete a prefix: %v", cycle, err)
+			}
+		}
 		s.Close()
 	}
 	t.Logf("%d kills, %d entries acknowledged, %d segment files", killCycles(t), acked, len(segmentsOf(dir)))

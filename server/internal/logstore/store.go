@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -146,8 +147,8 @@ func (s *Store) open() (err error) {
 	// raft-wal's Close leaves the metadata database open (and locked):
 	// the store closes it itself.
 	s.meta = &metadb.BoltMetaDB{}
-	s.w, err = wal.Open(s.dir, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithMetaStore(s.meta),
-		wal.WithSegmentFiler(segment.NewFiler(s.dir, fallbackFS{walfs.New()})))
+	s.w, err = wal.Open(s.dir, wal.WithLogger(logger), wal.WithSegmentSize(size), wal.WithMetaStore(createdMeta{s.meta, s.dir}),
+		wal.WithSegmentFiler(segment.NewFiler(s.dir, segmentFS{walfs.New()})))
 	if err != nil {
 		_ = s.meta.Close()
 		return damage(s.dir, err)
@@ -159,24 +160,76 @@ func (s *Store) open() (err error) {
 	return nil
 }
 
-// fallbackFS creates segment files preallocated when it can, and without
-// preallocation when the file system cannot (it is full, or too small for
-// a whole segment): appends then go on while there is room.
-type fallbackFS struct{ *walfs.FS }
+// segmentFS creates segment files for raft-wal. A file may already exist,
+// empty: createdMeta made it before the metadata that lists it was
+// committed. It is preallocated when the file system can (not when it is
+// full, or too small for a whole segment: appends then go on while there
+// is room).
+type segmentFS struct{ *walfs.FS }
 
-func (f fallbackFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
-	w, err := f.FS.Create(dir, name, size)
-	if err == nil || size == 0 {
-		return w, err
-	}
+func (segmentFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
 	path := filepath.Join(dir, name)
-	if info, serr := os.Stat(path); serr != nil || info.Size() > 0 && !errors.Is(err, syscall.ENOSPC) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
 		return nil, err
 	}
-	if rerr := os.Remove(path); rerr != nil {
-		return nil, err
+	if info, err := f.Stat(); err != nil || info.Size() != 0 {
+		_ = f.Close()
+		return nil, fmt.Errorf("create segment %s: it exists and is not empty", path)
 	}
-	return f.FS.Create(dir, name, 0)
+	if size > 0 {
+		preallocate(f, int64(size))
+	}
+	return &segmentFile{File: f, dir: dir}, nil
+}
+
+// segmentFile syncs its directory too the first time it is synced, so that
+// the file's name is as durable as the entries in it.
+type segmentFile struct {
+	*os.File
+	dir    string
+	synced atomic.Bool
+}
+
+func (f *segmentFile) Sync() error {
+	if err := f.File.Sync(); err != nil {
+		return err
+	}
+	if !f.synced.Swap(true) {
+		return syncDir(f.dir)
+	}
+	return nil
+}
+
+// createdMeta is raft-wal's metadata database, except that it creates a
+// new last segment's file (empty, durably) before committing the metadata
+// that lists it; raft-wal creates it after. So a listed segment whose file
+// is missing is always damage: otherwise a stop between the two would
+// look the same as a last segment that was lost with its entries.
+type createdMeta struct {
+	*metadb.BoltMetaDB
+	dir string
+}
+
+func (m createdMeta) CommitState(st types.PersistentState) error {
+	if n := len(st.Segments); n > 0 && st.Segments[n-1].SealTime.IsZero() {
+		path := filepath.Join(m.dir, segment.FileName(st.Segments[n-1]))
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = syncDir(m.dir)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return m.BoltMetaDB.CommitState(st)
 }
 
 // storedMeta is what the metadata file says, read before raft-wal opens it.
@@ -255,9 +308,6 @@ func (s *Store) checkSegments(m storedMeta) error {
 		tail := si.SealTime.IsZero()
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			if tail && i == 0 && !m.hasStable {
-				continue // a new store stopped while creating its first segment: raft-wal creates it
-			}
 			return damage(path, fmt.Errorf("the segment file is missing (%s lists it, with entries from %d)", MetaFile, si.BaseIndex))
 		}
 		if err != nil {
