@@ -558,3 +558,8 @@ func readTrimmed(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	return bytes.TrimRight(b, "\x00"), err
 }
+
+// IsMonotonic tells Raft that the store holds one run of entries, with no
+// gap: after restoring or installing a snapshot Raft deletes the whole log
+// instead of leaving a gap before the next entry.
+func (s *Store) IsMonotonic() bool { return true }
