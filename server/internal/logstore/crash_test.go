@@ -135,13 +135,13 @@ func TestKill9DuringAppends(t *testing.T) {
 // every entry of that batch.
 func TestSealNotRecordedIsUndone(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := openUnmarked(t, dir)
 	var last uint64
 	for len(segmentsOf(dir)) < 2 {
 		appendBatches(t, s, last+1, last+5, 5)
 		last += 5
 	}
-	s.Close()
+	s.crash()
 	// Undo the rotation in the metadata, as if it never happened. (Entries
 	// appended to the second segment are gone with it.)
 	var sealedLast uint64

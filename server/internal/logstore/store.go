@@ -69,6 +69,8 @@ type Options struct {
 	SegmentSize int
 	// Logger receives raft-wal's own messages; nil discards them.
 	Logger hclog.Logger
+
+	markEvery time.Duration // tests: how often the high-water mark is recorded
 }
 
 // TailCut says what Open cut from a torn last segment: Bytes written after
@@ -93,7 +95,20 @@ type Store struct {
 	mu     sync.RWMutex
 	w      *wal.WAL
 	meta   *metadb.BoltMetaDB
-	broken bool
+	broken atomic.Bool
+
+	// The high-water mark: the last index known fsynced (synced), and what
+	// was last recorded of it in the metadata file (marked, under markMu).
+	// Recording it costs an fsync of the metadata, so it is done once a
+	// second off the append path (markLoop), and at once before a suffix is
+	// deleted. Open refuses a log that ends before the recorded mark: its
+	// end was lost after it was synced (a truncated file), which raft-wal
+	// alone would take for a torn write.
+	synced   atomic.Uint64
+	markMu   sync.Mutex
+	marked   uint64
+	stopMark chan struct{}
+	markDone chan struct{}
 
 	// Cut is what Open cut from a torn tail (zero when nothing was).
 	Cut TailCut
@@ -115,11 +130,48 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts}
+	s := &Store{dir: dir, opts: opts, stopMark: make(chan struct{}), markDone: make(chan struct{})}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
+	go s.markLoop()
 	return s, nil
+}
+
+// syncedKey is the stable-store key of the high-water mark.
+var syncedKey = []byte("TicketingSyncedIndex")
+
+// markEvery is how often the high-water mark is recorded.
+const markEvery = time.Second
+
+func (s *Store) markLoop() {
+	defer close(s.markDone)
+	every := markEvery
+	if s.opts.markEvery > 0 {
+		every = s.opts.markEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopMark:
+			return
+		case <-t.C:
+			s.recordMark()
+		}
+	}
+}
+
+func (s *Store) recordMark() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	if v := s.synced.Load(); v != s.marked && !s.broken.Load() {
+		if s.w.SetUint64(syncedKey, v) == nil {
+			s.marked = v
+		}
+	}
 }
 
 func (s *Store) open() (err error) {
@@ -393,6 +445,16 @@ func (s *Store) verify(m storedMeta) error {
 	if err != nil {
 		return damage(s.dir, err)
 	}
+	mark, _ := s.w.GetUint64(syncedKey)
+	if mark > last {
+		path := filepath.Join(s.dir, MetaFile)
+		if n := len(m.Segments); n > 0 {
+			path = s.segmentPath(m.Segments[n-1])
+		}
+		return damage(path, fmt.Errorf("the log ends at entry %d, but entry %d was written and synced before (%s records it): the end of the log was lost", last, mark, MetaFile))
+	}
+	s.marked = mark
+	s.synced.Store(last)
 	if last == 0 {
 		return nil
 	}
@@ -424,6 +486,12 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close closes the store.
 func (s *Store) Close() error {
+	if s.stopMark != nil {
+		close(s.stopMark)
+		<-s.markDone
+		s.stopMark = nil
+	}
+	s.recordMark()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeFiles()
@@ -437,24 +505,36 @@ func (s *Store) closeFiles() error {
 	return err
 }
 
-// wrote notes a write's outcome; writeLocked reopens after a failed one.
+// wrote notes a write's outcome: after a failed one, the next write
+// opens the store again first (reopenIfBroken).
 func (s *Store) wrote(err error) error {
 	if err != nil {
-		s.broken = true
+		s.broken.Store(true)
 	}
 	return err
 }
 
+// reopenIfBroken returns with s.mu read-locked.
 func (s *Store) reopenIfBroken() error {
-	if !s.broken {
+	s.mu.RLock()
+	if !s.broken.Load() {
 		return nil
 	}
-	_ = s.closeFiles()
-	if err := s.open(); err != nil {
-		return err
+	s.mu.RUnlock()
+	s.mu.Lock()
+	var err error
+	if s.broken.Load() {
+		_ = s.closeFiles()
+		if err = s.open(); err == nil {
+			s.broken.Store(false)
+		}
 	}
-	s.broken = false
-	return nil
+	s.mu.Unlock()
+	s.mu.RLock()
+	if err == nil && s.broken.Load() {
+		err = errors.New("the Raft log store could not be opened again after a failed write")
+	}
+	return err
 }
 
 var _ interface {
@@ -500,23 +580,50 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	for i, l := range logs {
 		sealed[i] = seal(l)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.reopenIfBroken(); err != nil {
+	err := s.reopenIfBroken()
+	defer s.mu.RUnlock()
+	if err != nil {
 		return err
 	}
-	return s.wrote(s.w.StoreLogs(sealed))
+	if err := s.wrote(s.w.StoreLogs(sealed)); err != nil {
+		return err
+	}
+	if n := len(logs); n > 0 {
+		s.synced.Store(logs[n-1].Index)
+	}
+	return nil
 }
 
 // DeleteRange deletes entries min to max (a prefix after a snapshot, or
 // a follower's suffix that conflicts with its leader's log).
 func (s *Store) DeleteRange(min, max uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.reopenIfBroken(); err != nil {
+	err := s.reopenIfBroken()
+	defer s.mu.RUnlock()
+	if err != nil {
 		return err
 	}
-	return s.wrote(s.w.DeleteRange(min, max))
+	last, err := s.w.LastIndex()
+	if err != nil {
+		return err
+	}
+	if max < last {
+		return s.wrote(s.w.DeleteRange(min, max)) // a prefix
+	}
+	// A suffix: the mark comes down first, durably, so that a crash in
+	// between never leaves a mark above the end of the log.
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	if s.marked > min-1 {
+		if err := s.w.SetUint64(syncedKey, min-1); err != nil {
+			return s.wrote(err)
+		}
+		s.marked = min - 1
+	}
+	if err := s.wrote(s.w.DeleteRange(min, max)); err != nil {
+		return err
+	}
+	s.synced.Store(min - 1)
+	return nil
 }
 
 // Set, Get, SetUint64 and GetUint64 are the stable store (raft's term and

@@ -180,19 +180,49 @@ func TestReopenKeepsEntriesAndStableValues(t *testing.T) {
 // A torn tail (the batch being written when the server stopped) is cut back
 // to the last batch written whole; nothing of it is served, and the store
 // goes on from there.
+// crash closes the store as a stop would leave it: the high-water mark
+// not recorded since the last time.
+func (s *Store) crash() {
+	close(s.stopMark)
+	<-s.markDone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.closeFiles()
+}
+
+// openUnmarked opens a store that records no high-water mark on its own.
+func openUnmarked(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{SegmentSize: testSegment, markEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// writeThenStop appends 1..mid and closes (the mark is at mid), then
+// appends mid+1..last in batches of n and stops without recording them.
+func writeThenStop(t *testing.T, dir string, mid, last uint64, n int) {
+	t.Helper()
+	s := open(t, dir)
+	appendBatches(t, s, 1, mid, n)
+	s.Close()
+	s = openUnmarked(t, dir)
+	appendBatches(t, s, mid+1, last, n)
+	s.crash()
+}
+
 func TestTruncatedTailIsCutToTheLastWholeBatch(t *testing.T) {
 	for _, into := range []int64{1, 8, 20, 60} { // bytes into the last batch that survive
 		t.Run(fmt.Sprint(into), func(t *testing.T) {
 			dir := t.TempDir()
-			s := open(t, dir)
-			appendBatches(t, s, 1, 100, 10)
-			s.Close()
+			writeThenStop(t, dir, 50, 100, 10)
 			tail := segments(t, dir)[len(segments(t, dir))-1]
 			start := frameOf(t, tail, 91) // the last batch is entries 91..100
 			if err := os.Truncate(tail, start+into); err != nil {
 				t.Fatal(err)
 			}
-			s = open(t, dir)
+			s := open(t, dir)
 			checkEntries(t, s, 1, 90)
 			// Bytes counts up to the last byte that is not zero.
 			if s.Cut.LastIndex != 90 || s.Cut.Bytes <= 0 || s.Cut.Bytes > into || s.Cut.File != tail {
@@ -212,16 +242,29 @@ func TestTruncatedTailIsCutToTheLastWholeBatch(t *testing.T) {
 // opens with what is there.
 func TestTailEndingAtABatchOpens(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir)
-	appendBatches(t, s, 1, 50, 10)
-	s.Close()
+	writeThenStop(t, dir, 20, 50, 10)
 	tail := segments(t, dir)[len(segments(t, dir))-1]
 	if err := os.Truncate(tail, frameOf(t, tail, 41)); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, dir)
+	s := open(t, dir)
 	defer s.Close()
 	checkEntries(t, s, 1, 40)
+}
+
+// A tail cut off after it was synced and recorded (a truncated file, not a
+// torn write): refused, although it looks like a stop before the batch was
+// written.
+func TestTruncatedAfterSyncIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	appendBatches(t, s, 1, 100, 10)
+	s.Close()
+	tail := segments(t, dir)[len(segments(t, dir))-1]
+	if err := os.Truncate(tail, frameOf(t, tail, 91)); err != nil {
+		t.Fatal(err)
+	}
+	wantDamaged(t, dir, tail)
 }
 
 // Damage to an entry acknowledged long ago in the last segment, followed by
