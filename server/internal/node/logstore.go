@@ -60,7 +60,8 @@ func openLogStore(dir string, after uint64, logger *slog.Logger) (logStore, erro
 	}
 	path := logStorePath(dir)
 	if !logstore.Exists(path) && hasMarker(dir) {
-		return nil, damaged(path, fmt.Errorf("the Raft log is missing or empty, but %s says this directory held a member's state", markerPath(dir)))
+		return nil, damaged(path, fmt.Errorf("the Raft log (%s, or %s of an earlier version) is missing or empty, but %s says this directory held a member's state",
+			logstore.StoreDir, logstore.BoltFile, markerPath(dir)))
 	}
 	s, err := logstore.Open(path, opts)
 	if err != nil {
