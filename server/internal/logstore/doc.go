@@ -22,6 +22,12 @@
 // file; the caller turns it into the operator's guidance. MigrateBolt moves
 // an existing raft-boltdb raft.db into a new store, safely across crashes.
 //
+// The tests damage stores in every way listed (truncated tails, flipped
+// bytes in sealed and last segments, missing segments and metadata, a full
+// disk on a small tmpfs, as root) and kill a child process appending to a
+// store with SIGKILL again and again (12 times by default;
+// TICKETING_LOGSTORE_KILL_CYCLES=N for N).
+//
 //	s, err := logstore.Open(logstore.StorePath(raftDir), logstore.Options{})
 //	r, err := raft.NewRaft(conf, fsm, s, s, snaps, transport)
 package logstore
