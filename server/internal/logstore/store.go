@@ -32,10 +32,10 @@ const MetaFile = metadb.FileName
 
 // ErrDamaged reports a store whose content cannot be trusted; errors that
 // wrap it are *DamageError values naming the file.
-var ErrDamaged = errors.New("Raft log damaged")
+var ErrDamaged = errors.New("log store damaged")
 
 // ErrLocked reports a store another process has open.
-var ErrLocked = errors.New("Raft log locked by another process")
+var ErrLocked = errors.New("log store locked by another process")
 
 // DamageError names the file of the store that is damaged and why.
 type DamageError struct {
