@@ -287,8 +287,7 @@ func (m createdMeta) CommitState(st types.PersistentState) error {
 // storedMeta is what the metadata file says, read before raft-wal opens it.
 type storedMeta struct {
 	types.PersistentState
-	present   bool // the file exists
-	hasStable bool // it holds a stable-store value (a term or a vote)
+	present bool // the file exists
 }
 
 // readMeta reads the metadata file read-only, after checking that it is as
@@ -328,8 +327,6 @@ func readMeta(dir string) (m storedMeta, err error) {
 				return fmt.Errorf("the segment list does not decode: %w", err)
 			}
 		}
-		k, _ := sb.Cursor().First()
-		m.hasStable = k != nil
 		return nil
 	})
 	if err != nil {
