@@ -124,6 +124,14 @@ func TestKill9DuringAppends(t *testing.T) {
 				t.Fatalf("cycle %d: delete a prefix: %v", cycle, err)
 			}
 		}
+		// Now and then drop the newest entries, as a follower does with
+		// entries its leader's log does not have.
+		if cycle%3 == 2 && last > 510 {
+			if err := s.DeleteRange(last-4, last); err != nil {
+				t.Fatalf("cycle %d: delete a suffix: %v", cycle, err)
+			}
+			acked = last - 5
+		}
 		s.Close()
 	}
 	t.Logf("%d kills, %d entries acknowledged, %d segment files", killCycles(t), acked, len(segmentsOf(dir)))

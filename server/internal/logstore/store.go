@@ -362,6 +362,19 @@ func (s *Store) checkSegments(m storedMeta) error {
 		if err != nil {
 			return damage(path, err)
 		}
+		if !tail && si.IndexStart == 0 {
+			// Sealed by a suffix deletion, which raft-wal v0.4.0 records
+			// without writing the segment's index: it could not read the
+			// segment again. Write the index now.
+			start, err := writeIndex(path, b, si)
+			if err != nil {
+				return damage(path, err)
+			}
+			m.Segments[i].IndexStart = start
+			if err := s.commitMeta(m.PersistentState); err != nil {
+				return err
+			}
+		}
 		if !tail {
 			continue // sealed: every entry is checked after raft-wal opens it
 		}
@@ -413,6 +426,29 @@ func unsealSegment(path string, r tailReport) error {
 		return err
 	}
 	return f.Close()
+}
+
+// commitMeta writes st into the metadata file (before raft-wal opens it).
+func (s *Store) commitMeta(st types.PersistentState) error {
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.dir, MetaFile)
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("%w: %s (is another ticketd using this data directory?)", ErrLocked, path)
+	}
+	if err != nil {
+		return damage(path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(metadb.MetaBucket)).Put([]byte(metadb.MetaKey), raw)
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func truncateSync(path string, size int64) error {

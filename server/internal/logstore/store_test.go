@@ -410,3 +410,24 @@ func TestCodecRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A suffix deleted inside the last segment: raft-wal seals that segment
+// without an index (and then cannot read it after a restart); the store
+// writes the index at open.
+func TestSuffixDeletedInTheLastSegmentSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	appendBatches(t, s, 1, 30, 3)
+	if err := s.DeleteRange(25, 30); err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, s, 25, 40, 3)
+	s.Close()
+	s = open(t, dir)
+	checkEntries(t, s, 1, 40)
+	appendBatches(t, s, 41, 50, 3)
+	s.Close()
+	s = open(t, dir)
+	defer s.Close()
+	checkEntries(t, s, 1, 50)
+}

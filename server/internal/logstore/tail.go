@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"os"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/types"
@@ -192,4 +193,68 @@ func nonZero(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// writeIndex writes the index a sealed segment lacks (b is its content):
+// the offset of every entry's frame from info.BaseIndex to info.MaxIndex,
+// as raft-wal writes when it seals a full segment, in an index frame after
+// the last batch written whole. It returns where the offsets start
+// (SegmentInfo.IndexStart). Run again after a crash, it writes the same
+// frame at the same place.
+func writeIndex(path string, b []byte, info types.SegmentInfo) (uint64, error) {
+	var (
+		offsets []uint32
+		end     uint64 // just after the last commit frame
+		next    = info.BaseIndex
+		l       raft.Log
+	)
+	size := uint64(len(b))
+	for off := uint64(segHeaderLen); off+frameHeaderLen <= size; {
+		h := b[off : off+frameHeaderLen]
+		if !isFrameHeader(h) {
+			break
+		}
+		n := uint64(binary.LittleEndian.Uint32(h[4:]))
+		if h[0] == frameCommit {
+			off += frameHeaderLen
+			end = off
+			continue
+		}
+		frameEnd := off + frameHeaderLen + padded(n)
+		if frameEnd > size {
+			break
+		}
+		if h[0] == frameEntry {
+			if decodeFrame(b[off+frameHeaderLen:off+frameHeaderLen+n], &l) != nil || l.Index != next {
+				break
+			}
+			offsets = append(offsets, uint32(off))
+			next++
+		}
+		off = frameEnd
+	}
+	want := info.MaxIndex - info.BaseIndex + 1
+	if info.MaxIndex < info.BaseIndex || uint64(len(offsets)) < want {
+		return 0, fmt.Errorf("%w: the segment holds entries %d to %d, but the store's metadata says it ends at %d",
+			ErrChecksum, info.BaseIndex, next-1, info.MaxIndex)
+	}
+	frame := make([]byte, frameHeaderLen+padded(want*4))
+	frame[0] = frameIndex
+	binary.LittleEndian.PutUint32(frame[4:], uint32(want*4))
+	for i, o := range offsets[:want] {
+		binary.LittleEndian.PutUint32(frame[frameHeaderLen+4*i:], o)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.WriteAt(frame, int64(end)); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	return end + frameHeaderLen, f.Close()
 }
