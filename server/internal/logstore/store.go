@@ -355,7 +355,13 @@ func (s *Store) checkSegments(m storedMeta) error {
 	for i, si := range m.Segments {
 		path := s.segmentPath(si)
 		tail := si.SealTime.IsZero()
-		b, err := os.ReadFile(path)
+		var b []byte
+		var err error
+		if tail || si.IndexStart == 0 {
+			b, err = os.ReadFile(path)
+		} else {
+			_, err = os.Stat(path) // its entries are checked after raft-wal opens it
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return damage(path, fmt.Errorf("the segment file is missing (%s lists it, with entries from %d)", MetaFile, si.BaseIndex))
 		}
@@ -397,7 +403,7 @@ func (s *Store) checkSegments(m storedMeta) error {
 		if r.torn > 0 {
 			// Entries after the last batch that was fsynced whole were never
 			// acknowledged: cut them, so that nothing of them is read again.
-			if err := truncateSync(path, r.cut); err != nil {
+			if err := truncateSync(path, r.cut, int64(si.SizeLimit)); err != nil {
 				return err
 			}
 			s.Cut = TailCut{File: path, Bytes: r.torn, LastIndex: r.lastIndex}
@@ -451,7 +457,8 @@ func (s *Store) commitMeta(st types.PersistentState) error {
 	return err
 }
 
-func truncateSync(path string, size int64) error {
+// truncateSync cuts the file at size and preallocates it to limit again.
+func truncateSync(path string, size, limit int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -459,6 +466,9 @@ func truncateSync(path string, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		_ = f.Close()
 		return err
+	}
+	if limit > size {
+		preallocate(f, limit)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
