@@ -22,7 +22,11 @@ var errLinkLost = errors.New("coordination: connection lost")
 type link struct {
 	nc net.Conn
 
-	wmu sync.Mutex // one writer at a time
+	// wturn is the turn to write, one writer at a time: a channel rather
+	// than a mutex so that a call can stop waiting for its turn when its
+	// context ends (a frame that cannot be written, on a link that stopped
+	// reading, would otherwise hold it up to the write deadline).
+	wturn chan struct{}
 
 	mu      sync.Mutex
 	next    uint32
@@ -198,7 +202,7 @@ func dialOne(ctx context.Context, cfg *config, addr string, onEvent func(wire.Fr
 	}
 	nc.SetDeadline(time.Time{})
 	r.AllowCoordFrames()
-	l := &link{nc: nc, calls: make(map[uint32]chan wire.Frame), notes: make(map[uint32]func(wire.Frame)),
+	l := &link{nc: nc, wturn: make(chan struct{}, 1), calls: make(map[uint32]chan wire.Frame), notes: make(map[uint32]func(wire.Frame)),
 		onEvent: onEvent, done: make(chan struct{}), detached: make(chan struct{})}
 	go l.readLoop(r, time.Duration(f.Interval)*time.Millisecond)
 	return l, "", nil
@@ -289,9 +293,19 @@ func (l *link) deliver(f wire.Frame) {
 	}
 }
 
+// write writes f when its turn comes.
 func (l *link) write(f *wire.Frame) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	select {
+	case l.wturn <- struct{}{}:
+	case <-l.done:
+		return errLinkLost
+	}
+	defer func() { <-l.wturn }()
+	return l.writeTurn(f)
+}
+
+// writeTurn writes f; the caller has the turn.
+func (l *link) writeTurn(f *wire.Frame) error {
 	l.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_, err := l.nc.Write(wire.Append(nil, f))
 	return err
@@ -337,10 +351,44 @@ func (l *link) callSent(ctx context.Context, op uint8, body *wire.Coord, note fu
 		l.notes[id] = note
 	}
 	l.mu.Unlock()
+	forget := func() {
+		l.mu.Lock()
+		delete(l.calls, id)
+		delete(l.notes, id)
+		l.mu.Unlock()
+	}
+	// The call waits for its turn to write, and for the write, only while
+	// ctx lasts. Once it has the turn its frame goes out whole, in the
+	// background if ctx ends meanwhile: the stream stays whole, and
+	// whatever is written later (a withdrawal of this acquire, say) comes
+	// after it.
+	select {
+	case l.wturn <- struct{}{}:
+	case <-l.done:
+		forget()
+		return 0, wire.Coord{}, time.Time{}, errLinkLost
+	case <-ctx.Done():
+		forget()
+		return 0, wire.Coord{}, time.Time{}, ctx.Err() // nothing was sent
+	}
 	sent := time.Now()
-	if err := l.write(wire.CoordFrame(false, id, op, 0, body)); err != nil {
-		l.fail(err)
-		return 0, wire.Coord{}, sent, errLinkLost
+	written := make(chan error, 1)
+	go func() {
+		err := l.writeTurn(wire.CoordFrame(false, id, op, 0, body))
+		<-l.wturn
+		if err != nil {
+			l.fail(err)
+		}
+		written <- err
+	}()
+	select {
+	case err := <-written:
+		if err != nil {
+			return 0, wire.Coord{}, sent, errLinkLost
+		}
+	case <-ctx.Done():
+		forget()
+		return 0, wire.Coord{}, sent, ctx.Err()
 	}
 	select {
 	case f := <-ch:
@@ -353,10 +401,7 @@ func (l *link) callSent(ctx context.Context, op uint8, body *wire.Coord, note fu
 	case <-l.done:
 		return 0, wire.Coord{}, sent, errLinkLost
 	case <-ctx.Done():
-		l.mu.Lock()
-		delete(l.calls, id)
-		delete(l.notes, id)
-		l.mu.Unlock()
+		forget()
 		return 0, wire.Coord{}, sent, ctx.Err()
 	}
 }

@@ -41,6 +41,8 @@ func main() {
 	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds()+"; also quiet (no fault: counts elections a healthy cluster holds)")
 	flag.StringVar(&check, "check", "", "check the history.txt `file` of an earlier run instead of running")
 	var young string
+	var coord bool
+	flag.BoolVar(&coord, "coord", false, "run the coordination workload (12 sessions of the coordination SDK: a limit-1 and a limit-3 semaphore, an election) beside the tickets one, and check it; without -faults, inject the coordination faults ("+coordKinds()+")")
 	flag.StringVar(&young, "young", string(nemesis.YoungStall)+","+string(nemesis.YoungKill),
 		"comma-separated faults of the cluster's first second, each on a different server before the workload starts (\"\" for none)")
 	flag.Parse()
@@ -64,6 +66,12 @@ func main() {
 				os.Exit(2)
 			}
 			cfg.Kinds = append(cfg.Kinds, nemesis.FaultKind(k))
+		}
+	}
+	if coord {
+		cfg.Coord = &nemesis.CoordConfig{}
+		if kinds == "" {
+			cfg.Kinds = nemesis.CoordFaults
 		}
 	}
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
@@ -111,14 +119,26 @@ func recheck(file string) int {
 
 func allKinds() string {
 	var s []string
-	for _, k := range nemesis.AllFaults {
+	seen := map[nemesis.FaultKind]bool{}
+	for _, k := range append(append([]nemesis.FaultKind(nil), nemesis.AllFaults...), nemesis.CoordFaults...) {
+		if !seen[k] {
+			s = append(s, string(k))
+		}
+		seen[k] = true
+	}
+	return strings.Join(s, ",")
+}
+
+func coordKinds() string {
+	var s []string
+	for _, k := range nemesis.CoordFaults {
 		s = append(s, string(k))
 	}
 	return strings.Join(s, ",")
 }
 
 func known(k string) bool {
-	for _, f := range append(nemesis.AllFaults, nemesis.Quiet) {
+	for _, f := range append(append(append([]nemesis.FaultKind(nil), nemesis.AllFaults...), nemesis.CoordFaults...), nemesis.Quiet) {
 		if string(f) == k {
 			return true
 		}

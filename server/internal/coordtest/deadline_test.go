@@ -41,6 +41,12 @@ var productionPings = testcluster.WithConfig(func(c *server.Config) { c.PingInte
 // as its client address (so a client following M stays behind the
 // proxies). It returns the cluster, the proxies and their address list.
 func proxied(t *testing.T, n int) (*testcluster.Cluster, []*nemesis.Proxy, string) {
+	return proxiedWith(t, n, productionPings)
+}
+
+// proxiedWith is proxied with the servers' configuration changed by opts
+// instead of productionPings.
+func proxiedWith(t *testing.T, n int, opts ...testcluster.Option) (*testcluster.Cluster, []*nemesis.Proxy, string) {
 	lns := make([]net.Listener, n)
 	var addrs []string
 	for i := range lns {
@@ -56,7 +62,7 @@ func proxied(t *testing.T, n int) (*testcluster.Cluster, []*nemesis.Proxy, strin
 		fmt.Sscanf(c.NodeID, "n%d", &i)
 		c.AdvertiseClientAddr = addrs[i-1]
 	})
-	cl := testcluster.Start(t, n, productionPings, advertise)
+	cl := testcluster.Start(t, n, append(opts, advertise)...)
 	var ps []*nemesis.Proxy
 	for i, ln := range lns {
 		addr, first := addrs[i], ln

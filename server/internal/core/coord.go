@@ -413,7 +413,7 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 		}
 		if cn, b := c.sessions.connOf(e.Session); cn != nil {
 			cn.Send(wire.CoordFrame(true, 0, wire.CoordSessionEnded, 0, &wire.Coord{Session: e.Session, Reason: e.Reason}))
-			c.sessions.unbind(cn)
+			c.sessions.unbind(cn, e.Session)
 			c.countSession(b.principal, -1)
 		}
 	case fsm.EventChanged:
@@ -440,7 +440,7 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 // the session keeps its holds and queue positions until it expires.
 func (c *Core) coordConnClosed(cn Replier) {
 	if b := c.sessions.of(cn); b != nil {
-		c.sessions.unbind(cn)
+		c.sessions.unbind(cn, b.session)
 		c.countSession(b.principal, -1)
 		if c.serving {
 			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})

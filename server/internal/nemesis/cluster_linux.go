@@ -545,3 +545,21 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		}
 	}
 }
+
+// ControlDialer dials, for a server's advertised client address, that
+// server's control path instead (root namespace loopback, never faulted):
+// an observer's client follows the leader as any client does, but no fault
+// reaches it.
+func (c *Cluster) ControlDialer() DialFunc {
+	m := map[string]string{}
+	for _, nd := range c.Nodes {
+		m[nd.Client.Addr()] = nd.ctl.Addr()
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if a, ok := m[addr]; ok {
+			addr = a
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}

@@ -34,7 +34,24 @@
 // model that knows a lease may end only after the holder's conservative
 // deadline). Liveness figures come from the same history.
 //
-// Run is a whole run (cmd/ticketjepsen runs it by hand); TestShortRun is the
-// CI run. Both need root: without it they fail with ErrNotRoot, and without
-// ip with ErrNoIP (test.sh installs iproute2).
+// With Config.Coord, a coordination workload runs beside the tickets one
+// (CoordWorkload): 12 sessions of the coordination SDK, a third each in the
+// two client groups' namespaces and in the root namespace, take turns on a
+// limit-1 and a limit-3 semaphore and an Election, and now and then one is
+// abandoned while it holds (its connection goes silent, it never dials
+// again). CheckCoord then verifies, from the clients' view — a hold lasts
+// from the grant's return to the end of its lease's context, or to the
+// release — that no semaphore ever had more units held than its limit, the
+// election never two leaders, order ids never went backwards, no call
+// returned more than 100 ms after its context ended, and every session the
+// client gave up left the server within CoordConfig.ExpiryBound (an
+// observer lists the node's sessions through the unfaulted control path).
+//
+// Run is a whole run (cmd/ticketjepsen runs it by hand, -coord for the
+// coordination workload); TestShortRun is the CI run of the tickets
+// workload with every fault kind, TestCoordPartitions the CI run of the
+// coordination workload with the coordination faults (CoordFaults);
+// TICKETING_NEMESIS_COORD_RUNS=N makes it N runs of
+// 120 s of them (docs/reliability.md). All need root: without it they fail
+// with ErrNotRoot, and without ip with ErrNoIP (test.sh installs iproute2).
 package nemesis

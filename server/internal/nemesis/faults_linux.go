@@ -24,22 +24,29 @@ const (
 	// client group, which is cut off from the peers; the other client group
 	// is cut off from the leader and reaches only the peers.
 	PartitionLeaderSome FaultKind = "partition-leader-some"
-	PartitionBridge     FaultKind = "partition-bridge"     // two nodes cut from each other; the third sees both
-	PartitionAsymmetric FaultKind = "partition-asymmetric" // the leader's packets to its peers dropped; theirs arrive
-	PartitionFlapping   FaultKind = "partition-flapping"   // the leader cut off and healed every 300-700 ms
-	KillLeader          FaultKind = "kill-leader"          // SIGKILL the leader; restart it after the hold
-	KillFollower        FaultKind = "kill-follower"        // SIGKILL a follower; restart it after the hold
-	PauseLeader         FaultKind = "pause-leader"         // SIGSTOP the leader; SIGCONT after the hold
-	RollingRestart      FaultKind = "rolling-restart"      // SIGTERM, restart, wait ready: every node in turn
-	RaftDelay           FaultKind = "raft-delay"           // every Raft link slow: 20 ms + up to 80 ms jitter per chunk
-	RaftStall           FaultKind = "raft-stall"           // one node's inbound Raft links silent, connections open
-	RaftCut             FaultKind = "raft-cut"             // every Raft connection reset; new ones refused for the hold
-	ClientDelay         FaultKind = "client-delay"         // every client link slow: 50 ms + up to 100 ms jitter
-	ClientStall         FaultKind = "client-stall"         // the leader's client links silent, connections open
-	ClientCut           FaultKind = "client-cut"           // the leader's client connections reset; new ones refused
-	LinkBandwidth       FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
-	DiskFullLeader      FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
-	KillInSnapshot      FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
+	PartitionBridge     FaultKind = "partition-bridge" // two nodes cut from each other; the third sees both
+	// PartitionFollower: a follower cut off from its peers, both
+	// directions; clients still reach it.
+	PartitionFollower FaultKind = "partition-follower"
+	// PartitionClientsLeader: one client group (random) cut off from the
+	// leader, both directions, and nothing else: its sessions lose the
+	// leader while it keeps its quorum and serves the other clients.
+	PartitionClientsLeader FaultKind = "partition-clients-leader"
+	PartitionAsymmetric    FaultKind = "partition-asymmetric" // the leader's packets to its peers dropped; theirs arrive
+	PartitionFlapping      FaultKind = "partition-flapping"   // the leader cut off and healed every 300-700 ms
+	KillLeader             FaultKind = "kill-leader"          // SIGKILL the leader; restart it after the hold
+	KillFollower           FaultKind = "kill-follower"        // SIGKILL a follower; restart it after the hold
+	PauseLeader            FaultKind = "pause-leader"         // SIGSTOP the leader; SIGCONT after the hold
+	RollingRestart         FaultKind = "rolling-restart"      // SIGTERM, restart, wait ready: every node in turn
+	RaftDelay              FaultKind = "raft-delay"           // every Raft link slow: 20 ms + up to 80 ms jitter per chunk
+	RaftStall              FaultKind = "raft-stall"           // one node's inbound Raft links silent, connections open
+	RaftCut                FaultKind = "raft-cut"             // every Raft connection reset; new ones refused for the hold
+	ClientDelay            FaultKind = "client-delay"         // every client link slow: 50 ms + up to 100 ms jitter
+	ClientStall            FaultKind = "client-stall"         // the leader's client links silent, connections open
+	ClientCut              FaultKind = "client-cut"           // the leader's client connections reset; new ones refused
+	LinkBandwidth          FaultKind = "link-bandwidth"       // every server's sending limited to 256 kbit/s (tc tbf on its veth)
+	DiskFullLeader         FaultKind = "disk-full-leader"     // the leader's data directory (a 64 MB tmpfs) filled up; freed at the heal
+	KillInSnapshot         FaultKind = "kill-in-snapshot"     // SIGKILL a server while it writes a Raft snapshot; restart it after the hold
 	// StallAfterCommit: the leader's core stopped right after a grant to an
 	// acquire with wait > 0 committed, before it answers (ticketd's stall
 	// hook), and the leader cut off from its peers, so another server takes
@@ -59,6 +66,14 @@ var AllFaults = []FaultKind{
 	KillLeader, KillFollower, PauseLeader, RollingRestart,
 	RaftDelay, RaftStall, RaftCut, ClientDelay, ClientStall, ClientCut, LinkBandwidth, DiskFullLeader, KillInSnapshot,
 	StallAfterCommit,
+}
+
+// CoordFaults are the faults of the coordination runs (Config.Coord): the
+// leader partitioned, a follower partitioned, the leader isolated with
+// some clients, clients cut from the leader only, the leader paused and
+// killed.
+var CoordFaults = []FaultKind{
+	PartitionLeader, PartitionFollower, PartitionLeaderSome, PartitionClientsLeader, PauseLeader, KillLeader,
 }
 
 // FaultEvent is one injected fault as it happened.
@@ -233,6 +248,16 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 			}
 		}
 		sleep(hold)
+	case PartitionFollower:
+		l, lerr := n.leader(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		f := n.others(l)[n.rng.IntN(nodes-1)]
+		ev.Target = "follower " + n.c.Nodes[f].ID
+		ev.Start = n.h.Now()
+		err = n.isolate(f, false)
+		sleep(hold)
 	case PartitionBridge:
 		if nodes < 3 {
 			return fmt.Errorf("%s needs 3 nodes", kind)
@@ -331,6 +356,11 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 					err = errors.Join(err, n.cut(cg, l, true))
 				}
 			}
+			sleep(hold)
+		case PartitionClientsLeader:
+			g := n.rng.IntN(ClientGroups)
+			ev.Target += fmt.Sprintf(" cut from client group %d", g+1)
+			err = n.cut(n.c.Net.ClientNode(g), l, true)
 			sleep(hold)
 		case PartitionAsymmetric:
 			for _, j := range n.others(l) {

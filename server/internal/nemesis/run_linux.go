@@ -31,6 +31,11 @@ type Config struct {
 	// Young are faults of the cluster's first second (YoungFaults), each
 	// applied to a different server while the cluster forms.
 	Young []FaultKind
+	// Coord, if not nil, runs the coordination workload beside the
+	// tickets one (its zero fields take CoordConfig's defaults; sessions
+	// dial from the client groups' namespaces and the root namespace in
+	// turn) and checks it (Report.Coord).
+	Coord *CoordConfig
 }
 
 // Liveness is what one fault did to availability.
@@ -73,11 +78,17 @@ type Report struct {
 	// Unsettled counts the heals after which not every server had caught
 	// up with the leader within 30 s (the next fault started anyway).
 	Unsettled int
+	// Coord is the coordination workload's check (Config.Coord), with the
+	// sessions it started and the errors its sessions saw.
+	Coord         *CoordCheck
+	CoordSessions int
+	CoordErrs     map[string]int
 }
 
 // Failed reports whether the run found a violation or an anomaly.
 func (r *Report) Failed() bool {
-	return len(r.Check.Violations) > 0 || len(r.Anomalies) > 0 || r.Check.Linearizable == porcupine.Illegal
+	return len(r.Check.Violations) > 0 || len(r.Anomalies) > 0 || r.Check.Linearizable == porcupine.Illegal ||
+		(r.Coord != nil && len(r.Coord.Violations) > 0)
 }
 
 // Run builds (or takes) ticketd, starts the cluster in namespaces, runs the
@@ -165,6 +176,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.Stop()
 		}
 	}()
+	var cw *CoordWorkload
+	if cfg.Coord != nil {
+		cc := *cfg.Coord
+		cc.Seed = cfg.Seed
+		if cc.Dialers == nil {
+			cc.Dialers = append(append([]DialFunc(nil), dialers...), nil) // the client groups, then the root namespace
+		}
+		if cc.Observer == nil {
+			cc.Observer = c.ControlDialer()
+		}
+		cw = NewCoordWorkload(cc, c.ClientAddrs(), h)
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := cw.Start(cctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the coordination workload could not start: %w\n%s", err, tails(c))
+		}
+		logf("coordination workload: %d sessions on node %s, session timeout %v, grace %v", cw.cfg.Sessions, CoordNode, cw.cfg.Timeout, cw.cfg.Grace)
+		defer func() {
+			if !stopped {
+				cw.Stop()
+			}
+		}()
+	}
 	// Warm up: the first grant shows the cluster serves.
 	if _, err := waitGrant(ctx, h, 0, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("no grant within 30 s of the start: %w\n%s", err, tails(c))
@@ -215,6 +250,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	end := h.Now()
 	w.Stop()
+	if cw != nil {
+		logf("stopping the coordination workload (waiting for the server to let go of the sessions it gave up)")
+		cw.Stop()
+		chk := cw.Check()
+		rep.Coord, rep.CoordSessions, rep.CoordErrs = &chk, cw.Opened(), cw.Errors()
+		if err := writeCoordHistory(filepath.Join(cfg.Dir, "coordination.txt"), cw, rep.Schedule); err != nil {
+			logf("writing the coordination history: %v", err)
+		}
+	}
 	stopped = true
 	if err := FinalReads(c.ClientAddrs(), w.cfg.Keys, h, w.cfg.Workers, 30*time.Second); err != nil {
 		rep.Anomalies = append(rep.Anomalies, "final reads: "+err.Error())
@@ -414,6 +458,9 @@ func (r *Report) String() string {
 			fmt.Fprintf(&b, "  %dx %s\n", v, k)
 		}
 	}
+	if r.Coord != nil {
+		b.WriteString(r.coordSection())
+	}
 	for _, a := range r.Anomalies {
 		fmt.Fprintf(&b, "ANOMALY: %s\n", a)
 	}
@@ -421,7 +468,11 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "VIOLATION: %s\n", v)
 	}
 	if r.Failed() {
-		fmt.Fprintf(&b, "RESULT: FAILED (%d violations, %d anomalies); replay with -seed %d\n", len(r.Check.Violations), len(r.Anomalies), r.Seed)
+		n := len(r.Check.Violations)
+		if r.Coord != nil {
+			n += len(r.Coord.Violations)
+		}
+		fmt.Fprintf(&b, "RESULT: FAILED (%d violations, %d anomalies); replay with -seed %d\n", n, len(r.Anomalies), r.Seed)
 	} else {
 		b.WriteString("RESULT: ok, 0 violations\n")
 	}
