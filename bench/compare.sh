@@ -36,6 +36,10 @@
 #                                   the open files limit allows, see below)
 #   ETCD_CONNS_1, ETCD_CONNS_3      etcd idle clients on 1 / 3 nodes
 #   HOLD_NODES ["1 3"], CONN_NODES ["1 3"]  node counts for those rows
+#   ROWS ["w128 w128c16 contended single"]  the throughput and latency rows
+#                       to run: 128 workers on one connection, on 16,
+#                       16 workers on one key, one client (e.g. ROWS="single
+#                       w128" HOLD_NODES= CONN_NODES= for a short comparison)
 #   MAX_OTHER [0.3]     other load (cores) a run may have had to be accepted
 #   TRIES [4] (2)       tries per pair before the least disturbed is kept
 #   QUIET_WAIT [60] (30) seconds to wait for a quiet machine before a try
@@ -58,7 +62,7 @@ quick)
 *)
 	echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
-: "${NODES:=1 3}" "${HOLD_NODES:=$NODES}" "${CONN_NODES:=$NODES}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}"
+: "${NODES:=1 3}" "${HOLD_NODES=$NODES}" "${CONN_NODES=$NODES}" "${ROWS=w128 w128c16 contended single}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}"
 OUT=${OUT:-$ROOT/bench/compare/results/compare-$MODE-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 
@@ -121,7 +125,7 @@ TRIES_DONE=0
 # pairs per pass: 4 rows + hold + connections where they run
 PAIRS_LEFT=0
 for nodes in $NODES; do
-	n=4
+	n=$(wc -w <<<"$ROWS")
 	has "$HOLD_NODES" "$nodes" && n=$((n + 1))
 	has "$CONN_NODES" "$nodes" && n=$((n + 1))
 	PAIRS_LEFT=$((PAIRS_LEFT + n * REPS))
@@ -191,10 +195,10 @@ for nodes in $NODES; do
 		echo "compare: === nodes=$nodes pass $rep/$REPS" >&2
 		wait_quiet
 		"$BIN/ticketbench" -q -json -workload fsync -warmup 1s -duration "$DURATION" >>"$OUT" || failed=$((failed + 1))
-		pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 1 -- -conns 1
-		pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 16 -- -conns 16
-		pair "$nodes" contended -clients 16 -warmup "$WARMUP"
-		pair "$nodes" uncontended -clients 1 -warmup "$WARMUP"
+		has "$ROWS" w128 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 1 -- -conns 1
+		has "$ROWS" w128c16 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 16 -- -conns 16
+		has "$ROWS" contended && pair "$nodes" contended -clients 16 -warmup "$WARMUP"
+		has "$ROWS" single && pair "$nodes" uncontended -clients 1 -warmup "$WARMUP"
 		if has "$HOLD_NODES" "$nodes"; then
 			pair "$nodes" hold -warmup "$HC_WARMUP" -- -n "$HOLD_N" -- -n "$ETCD_HOLD_N"
 		fi

@@ -52,11 +52,19 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/btree v1.1.3
+	github.com/hashicorp/raft-wal v0.4.0
 	github.com/ticketing-io/ticketing v0.0.0-00010101000000-000000000000
 	github.com/ticketing-io/ticketing/fence/pgxfence v0.0.0-00010101000000-000000000000
 )
 
-require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+require (
+	github.com/benbjohnson/immutable v0.4.0 // indirect
+	github.com/coreos/etcd v3.3.27+incompatible // indirect
+	github.com/coreos/go-systemd v0.0.0-20191104093116-d3cd4ed1dbcf // indirect
+	github.com/coreos/pkg v0.0.0-20220810130054-c7d1c02cb6cf // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	golang.org/x/exp v0.0.0-20220827204233-334a2380cb91 // indirect
+)
 
 // The server is built and tested with the client, fence and pgxfence of the
 // same checkout (go.work says the same for the whole repository).

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -22,18 +23,47 @@ type corruptState struct {
 	last     uint64
 }
 
-// A corruption case damages a copy of a stopped server's raft/raft.db (file);
-// size is the undamaged file's size.
+// A corruption case damages a copy of a stopped server's Raft log file
+// (file); size is the undamaged file's size.
 type corruptCase struct {
 	name    string
 	corrupt func(t *testing.T, file string, size int64)
+}
+
+// A logFile is the file of a stopped server's data directory that the
+// cases damage, and the ticketd that wrote the directory.
+type logFile struct {
+	named string                                    // what a refusal must name
+	path  func(t *testing.T, dataDir string) string // the file to damage
+	bin   func(t *testing.T) string                 // the ticketd that writes the directory; nil: this one
+}
+
+// raftDB is raft/raft.db written by the last ticketd before the log store:
+// this ticketd migrates it at its first start, or refuses it.
+var raftDB = logFile{
+	named: "raft.db",
+	path:  func(t *testing.T, dataDir string) string { return filepath.Join(dataDir, "raft", "raft.db") },
+	bin:   lastBoltTicketd,
+}
+
+// walTail is the last segment of this ticketd's log store (raft/wal).
+var walTail = logFile{
+	named: filepath.Join("raft", "wal"),
+	path: func(t *testing.T, dataDir string) string {
+		names, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
+		if len(names) == 0 {
+			t.Fatalf("no segment file in %s", filepath.Join(dataDir, "raft", "wal"))
+		}
+		sort.Strings(names)
+		return names[len(names)-1]
+	},
 }
 
 // runCorruptCases stops a server with a known state and, for each case,
 // starts it on a copy of its data directory damaged by the case. It must
 // refuse to start with a clear error naming the data file (exit code != 0,
 // no crash dump), or serve exactly the state it had: never a wrong state.
-func runCorruptCases(t *testing.T, cases []corruptCase) {
+func runCorruptCases(t *testing.T, lf logFile, cases []corruptCase) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -41,6 +71,9 @@ func runCorruptCases(t *testing.T, cases []corruptCase) {
 	base := t.TempDir()
 	// Default snapshot settings: every entry is still in the log.
 	p := newProc(t, "n1", base)
+	if lf.bin != nil {
+		p.bin = lf.bin(t)
+	}
 	p.start()
 	p.mustReady()
 	st := fillState(t, p.client, 40)
@@ -48,23 +81,24 @@ func runCorruptCases(t *testing.T, cases []corruptCase) {
 	if code := p.exitCode(); code != 0 {
 		t.Fatalf("clean shutdown exited %d\n%s", code, p.logTail(20))
 	}
-	db := filepath.Join("raft", "raft.db")
-	info, err := os.Stat(filepath.Join(p.dataDir, db))
+	file := lf.path(t, p.dataDir)
+	info, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rel, _ := filepath.Rel(p.dataDir, file)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(base, fmt.Sprintf("case%d", i))
 			copyDir(t, p.dataDir, filepath.Join(dir, "n1", "data"))
 			q := newProc(t, "n1", dir)
 			q.client, q.raftAddr, q.httpAddr = p.client, p.raftAddr, p.httpAddr
-			tc.corrupt(t, filepath.Join(q.dataDir, db), info.Size())
+			tc.corrupt(t, filepath.Join(q.dataDir, rel), info.Size())
 			q.start()
 			err := q.waitReady(startTimeout)
 			switch {
 			case errors.Is(err, errExited):
-				checkRefusal(t, q)
+				checkRefusal(t, q, lf.named)
 			case err != nil:
 				t.Errorf("neither serves nor exits: %v\n%s", err, q.logTail(20))
 			default:
@@ -75,10 +109,11 @@ func runCorruptCases(t *testing.T, cases []corruptCase) {
 	}
 }
 
-// TestCorruptRaftLog: a damaged Raft log is refused with a clear error or
-// recovered exactly; never served silently.
+// TestCorruptRaftLog: a damaged raft.db (the log of the versions before the
+// log store, migrated at the first start of this one) is refused with a
+// clear error or recovered exactly; never served silently.
 func TestCorruptRaftLog(t *testing.T) {
-	runCorruptCases(t, []corruptCase{
+	runCorruptCases(t, raftDB, []corruptCase{
 		{"truncated to one page", truncateTo(func(int64) int64 { return 4096 })},
 		{"last page cut off", truncateTo(func(size int64) int64 { return size - 4096 })},
 		// Once served an empty state and granted token 1 again: refused (MEMBER marker).
@@ -100,6 +135,62 @@ func TestCorruptRaftLog(t *testing.T) {
 			// Every copy of the key in the file, so that the live one is hit.
 			for _, off := range find(t, file, "corrupt/key-04") {
 				overwrite(t, file, off+int64(len("corrupt/")), []byte("K"))
+			}
+		}},
+	})
+}
+
+// TestCorruptLogStore: a damaged log store (raft/wal: the last segment, its
+// metadata) is refused with a clear error or recovered exactly; never
+// served silently. Truncations are not torn writes: the store's high-water
+// mark says how far the log was synced.
+func TestCorruptLogStore(t *testing.T) {
+	dataLen := func(t *testing.T, file string) int64 {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(bytes.TrimRight(b, "\x00")))
+	}
+	meta := func(file string) string { return filepath.Join(filepath.Dir(file), "wal-meta.db") }
+	runCorruptCases(t, walTail, []corruptCase{
+		{"truncated to zero bytes", truncateTo(func(int64) int64 { return 0 })},
+		{"truncated to one page", truncateTo(func(int64) int64 { return 4096 })},
+		{"truncated to half its entries", func(t *testing.T, file string, size int64) {
+			if err := os.Truncate(file, dataLen(t, file)/2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"last 100 bytes of entries cut off", func(t *testing.T, file string, size int64) {
+			if err := os.Truncate(file, dataLen(t, file)-100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"256 random bytes in the middle of the entries", func(t *testing.T, file string, size int64) {
+			overwrite(t, file, dataLen(t, file)/2, noise(256))
+		}},
+		{"64 random bytes over a log entry", func(t *testing.T, file string, size int64) {
+			offs := find(t, file, "corrupt/key-20")
+			overwrite(t, file, offs[len(offs)-1]-32, noise(64))
+		}},
+		{"one byte of a held key changed in the log", func(t *testing.T, file string, size int64) {
+			for _, off := range find(t, file, "corrupt/key-04") {
+				overwrite(t, file, off+int64(len("corrupt/")), []byte("K"))
+			}
+		}},
+		{"segment file removed", func(t *testing.T, file string, size int64) {
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"metadata truncated to one page", func(t *testing.T, file string, size int64) {
+			if err := os.Truncate(meta(file), 4096); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"metadata removed", func(t *testing.T, file string, size int64) {
+			if err := os.Remove(meta(file)); err != nil {
+				t.Fatal(err)
 			}
 		}},
 	})
@@ -166,9 +257,9 @@ func fillState(t *testing.T, addr string, n int) corruptState {
 	return st
 }
 
-// checkRefusal: the server exited; it must say why, naming the data file,
-// with a non-zero exit code and without a crash dump.
-func checkRefusal(t *testing.T, p *proc) {
+// checkRefusal: the server exited; it must say why, naming the data file
+// (named), with a non-zero exit code and without a crash dump.
+func checkRefusal(t *testing.T, p *proc, named string) {
 	t.Helper()
 	log, code := p.log(), p.exitCode()
 	crashed := strings.Contains(log, "panic:") || strings.Contains(log, "fatal error:") || strings.Contains(log, "SIGBUS") || strings.Contains(log, "SIGSEGV")
@@ -177,8 +268,8 @@ func checkRefusal(t *testing.T, p *proc) {
 		t.Errorf("exited with code 0 on a damaged log\n%s", p.logTail(20))
 	case crashed:
 		t.Errorf("refuses to start, but by crashing (exit code %d), not with an error that names the data file:\n%s", code, crashExcerpt(log))
-	case !strings.Contains(log, "raft.db"):
-		t.Errorf("refuses to start (exit code %d), but the message does not name the data file raft.db:\n%s", code, p.logTail(20))
+	case !strings.Contains(log, named):
+		t.Errorf("refuses to start (exit code %d), but the message does not name the data file %s:\n%s", code, named, p.logTail(20))
 	default:
 		t.Logf("refuses to start (exit code %d): %s", code, lastLine(log))
 	}

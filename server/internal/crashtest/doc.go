@@ -16,9 +16,11 @@
 // The whole acquire/release/describe history is also checked for
 // linearizability against a one-key model with porcupine.
 //
-// A corrupted or truncated Raft log (raft/raft.db) must make ticketd refuse
-// to start with a clear error naming the file, or recover the correct state;
-// it must never serve a wrong state.
+// A corrupted or truncated Raft log (the log store in raft/wal, or the
+// raft/raft.db of the last version before it, which ticketd migrates) must
+// make ticketd refuse to start with a clear error naming the file, or
+// recover the correct state; it must never serve a wrong state. The upgrade
+// tests build earlier versions of ticketd from this repository's history.
 //
 // The default schedule is short (5 kill cycles on one node, 4 on a
 // three-node cluster: leader, follower, leader, leader), for CI.

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if lastBoltBuild.dir != "" {
+		os.RemoveAll(lastBoltBuild.dir)
+	}
 	os.Exit(code)
 }
 

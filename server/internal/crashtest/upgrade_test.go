@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -13,6 +14,34 @@ import (
 // TestUpgradeOneServerAtATime: the last version before authenticated Raft
 // peers and the founding rule of docs/design.md (Cluster identity).
 const upgradeFrom = "1bcf4b20cdb773b84557f64e15772d3034fe5660"
+
+// lastBolt is the last ticketd whose Raft log is raft.db (raft-boltdb),
+// before the log store: its data directories are migrated at the first
+// start of this one.
+const lastBolt = "8b052303ca255e581410dddf41bd792def4c126d"
+
+var lastBoltBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+}
+
+// lastBoltTicketd builds the lastBolt ticketd once per test run.
+func lastBoltTicketd(t *testing.T) string {
+	t.Helper()
+	lastBoltBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ticketd-lastbolt-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastBoltBuild.dir = dir
+		lastBoltBuild.bin = buildAt(t, lastBolt, dir)
+	})
+	if lastBoltBuild.bin == "" {
+		t.Fatal("building the ticketd before the log store failed (see the first test that built it)")
+	}
+	return lastBoltBuild.bin
+}
 
 // buildAt builds cmd/ticketd as it was at commit into dir, from this
 // repository's history.
@@ -59,7 +88,54 @@ func buildAt(t *testing.T, commit, dir string) string {
 // Every server keeps its data directory, the cluster keeps its ID and its
 // grants, and tokens keep rising throughout.
 func TestUpgradeOneServerAtATime(t *testing.T) {
-	old := buildAt(t, upgradeFrom, t.TempDir())
+	rollingUpgrade(t, buildAt(t, upgradeFrom, t.TempDir()), nil)
+}
+
+// TestUpgradeMigratesRaftLog: a cluster of the last version whose Raft log
+// is raft.db is upgraded one server at a time: each upgraded server
+// migrates its raft.db into the log store at its first start and serves in
+// a cluster with servers that have not been upgraded yet; once all are
+// upgraded, each starts again on its log store alone.
+func TestUpgradeMigratesRaftLog(t *testing.T) {
+	migrated := func(t *testing.T, p *proc) {
+		t.Helper()
+		raftDir := filepath.Join(p.dataDir, "raft")
+		for name, want := range map[string]bool{"raft.db": false, "raft.db.migrated": true, "wal/wal-meta.db": true, "wal.migrating": false} {
+			if _, err := os.Stat(filepath.Join(raftDir, name)); (err == nil) != want {
+				t.Fatalf("%s after its upgrade: %s exists: %v, want %v", p.id, name, err == nil, want)
+			}
+		}
+		if !strings.Contains(p.log(), "migrated from raft.db") {
+			t.Fatalf("%s did not say it migrated raft.db:\n%s", p.id, p.logTail(20))
+		}
+	}
+	ps, c := rollingUpgrade(t, lastBoltTicketd(t), migrated)
+	// Every server on its log store alone: restart each, one at a time.
+	last := grantKey(t, c.addrs(), "upgrade/before-restarts", 40)
+	for i, p := range ps {
+		p.stop()
+		p.start()
+		p.mustReady()
+		tok := grantKey(t, c.addrs(), fmt.Sprintf("upgrade/restart%d", i), byte(41+i))
+		if tok <= last {
+			t.Fatalf("after restarting %s: token %d, not above %d", p.id, tok, last)
+		}
+		last = tok
+	}
+	for i := 0; i < 5; i++ {
+		if holder(t, c.addrs(), fmt.Sprintf("upgrade/%d", i)) == 0 {
+			t.Fatalf("upgrade/%d lost its grant after the restarts", i)
+		}
+	}
+}
+
+// rollingUpgrade starts a three-server cluster of ticketd old, grants five
+// keys, and upgrades it to this ticketd one server at a time, followers
+// first, checking each upgraded server with upgraded (when given) and that
+// tokens keep rising; at the end every server is in the same cluster and
+// the five grants are held.
+func rollingUpgrade(t *testing.T, old string, upgraded func(*testing.T, *proc)) ([]*proc, *cluster) {
+	t.Helper()
 	base := t.TempDir()
 	cfgFile := filepath.Join(base, "ticketd.toml")
 	if err := os.WriteFile(cfgFile, []byte(clusterConfig), 0o600); err != nil {
@@ -93,6 +169,9 @@ func TestUpgradeOneServerAtATime(t *testing.T) {
 		p.bin = ""
 		p.start()
 		p.mustReady()
+		if upgraded != nil {
+			upgraded(t, p)
+		}
 		tok := grantKey(t, c.addrs(), fmt.Sprintf("upgrade/step%d", step), byte(10+step))
 		if tok <= last {
 			t.Fatalf("after upgrading %s: token %d, not above %d", p.id, tok, last)
@@ -109,4 +188,5 @@ func TestUpgradeOneServerAtATime(t *testing.T) {
 			t.Fatalf("upgrade/%d lost its grant in the upgrade", i)
 		}
 	}
+	return ps, c
 }

@@ -1,5 +1,6 @@
-// Package node wires Ticketing's state machine to hashicorp/raft: a BoltDB
-// log and stable store (raft-boltdb, fsync on every append), a file snapshot
+// Package node wires Ticketing's state machine to hashicorp/raft: the log
+// and stable store of package logstore (one fsync per append, an earlier
+// version's raft.db migrated into it at the first start), a file snapshot
 // store, a TCP or TLS transport between servers, and the raft.FSM adapter
 // that applies committed batches to an fsm.State under a lock so the server
 // can read it.

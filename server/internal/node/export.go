@@ -3,13 +3,15 @@ package node
 import (
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"runtime/debug"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+
+	"github.com/ticketing-io/ticketing/server/internal/logstore"
 )
 
 // ExportInfo describes a backup read out of a data directory.
@@ -33,14 +35,14 @@ type ExportInfo struct {
 func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	dbPath := logStorePath(dir)
-	if st, err := os.Stat(dbPath); err != nil || st.Size() == 0 {
-		return info, fmt.Errorf("%s holds no Raft log: is %s the data directory's raft subdirectory of a server that has run?", dbPath, dir)
+	if !logstore.Exists(dbPath) && !logstore.Pending(dir) {
+		return info, fmt.Errorf("%s holds no Raft log: is %s the data directory's raft subdirectory of a server that has run?", dir, dir)
 	}
 	snaps, newest, err := openSnapshots(dir, 1, hclog.NewNullLogger())
 	if err != nil {
 		return info, err
 	}
-	store, err := openLogStore(dir, snapshotIndex(newest))
+	store, err := openLogStore(dir, snapshotIndex(newest), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return info, err
 	}

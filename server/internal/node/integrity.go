@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/logstore"
 )
 
 // memberMarker is a file written into the data directory once this server
-// holds Raft state. If it is there but raft.db is missing or empty, the log
+// holds Raft state. If it is there but the Raft log is missing, the log
 // was lost: starting anyway would serve an empty state and grant old tokens
 // again, so Open refuses.
 const memberMarker = "MEMBER"
@@ -61,7 +63,7 @@ func checkWritable(dir string) error {
 		}
 		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	for _, name := range []string{"raft.db", memberMarker, clusterFile, incarnationFile} {
+	for _, name := range []string{logstore.BoltFile, filepath.Join(logstore.StoreDir, logstore.MetaFile), memberMarker, clusterFile, incarnationFile} {
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		if err == nil {
 			_ = f.Close()

@@ -76,3 +76,10 @@ func (t healthTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	}
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
 }
+
+// IsMonotonic passes the log store's answer on to Raft (see
+// logstore.Store.IsMonotonic): Raft asks the store it is given.
+func (s healthLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}

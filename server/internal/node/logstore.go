@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"go.etcd.io/bbolt"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/logstore"
 )
 
 // The Raft log store: its boundary with the rest of the node is logStore
@@ -27,21 +30,73 @@ type logStore interface {
 	io.Closer
 }
 
-// logStorePath is the file of the Raft log in the data directory dir.
-func logStorePath(dir string) string { return filepath.Join(dir, "raft.db") }
+// logStorePath is the directory of the Raft log in the data directory dir.
+func logStorePath(dir string) string { return logstore.StorePath(dir) }
+
+// boltPath is the Raft log of versions before the log store (raft-boltdb),
+// migrated at the first start of this one.
+func boltPath(dir string) string { return filepath.Join(dir, logstore.BoltFile) }
 
 // openLogStore opens the Raft log in dir and checks it before Raft reads
-// it: a directory whose marker says it held a member's state must still
-// have its log, the file must be whole, and every entry after the newest
-// snapshot (index after; 0 when there is none) must be intact. Entries up to
-// after may be missing: Raft does not replay them (a restore leaves a gap).
-func openLogStore(dir string, after uint64) (logStore, error) {
-	path := logStorePath(dir)
-	info, err := os.Stat(path)
-	existed := err == nil && info.Size() > 0
-	if !existed && hasMarker(dir) {
-		return nil, damaged(path, fmt.Errorf("the Raft log is missing or empty, but %s says this directory held a member's state", markerPath(dir)))
+// it: a raft.db of an earlier version is checked as before and migrated
+// into the log store first; a directory whose marker says it held a
+// member's state must still have its log; the log store checks every
+// entry's checksum and cuts a torn tail back to the last batch that was
+// fsynced whole (logstore.Open); and every entry after the newest snapshot
+// (index after; 0 when there is none) must be a command that decodes.
+// Entries up to after may be missing: Raft does not replay them (a restore
+// leaves a gap).
+func openLogStore(dir string, after uint64, logger *slog.Logger) (logStore, error) {
+	opts := logstore.Options{Logger: newHCLog(logger)}
+	if logstore.Pending(dir) {
+		migrated, err := logstore.MigrateBolt(dir, func(path string) (logstore.Legacy, error) { return openBolt(path, after) }, opts)
+		if err != nil {
+			return nil, accessOr(dir, storeError(boltPath(dir), err))
+		}
+		if migrated {
+			logger.Info("the Raft log was migrated from raft.db to the log store", "store", logStorePath(dir),
+				"old", filepath.Join(dir, logstore.RetiredBolt), "note", "the old file is kept; delete it once the upgrade is settled")
+		}
 	}
+	path := logStorePath(dir)
+	if !logstore.Exists(path) && hasMarker(dir) {
+		return nil, damaged(path, fmt.Errorf("the Raft log (%s, or %s of an earlier version) is missing or empty, but %s says this directory held a member's state",
+			logstore.StoreDir, logstore.BoltFile, markerPath(dir)))
+	}
+	s, err := logstore.Open(path, opts)
+	if err != nil {
+		return nil, accessOr(dir, storeError(path, err))
+	}
+	if s.Cut.Bytes > 0 {
+		logger.Warn("the Raft log ended in a torn write (the server stopped while writing it): cut back to the last batch written whole; "+
+			"nothing cut was acknowledged", "file", s.Cut.File, "bytes", s.Cut.Bytes, "last_entry", s.Cut.LastIndex)
+	}
+	if err := verifyLog(path, s, after); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// storeError gives the log store's errors the node's guidance: damage
+// names the file, with the fix (damaged).
+func storeError(path string, err error) error {
+	var d *logstore.DamageError
+	switch {
+	case errors.Is(err, ErrDamaged), errors.Is(err, ErrAccess):
+		return err
+	case errors.As(err, &d):
+		return damaged(d.Path, d.Err)
+	case errors.Is(err, logstore.ErrLocked):
+		return fmt.Errorf("open Raft log %s: it is locked by another process (is another ticketd using this data directory?)", path)
+	}
+	return err
+}
+
+// openBolt opens an earlier version's raft.db (at path, or where a
+// migration interrupted by a crash left it) with the checks it always had,
+// for the migration to read.
+func openBolt(path string, after uint64) (logstore.Legacy, error) {
 	if err := checkBoltFile(path); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ type Config struct {
 	ID        string
 	RaftAddr  string // listen address for Raft traffic
 	Advertise string // address peers use to reach this node; defaults to RaftAddr
-	Dir       string // data directory: raft.db and snapshots/
+	Dir       string // data directory: the Raft log (wal/) and snapshots/
 	// Bootstrap lists the voters of a new cluster; empty means this node
 	// alone. Used only with InitialState "new" and an empty Dir.
 	Bootstrap []Peer
@@ -99,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 	if n.snaps, newest, err = openSnapshots(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog); err != nil {
 		return nil, err
 	}
-	if n.store, err = openLogStore(cfg.Dir, snapshotIndex(newest)); err != nil {
+	if n.store, err = openLogStore(cfg.Dir, snapshotIndex(newest), cfg.Logger); err != nil {
 		return nil, err
 	}
 	if err := checkLogFollowsSnapshot(n.store, newest); err != nil {
