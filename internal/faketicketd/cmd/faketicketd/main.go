@@ -3,7 +3,8 @@
 //
 //	faketicketd testdata/conformance/acquire-answer-lost.json
 //
-// It prints "addr HOST:PORT" once listening, then "recv X" for every frame it
+// It prints "addr HOST:PORT[,HOST:PORT...]" (the addresses the client is
+// given) once listening, then "recv X" for every frame it
 // reads from the client (X is the type letter), so that a runner can cancel a
 // call once a frame has arrived. A line "check" on its input compares what
 // the client sent with the scenario and prints "verdict ok" or "verdict fail
@@ -47,7 +48,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer srv.Close()
-	say("addr %s", srv.Addr())
+	say("addr %s", srv.ClientAddr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if strings.TrimSpace(in.Text()) != "check" {
