@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,15 @@ func scenarioOptions(o faketicketd.ClientOptions) []Option {
 			c.backoffBase, c.backoffMax = ms(o.BackoffMs), ms(o.BackoffMs)
 		}
 	})}
+}
+
+// serverSaw is what the fake server found wrong so far, for a failed step's
+// message (a request sent too early explains a step that then hung).
+func serverSaw(srv *faketicketd.ScenarioServer) string {
+	if v := srv.Violations(); len(v) > 0 {
+		return "\nthe server saw: " + strings.Join(v, "; ")
+	}
+	return ""
 }
 
 // scenarioOutcome is what one client step returned.
@@ -192,7 +202,7 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 		select {
 		case o = <-done:
 		case <-time.After(within):
-			t.Fatalf("step %d (%s): no outcome within %v (the bound catches a hang)", i, step.Op, within)
+			t.Fatalf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, serverSaw(srv))
 		}
 		got := o.result
 		if o.err != nil {
@@ -203,7 +213,7 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 			want = "error " + step.Expect.Error
 		}
 		if got != want {
-			t.Fatalf("step %d (%s): got %s (%v), want %s\nrule: %s", i, step.Op, got, o.err, want, sc.Rule)
+			t.Fatalf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, serverSaw(srv), sc.Rule)
 		}
 		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
 			t.Fatalf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)

@@ -483,6 +483,14 @@ func (s *ScenarioServer) violate(format string, args ...any) {
 	s.mu.Unlock()
 }
 
+// Violations returns what the script found wrong so far (a frame that did
+// not match, a request where the client had to wait).
+func (s *ScenarioServer) Violations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.violations...)
+}
+
 // Received returns a copy of every frame read so far.
 func (s *ScenarioServer) Received() []Received {
 	s.mu.Lock()

@@ -268,6 +268,11 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
+        Builder answerGrace(Duration d) {
+            c.answerGraceMs = d.toMillis();
+            return this;
+        }
+
         Builder backoff(Duration base, Duration max) {
             c.backoffBaseMs = base.toMillis();
             c.backoffMaxMs = max.toMillis();
@@ -780,18 +785,18 @@ public final class TicketBroker implements AutoCloseable {
             throw new InvalidArgumentException(op + "the key is " + klen + " bytes, it must be 1.." + MAX_KEY + " bytes" + sent);
         }
         if (wait.isNegative()) {
-            throw new InvalidArgumentException(op + "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)" + sent);
+            throw new InvalidArgumentException(op + "wait " + wait + " is negative; it must be 0.." + Type.MAX_WAIT + " s (0 is one immediate attempt)" + sent);
         }
         long w = ceilSeconds(wait);
         if (w > Type.MAX_WAIT) {
-            throw new InvalidArgumentException(op + "wait " + wait + " (" + w + " s rounded up) is longer than the maximum 255 s" + sent);
+            throw new InvalidArgumentException(op + "wait " + wait + " (" + w + " s rounded up) is longer than the maximum " + Type.MAX_WAIT + " s" + sent);
         }
         if (lease.isNegative() || lease.isZero()) {
-            throw new InvalidArgumentException(op + "lease " + lease + " must be 1..250 s" + sent);
+            throw new InvalidArgumentException(op + "lease " + lease + " must be " + Type.MIN_LEASE + ".." + Type.MAX_LEASE + " s" + sent);
         }
         long l = ceilSeconds(lease);
         if (l > Type.MAX_LEASE) {
-            throw new InvalidArgumentException(op + "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s" + sent);
+            throw new InvalidArgumentException(op + "lease " + lease + " (" + l + " s rounded up) is longer than the maximum " + Type.MAX_LEASE + " s" + sent);
         }
         if (budget.isNegative()) {
             throw new InvalidArgumentException(op + "work budget " + budget + " is negative; it must be 0 or more" + sent);
@@ -950,8 +955,8 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    private static long answerGraceMs(Conn c) {
-        return Math.max(c.silenceMs(), 10_000);
+    private long answerGraceMs(Conn c) {
+        return Math.max(c.silenceMs(), cfg.answerGraceMs);
     }
 
     private Ticket awaitAcquire(Conn c, Conn.Call cl, AcquireArgs args, String op) {

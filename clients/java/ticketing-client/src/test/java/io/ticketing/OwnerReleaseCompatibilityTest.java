@@ -1,0 +1,66 @@
+package io.ticketing;
+
+import static io.ticketing.FakeServer.type;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.ticketing.wire.Frame;
+import io.ticketing.wire.Type;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Only the Java client still meets servers that predate release by owner
+ * (U): such a server ends the session with E 3, and the client stops asking.
+ */
+class OwnerReleaseCompatibilityTest extends FakeServerFixture {
+    /** A server that predates U ends the session with E 3; the client then stops sending U. */
+    @Test
+    void aServerWithoutReleaseByOwnerIsNotAskedAgain() throws Exception {
+        FakeServer.Locks locks = new FakeServer.Locks();
+        FakeServer srv = server((s, n) -> {
+            s.hello();
+            while (true) {
+                Frame f = s.readRequest();
+                if (f.type == Type.RELEASE_OWNER) {
+                    s.send(FakeServer.error(io.ticketing.wire.ErrorCode.UNKNOWN_FRAME, "unknown frame type U"));
+                    return;
+                }
+                if (f.type == Type.ACQUIRE && new String(f.key).startsWith("lost")) {
+                    s.close(); // the answer is lost with the connection
+                    return;
+                }
+                Frame a = locks.answer(f);
+                if (a != null) {
+                    s.send(a);
+                }
+            }
+        });
+        TicketBroker b = broker(srv.addr());
+        assertThrows(IndeterminateException.class, () -> b.acquireBlocking("lost-1", ZERO, Duration.ofSeconds(30), ZERO));
+        srv.await(1, type(Type.RELEASE_OWNER));
+        eventually("the client notes that the server does not know U", b::ownerReleaseUnsupported);
+        assertThrows(IndeterminateException.class, () -> b.acquireBlocking("lost-2", ZERO, Duration.ofSeconds(30), ZERO));
+        // Work goes on, and no second U ends another session.
+        b.acquireBlocking("fine", ZERO, Duration.ofSeconds(30), ZERO).releaseBlocking();
+        b.describeBlocking("fine");
+        assertEquals(1, srv.received(type(Type.RELEASE_OWNER)).size(), "U was sent to a server that does not know it");
+    }
+}
