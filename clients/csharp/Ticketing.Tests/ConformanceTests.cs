@@ -189,8 +189,35 @@ namespace Ticketing.Tests
             return b.Connect();
         }
 
+        /// <summary>How many scenarios run at once: most of a scenario's time is waiting, as in the Go runner's parallel subtests.</summary>
+        const int Parallel = 8;
+
+        /// <summary>Every scenario, started at once (Parallel at a time) on first use; each test waits for its own.</summary>
+        static readonly Lazy<Dictionary<string, Task>> Runs = new Lazy<Dictionary<string, Task>>(() =>
+        {
+            var slots = new SemaphoreSlim(Parallel);
+            return Scenarios().ToDictionary(n => n, n => Task.Factory.StartNew(() =>
+            {
+                slots.Wait();
+                try { Run(n); }
+                finally { slots.Release(); }
+            }, TaskCreationOptions.LongRunning));
+        });
+
         [Test, TestCaseSource("Scenarios")]
         public void Scenario(string name)
+        {
+            try
+            {
+                Runs.Value[name].Wait();
+            }
+            catch (AggregateException e)
+            {
+                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerException).Throw();
+            }
+        }
+
+        static void Run(string name)
         {
             var file = Path.Combine(Dir(), name + ".json");
             var sc = (Dictionary<string, object>)MiniJson.Parse(File.ReadAllText(file));

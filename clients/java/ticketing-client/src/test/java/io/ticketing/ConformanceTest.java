@@ -17,6 +17,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
@@ -69,6 +73,9 @@ class ConformanceTest {
         return binary;
     }
 
+    /** How many scenarios run at once: most of a scenario's time is waiting, as in the Go runner's parallel subtests. */
+    static final int PARALLEL = 8;
+
     @TestFactory
     Stream<DynamicTest> scenarios() throws IOException {
         List<Path> files;
@@ -78,7 +85,27 @@ class ConformanceTest {
         if (files.isEmpty()) {
             fail("no scenarios in " + dir());
         }
-        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> run(p)));
+        // Every scenario starts at once (PARALLEL at a time); each test reports its own.
+        ExecutorService pool = Executors.newFixedThreadPool(PARALLEL, r -> {
+            Thread t = new Thread(r, "conformance scenario");
+            t.setDaemon(true);
+            return t;
+        });
+        Map<Path, Future<?>> runs = new java.util.HashMap<>();
+        for (Path p : files) {
+            runs.put(p, pool.submit(() -> {
+                run(p);
+                return null;
+            }));
+        }
+        pool.shutdown();
+        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> {
+            try {
+                runs.get(p).get();
+            } catch (ExecutionException e) {
+                throw e.getCause();
+            }
+        }));
     }
 
     /** The fake server process of one scenario: its address, the frames it received, its verdict. */
