@@ -244,25 +244,29 @@ namespace Ticketing.Tests
                         continue;
                     }
                     var cts = new CancellationTokenSource();
+                    // OperationTimeout bounds only calls without a cancellable token: a
+                    // scenario that sets it (connect_wait_ms) gets calls without one.
+                    var token = options != null && ((Dictionary<string, object>)options).ContainsKey("connect_wait_ms") && !step.ContainsKey("cancel_when")
+                        ? CancellationToken.None : cts.Token;
                     Task<string> call;
                     switch (op)
                     {
                         case "acquire":
                             call = Outcome(async () =>
                             {
-                                var t = await b.AcquireAsync(Str(step, "key"), Ms(step, "wait_ms"), Ms(step, "lease_ms"), Ms(step, "budget_ms"), cts.Token);
+                                var t = await b.AcquireAsync(Str(step, "key"), Ms(step, "wait_ms"), Ms(step, "lease_ms"), Ms(step, "budget_ms"), token);
                                 ticket = t;
                                 return "granted " + t.Token;
                             });
                             break;
                         case "release":
-                            call = Outcome(async () => { await ticket.ReleaseAsync(cts.Token); return "released"; });
+                            call = Outcome(async () => { await ticket.ReleaseAsync(token); return "released"; });
                             break;
                         case "release_token":
-                            call = Outcome(async () => { await b.ReleaseTokenAsync(Str(step, "key"), ulong.Parse(Str(step, "token")), cts.Token); return "released"; });
+                            call = Outcome(async () => { await b.ReleaseTokenAsync(Str(step, "key"), ulong.Parse(Str(step, "token")), token); return "released"; });
                             break;
                         case "wait_ready":
-                            call = Outcome(async () => { await b.WaitReadyAsync(Ms(step, "timeout_ms"), cts.Token); return "ready"; });
+                            call = Outcome(async () => { await b.WaitReadyAsync(Ms(step, "timeout_ms"), token); return "ready"; });
                             break;
                         case "close":
                             call = Outcome(async () => { await b.CloseAsync(); return "closed"; });
@@ -271,7 +275,7 @@ namespace Ticketing.Tests
                             call = background[Str(step, "call")];
                             break;
                         default:
-                            call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), cts.Token)).Held ? "held" : "free");
+                            call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), token)).Held ? "held" : "free");
                             break;
                     }
                     var cancelWhen = Str(step, "cancel_when");
