@@ -8,6 +8,9 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/internal/enc"
 )
 
 // batchFormat is the first byte of every encoded Batch, so the log format can
@@ -39,7 +42,7 @@ func checkCRC(data []byte, what string) ([]byte, error) {
 }
 
 // ErrCorrupt reports an entry or snapshot that does not decode.
-var ErrCorrupt = errors.New("fsm: corrupt data")
+var ErrCorrupt = enc.ErrCorrupt
 
 // AppendBatch encodes b and appends it to dst.
 func AppendBatch(dst []byte, b *Batch) []byte {
@@ -80,7 +83,7 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			}
 		default:
 			if isCoordKind(op.Kind) {
-				dst = appendCoordOp(dst, op.Kind, op.Coord)
+				dst = coordsm.AppendOp(dst, coordsm.Kind(op.Kind), op.Coord)
 			}
 		}
 		if op.Principal != "" {
@@ -101,101 +104,11 @@ const kindPrincipal = 0x80
 // without one is encoded as older servers wrote it.
 const kindIncarnation = 0x40
 
-func appendStr(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
+var appendStr = enc.AppendStr
 
-type dec struct {
-	b            []byte
-	err          error
-	coordVersion uint8 // of the coordination section being read
-}
+func readOwner(d *enc.Decoder, o *Owner) { d.Fixed(o[:], "owner") }
 
-func (d *dec) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated at %s", ErrCorrupt, what)
-	}
-}
-
-func (d *dec) u8(what string) byte {
-	if len(d.b) < 1 {
-		d.fail(what)
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *dec) u32(what string) uint32 {
-	if len(d.b) < 4 {
-		d.fail(what)
-		return 0
-	}
-	v := binary.BigEndian.Uint32(d.b)
-	d.b = d.b[4:]
-	return v
-}
-
-func (d *dec) u64(what string) uint64 {
-	if len(d.b) < 8 {
-		d.fail(what)
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-// uvarint reads a minimally encoded uvarint, the only form AppendUvarint
-// writes. An overlong one (a last byte of 0x00 after continuation bytes, such
-// as 80 00 for 0) is corrupt: accepting it would give one batch several
-// encodings.
-func (d *dec) uvarint(what string) uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	if n > 1 && d.b[n-1] == 0 {
-		if d.err == nil {
-			d.err = fmt.Errorf("%w: overlong varint at %s", ErrCorrupt, what)
-		}
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) str(what string) string {
-	n := d.uvarint(what)
-	if uint64(len(d.b)) < n {
-		d.fail(what)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *dec) owner(o *Owner) {
-	if len(d.b) < len(o) {
-		d.fail("owner")
-		return
-	}
-	copy(o[:], d.b)
-	d.b = d.b[len(o):]
-}
-
-func (d *dec) cluster(c *ClusterID) {
-	if len(d.b) < len(c) {
-		d.fail("cluster id")
-		return
-	}
-	copy(c[:], d.b)
-	d.b = d.b[len(c):]
-}
+func readCluster(d *enc.Decoder, c *ClusterID) { d.Fixed(c[:], "cluster id") }
 
 // DecodeBatch decodes an entry written by AppendBatch.
 func DecodeBatch(data []byte) (Batch, error) {
@@ -203,14 +116,14 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	d := dec{b: body}
-	if f := d.u8("format"); d.err == nil && f != batchFormat {
+	d := enc.Decoder{B: body}
+	if f := d.U8("format"); d.Err == nil && f != batchFormat {
 		return Batch{}, fmt.Errorf("%w: unknown batch format %d", ErrCorrupt, f)
 	}
-	b := Batch{Time: int64(d.u64("time"))}
-	n := d.uvarint("op count")
-	if n > uint64(len(d.b)) { // every op takes at least one byte
-		return Batch{}, fmt.Errorf("%w: %d ops in %d bytes", ErrCorrupt, n, len(d.b))
+	b := Batch{Time: int64(d.U64("time"))}
+	n := d.Uvarint("op count")
+	if n > uint64(len(d.B)) { // every op takes at least one byte
+		return Batch{}, fmt.Errorf("%w: %d ops in %d bytes", ErrCorrupt, n, len(d.B))
 	}
 	// Grown as ops decode rather than sized from the count, so that a bogus
 	// count costs nothing before the data runs out.
@@ -218,57 +131,57 @@ func DecodeBatch(data []byte) (Batch, error) {
 	for i := uint64(0); i < n; i++ {
 		b.Ops = append(b.Ops, Op{})
 		op := &b.Ops[len(b.Ops)-1]
-		kind := d.u8("op kind")
+		kind := d.U8("op kind")
 		op.Kind = OpKind(kind &^ (kindPrincipal | kindIncarnation))
-		if kind&kindIncarnation != 0 && op.Kind != OpAdmit && d.err == nil {
+		if kind&kindIncarnation != 0 && op.Kind != OpAdmit && d.Err == nil {
 			return Batch{}, fmt.Errorf("%w: op %d of kind %d has the incarnation flag", ErrCorrupt, i, op.Kind)
 		}
 		switch op.Kind {
 		case OpAcquire:
-			op.Key = d.str("key")
-			d.owner(&op.Owner)
-			op.LeaseMs = d.u32("lease")
+			op.Key = d.Str("key")
+			readOwner(&d, &op.Owner)
+			op.LeaseMs = d.U32("lease")
 		case OpRelease, OpExpire:
-			op.Key = d.str("key")
-			op.Token = d.u64("token")
+			op.Key = d.Str("key")
+			op.Token = d.U64("token")
 		case OpTakeover:
-			op.NodeID = d.str("node id")
-			op.Addr = d.str("address")
+			op.NodeID = d.Str("node id")
+			op.Addr = d.Str("address")
 		case OpReleaseOwner:
-			op.Key = d.str("key")
-			d.owner(&op.Owner)
+			op.Key = d.Str("key")
+			readOwner(&d, &op.Owner)
 		case OpSetCluster:
-			d.cluster(&op.Cluster)
+			readCluster(&d, &op.Cluster)
 		case OpAdmit, OpForget:
-			op.NodeID = d.str("node id")
+			op.NodeID = d.Str("node id")
 			if kind&kindIncarnation != 0 {
 				// Zero would re-encode without the flag: one batch, two encodings.
-				if op.Incarnation = d.u64("incarnation"); op.Incarnation == 0 && d.err == nil {
+				if op.Incarnation = d.U64("incarnation"); op.Incarnation == 0 && d.Err == nil {
 					return Batch{}, fmt.Errorf("%w: op %d has the incarnation flag and incarnation 0", ErrCorrupt, i)
 				}
 			}
 		default:
 			if isCoordKind(op.Kind) {
-				op.Coord = d.coordOp(op.Kind)
-			} else if d.err == nil {
+				op.Coord = coordsm.DecodeOp(&d, coordsm.Kind(op.Kind))
+			} else if d.Err == nil {
 				return Batch{}, fmt.Errorf("%w: unknown op kind %d", ErrCorrupt, op.Kind)
 			}
 		}
 		if kind&kindPrincipal != 0 {
 			// Empty would re-encode without the flag: one batch, two encodings.
-			if op.Principal = d.str("principal"); op.Principal == "" && d.err == nil {
+			if op.Principal = d.Str("principal"); op.Principal == "" && d.Err == nil {
 				return Batch{}, fmt.Errorf("%w: op %d has the principal flag and an empty principal", ErrCorrupt, i)
 			}
 		}
-		if d.err != nil {
-			return Batch{}, d.err
+		if d.Err != nil {
+			return Batch{}, d.Err
 		}
 	}
-	if d.err != nil {
-		return Batch{}, d.err
+	if d.Err != nil {
+		return Batch{}, d.Err
 	}
-	if len(d.b) != 0 {
-		return Batch{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	if len(d.B) != 0 {
+		return Batch{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.B))
 	}
 	return b, nil
 }
@@ -333,7 +246,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		buf = binary.BigEndian.AppendUint64(buf, s.admitted[id])
 	}
 	// The coordination section stays last: it is read only when present.
-	buf = s.coord.appendSnapshot(buf)
+	buf = s.coord.AppendSnapshot(buf)
 	crc = crc32.Update(crc, crcTable, buf)
 	buf = binary.BigEndian.AppendUint32(buf, crc)
 	if _, err := bw.Write(buf); err != nil {
@@ -351,74 +264,74 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if data, err = checkCRC(data, "snapshot"); err != nil {
 		return nil, err
 	}
-	d := dec{b: data}
-	if len(d.b) < len(snapshotMagic)+1 || [4]byte(d.b[:4]) != snapshotMagic {
+	d := enc.Decoder{B: data}
+	if len(d.B) < len(snapshotMagic)+1 || [4]byte(d.B[:4]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: not a Ticketing snapshot (it does not start with TKSN)", ErrCorrupt)
 	}
-	version := d.b[4]
+	version := d.B[4]
 	if version == 0 {
 		return nil, fmt.Errorf("%w: snapshot format version 0 does not exist", ErrCorrupt)
 	}
 	if version > snapshotVersion {
 		return nil, fmt.Errorf("%w: it is format version %d, this ticketd reads versions 1 to %d: use the ticketd version that wrote it, or a newer one", ErrSnapshotVersion, version, snapshotVersion)
 	}
-	d.b = d.b[5:]
+	d.B = d.B[5:]
 	s := New()
-	s.lastToken = d.u64("last token")
-	s.lastTime = int64(d.u64("last time"))
-	nm := d.uvarint("member count")
-	for i := uint64(0); i < nm && d.err == nil; i++ {
-		id := d.str("member id")
-		s.members[id] = d.str("member address")
+	s.lastToken = d.U64("last token")
+	s.lastTime = int64(d.U64("last time"))
+	nm := d.Uvarint("member count")
+	for i := uint64(0); i < nm && d.Err == nil; i++ {
+		id := d.Str("member id")
+		s.members[id] = d.Str("member address")
 	}
-	nh := d.uvarint("hold count")
-	if d.err != nil {
+	nh := d.Uvarint("hold count")
+	if d.Err != nil {
 		// Before the size check: after an error nh is read from wherever the
 		// decoder stopped, and preallocating a map of that size can exhaust memory.
-		return nil, d.err
+		return nil, d.Err
 	}
-	if nh > uint64(len(d.b)) {
-		return nil, fmt.Errorf("%w: %d holds in %d bytes", ErrCorrupt, nh, len(d.b))
+	if nh > uint64(len(d.B)) {
+		return nil, fmt.Errorf("%w: %d holds in %d bytes", ErrCorrupt, nh, len(d.B))
 	}
 	s.holds = make(map[string]Hold, nh)
 	s.order = newKeyOrder()
-	for i := uint64(0); i < nh && d.err == nil; i++ {
-		k := d.str("key")
+	for i := uint64(0); i < nh && d.Err == nil; i++ {
+		k := d.Str("key")
 		var h Hold
-		h.Token = d.u64("token")
-		d.owner(&h.Owner)
-		h.LeaseMs = d.u32("lease")
-		h.GrantedAt = int64(d.u64("granted at"))
-		h.ExpiresAt = int64(d.u64("expires at"))
+		h.Token = d.U64("token")
+		readOwner(&d, &h.Owner)
+		h.LeaseMs = d.U32("lease")
+		h.GrantedAt = int64(d.U64("granted at"))
+		h.ExpiresAt = int64(d.U64("expires at"))
 		if version >= 3 {
-			h.Principal = d.str("principal")
+			h.Principal = d.Str("principal")
 		}
 		s.holds[k] = h
 		s.order.ReplaceOrInsert(k)
 	}
-	if version >= 2 && d.err == nil {
-		d.cluster(&s.cluster)
-		np := d.uvarint("participant count")
-		if d.err == nil && np > uint64(len(d.b)) {
-			return nil, fmt.Errorf("%w: %d participants in %d bytes", ErrCorrupt, np, len(d.b))
+	if version >= 2 && d.Err == nil {
+		readCluster(&d, &s.cluster)
+		np := d.Uvarint("participant count")
+		if d.Err == nil && np > uint64(len(d.B)) {
+			return nil, fmt.Errorf("%w: %d participants in %d bytes", ErrCorrupt, np, len(d.B))
 		}
-		for i := uint64(0); i < np && d.err == nil; i++ {
-			id := d.str("participant")
+		for i := uint64(0); i < np && d.Err == nil; i++ {
+			id := d.Str("participant")
 			var inc uint64
 			if version >= 4 {
-				inc = d.u64("participant incarnation")
+				inc = d.U64("participant incarnation")
 			}
 			s.admitted[id] = inc
 		}
 	}
-	if d.err == nil && len(d.b) > 0 && d.b[0] == coordSectionTag {
-		d.readCoordSection(s)
+	if d.Err == nil && len(d.B) > 0 && d.B[0] == coordsm.SectionTag {
+		s.coord.ReadSnapshot(&d, s.lastToken)
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes in snapshot", ErrCorrupt, len(d.b))
+	if len(d.B) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes in snapshot", ErrCorrupt, len(d.B))
 	}
 	s.reindex()
 	return s, nil

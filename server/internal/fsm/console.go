@@ -7,7 +7,7 @@ import (
 )
 
 // This file holds the read-only listings of the operator's console: pages
-// of held keys and the coordination nodes with their semaphores.
+// of held keys (the coordination listings are in coord.go).
 
 // HeldKey is one held key with its hold.
 type HeldKey struct {
@@ -67,24 +67,4 @@ func (s *State) CountPrefix(prefix string, limit int) (n int, capped bool) {
 		return true
 	})
 	return n, capped
-}
-
-// CoordNodes returns every coordination node, by path.
-func (s *State) CoordNodes() []NodeInfo {
-	out := make([]NodeInfo, 0, len(s.coord.nodes))
-	for _, p := range sortedKeys(s.coord.nodes) {
-		info, _ := s.DescribeNode(p)
-		out = append(out, info)
-	}
-	return out
-}
-
-// SemaphoreNames returns the names of the semaphores of the node at path,
-// sorted; none when there is no such node.
-func (s *State) SemaphoreNames(path string) []string {
-	n := s.coord.nodes[path]
-	if n == nil {
-		return nil
-	}
-	return sortedKeys(n.sems)
 }

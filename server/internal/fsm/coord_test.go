@@ -100,50 +100,8 @@ func eventsOf(r *CoordResult, k CoordEventKind) []CoordEvent {
 // state survives a snapshot round trip (whose reader checks the same).
 func checkCoordInvariants(t testing.TB, s *State) {
 	t.Helper()
-	c := s.coord
-	for id, ss := range c.sessions {
-		if c.nodes[ss.node] == nil || c.nodes[ss.node].sessions[id] != ss {
-			t.Fatalf("session %d not in its node %q", id, ss.node)
-		}
-		for name := range ss.sems {
-			sem := c.nodes[ss.node].sems[name]
-			if sem == nil || (holderIndex(sem.owners, id) < 0 && holderIndex(sem.waiters, id) < 0) {
-				t.Fatalf("session %d indexes %q where it neither owns nor waits", id, name)
-			}
-		}
-	}
-	for p, n := range c.nodes {
-		waiters := 0
-		for name, sem := range n.sems {
-			var sum, last uint64
-			for i, hs := range [][]Holder{sem.owners, sem.waiters} {
-				for _, x := range hs {
-					if x.OrderID <= last || x.OrderID > s.lastToken {
-						t.Fatalf("%s/%s: order ids out of order: %+v", p, name, hs)
-					}
-					last = x.OrderID
-					if !n.sessions[x.Session].sems[name] {
-						t.Fatalf("%s/%s: session %d not indexed", p, name, x.Session)
-					}
-					if i == 0 {
-						sum += x.Count
-					}
-				}
-			}
-			if sum != sem.count || sem.count > sem.limit {
-				t.Fatalf("%s/%s: count %d, owners sum %d, limit %d", p, name, sem.count, sum, sem.limit)
-			}
-			if len(sem.waiters) > 0 && fits(sem, sem.waiters[0].Count) {
-				t.Fatalf("%s/%s: head waiter %+v fits but waits", p, name, sem.waiters[0])
-			}
-			if sem.ephemeral && len(sem.owners)+len(sem.waiters) == 0 {
-				t.Fatalf("%s/%s: unused ephemeral semaphore kept", p, name)
-			}
-			waiters += len(sem.waiters)
-		}
-		if waiters != n.waiters {
-			t.Fatalf("%s: %d waiters counted, %d queued", p, n.waiters, waiters)
-		}
+	if err := s.coord.CheckInvariants(s.lastToken); err != nil {
+		t.Fatal(err)
 	}
 	var a, b bytes.Buffer
 	if err := s.WriteSnapshot(&a); err != nil {
@@ -940,8 +898,9 @@ func TestCoordSemaphoreVersion(t *testing.T) {
 	type key struct{ path, name string }
 	snap := func(s *State) map[key]SemaphoreInfo {
 		out := make(map[key]SemaphoreInfo)
-		for p, n := range s.coord.nodes {
-			for name := range n.sems {
+		for _, n := range s.CoordNodes() {
+			p := n.Path
+			for _, name := range s.SemaphoreNames(p) {
 				info, _ := s.DescribeSemaphore(p, name, true, true)
 				out[key{p, name}] = info
 			}

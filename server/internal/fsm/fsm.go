@@ -4,12 +4,16 @@ import (
 	"sort"
 
 	"github.com/google/btree"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // Owner identifies one acquire attempt (16 random bytes chosen by the client).
 type Owner [16]byte
 
-// OpKind is the kind of one operation in a Batch.
+// OpKind is the kind of one operation in a Batch: its number is the op's
+// kind byte in a log entry. Every kind is registered in kinds.go with the
+// part of the state that owns it.
 type OpKind uint8
 
 const (
@@ -30,7 +34,7 @@ const (
 	// the token, and frees an orphaned grant with it.
 	OpReleaseOwner OpKind = 5
 
-	// Cluster identity (kinds from 16 on, apart from the ticket operations).
+	// Cluster identity.
 	// OpSetCluster gives the cluster its ID (Cluster) and forgets every
 	// participant: the first leader of a new cluster proposes it, and a
 	// restore sets a new one.
@@ -71,7 +75,7 @@ type Op struct {
 	// leader itself.
 	Principal string
 
-	Coord *CoordOp // OpCoord* (coord.go)
+	Coord *CoordOp // coordination kinds (package coordsm)
 }
 
 // Batch is the content of one Raft log entry: operations applied in order at
@@ -137,7 +141,7 @@ type Result struct {
 	Status Status
 	Hold   Hold // Granted, Existing: the hold; Released: the ended hold
 
-	Coord *CoordResult // OpCoord* (Status Done): the per-operation outcome
+	Coord *CoordResult // coordination kinds (Status Done): the per-operation outcome
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -152,7 +156,7 @@ type State struct {
 	members  map[string]string // node id -> client address
 	cluster  ClusterID
 	admitted map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
-	coord    *coordState       // coordination nodes (coord.go)
+	coord    *coordsm.State    // coordination nodes, sessions and semaphores
 	// heldBy counts the holds of each principal (Hold.Principal), derived
 	// from holds: the leader reads it for per-principal quotas.
 	heldBy map[string]int
@@ -160,7 +164,7 @@ type State struct {
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: newCoordState(),
+	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: coordsm.New(),
 		heldBy: make(map[string]int)}
 }
 
@@ -182,7 +186,19 @@ func (s *State) ApplyInto(b Batch, res []Result) []Result {
 	return res
 }
 
+// apply routes op to the part of the state that owns its kind (kinds.go).
 func (s *State) apply(now int64, op *Op) Result {
+	switch owners[op.Kind] {
+	case ownerTickets, ownerCluster:
+		return s.applyTicket(now, op)
+	case ownerCoordination:
+		return s.applyCoord(now, op)
+	}
+	return Result{Status: Invalid}
+}
+
+// applyTicket applies a ticket or cluster identity op.
+func (s *State) applyTicket(now int64, op *Op) Result {
 	switch op.Kind {
 	case OpAcquire:
 		if op.LeaseMs == 0 || op.Key == "" {
@@ -237,7 +253,7 @@ func (s *State) apply(now int64, op *Op) Result {
 				s.holds[k] = h
 			}
 		}
-		s.coord.takeover(now)
+		s.coord.Takeover(now)
 		return Result{Status: Done}
 	case OpSetCluster:
 		if op.Cluster == (ClusterID{}) {
@@ -256,9 +272,6 @@ func (s *State) apply(now int64, op *Op) Result {
 			delete(s.admitted, op.NodeID)
 		}
 		return Result{Status: Done}
-	}
-	if isCoordKind(op.Kind) {
-		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
 }
@@ -369,7 +382,7 @@ func (s *State) Participants() []string {
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
 		holds: make(map[string]Hold, len(s.holds)), order: s.order.Clone(), members: make(map[string]string, len(s.members)),
-		admitted: make(map[string]uint64, len(s.admitted)), coord: s.coord.clone()}
+		admitted: make(map[string]uint64, len(s.admitted)), coord: s.coord.Clone()}
 	for id, inc := range s.admitted {
 		c.admitted[id] = inc
 	}

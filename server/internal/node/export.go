@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
@@ -33,26 +32,20 @@ type ExportInfo struct {
 // restore's token floor keeps their tokens from being granted again.
 func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	dbPath := filepath.Join(dir, "raft.db")
+	dbPath := logStorePath(dir)
 	if st, err := os.Stat(dbPath); err != nil || st.Size() == 0 {
 		return info, fmt.Errorf("%s holds no Raft log: is %s the data directory's raft subdirectory of a server that has run?", dbPath, dir)
 	}
-	if err := checkBoltFile(dbPath); err != nil {
+	snaps, newest, err := openSnapshots(dir, 1, hclog.NewNullLogger())
+	if err != nil {
 		return info, err
 	}
-	store, err := openStore(dbPath)
+	store, err := openLogStore(dir, snapshotIndex(newest))
 	if err != nil {
 		return info, err
 	}
 	defer func() { _ = store.Close() }()
-	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
-	if err != nil {
-		return info, accessOr(dir, err)
-	}
-	if err := verifySnapshots(dir, store, snaps); err != nil {
-		return info, err
-	}
-	if err := verifyLog(dbPath, store, snaps); err != nil {
+	if err := checkLogFollowsSnapshot(store, newest); err != nil {
 		return info, err
 	}
 	st, last, err := replayLocal(dbPath, store, snaps)
@@ -70,7 +63,7 @@ func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 // replayLocal rebuilds the state this data directory holds: the newest
 // snapshot, then every entry of the log after it, committed or not. It
 // returns the state and the last entry's index.
-func replayLocal(dbPath string, store *raftboltdb.BoltStore, snaps raft.SnapshotStore) (st *fsm.State, lastIndex uint64, err error) {
+func replayLocal(dbPath string, store raft.LogStore, snaps raft.SnapshotStore) (st *fsm.State, lastIndex uint64, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(dbPath, &err)
 	st = fsm.New()

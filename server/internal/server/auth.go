@@ -13,7 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -450,66 +449,4 @@ func (c *conn) refuse(id uint32, op, key string, reason uint8, extra ...slog.Att
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "audit", append(attrs, extra...)...)
 	}
 	c.finish(id, &wire.Frame{Type: wire.TypeForbidden, ID: id, Reason: reason})
-}
-
-// adminAs authorizes and runs one admin request (registered with begin) on
-// its own goroutine, auditing and counting it with its outcome. status is
-// open to the admin and monitor roles, everything else to admin only.
-func (s *Server) adminAs(c *conn, id uint32, body []byte) {
-	// A body that does not decode is refused (status 2) once the principal
-	// is authorized; its op, if one was read, still labels the audit.
-	req, derr := decodeAdmin(body)
-	op := req.Op
-	if op == "" {
-		op = "unknown"
-	}
-	label := op
-	switch op {
-	case adminwire.OpStatus, adminwire.OpMembersAdd, adminwire.OpMembersRemove, adminwire.OpLeaderTransfer, adminwire.OpSnapshotSave, adminwire.OpConsole:
-	default:
-		label = "other" // bounded metric labels
-	}
-	p := c.lookup()
-	if p == nil || !(p.role == RoleAdmin || p.role == RoleMonitor && (op == adminwire.OpStatus || op == adminwire.OpConsole)) {
-		s.metrics.adminOps.WithLabelValues(label, "denied").Inc()
-		// The requested op is the client's text: the metric and the
-		// limiter see only the closed label, the record a bounded copy.
-		c.refuse(id, "admin "+label, "", wire.ForbiddenRole, slog.String("requested_op", auditText(op)))
-		return
-	}
-	attrs := []slog.Attr{slog.String("principal", p.name), slog.String("op", "admin "+auditText(op)), slog.String("remote", c.nc.RemoteAddr().String())}
-	if req.ID != "" {
-		attrs = append(attrs, slog.String("member", auditText(req.ID)))
-	}
-	if derr == nil && op == adminwire.OpSnapshotSave {
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "started"))...)
-		s.adminSnapshot(c, id) // streams; the snapshot's own errors reach the client
-		s.metrics.adminOps.WithLabelValues(label, "done").Inc()
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", "done"))...)
-		return
-	}
-	if derr == nil && op == adminwire.OpConsole {
-		outcome := s.adminConsole(c, id, req) // console.go: a read, streamed
-		s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
-		return
-	}
-	var code uint16
-	var out any
-	if derr != nil {
-		code, out = adminFailure(derr)
-	} else {
-		code, out = s.adminDo(req)
-	}
-	// Recorded before the answer goes out: whoever sees the answer can
-	// rely on the record existing.
-	outcome := map[uint16]string{adminwire.StatusOK: "ok", adminwire.StatusNotLeader: "not_leader", adminwire.StatusFailed: "failed"}[code]
-	s.metrics.adminOps.WithLabelValues(label, outcome).Inc()
-	// Changes to the cluster are always recorded; status (a monitor polls
-	// it) and unknown ops within the log's rate limit.
-	changes := label != adminwire.OpStatus && label != "other"
-	if changes || s.logLimit.allow(logKey{what: "admin " + label, who: p.name, reason: outcome}) {
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", append(attrs, slog.String("outcome", outcome))...)
-	}
-	adminAnswer(c, id, code, out)
 }

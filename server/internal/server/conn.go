@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 )
 
 // writeTimeout bounds one write to a client. A client that does not read for
@@ -45,12 +46,11 @@ type conn struct {
 	wake             chan struct{}
 	done             chan struct{} // closed when the writer has closed the socket
 
-	ready   atomic.Bool   // hello answered with Y: pings start then
-	cutOff  atomic.Bool   // a slow consumer: read nothing more from it
-	rx      atomic.Uint64 // frames received; the pinger watches it move
-	pingRx  uint64        // pinger only
-	missed  int           // pinger only
-	waiters map[*waiter]struct{}
+	ready  atomic.Bool   // hello answered with Y: pings start then
+	cutOff atomic.Bool   // a slow consumer: read nothing more from it
+	rx     atomic.Uint64 // frames received; the pinger watches it move
+	pingRx uint64        // pinger only
+	missed int           // pinger only
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -232,7 +232,7 @@ func (c *conn) serve() {
 			c.use.conns.Add(-1)
 		}
 		// Admin sessions too: on the leader they may have waiters.
-		s.core.connClosed(c)
+		s.core.ConnClosed(c)
 	}()
 	go c.writeLoop()
 
@@ -381,7 +381,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		return false
 	}
 	if f.Type == wire.TypeCancel {
-		s.core.submit(request{kind: wire.TypeCancel, c: c, id: f.ID, owner: f.Owner})
+		s.core.Submit(core.Request{Kind: wire.TypeCancel, Conn: c, ID: f.ID, Admin: c.admin, Owner: f.Owner})
 		return true
 	}
 	// Releases are never refused for a principal's rate or in-flight
@@ -401,7 +401,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 	if !ok {
 		return true
 	}
-	s.core.submit(request{kind: f.Type, c: c, id: f.ID, owner: f.Owner, wait: f.Wait, lease: f.Lease,
-		token: f.Token, key: string(f.Key), at: time.Now(), principal: p.principalFor(f.Type)})
+	s.core.Submit(core.Request{Kind: f.Type, Conn: c, ID: f.ID, Admin: c.admin, Owner: f.Owner, Wait: f.Wait, Lease: f.Lease,
+		Token: f.Token, Key: string(f.Key), At: time.Now(), Principal: p.principalFor(f.Type)})
 	return true
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/console"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
@@ -297,7 +298,7 @@ func (s *Server) consoleCluster() *console.Cluster {
 	ready, why := s.ready()
 	c := &console.Cluster{NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: st.LastToken, Held: st.Held,
-		Waiters: s.core.waiterGauge.Load(), ClusterID: st.ClusterID, Ready: ready, Health: "ready",
+		Waiters: s.core.Waiters(), ClusterID: st.ClusterID, Ready: ready, Health: "ready",
 		LeaderChanges: s.console.leaderChanges()}
 	if !ready {
 		c.Health = "not ready: " + strings.TrimSpace(why)
@@ -343,34 +344,23 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	if more && len(page) > 0 {
 		t.Next = page[len(page)-1].Key
 	}
-	err := s.core.inspect(ctx, func(c *core) {
-		now := c.clk.Now()
-		for _, hk := range page {
-			h := hk.Hold
-			row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal,
-				GrantedAt: time.UnixMilli(h.GrantedAt).UTC(), LeaseMs: h.LeaseMs, LeftMs: int64(c.leaseLeft(hk.Key, h, now)),
-				Waiters: []console.Waiter{}}
-			if kq := c.queues[hk.Key]; kq != nil {
-				add := func(w *waiter) {
-					if len(row.Waiters) >= consoleWaiters {
-						row.MoreWaiters++
-						return
-					}
-					row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.owner[:]), Principal: w.holder,
-						WaitedMs: now.Sub(w.arrived).Milliseconds()})
-				}
-				if kq.attempting != nil && kq.attempting.owner != h.Owner {
-					add(kq.attempting)
-				}
-				for e := kq.waiting.Front(); e != nil; e = e.Next() {
-					add(e.Value.(*waiter))
-				}
-			}
-			t.Rows = append(t.Rows, row)
-		}
-	})
+	keys, err := s.core.Keys(ctx, page, consoleWaiters)
+	if errors.Is(err, core.ErrStopped) {
+		return nil, errNotLeaderNow
+	}
 	if err != nil {
 		return nil, err
+	}
+	for i, hk := range page {
+		h, k := hk.Hold, keys[i]
+		row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal,
+			GrantedAt: time.UnixMilli(h.GrantedAt).UTC(), LeaseMs: h.LeaseMs, LeftMs: int64(k.LeftMs),
+			Waiters: make([]console.Waiter, 0, len(k.Waiters)), MoreWaiters: k.MoreWaiters}
+		for _, w := range k.Waiters {
+			row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.Owner[:]), Principal: w.Principal,
+				WaitedMs: w.Waited.Milliseconds()})
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t, nil
 }
@@ -432,27 +422,6 @@ func holders(hs []fsm.Holder) ([]console.Holder, int) {
 		out = append(out, console.Holder{Session: h.Session, Count: h.Count, OrderID: h.OrderID})
 	}
 	return out, 0
-}
-
-// inspect runs fn on the core's goroutine, where the queues and timers may
-// be read, and waits for it.
-func (c *core) inspect(ctx context.Context, fn func(*core)) error {
-	done := make(chan struct{})
-	select {
-	case c.events <- coreEvent{inspect: func(c *core) { fn(c); close(done) }}:
-	case <-c.stop:
-		return errNotLeaderNow
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-c.stop:
-		return errNotLeaderNow
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // adminConsole answers the admin op "console" on the leader: the view as

@@ -8,61 +8,15 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
-// Coordination nodes on the leader (docs/coordination.md). Everything that
-// changes sessions or semaphores is an fsm op committed through Raft, like
-// tickets; the leader keeps only what belongs to connections: which
-// connection is attached to which session, the acquires waiting for their
-// final answer, the watches, and the deadlines (session expiry, waiter
-// timeout) it proposes when due. The state machine checks each deadline
-// again, so a stale proposal changes nothing.
-//
-// A leader that loses its quorum cannot commit anything, so it cannot act on
-// sessions; Raft's leader lease (heartbeat_timeout / 2) makes it step down
-// long before a node's session grace period (default 10 s) lets a new
-// leader expire a session.
-
-// coordCore is the core's coordination state; the core's goroutine owns it.
-type coordCore struct {
-	conns   map[*conn]*coordBinding // the session each connection attached
-	pending map[coordKey]*coordAcq  // acquires queued in the state machine, awaiting their answer
-	watches map[semKey]map[uint64]*coordWatch
-	expiry  map[uint64]*timer // session id -> its expiry deadline
-}
-
-type coordBinding struct {
-	session, seq uint64
-	path         string
-}
-
-type coordKey struct {
-	session uint64
-	name    string
-}
-
-type semKey struct{ path, name string }
-
-type coordAcq struct {
-	c     *conn
-	id    uint32
-	order uint64
-	timer *timer
-}
-
-type coordWatch struct {
-	c            *conn
-	id           uint32
-	data, owners bool
-}
-
-func (co *coordCore) reset() {
-	co.conns = make(map[*conn]*coordBinding)
-	co.pending = make(map[coordKey]*coordAcq)
-	co.watches = make(map[semKey]map[uint64]*coordWatch)
-	co.expiry = make(map[uint64]*timer)
-}
+// The reader's side of coordination nodes (docs/coordination.md): a K frame
+// is decoded and checked once here, on the connection's reader goroutine,
+// and goes to the leader's core (package core) only when it is well formed,
+// within its limits and allowed to the connection's principal. What the
+// request does, and every answer after that, is the core's.
 
 // coordFieldError names the first field of a request that is out of range,
 // or is empty; the request is then answered BAD_REQUEST without a commit.
@@ -110,15 +64,19 @@ func clip(b []byte) []byte {
 
 // coordFrame handles a K frame on the connection's reader goroutine: the body
 // is decoded once here (a malformed one ends the connection like any
-// malformed frame), then the request goes to the core.
+// malformed frame) and its fields checked (one out of range is answered
+// BAD_REQUEST, naming it), then the request goes to the core.
 func (c *conn) coordFrame(f *wire.Frame) bool {
 	s := c.srv
 	if c.admin && !s.isServing() {
 		c.fatalErr(wire.CodeNotAllowed, "an admin session on a follower serves status only")
 		return false
 	}
+	// The body's fields point into the frame's text, which the reader
+	// reuses: decode a copy, which the request then owns.
+	text := bytes.Clone(f.Text)
 	var body wire.Coord
-	if err := wire.DecodeCoord(f, &body); err != nil {
+	if err := wire.DecodeCoord(&wire.Frame{Type: f.Type, ID: f.ID, Op: f.Op, Text: text}, &body); err != nil {
 		we := err.(*wire.Error)
 		c.fatalErr(we.Code, we.Msg)
 		return false
@@ -134,11 +92,16 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: f.ID, Reason: full})
 		return true
 	}
-	if reason, ok := c.authorizeCoord(&body); !ok {
+	if reason, ok := c.authorizeCoord(body.Path); !ok {
 		c.refuseCoord(f.ID, f.Op, string(body.Path), reason)
 		return true
 	}
-	s.core.submit(request{kind: wire.TypeCoord, c: c, id: f.ID, op: f.Op, body: bytes.Clone(f.Text), at: time.Now()})
+	if msg := coordFieldError(f.Op, &body); msg != "" {
+		core.AnswerCoord(c, f.ID, f.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
+		return true
+	}
+	s.core.Submit(core.Request{Kind: wire.TypeCoord, Conn: c, ID: f.ID, Admin: c.admin, Op: f.Op, Coord: &body,
+		At: time.Now(), Principal: c.principal})
 	return true
 }
 
@@ -153,20 +116,21 @@ func (c *conn) refuseOversized(e *wire.OversizedRequestError) {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: e.ID, Reason: full})
 		return
 	}
-	coordAnswer(c, e.ID, e.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
+	core.AnswerCoord(c, e.ID, e.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
 }
 
-// authorizeCoord checks a coordination request against the connection's
-// principal: a monitor (or a removed principal) may not use coordination
-// nodes; a client only nodes whose path, without its leading '/', lies under
-// one of its key prefixes. Requests without a path act inside a session,
-// which was authorized by the path it attached to.
-func (c *conn) authorizeCoord(body *wire.Coord) (uint8, bool) {
+// authorizeCoord checks a coordination request's node path against the
+// connection's principal: a monitor (or a removed principal) may not use
+// coordination nodes; a client only nodes whose path, without its leading
+// '/', lies under one of its key prefixes. Requests without a path act
+// inside a session, which was authorized by the path it attached to (and
+// the core checks that path again, through AllowCoord).
+func (c *conn) authorizeCoord(path []byte) (uint8, bool) {
 	p := c.lookup()
 	switch {
 	case p == nil || p.role == RoleMonitor:
 		return wire.ForbiddenRole, false
-	case len(body.Path) > 0 && !p.keyAllowed(bytes.TrimPrefix(body.Path, []byte("/"))):
+	case len(path) > 0 && !p.keyAllowed(bytes.TrimPrefix(path, []byte("/"))):
 		return wire.ForbiddenKey, false
 	}
 	return 0, true
@@ -182,518 +146,5 @@ func (c *conn) refuseCoord(id uint32, op uint8, path string, reason uint8) {
 			slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
 			slog.String("path", auditText(path)), slog.String("remote", c.nc.RemoteAddr().String()))
 	}
-	coordAnswer(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
-}
-
-// coordAnswer finishes request id with status and, on success, body.
-func coordAnswer(cn *conn, id uint32, op uint8, status uint16, body *wire.Coord) {
-	if body == nil {
-		body = &wire.Coord{}
-	}
-	if status != wire.CoordSuccess && len(body.Message) == 0 {
-		body.Message = []byte(coordMessage(status))
-	}
-	cn.finish(id, wire.CoordFrame(true, id, op, status, body))
-}
-
-// coordMessage says what a status means and what to do about it.
-func coordMessage(status uint16) string {
-	switch status {
-	case wire.CoordNotFound:
-		return "the node or semaphore does not exist: create it first, or check the path and name"
-	case wire.CoordAlreadyExists:
-		return "it already exists: describe it, or delete it first"
-	case wire.CoordBadRequest:
-		return "a field is out of range (path, name, count, limit, size, timeout or configuration): see docs/coordination.md"
-	case wire.CoordPreconditionFailed:
-		return "the semaphore has owners or waiters: delete it with force, or release it first"
-	case wire.CoordAborted:
-		return "the acquire was replaced by a later one of this session, released, or its semaphore was force-deleted"
-	case wire.CoordSessionExpired:
-		return "the session does not exist any more: start a new one"
-	case wire.CoordBadSession:
-		return "the session was attached by a newer connection, or the protection key is wrong: attach again with a higher seq_no"
-	case wire.CoordLimitExceeded:
-		return "a limit of the node is reached (sessions, semaphores or waiters): free some, or raise it with an alter"
-	}
-	return wire.CoordStatusName(status)
-}
-
-func (c *core) coordPropose(r request, kind fsm.OpKind, o *fsm.CoordOp) {
-	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.c, id: r.id})
-}
-
-// coordRequest turns a K request into an fsm op (or a read) for the batch.
-func (c *core) coordRequest(r request) {
-	var b wire.Coord
-	f := &wire.Frame{Type: wire.TypeCoord, ID: r.id, Op: r.op, Text: r.body}
-	if err := wire.DecodeCoord(f, &b); err != nil { // decoded once already by the reader
-		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, nil)
-		return
-	}
-	if msg := coordFieldError(r.op, &b); msg != "" {
-		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
-		return
-	}
-	cfg := fsm.NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
-		MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters}
-	switch r.op {
-	case wire.CoordCreateNode:
-		c.coordPropose(r, fsm.OpCoordCreateNode, &fsm.CoordOp{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordAlterNode:
-		c.coordPropose(r, fsm.OpCoordAlterNode, &fsm.CoordOp{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordDropNode:
-		c.coordPropose(r, fsm.OpCoordDropNode, &fsm.CoordOp{Path: string(b.Path)})
-		return
-	case wire.CoordDescribeNode:
-		path := string(b.Path)
-		c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
-			n, ok := st.DescribeNode(path)
-			if !ok {
-				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
-				return
-			}
-			coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, &wire.Coord{SelfCheckMs: n.Config.SelfCheckMs, GraceMs: n.Config.GraceMs,
-				ReadMode: n.Config.ReadMode, AttachMode: n.Config.AttachMode, MaxSessions: n.Config.MaxSessions,
-				MaxSemaphores: n.Config.MaxSemaphores, MaxWaiters: n.Config.MaxWaiters,
-				Sessions: uint32(n.Sessions), Semaphores: uint32(n.Semaphores), Waiters: uint32(n.Waiters)})
-		}})
-		return
-	case wire.CoordListSessions:
-		path, after := string(b.Path), b.After
-		c.pending.reads = append(c.pending.reads, readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
-			if _, ok := st.DescribeNode(path); !ok {
-				coordAnswer(r.c, r.id, r.op, wire.CoordNotFound, nil)
-				return
-			}
-			coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, listSessions(st.Sessions(path), after))
-		}})
-		return
-	case wire.CoordAttach:
-		cur := c.co.conns[r.c]
-		if cur != nil && cur.session != b.Session {
-			coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("this connection is attached to another session: a connection carries one session")})
-			return
-		}
-		if q, ok := c.sessionRoom(r.c); cur == nil && !ok {
-			coordAnswer(r.c, r.id, r.op, wire.CoordLimitExceeded, &wire.Coord{Message: []byte(quotaMessage(r.c.principal, quotaSessions, q))})
-			return
-		}
-		c.coordPropose(r, fsm.OpCoordAttach, &fsm.CoordOp{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo,
-			TimeoutMs: b.TimeoutMs, Key: string(b.Key), Desc: string(b.Desc)})
-		return
-	}
-	bind := c.co.conns[r.c]
-	if bind == nil {
-		coordAnswer(r.c, r.id, r.op, wire.CoordBadSession, &wire.Coord{Message: []byte("no session is attached to this connection: attach one first")})
-		return
-	}
-	if r.op != wire.CoordStop && r.op != wire.CoordRelease {
-		// The session's node, with the principal's current rights (a reload
-		// may have taken the node away). Giving up (release, stop) is
-		// always allowed.
-		if reason, ok := r.c.authorizeCoord(&wire.Coord{Path: []byte(bind.path)}); !ok {
-			r.c.refuseCoord(r.id, r.op, bind.path, reason)
-			return
-		}
-	}
-	o := &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
-	switch r.op {
-	case wire.CoordStop:
-		c.coordPropose(r, fsm.OpCoordStop, &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq})
-	case wire.CoordCreateSemaphore:
-		o.Limit = b.Limit
-		c.coordPropose(r, fsm.OpCoordCreateSem, o)
-	case wire.CoordUpdateSemaphore:
-		c.coordPropose(r, fsm.OpCoordUpdateSem, o)
-	case wire.CoordDeleteSemaphore:
-		o.Data, o.Force = "", b.Flags&wire.CoordFlagForce != 0
-		c.coordPropose(r, fsm.OpCoordDeleteSem, o)
-	case wire.CoordAcquire:
-		o.Count, o.TimeoutMs, o.Ephemeral = b.Count, b.TimeoutMs, b.Flags&wire.CoordFlagEphemeral != 0
-		c.coordPropose(r, fsm.OpCoordAcquire, o)
-	case wire.CoordRelease:
-		o.Data = ""
-		c.coordPropose(r, fsm.OpCoordRelease, o)
-	case wire.CoordDescribeSemaphore:
-		c.coordDescribeSem(r, bind, string(b.Name), b.Flags, b.After)
-	default:
-		coordAnswer(r.c, r.id, r.op, wire.CoordBadRequest, &wire.Coord{Message: []byte("not a request sub-op")})
-	}
-}
-
-// coordDescribeSem answers one page from the applied state after the batch
-// it is in (so a connection reads its own writes) and sets the watch, if
-// asked.
-func (c *core) coordDescribeSem(r request, bind *coordBinding, name string, flags uint8, after uint64) {
-	c.pending.addRead(readReq{c: r.c, id: r.id, fn: func(st *fsm.State) {
-		info, status := st.DescribeSemaphore(bind.path, name, flags&wire.CoordFlagOwners != 0, flags&wire.CoordFlagWaiters != 0)
-		if status != fsm.CoordSuccess {
-			coordAnswer(r.c, r.id, r.op, uint16(status), nil)
-			return
-		}
-		coordAnswer(r.c, r.id, r.op, wire.CoordSuccess, describePage(&info, flags, after))
-		if flags&(wire.CoordFlagWatchData|wire.CoordFlagWatchOwners) != 0 {
-			k := semKey{bind.path, name}
-			ws := c.co.watches[k]
-			if ws == nil {
-				ws = make(map[uint64]*coordWatch)
-				c.co.watches[k] = ws
-			}
-			if old := ws[bind.session]; old != nil {
-				// One watch per (session, semaphore): the older one fires empty.
-				old.c.send(wire.CoordFrame(true, old.id, wire.CoordChanged, 0, &wire.Coord{}))
-
-			}
-			ws[bind.session] = &coordWatch{c: r.c, id: r.id, data: flags&wire.CoordFlagWatchData != 0, owners: flags&wire.CoordFlagWatchOwners != 0}
-		}
-	}})
-}
-
-// listSessions is one page of a list-sessions answer: the sessions with an
-// id above after, as many as fit in 1 MiB (a frame's bound is 1 MiB + 8 KiB);
-// CoordFlagMore says that the client should ask again after the last one.
-func listSessions(all []fsm.SessionInfo, after uint64) *wire.Coord {
-	ans := &wire.Coord{}
-	size := 0
-	for _, s := range all {
-		if s.ID <= after {
-			continue
-		}
-		x := wire.CoordSession{Session: s.ID, SeqNo: s.SeqNo, TimeoutMs: s.TimeoutMs, Desc: []byte(s.Desc)}
-		if s.Attached {
-			x.Flags = wire.CoordFlagAttached
-		}
-		if size += wire.CoordSessionSize(&x); size > listSessionsBudget && len(ans.SessionList) > 0 {
-			ans.Flags = wire.CoordFlagMore
-			break
-		}
-		ans.SessionList = append(ans.SessionList, x)
-	}
-	return ans
-}
-
-// listSessionsBudget bounds the sessions of one list-sessions answer (bytes).
-var listSessionsBudget = wire.MaxCoordData
-
-// describePage is one page of a describe-semaphore answer: the semaphore's
-// data (unless flags has CoordFlagNoData), then the owners and waiters with
-// an order id above after, in order-id order (every owner's is below every
-// waiter's), as many as fit in 1 MiB with the data; a frame's bound is
-// 1 MiB + 8 KiB, so the fixed fields and the holders' headers fit too. A
-// page without data always carries one holder at least (one holder's data is
-// at most 1 MiB), so paging always ends. CoordFlagMoreHolders says that the
-// client should ask again after the last one, without the data.
-func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coord {
-	ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Version: info.Version}
-	if info.Ephemeral {
-		ans.Flags = wire.CoordFlagEphemeral
-	}
-	if flags&wire.CoordFlagNoData == 0 {
-		ans.Data = []byte(info.Data)
-	}
-	size := len(ans.Data)
-	full := false
-	take := func(hs []fsm.Holder) []wire.CoordHolder {
-		var out []wire.CoordHolder
-		for _, h := range hs {
-			if h.OrderID <= after {
-				continue
-			}
-			x := wire.CoordHolder{OrderID: h.OrderID, Session: h.Session, Count: h.Count, TimeoutMs: h.TimeoutMs, Data: []byte(h.Data)}
-			if full || (size > 0 && size+wire.CoordHolderSize(&x) > describeBudget) {
-				full = true
-				break
-			}
-			size += wire.CoordHolderSize(&x)
-			out = append(out, x)
-		}
-		return out
-	}
-	ans.Owners = take(info.Owners)
-	ans.Queue = take(info.Waiters)
-	if full {
-		ans.Flags |= wire.CoordFlagMoreHolders
-	}
-	return ans
-}
-
-// describeBudget bounds the data and holders of one describe-semaphore
-// answer (bytes).
-var describeBudget = wire.MaxCoordData
-
-var coordOpOf = map[fsm.OpKind]uint8{
-	fsm.OpCoordCreateNode: wire.CoordCreateNode, fsm.OpCoordAlterNode: wire.CoordAlterNode, fsm.OpCoordDropNode: wire.CoordDropNode,
-	fsm.OpCoordAttach: wire.CoordAttach, fsm.OpCoordStop: wire.CoordStop, fsm.OpCoordCreateSem: wire.CoordCreateSemaphore,
-	fsm.OpCoordUpdateSem: wire.CoordUpdateSemaphore, fsm.OpCoordDeleteSem: wire.CoordDeleteSemaphore,
-	fsm.OpCoordAcquire: wire.CoordAcquire, fsm.OpCoordRelease: wire.CoordRelease,
-}
-
-// coordApplied handles the result of one committed coordination op: first
-// its events (other parties), then the requester's answer.
-func (c *core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time) {
-	r := res.Coord
-	if r == nil {
-		if cs.c != nil {
-			coordAnswer(cs.c, cs.id, coordOpOf[op.Kind], wire.CoordBadRequest, nil)
-		}
-		return
-	}
-	for _, e := range r.Events {
-		c.coordEvent(e)
-	}
-	o := op.Coord
-	switch op.Kind {
-	case fsm.OpCoordDetach:
-		if r.Status == fsm.CoordSuccess {
-			c.coordArmExpiry(o.Session)
-		}
-		return
-	case fsm.OpCoordExpire:
-		if r.Status == fsm.CoordPreconditionFailed {
-			c.coordArmExpiry(o.Session) // restored meanwhile (no timer then), or not yet due
-		}
-		return
-	case fsm.OpCoordTimeout:
-		if r.Status == fsm.CoordPreconditionFailed {
-			c.coordRecheckTimeout(o)
-		}
-		return
-	}
-	if cs.c == nil {
-		return
-	}
-	wop := coordOpOf[op.Kind]
-	if r.Status != fsm.CoordSuccess {
-		var body *wire.Coord
-		if r.Status == fsm.CoordBadRequest && (op.Kind == fsm.OpCoordCreateNode || op.Kind == fsm.OpCoordAlterNode) {
-			body = &wire.Coord{Message: []byte("configuration: session_grace_period_ms must be greater than self_check_period_ms (after an alter's fields are merged with the current ones), and every limit above 0")}
-		}
-		coordAnswer(cs.c, cs.id, wop, uint16(r.Status), body)
-		return
-	}
-	switch op.Kind {
-	case fsm.OpCoordAttach:
-		c.removeTimer(c.co.expiry[r.Session])
-		delete(c.co.expiry, r.Session)
-		if c.co.conns[cs.c] == nil {
-			c.countSession(cs.c, 1)
-		}
-		c.co.conns[cs.c] = &coordBinding{session: r.Session, seq: r.SeqNo, path: o.Path}
-		coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
-	case fsm.OpCoordAcquire:
-		switch {
-		case r.Acquired:
-			coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Flags: wire.CoordFlagAcquired, OrderID: r.OrderID, Count: r.Count})
-		case r.Queued:
-			k := coordKey{o.Session, o.Name}
-			a := &coordAcq{c: cs.c, id: cs.id, order: r.OrderID}
-			c.co.pending[k] = a
-			cs.c.send(wire.CoordFrame(true, cs.id, wire.CoordQueued, 0, &wire.Coord{OrderID: r.OrderID}))
-			if o.TimeoutMs < maxCoordTimer {
-				a.timer = c.coordTimeoutTimer(now.Add(time.Duration(o.TimeoutMs)*time.Millisecond), o.Session, o.Name, r.OrderID)
-				c.addTimer(a.timer)
-			}
-		default:
-			coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{})
-		}
-	case fsm.OpCoordRelease:
-		var flags uint8
-		if r.Changed {
-			flags = wire.CoordFlagReleased
-		}
-		coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Flags: flags})
-	default:
-		coordAnswer(cs.c, cs.id, wop, wire.CoordSuccess, nil)
-	}
-}
-
-// coordEvent tells the parties of one event.
-func (c *core) coordEvent(e fsm.CoordEvent) {
-	k := coordKey{e.Session, e.Name}
-	switch e.Kind {
-	case fsm.EventGranted, fsm.EventAborted, fsm.EventTimedOut:
-		a := c.co.pending[k]
-		if a == nil || a.order != e.OrderID {
-			return // its connection is gone: the client re-sends after a restore
-		}
-		delete(c.co.pending, k)
-		c.removeTimer(a.timer)
-		switch e.Kind {
-		case fsm.EventGranted:
-			coordAnswer(a.c, a.id, wire.CoordAcquire, wire.CoordSuccess, &wire.Coord{Flags: wire.CoordFlagAcquired, OrderID: e.OrderID, Count: e.Count})
-		case fsm.EventAborted:
-			coordAnswer(a.c, a.id, wire.CoordAcquire, wire.CoordAborted, nil)
-		default:
-			coordAnswer(a.c, a.id, wire.CoordAcquire, wire.CoordSuccess, &wire.Coord{})
-		}
-	case fsm.EventLost:
-		if cn := c.coordConnOf(e.Session); cn != nil {
-			cn.send(wire.CoordFrame(true, 0, wire.CoordLost, 0, &wire.Coord{Name: []byte(e.Name), OrderID: e.OrderID}))
-		}
-	case fsm.EventSessionEnded:
-		c.removeTimer(c.co.expiry[e.Session])
-		delete(c.co.expiry, e.Session)
-		for pk, a := range c.co.pending {
-			if pk.session == e.Session {
-				delete(c.co.pending, pk)
-				c.removeTimer(a.timer)
-				coordAnswer(a.c, a.id, wire.CoordAcquire, wire.CoordSessionExpired, nil)
-			}
-		}
-		for _, ws := range c.co.watches {
-			delete(ws, e.Session)
-		}
-		if cn := c.coordConnOf(e.Session); cn != nil {
-			cn.send(wire.CoordFrame(true, 0, wire.CoordSessionEnded, 0, &wire.Coord{Session: e.Session, Reason: e.Reason}))
-			delete(c.co.conns, cn)
-			c.countSession(cn, -1)
-		}
-	case fsm.EventChanged:
-		sk := semKey{e.Path, e.Name}
-		for session, w := range c.co.watches[sk] {
-			if (e.Data && w.data) || (e.Owners && w.owners) {
-				var flags uint8
-				if e.Data {
-					flags |= wire.CoordFlagChangedData
-				}
-				if e.Owners {
-					flags |= wire.CoordFlagChangedOwners
-				}
-				w.c.send(wire.CoordFrame(true, w.id, wire.CoordChanged, 0, &wire.Coord{Flags: flags}))
-				delete(c.co.watches[sk], session) // one-shot
-
-			}
-		}
-	}
-}
-
-// coordConnOf is the connection currently attached to session, if any.
-func (c *core) coordConnOf(session uint64) *conn {
-	var best *conn
-	var seq uint64
-	for cn, b := range c.co.conns {
-		if b.session == session && (best == nil || b.seq > seq) {
-			best, seq = cn, b.seq
-		}
-	}
-	return best
-}
-
-// coordConnClosed detaches the connection's session (its expiry clock starts
-// when the detach is applied) and forgets its pending answers and watches:
-// the session keeps its holds and queue positions until it expires.
-func (c *core) coordConnClosed(cn *conn) {
-	if b := c.co.conns[cn]; b != nil {
-		delete(c.co.conns, cn)
-		c.countSession(cn, -1)
-		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
-		}
-	}
-	for k, a := range c.co.pending {
-		if a.c == cn {
-			delete(c.co.pending, k)
-			c.removeTimer(a.timer)
-		}
-	}
-	for _, ws := range c.co.watches {
-		for s, w := range ws {
-			if w.c == cn {
-				delete(ws, s)
-			}
-		}
-	}
-}
-
-// coordArmExpiry sets the leader's timer for a detached session at its
-// expiry time in the applied state (batch-time clock), and proposes the
-// expiry when it fires.
-func (c *core) coordArmExpiry(session uint64) {
-	var info fsm.SessionInfo
-	var ok bool
-	c.state.Read(func(st *fsm.State) { info, ok = st.Session(session) })
-	if !ok || info.Attached {
-		return
-	}
-	c.removeTimer(c.co.expiry[session])
-	wait := time.Duration(max(info.ExpiresAt-c.clock(), 0)) * time.Millisecond
-	t := &timer{at: c.clk.Now().Add(wait), fn: func() {
-		delete(c.co.expiry, session)
-		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
-		}
-	}}
-	c.co.expiry[session] = t
-	c.addTimer(t)
-}
-
-// coordTakeover arms, after the takeover entry is applied, the expiry of
-// every session (the takeover detached them all and gave each its timeout
-// plus the node's grace period) and the timeout of every queued acquire.
-func (c *core) coordTakeover(now time.Time) {
-	clock := c.clock()
-	c.state.Read(func(st *fsm.State) {
-		for _, s := range st.Sessions("") {
-			session := s.ID
-			t := &timer{at: now.Add(time.Duration(max(s.ExpiresAt-clock, 0)) * time.Millisecond), fn: func() {
-				delete(c.co.expiry, session)
-				if c.serving {
-					c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
-				}
-			}, idx: len(c.timers)}
-			c.timers = append(c.timers, t)
-			c.co.expiry[session] = t
-		}
-		st.CoordWaiters(func(path, name string, w fsm.Holder) {
-			if left := w.Deadline - clock; left < maxCoordTimer {
-				t := c.coordTimeoutTimer(now.Add(time.Duration(max(left, 0))*time.Millisecond), w.Session, name, w.OrderID)
-				t.idx = len(c.timers)
-				c.timers = append(c.timers, t)
-			}
-		})
-	})
-}
-
-// maxCoordTimer (ms, about 34 years): a longer wait gets no timer, so that
-// its deadline cannot overflow a time.Duration.
-const maxCoordTimer = 1 << 40
-
-// coordTimeoutTimer proposes the timeout of the waiter (session, name, order)
-// when it fires.
-func (c *core) coordTimeoutTimer(at time.Time, session uint64, name string, order uint64) *timer {
-	return &timer{at: at, fn: func() {
-		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}}, cause{kind: causeCoord})
-		}
-	}}
-}
-
-// coordRecheckTimeout re-arms a waiter timeout that the state machine found
-// not yet due (the leader's timer ran ahead of the batch clock); a waiter
-// that was granted, released or replaced meanwhile needs nothing.
-func (c *core) coordRecheckTimeout(o *fsm.CoordOp) {
-	var path string
-	if s, ok := c.sessionInfo(o.Session); ok {
-		path = s.Path
-	} else {
-		return
-	}
-	var again bool
-	c.state.Read(func(st *fsm.State) {
-		info, _ := st.DescribeSemaphore(path, o.Name, false, true)
-		for _, w := range info.Waiters {
-			again = again || (w.Session == o.Session && w.OrderID == o.OrderID)
-		}
-	})
-	if again {
-		c.addTimer(c.coordTimeoutTimer(c.clk.Now().Add(50*time.Millisecond), o.Session, o.Name, o.OrderID))
-	}
-}
-
-func (c *core) sessionInfo(id uint64) (info fsm.SessionInfo, ok bool) {
-	c.state.Read(func(st *fsm.State) { info, ok = st.Session(id) })
-	return info, ok
+	core.AnswerCoord(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
 }

@@ -1,149 +1,62 @@
 package server
 
-// This file holds the core's seams: the small interfaces through which the
-// core reaches Raft, the applied state, metrics, the server's serving state
-// and the clock, and the adapters the real Server supplies. Unit tests
-// (core_unit_test.go) supply fakes instead: no Raft, no fsync.
+// This file holds the Server's side of the leader core's seams (package
+// core): the adapters through which the core reaches Raft, metrics, quotas
+// and the serving state. The connections' side is replier.go.
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
-// outcome is what became of one proposed batch.
-type outcome uint8
-
-const (
-	// outcomeApplied: committed and applied; the results are the state
-	// machine's, one per op.
-	outcomeApplied outcome = iota
-	// outcomeRefused: refused before it was written to the log, so nothing
-	// of it can ever be applied (not leader, leadership transfer, shutdown).
-	outcomeRefused
-	// outcomeUnknown: it may or may not be applied, now or later.
-	outcomeUnknown
-)
-
-// replicatedLog is Raft as the core uses it.
-type replicatedLog interface {
-	// propose appends one encoded batch (fsm.AppendBatch) to the log. It
-	// returns at once; the entry's outcome comes from wait, which blocks.
-	propose(data []byte) (wait func() (res *node.Applied, o outcome, err error))
-	// barrier blocks until every entry committed before it is applied.
-	barrier() error
-	// leadership is this server's role and current term, read now.
-	leadership() leadership
-}
-
-// appliedState is the state machine's applied state (node.Node supplies it).
-type appliedState interface {
-	// Read runs fn with the applied state; fn must not keep it.
-	Read(fn func(*fsm.State))
-	// Held is the number of tickets held in the applied state.
-	Held() int
-}
-
-// servingState is the server around the core (Server supplies it).
-type servingState interface {
-	// setServing is told when the takeover is applied (true) and when
-	// leadership is lost (false).
-	setServing(on bool)
-	// notLeaderFrame is the M to send to a client this server cannot serve.
-	notLeaderFrame() *wire.Frame
-}
-
-// coreMetrics is where the core counts what it does.
-type coreMetrics interface {
-	grant()
-	release()
-	expiry()
-	notAcquired()
-	capacityReject(limit string)
-	acquireSeconds(d time.Duration) // arrival to grant
-	queueWait(d time.Duration)      // arrival to grant of a queued acquire
-	commitSeconds(d time.Duration)  // proposal to outcome of a batch
-}
-
-// coreConfig is the configuration the core reads.
-type coreConfig struct {
-	nodeID    string // recorded in the takeover entry
-	advertise string // the client address recorded in the takeover entry
-	limits    Limits
-}
-
-// clock is the core's time: now, and timers that fire on its channel.
-type clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) clockTimer
-	After(d time.Duration) <-chan time.Time
-}
-
-// clockTimer is a timer of a clock. Reset discards a value not yet received,
-// as time.Timer.Reset does since Go 1.23.
-type clockTimer interface {
-	C() <-chan time.Time
-	Reset(d time.Duration)
-}
-
-// corePorts are the seams a core is built with.
-type corePorts struct {
-	log     replicatedLog
-	state   appliedState
-	srv     servingState
-	metrics coreMetrics
-	cfg     coreConfig
-	logger  *slog.Logger
-	clk     clock
-	quota   quotaPort // per-principal quotas; nil: none
-}
-
-// serverPorts are the real Server's adapters.
-func serverPorts(s *Server) corePorts {
-	return corePorts{
-		log:     raftLog{s.node},
-		state:   s.node,
-		srv:     s,
-		metrics: promCore{s.metrics},
-		cfg:     coreConfig{nodeID: s.cfg.NodeID, advertise: s.cfg.AdvertiseClientAddr, limits: s.cfg.Limits},
-		logger:  s.log,
-		clk:     wallClock{},
-		quota:   serverQuotas{s},
+// corePorts are the real Server's adapters.
+func corePorts(s *Server) core.Ports {
+	l := s.cfg.Limits
+	return core.Ports{
+		Log:     raftLog{s.node},
+		State:   s.node,
+		Server:  servingPort{s},
+		Metrics: promCore{s.metrics},
+		Config: core.Config{NodeID: s.cfg.NodeID, Advertise: s.cfg.AdvertiseClientAddr,
+			Limits: core.Limits{MaxHeld: l.MaxHeld, MaxWaiters: l.MaxWaiters, MaxWaitersPerKey: l.MaxWaitersPerKey}},
+		Logger: s.log,
+		Clock:  core.WallClock{},
+		Quotas: serverQuotas{s},
 	}
 }
 
-// raftLog is the replicatedLog of a node's Raft.
+// raftLog is the core's ReplicatedLog on a node's Raft.
 type raftLog struct{ n *node.Node }
 
-func (l raftLog) propose(data []byte) func() (*node.Applied, outcome, error) {
+func (l raftLog) Propose(data []byte) func() (*node.Applied, core.Outcome, error) {
 	f := l.n.Raft().Apply(data, 0)
-	return func() (*node.Applied, outcome, error) {
+	return func() (*node.Applied, core.Outcome, error) {
 		err := f.Error()
 		if err != nil {
 			if neverWritten(err) {
-				return nil, outcomeRefused, err
+				return nil, core.Refused, err
 			}
-			return nil, outcomeUnknown, err
+			return nil, core.Unknown, err
 		}
 		res, _ := f.Response().(*node.Applied)
 		if res == nil {
-			return nil, outcomeUnknown, fmt.Errorf("no result from the state machine")
+			return nil, core.Unknown, fmt.Errorf("no result from the state machine")
 		}
-		return res, outcomeApplied, nil
+		return res, core.Applied, nil
 	}
 }
 
-func (l raftLog) barrier() error { return l.n.Raft().Barrier(0).Error() }
+func (l raftLog) Barrier() error { return l.n.Raft().Barrier(0).Error() }
 
-func (l raftLog) leadership() leadership {
-	return leadership{leader: l.n.Leads(), term: l.n.Raft().CurrentTerm()}
+func (l raftLog) Leadership() core.Leadership {
+	return core.Leadership{Leader: l.n.Leads(), Term: l.n.Raft().CurrentTerm()}
 }
 
 // neverWritten reports whether Raft refused an entry before writing it to
@@ -153,26 +66,55 @@ func neverWritten(err error) bool {
 		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrEnqueueTimeout)
 }
 
-// promCore is the coreMetrics of the server's Prometheus registry.
+// servingPort is the core's view of the Server's serving state.
+type servingPort struct{ s *Server }
+
+func (p servingPort) SetServing(on bool)          { p.s.setServing(on) }
+func (p servingPort) NotLeaderFrame() *wire.Frame { return p.s.notLeaderFrame() }
+
+// promCore is the core's Metrics on the server's Prometheus registry.
 type promCore struct{ m *metrics }
 
-func (p promCore) grant()                         { p.m.grants.Inc() }
-func (p promCore) release()                       { p.m.releases.Inc() }
-func (p promCore) expiry()                        { p.m.expiries.Inc() }
-func (p promCore) notAcquired()                   { p.m.notAcquired.Inc() }
-func (p promCore) capacityReject(limit string)    { p.m.capacityRejects.WithLabelValues(limit).Inc() }
-func (p promCore) acquireSeconds(d time.Duration) { p.m.acquireSeconds.Observe(d.Seconds()) }
-func (p promCore) queueWait(d time.Duration)      { p.m.queueWait.Observe(d.Seconds()) }
-func (p promCore) commitSeconds(d time.Duration)  { p.m.commitSeconds.Observe(d.Seconds()) }
+func (p promCore) Grant()       { p.m.grants.Inc() }
+func (p promCore) Release()     { p.m.releases.Inc() }
+func (p promCore) Expiry()      { p.m.expiries.Inc() }
+func (p promCore) NotAcquired() { p.m.notAcquired.Inc() }
+func (p promCore) CapacityReject(reason uint8) {
+	p.m.capacityRejects.WithLabelValues(capacityLabel(reason)).Inc()
+}
+func (p promCore) AcquireSeconds(d time.Duration) { p.m.acquireSeconds.Observe(d.Seconds()) }
+func (p promCore) QueueWait(d time.Duration)      { p.m.queueWait.Observe(d.Seconds()) }
+func (p promCore) CommitSeconds(d time.Duration)  { p.m.commitSeconds.Observe(d.Seconds()) }
 
-// wallClock is the real clock.
-type wallClock struct{}
+// capacityLabel is the limit label of a capacity reason in
+// ticketing_capacity_rejects_total.
+func capacityLabel(reason uint8) string {
+	switch reason {
+	case wire.CapacityHeld:
+		return "held"
+	case wire.CapacityKeyWaiters:
+		return "key_waiters"
+	case wire.CapacityWaiters:
+		return "waiters"
+	case wire.CapacityInFlight:
+		return "in_flight"
+	case wire.CapacityConnections:
+		return "connections"
+	}
+	if q := quotaOfReason(reason); q != "" {
+		return "principal_" + q
+	}
+	return "other"
+}
 
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-func (wallClock) NewTimer(d time.Duration) clockTimer    { return wallTimer{time.NewTimer(d)} }
+// serverQuotas is the core's Quotas: the settings in force, and the usage
+// gauges the core's counts are published to.
+type serverQuotas struct{ s *Server }
 
-type wallTimer struct{ t *time.Timer }
-
-func (t wallTimer) C() <-chan time.Time   { return t.t.C }
-func (t wallTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (q serverQuotas) QuotaOf(p string) core.Quota {
+	qu := q.s.quotaOf(p)
+	return core.Quota{HeldTickets: qu.HeldTickets, Waiters: qu.Waiters, CoordinationSessions: qu.CoordinationSessions}
+}
+func (q serverQuotas) Rejected(p, quota string)        { q.s.quotaRejected(p, quota) }
+func (q serverQuotas) PublishWaiters(p string, n int)  { q.s.usageOf(p).waiters.Store(int64(n)) }
+func (q serverQuotas) PublishSessions(p string, n int) { q.s.usageOf(p).sessions.Store(int64(n)) }

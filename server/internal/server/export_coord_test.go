@@ -1,6 +1,9 @@
 package server
 
-import "github.com/ticketing-io/ticketing/server/internal/fsm"
+import (
+	"github.com/ticketing-io/ticketing/server/internal/core"
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+)
 
 // CoordSession is session id as this server's applied state has it, with the
 // state's last batch time.
@@ -15,15 +18,15 @@ func CoordSession(s *Server, id uint64) (info fsm.SessionInfo, lastTime int64, o
 // SetListSessionsBudget sets the size of a list-sessions page (bytes) and
 // returns the previous one.
 func SetListSessionsBudget(n int) int {
-	old := listSessionsBudget
-	listSessionsBudget = n
+	old := core.ListSessionsBudget
+	core.ListSessionsBudget = n
 	return old
 }
 
 // SetDescribeBudget sets the size of a describe-semaphore page (bytes) and
 // returns the previous one.
 func SetDescribeBudget(n int) int {
-	old := describeBudget
-	describeBudget = n
+	old := core.DescribeBudget
+	core.DescribeBudget = n
 	return old
 }

@@ -3,7 +3,7 @@ package server
 import "time"
 
 // Timers is the number of live wait and lease timers on the leader's core.
-func Timers(s *Server) int64 { return s.core.timerGauge.Load() }
+func Timers(s *Server) int64 { return s.core.Timers() }
 
 // HoldLeadershipWatch stops the leadership watcher from looking at Raft
 // until the returned function is called, so that a test can change
@@ -16,11 +16,7 @@ func HoldLeadershipWatch(s *Server) (release func()) {
 // PauseCore stops the core goroutine until the returned function is called:
 // requests and connection closes queue up meanwhile, as they do when the core
 // is busy, whatever the machine's speed.
-func PauseCore(s *Server) (resume func()) {
-	ch := make(chan struct{})
-	s.core.event_(coreEvent{pause: ch})
-	return func() { close(ch) }
-}
+func PauseCore(s *Server) (resume func()) { return s.core.Pause() }
 
 // Conns is the number of open client connections.
 func Conns(s *Server) int {
@@ -46,14 +42,10 @@ func MarkStopping(s *Server) (undo func()) {
 // GateResults makes the core wait for a value on the returned channel before
 // it learns the outcome of each committed batch (Raft has applied it); close
 // the channel to let every outcome through.
-func GateResults(s *Server) chan struct{} {
-	ch := make(chan struct{})
-	s.core.resultGate.Store(&ch)
-	return ch
-}
+func GateResults(s *Server) chan struct{} { return s.core.GateResults() }
 
 // QueuedRequests is the number of requests waiting for the core.
-func QueuedRequests(s *Server) int { return len(s.core.reqs) }
+func QueuedRequests(s *Server) int { return s.core.Queued() }
 
 // HeldApplied is the number of tickets held in s's applied state.
 func HeldApplied(s *Server) int { return s.node.Held() }

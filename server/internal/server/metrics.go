@@ -78,7 +78,7 @@ func newMetrics(s *Server) *metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_tickets_held", Help: "Tickets currently held."},
 		func() float64 { return float64(s.node.Held()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_waiters", Help: "Acquires waiting in queues (leader only)."},
-		func() float64 { return float64(s.core.waiterGauge.Load()) }))
+		func() float64 { return float64(s.core.Waiters()) }))
 	reg.MustRegister(&raftCollector{s: s})
 	reg.MustRegister(principalCollector{s: s})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

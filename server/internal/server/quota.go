@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
@@ -58,10 +58,10 @@ func (q *Quota) validate(where string, bad func(string, ...any)) {
 // Names of the quotas in metrics and messages.
 const (
 	quotaConnections = "connections"
-	quotaHeld        = "held_tickets"
-	quotaWaiters     = "waiters"
+	quotaHeld        = core.QuotaHeld
+	quotaWaiters     = core.QuotaWaiters
 	quotaInFlight    = "in_flight"
-	quotaSessions    = "coordination_sessions"
+	quotaSessions    = core.QuotaSessions
 	quotaRate        = "requests_per_second"
 )
 
@@ -218,28 +218,6 @@ func (c *conn) overRate(id uint32) bool {
 		t.Stop()
 	}
 	return true
-}
-
-// quotaPort is how the leader's core reads quotas and reports what it
-// counts per principal (nil in unit tests: no quotas).
-type quotaPort interface {
-	quotaOf(principal string) Quota
-	quotaRejected(principal, quota string)
-	publishWaiters(principal string, n int)
-	publishSessions(principal string, n int)
-}
-
-// serverQuotas is the Server's quotaPort.
-type serverQuotas struct{ s *Server }
-
-func (q serverQuotas) quotaOf(p string) Quota          { return q.s.quotaOf(p) }
-func (q serverQuotas) quotaRejected(p, quota string)   { q.s.quotaRejected(p, quota) }
-func (q serverQuotas) publishWaiters(p string, n int)  { q.s.usageOf(p).waiters.Store(int64(n)) }
-func (q serverQuotas) publishSessions(p string, n int) { q.s.usageOf(p).sessions.Store(int64(n)) }
-
-// quotaMessage is the text of a coordination refusal for a quota.
-func quotaMessage(principal, quota string, limit int) string {
-	return fmt.Sprintf("the principal %q has its quota of %s (%d): see its [auth] quota", principal, quota, limit)
 }
 
 // principalCollector exposes per-principal usage, quotas and refusals for

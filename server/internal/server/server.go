@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
@@ -29,7 +30,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	node    *node.Node
-	core    *core
+	core    *core.Core
 	metrics *metrics
 	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
 	// logLimit rate-limits the audit and handshake records that clients cause.
@@ -133,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.auth.Store(newAuthTable(&s.cfg))
-	s.core = newCore(serverPorts(s))
+	s.core = core.New(corePorts(s))
 	if cfg.HTTPAddr != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			ln.Close()
@@ -150,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 			}
 		})
 	}
-	s.goRun(s.core.run)
+	s.goRun(s.core.Run)
 	s.watchLeaders()
 	s.goRun(func() { s.logLimit.run(s.stop) })
 	s.goRun(s.watchLeadership)
@@ -357,7 +358,7 @@ func (s *Server) watchLeadership() {
 	ch := r.LeaderCh()
 	t := time.NewTicker(leadershipPoll)
 	defer t.Stop()
-	var last leadership
+	var last core.Leadership
 	for {
 		select {
 		case <-s.stop:
@@ -369,13 +370,13 @@ func (s *Server) watchLeadership() {
 		s.watchGate.Lock()
 		s.watchGate.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the gate
 		// Serving needs the cluster's ID too, not only Raft's leadership.
-		cur := leadership{leader: s.node.Leads()}
-		if cur.leader {
-			cur.term = r.CurrentTerm()
+		cur := core.Leadership{Leader: s.node.Leads()}
+		if cur.Leader {
+			cur.Term = r.CurrentTerm()
 		}
 		if cur != last {
 			last = cur
-			s.core.leaderChange(cur)
+			s.core.LeaderChange(cur)
 		}
 	}
 }
@@ -465,14 +466,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) stopAll(ctx context.Context) error {
 	s.ln.Close()
 	close(s.stop)
-	close(s.core.stop)
+	s.core.Stop()
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx) // past ctx the process is ending anyway
 	}
 	// Let Raft answer every entry already proposed before shutting it down.
 	drain := time.NewTimer(10 * time.Second)
 	select {
-	case <-s.core.drained:
+	case <-s.core.Drained():
 	case <-drain.C:
 		s.log.Warn("stopping with Raft entries still unanswered")
 	}

@@ -1,6 +1,6 @@
 // Package stallhook names the stall hook's signals and log lines, shared by
 // ticketd built with the hook (go build -tags stallhook; the hook itself is
-// server/internal/server/stallhook.go) and the nemesis harness that drives
+// server/internal/core/stallhook.go) and the nemesis harness that drives
 // it. A ticketd built without the tag has no hook: the signals would end it.
 //
 // The hook stalls a leader between a commit and its answer: once armed, the

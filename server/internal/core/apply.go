@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"container/heap"
@@ -14,9 +14,9 @@ import (
 
 // failed handles a batch that did not commit. The core's state must end up
 // as if the batch had never been proposed, or this leader must start over.
-func (c *core) failed(b *batch, o outcome, err error) {
-	if o == outcomeRefused {
-		if c.log.leadership().leader {
+func (c *Core) failed(b *batch, o Outcome, err error) {
+	if o == Refused {
+		if c.log.Leadership().Leader {
 			// Still leader (a leadership transfer in progress, which may
 			// fail): the batch is proposed again, with its attempts, expiries
 			// and answers still pending, so no key is wedged and no timer lost.
@@ -29,15 +29,15 @@ func (c *core) failed(b *batch, o outcome, err error) {
 		// Not the leader any more, and nothing of the batch happened: its
 		// clients are told so (M), and they retry safely at the new leader.
 		c.logger.Info("Raft refused a batch: not the leader; its clients are sent to the new leader", "err", err, "ops", len(b.ops))
-		c.tellBatch(b, c.srv.notLeaderFrame())
+		c.tellBatch(b, c.srv.NotLeaderFrame())
 		return
 	}
-	c.logger.Error("a batch failed to commit; its clients are told the outcome is unknown", "err", err, "ops", len(b.ops))
-	msg := "the server could not commit the request (" + err.Error() + "); its outcome is unknown"
+	c.logger.Error("a batch failed to commit; its clients are told the Outcome is unknown", "err", err, "ops", len(b.ops))
+	msg := "the server could not commit the request (" + err.Error() + "); its Outcome is unknown"
 	c.tellBatch(b, &wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeInternal), Text: []byte(msg)})
 	// The entry may still be applied: only a fresh takeover (barrier, then
 	// timers rebuilt from the applied state) knows the state again.
-	c.newTerm(c.log.leadership())
+	c.newTerm(c.log.Leadership())
 }
 
 // deposed reports whether Raft has lost this core's leadership (or lost and
@@ -47,9 +47,9 @@ func (c *core) failed(b *batch, o outcome, err error) {
 // at once, every connection ends with M, and their acquires are
 // indeterminate, which is always safe (design.md, "Deadlines across
 // leaders"). what names the answer withheld, for the log.
-func (c *core) deposed(what string) bool {
-	l := c.log.leadership()
-	if l.leader && l.term == c.term {
+func (c *Core) deposed(what string) bool {
+	l := c.log.Leadership()
+	if l.Leader && l.Term == c.term {
 		return false
 	}
 	c.logger.Info("leadership changed before "+what+" was answered; clients are sent to the new leader", "term", c.term)
@@ -58,32 +58,32 @@ func (c *core) deposed(what string) bool {
 }
 
 // tellBatch ends the connection of every request in b with the frame f.
-func (c *core) tellBatch(b *batch, f *wire.Frame) {
+func (c *Core) tellBatch(b *batch, f *wire.Frame) {
 	for _, cs := range b.causes {
 		switch {
 		case cs.c != nil:
-			cs.c.fatal(f)
+			cs.c.End(f)
 		case cs.w != nil:
 			for _, r := range cs.w.replies {
-				r.c.fatal(f)
+				r.c.End(f)
 			}
 		}
 	}
 	for _, rd := range b.reads {
-		rd.c.fatal(f)
+		rd.c.End(f)
 	}
 }
 
 // retryNow marks the refused batches due: flush proposes them again once
 // every batch proposed before them is settled.
-func (c *core) retryNow() { c.retryDue = len(c.retry) > 0 }
+func (c *Core) retryNow() { c.retryDue = len(c.retry) > 0 }
 
 // takeRetry puts the refused batches back in front of the pending one, in
 // their order, to be proposed again. It reports whether anything may be
 // proposed now: nothing is while refused batches wait for their retry, nor
 // while a batch proposed before the retry has no outcome yet (it may be
 // refused too, and must then go first).
-func (c *core) takeRetry() bool {
+func (c *Core) takeRetry() bool {
 	if len(c.retry) == 0 {
 		return true
 	}
@@ -98,15 +98,15 @@ func (c *core) takeRetry() bool {
 	return true
 }
 
-func (c *core) applied(a applied) {
+func (c *Core) applied(a applied) {
 	b := a.b
 	if b.epoch != c.epoch || !c.leading {
 		return // leadership changed: those connections were closed with M
 	}
-	if c.deposed("a batch's outcome") {
+	if c.deposed("a batch's Outcome") {
 		return
 	}
-	if a.o != outcomeApplied {
+	if a.o != Applied {
 		c.failed(b, a.o, a.err)
 		return
 	}
@@ -120,21 +120,21 @@ func (c *core) applied(a applied) {
 		case causeRelease:
 			switch res.Status {
 			case fsm.Released:
-				c.metrics.release()
-				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
+				c.metrics.Release()
+				cs.c.Finish(cs.id, &wire.Frame{Type: wire.TypeReleased, ID: cs.id})
 			case fsm.Forbidden:
 				name := "release"
 				if op.Kind == fsm.OpReleaseOwner {
 					name = "release_owner"
 				}
-				cs.c.refuse(cs.id, name, op.Key, wire.ForbiddenOwner)
+				cs.c.Forbid(cs.id, name, op.Key, wire.ForbiddenOwner)
 			default:
-				cs.c.finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
+				cs.c.Finish(cs.id, &wire.Frame{Type: wire.TypeNotHeld, ID: cs.id})
 			}
 			c.freed(op.Key, res)
 		case causeExpire:
 			if res.Status == fsm.Released {
-				c.metrics.expiry()
+				c.metrics.Expiry()
 			} else {
 				c.recheckExpiry(op.Key, op.Token, now)
 			}
@@ -157,7 +157,7 @@ func (c *core) applied(a applied) {
 	}
 }
 
-func (c *core) freed(key string, res fsm.Result) {
+func (c *Core) freed(key string, res fsm.Result) {
 	if res.Status == fsm.Released {
 		c.leaseEnded(key, res.Hold.Token)
 		c.handoff(key)
@@ -167,7 +167,7 @@ func (c *core) freed(key string, res fsm.Result) {
 // attemptDone handles the result of w's attempt, applied at now in a batch
 // sealed at sealed (before its commit: the bound of every promise made for
 // a grant in it).
-func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
+func (c *Core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 	q := c.queues[w.key]
 	w.attempt = false
 	c.attempts--
@@ -184,7 +184,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 		c.answer(w, wire.Frame{Type: wire.TypeCancelled})
 		c.retire(w)
 		if res.Status == fsm.Granted {
-			c.metrics.grant()
+			c.metrics.Grant()
 			c.releaseOrphan(w.key, res.Hold.Token)
 		}
 		if q != nil {
@@ -195,14 +195,14 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 	switch res.Status {
 	case fsm.Granted, fsm.Existing:
 		if res.Status == fsm.Granted {
-			c.metrics.grant()
+			c.metrics.Grant()
 			lease := time.Duration(res.Hold.LeaseMs) * time.Millisecond
 			c.setLease(w.key, res.Hold.Token, now.Add(lease), sealed.Add(lease))
 		}
 		if w.wait > 0 {
-			c.metrics.queueWait(now.Sub(w.arrived))
+			c.metrics.QueueWait(now.Sub(w.arrived))
 		}
-		c.metrics.acquireSeconds(c.clk.Now().Sub(w.arrived))
+		c.metrics.AcquireSeconds(c.clk.Now().Sub(w.arrived))
 		delivered := c.answerGranted(w, res.Hold, res.Status == fsm.Existing, sealed)
 		c.retire(w)
 		if !delivered && res.Status == fsm.Granted {
@@ -215,12 +215,12 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 		kept := w.replies[:0]
 		for _, r := range w.replies {
 			if r.cancelled {
-				r.c.finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
+				r.c.Finish(r.id, &wire.Frame{Type: wire.TypeCancelled, ID: r.id})
 			} else if r.once && w.wait > 0 {
 				// A wait-0 request that joined a waiter: its one attempt
 				// failed, and it is never queued.
-				c.metrics.notAcquired()
-				r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+				c.metrics.NotAcquired()
+				r.c.Finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
 			} else {
 				kept = append(kept, r)
 			}
@@ -230,11 +230,11 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 		case len(w.replies) == 0:
 			c.retire(w)
 		case w.wait == 0:
-			c.metrics.notAcquired()
+			c.metrics.NotAcquired()
 			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired})
 			c.retire(w)
 		case !now.Before(w.deadline):
-			c.metrics.notAcquired()
+			c.metrics.NotAcquired()
 			c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
 			c.retire(w)
 		default:
@@ -261,7 +261,7 @@ func (c *core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 // in the state, and a G for it (its owner asking again) must promise no
 // lease (leaseLeft is 0 without a timer), since the release will end it.
 // If the release never commits, a new term rebuilds the timers.
-func (c *core) releaseOrphan(key string, token uint64) {
+func (c *Core) releaseOrphan(key string, token uint64) {
 	c.leaseEnded(key, token)
 	c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: key, Token: token}, cause{kind: causeOrphan})
 	c.handoff(key)
@@ -270,7 +270,7 @@ func (c *core) releaseOrphan(key string, token uint64) {
 // recheckExpiry tries the expiry of a hold the state machine kept again
 // soon. Its lease promises nothing more meanwhile (a zero promise): the
 // hold's end is being decided.
-func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
+func (c *Core) recheckExpiry(key string, token uint64, now time.Time) {
 	if h, ok := c.holdOf(key); ok && h.Token == token {
 		c.setLease(key, token, now.Add(50*time.Millisecond), time.Time{})
 	}
@@ -278,7 +278,7 @@ func (c *core) recheckExpiry(key string, token uint64, now time.Time) {
 
 // takeoverDone starts serving once the takeover entry, sealed at sealed, is
 // applied at now.
-func (c *core) takeoverDone(now, sealed time.Time) {
+func (c *Core) takeoverDone(now, sealed time.Time) {
 	// Every remaining lease restarts in full from now: a new leader extends
 	// leases, never shortens them (the state machine did the same to
 	// ExpiresAt). What a client is told of them counts from the takeover's
@@ -296,11 +296,11 @@ func (c *core) takeoverDone(now, sealed time.Time) {
 	heap.Init(&c.timers)
 	c.resetTimer()
 	c.serving = true
-	c.srv.setServing(true)
-	c.logger.Info("leading: serving clients", "node", c.cfg.nodeID, "held", c.state.Held())
+	c.srv.SetServing(true)
+	c.logger.Info("leading: serving clients", "node", c.cfg.NodeID, "held", c.state.Held())
 }
 
-func (c *core) answerReads(reads []readReq) {
+func (c *Core) answerReads(reads []readReq) {
 	clock := c.clock()
 	c.state.Read(func(st *fsm.State) {
 		for _, rd := range reads {
@@ -319,7 +319,7 @@ func (c *core) answerReads(reads []readReq) {
 			if q := c.queues[rd.key]; q != nil {
 				f.Count = uint32(q.waiting.Len())
 			}
-			rd.c.finish(rd.id, &f)
+			rd.c.Finish(rd.id, &f)
 		}
 	})
 }

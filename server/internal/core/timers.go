@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"container/heap"
@@ -51,14 +51,14 @@ func (h *timerHeap) Pop() any {
 	return t
 }
 
-func (c *core) addTimer(t *timer) {
+func (c *Core) addTimer(t *timer) {
 	heap.Push(&c.timers, t)
 	if t.idx == 0 {
 		c.resetTimer()
 	}
 }
 
-func (c *core) removeTimer(t *timer) {
+func (c *Core) removeTimer(t *timer) {
 	if t != nil && t.idx >= 0 {
 		heap.Remove(&c.timers, t.idx)
 	}
@@ -67,7 +67,7 @@ func (c *core) removeTimer(t *timer) {
 // setLease (re)starts the lease timer of key's hold under token: this
 // leader expires the hold at at, and promises clients no later end than
 // promise.
-func (c *core) setLease(key string, token uint64, at, promise time.Time) {
+func (c *Core) setLease(key string, token uint64, at, promise time.Time) {
 	c.removeTimer(c.leases[key])
 	t := &timer{at: at, key: key, token: token, promise: promise}
 	c.leases[key] = t
@@ -75,14 +75,14 @@ func (c *core) setLease(key string, token uint64, at, promise time.Time) {
 }
 
 // leaseEnded forgets the lease timer of a hold that was released or expired.
-func (c *core) leaseEnded(key string, token uint64) {
+func (c *Core) leaseEnded(key string, token uint64) {
 	if t := c.leases[key]; t != nil && t.token == token {
 		c.removeTimer(t)
 		delete(c.leases, key)
 	}
 }
 
-func (c *core) resetTimer() {
+func (c *Core) resetTimer() {
 	if len(c.timers) == 0 {
 		c.timer.Reset(time.Hour)
 		return
@@ -90,7 +90,7 @@ func (c *core) resetTimer() {
 	c.timer.Reset(max(c.timers[0].at.Sub(c.clk.Now()), 0))
 }
 
-func (c *core) fireTimers() {
+func (c *Core) fireTimers() {
 	now := c.clk.Now()
 	var expire []*timer
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
@@ -129,11 +129,11 @@ func (c *core) fireTimers() {
 	c.resetTimer()
 }
 
-func (c *core) waitExpired(w *waiter) {
+func (c *Core) waitExpired(w *waiter) {
 	if w.done || w.attempt {
 		return // an attempt in flight decides: granted stands, busy answers W
 	}
-	c.metrics.notAcquired()
+	c.metrics.NotAcquired()
 	c.answer(w, wire.Frame{Type: wire.TypeNotAcquired, QueuedMs: c.queuedMs(w)})
 	c.retire(w)
 }

@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"time"
@@ -25,12 +25,15 @@ const (
 type cause struct {
 	kind causeKind
 	w    *waiter
-	c    *conn
+	c    Replier
 	id   uint32
+	// principal: a coordination request's connection principal (an
+	// attach's session counts against its quota).
+	principal string
 }
 
 type readReq struct {
-	c   *conn
+	c   Replier
 	id  uint32
 	key string
 
@@ -85,12 +88,12 @@ func (b *batch) each(results []fsm.Result, fn func(op *fsm.Op, cs cause, res fsm
 type applied struct {
 	b   *batch
 	res *node.Applied
-	o   outcome
+	o   Outcome
 	err error
 }
 
 // proposal is a batch handed to the log, with the wait for its outcome.
 type proposal struct {
 	b    *batch
-	wait func() (*node.Applied, outcome, error)
+	wait func() (*node.Applied, Outcome, error)
 }

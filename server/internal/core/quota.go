@@ -1,6 +1,8 @@
-package server
+package core
 
 import (
+	"fmt"
+
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
@@ -20,39 +22,39 @@ type quotaCore struct {
 	sessions map[string]int // coordination sessions attached, by connection principal
 }
 
-func (c *core) quotaReset() {
+func (c *Core) quotaReset() {
 	for p := range c.qc.waiters {
 		c.publishWaiters(p, 0)
 	}
 	for p := range c.qc.sessions {
 		if c.quota != nil {
-			c.quota.publishSessions(p, 0)
+			c.quota.PublishSessions(p, 0)
 		}
 	}
 	c.qc = quotaCore{attempts: map[string]int{}, waiters: map[string]int{}, sessions: map[string]int{}}
 }
 
-func (c *core) quotaOf(principal string) Quota {
+func (c *Core) quotaOf(principal string) Quota {
 	if c.quota == nil || principal == "" {
 		return Quota{}
 	}
-	return c.quota.quotaOf(principal)
+	return c.quota.QuotaOf(principal)
 }
 
-func (c *core) quotaRejected(principal, quota string) {
+func (c *Core) quotaRejected(principal, quota string) {
 	if c.quota != nil {
-		c.quota.quotaRejected(principal, quota)
+		c.quota.Rejected(principal, quota)
 	}
 }
 
-func (c *core) publishWaiters(principal string, n int) {
+func (c *Core) publishWaiters(principal string, n int) {
 	if c.quota != nil && principal != "" {
-		c.quota.publishWaiters(principal, n)
+		c.quota.PublishWaiters(principal, n)
 	}
 }
 
 // heldRoom: the principal may be granted one more ticket.
-func (c *core) heldRoom(principal string) bool {
+func (c *Core) heldRoom(principal string) bool {
 	q := c.quotaOf(principal).HeldTickets
 	if q == 0 {
 		return true
@@ -62,28 +64,28 @@ func (c *core) heldRoom(principal string) bool {
 	if held+c.qc.attempts[principal] < q {
 		return true
 	}
-	c.quotaRejected(principal, quotaHeld)
+	c.quotaRejected(principal, QuotaHeld)
 	return false
 }
 
 // principalWaiterRoom: the principal may queue one more acquire.
-func (c *core) principalWaiterRoom(principal string) bool {
+func (c *Core) principalWaiterRoom(principal string) bool {
 	q := c.quotaOf(principal).Waiters
 	if q == 0 || c.qc.waiters[principal] < q {
 		return true
 	}
-	c.quotaRejected(principal, quotaWaiters)
+	c.quotaRejected(principal, QuotaWaiters)
 	return false
 }
 
 // countAttempt and countWaiter follow c.attempts and c.waiters per principal.
-func (c *core) countAttempt(principal string, d int) {
+func (c *Core) countAttempt(principal string, d int) {
 	if c.qc.attempts[principal] += d; c.qc.attempts[principal] <= 0 {
 		delete(c.qc.attempts, principal)
 	}
 }
 
-func (c *core) countWaiter(principal string, d int) {
+func (c *Core) countWaiter(principal string, d int) {
 	n := c.qc.waiters[principal] + d
 	if n <= 0 {
 		delete(c.qc.waiters, principal)
@@ -96,35 +98,40 @@ func (c *core) countWaiter(principal string, d int) {
 // grantRoom is checked when a queued waiter reaches the head of its key's
 // queue: a principal at its held-tickets quota is answered B (reason 7)
 // there rather than granted, and the next waiter gets its turn.
-func (c *core) grantRoom(w *waiter) bool {
+func (c *Core) grantRoom(w *waiter) bool {
 	if c.heldRoom(w.holder) {
 		return true
 	}
-	c.metrics.capacityReject(capacityLabel(wire.CapacityPrincipalHeld))
+	c.metrics.CapacityReject(wire.CapacityPrincipalHeld)
 	c.answer(w, wire.Frame{Type: wire.TypeCapacity, Reason: wire.CapacityPrincipalHeld})
 	c.retire(w)
 	return false
 }
 
 // sessionRoom: the connection's principal may attach one more session.
-func (c *core) sessionRoom(cn *conn) (int, bool) {
-	q := c.quotaOf(cn.principal).CoordinationSessions
-	if q == 0 || c.qc.sessions[cn.principal] < q {
+func (c *Core) sessionRoom(principal string) (int, bool) {
+	q := c.quotaOf(principal).CoordinationSessions
+	if q == 0 || c.qc.sessions[principal] < q {
 		return q, true
 	}
-	c.quotaRejected(cn.principal, quotaSessions)
+	c.quotaRejected(principal, QuotaSessions)
 	return q, false
 }
 
 // countSession follows the sessions attached per principal (coord.go).
-func (c *core) countSession(cn *conn, d int) {
-	n := c.qc.sessions[cn.principal] + d
+func (c *Core) countSession(principal string, d int) {
+	n := c.qc.sessions[principal] + d
 	if n <= 0 {
-		delete(c.qc.sessions, cn.principal)
+		delete(c.qc.sessions, principal)
 	} else {
-		c.qc.sessions[cn.principal] = n
+		c.qc.sessions[principal] = n
 	}
-	if c.quota != nil && cn.principal != "" {
-		c.quota.publishSessions(cn.principal, max(n, 0))
+	if c.quota != nil && principal != "" {
+		c.quota.PublishSessions(principal, max(n, 0))
 	}
+}
+
+// quotaMessage is the text of a coordination refusal for a quota.
+func quotaMessage(principal, quota string, limit int) string {
+	return fmt.Sprintf("the principal %q has its quota of %s (%d): see its [auth] quota", principal, quota, limit)
 }

@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"container/list"
@@ -11,28 +11,31 @@ import (
 // This file holds the queues and admission: requests, waiters, the FIFO of
 // each key, acquire/release/cancel handling, handoff and answers.
 
-// request is one client request handed from a connection to the core.
-type request struct {
-	kind  wire.Type
-	c     *conn
-	id    uint32
-	owner wire.Owner
-	wait  uint8
-	lease uint8
-	token uint64
-	key   string
-	at    time.Time
-	// principal: for an acquire the name its hold records, for a release
-	// the principal it is restricted to ("" = unrestricted). See fsm.Op.
-	principal string
+// Request is one client request handed from a connection to the core.
+type Request struct {
+	Kind  wire.Type // A, L, U, D, C, or K (coordination)
+	Conn  Replier   // where its answers go
+	ID    uint32
+	Admin bool // sent on an admin session
+	Owner wire.Owner
+	Wait  uint8
+	Lease uint8
+	Token uint64
+	Key   string
+	At    time.Time // its receipt
+	// Principal: for an acquire the name its hold records, for a release
+	// the principal it is restricted to ("" = unrestricted), see fsm.Op;
+	// for a coordination request the connection's principal (its sessions
+	// count against its quota).
+	Principal string
 
-	op   uint8  // K: the coordination sub-op (coord.go)
-	body []byte // K: its body, copied
+	Op    uint8       // K: the coordination sub-op (coord.go)
+	Coord *wire.Coord // K: its body, decoded and checked by the reader; it must not alias buffers the reader reuses
 }
 
 // reply is one request waiting for an acquire's final answer.
 type reply struct {
-	c          *conn
+	c          Replier
 	id         uint32
 	at         time.Time // this request's receipt: its G is measured from here
 	cancelled  bool
@@ -70,74 +73,74 @@ type keyQueue struct {
 	n          int // waiters with wait > 0 counted against the limits
 }
 
-func (c *core) handle(r request) {
-	if r.kind == reqClosed {
-		c.dropConn(r.c)
+func (c *Core) handle(r Request) {
+	if r.Kind == reqClosed {
+		c.dropConn(r.Conn)
 		return
 	}
 	if !c.serving {
-		r.c.fatal(c.srv.notLeaderFrame())
+		r.Conn.End(c.srv.NotLeaderFrame())
 		return
 	}
-	if r.c.admin {
-		c.admins[r.c] = struct{}{}
+	if r.Admin {
+		c.admins[r.Conn] = struct{}{}
 	}
-	switch r.kind {
+	switch r.Kind {
 	case wire.TypeAcquire:
 		c.acquire(r)
 	case wire.TypeRelease:
-		c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: r.key, Token: r.token, Principal: r.principal}, cause{kind: causeRelease, c: r.c, id: r.id})
-		c.handoff(r.key)
+		c.pending.add(fsm.Op{Kind: fsm.OpRelease, Key: r.Key, Token: r.Token, Principal: r.Principal}, cause{kind: causeRelease, c: r.Conn, id: r.ID})
+		c.handoff(r.Key)
 	case wire.TypeReleaseOwner:
 		c.releaseOwner(r)
 	case wire.TypeCancel:
 		c.cancel(r)
 	case wire.TypeDescribe:
-		c.pending.addRead(readReq{c: r.c, id: r.id, key: r.key})
+		c.pending.addRead(readReq{c: r.Conn, id: r.ID, key: r.Key})
 	case wire.TypeCoord:
 		c.coordRequest(r)
 	}
 }
 
-func (c *core) acquire(r request) {
-	if w, ok := c.owners[fsm.Owner(r.owner)]; ok && w.key != r.key {
+func (c *Core) acquire(r Request) {
+	if w, ok := c.owners[fsm.Owner(r.Owner)]; ok && w.key != r.Key {
 		// An owner names one attempt on one key. Joining the waiter of
 		// another key would answer this key's request with that key's
 		// grant; not acquiring is the safe answer.
-		c.metrics.notAcquired()
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		c.metrics.NotAcquired()
+		r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.ID})
 		return
-	} else if ok && w.holder != r.principal {
+	} else if ok && w.holder != r.Principal {
 		// Another principal's owner (read from a describe): not its waiter.
-		c.metrics.notAcquired()
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		c.metrics.NotAcquired()
+		r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.ID})
 		return
-	} else if ok && w.elem != nil && r.wait == 0 {
+	} else if ok && w.elem != nil && r.Wait == 0 {
 		// wait = 0 is one immediate attempt, never queued: the owner's
 		// waiter is queued, so that attempt would find the key taken.
-		c.metrics.notAcquired()
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		c.metrics.NotAcquired()
+		r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.ID})
 		return
 	} else if ok {
 		// The same owner again: one queue entry, both requests get its answer.
-		w.replies = append(w.replies, reply{c: r.c, id: r.id, at: r.at, once: r.wait == 0})
-		c.track(r.c, w)
+		w.replies = append(w.replies, reply{c: r.Conn, id: r.ID, at: r.At, once: r.Wait == 0})
+		c.track(r.Conn, w)
 		if w.elem != nil {
 			c.sendQueued(w, len(w.replies)-1)
 		}
 		return
 	}
-	q := c.queues[r.key]
+	q := c.queues[r.Key]
 	busy := q != nil && (q.attempting != nil || q.waiting.Len() > 0)
-	h, held := c.holdOf(r.key)
-	if held && h.Owner == fsm.Owner(r.owner) && h.Principal == r.principal {
+	h, held := c.holdOf(r.Key)
+	if held && h.Owner == fsm.Owner(r.Owner) && h.Principal == r.Principal {
 		// This owner already holds the key: the same grant, no queue entry,
 		// and only the lease the leader will still enforce, from a leader
 		// that still leads as far as Raft knows.
 		if c.deposed("a grant of an existing hold") {
 			return
 		}
-		r.c.finish(r.id, &wire.Frame{Type: wire.TypeGranted, ID: r.id, Token: h.Token, LeaseMs: c.leaseLeft(r.key, h, r.at)})
+		r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeGranted, ID: r.ID, Token: h.Token, LeaseMs: c.leaseLeft(r.Key, h, r.At)})
 		return
 	}
 	if busy || held {
@@ -145,19 +148,19 @@ func (c *core) acquire(r request) {
 		// committed). Not acquiring is always a safe answer, so wait 0 is
 		// answered from here; a waiter queues without a commit and is tried
 		// when the release or expiry that frees the key is applied.
-		if r.wait == 0 {
-			c.metrics.notAcquired()
-			r.c.finish(r.id, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.id})
+		if r.Wait == 0 {
+			c.metrics.NotAcquired()
+			r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeNotAcquired, ID: r.ID})
 			return
 		}
 		if q == nil {
 			q = &keyQueue{}
 		}
-		if reason, ok := c.waiterRoom(q, r.principal); !ok {
+		if reason, ok := c.waiterRoom(q, r.Principal); !ok {
 			c.reject(r, reason)
 			return
 		}
-		c.queues[r.key] = q
+		c.queues[r.Key] = q
 		w := c.newWaiter(r)
 		c.waiters++
 		c.countWaiter(w.holder, 1)
@@ -166,26 +169,26 @@ func (c *core) acquire(r request) {
 		c.sendQueued(w, 0)
 		return
 	}
-	if c.state.Held()+c.attempts >= c.cfg.limits.MaxHeld {
+	if c.state.Held()+c.attempts >= c.cfg.Limits.MaxHeld {
 		c.reject(r, wire.CapacityHeld)
 		return
 	}
-	if !c.heldRoom(r.principal) {
+	if !c.heldRoom(r.Principal) {
 		c.reject(r, wire.CapacityPrincipalHeld)
 		return
 	}
 	if q == nil {
 		q = &keyQueue{}
 	}
-	if r.wait > 0 {
-		if reason, ok := c.waiterRoom(q, r.principal); !ok {
+	if r.Wait > 0 {
+		if reason, ok := c.waiterRoom(q, r.Principal); !ok {
 			c.reject(r, reason)
 			return
 		}
 	}
-	c.queues[r.key] = q
+	c.queues[r.Key] = q
 	w := c.newWaiter(r)
-	if r.wait > 0 {
+	if r.Wait > 0 {
 		c.waiters++
 		c.countWaiter(w.holder, 1)
 		q.n++
@@ -193,16 +196,16 @@ func (c *core) acquire(r request) {
 	c.startAttempt(q, w)
 }
 
-func (c *core) holdOf(key string) (h fsm.Hold, ok bool) {
+func (c *Core) holdOf(key string) (h fsm.Hold, ok bool) {
 	c.state.Read(func(st *fsm.State) { h, ok = st.Get(key) })
 	return h, ok
 }
 
-func (c *core) waiterRoom(q *keyQueue, principal string) (uint8, bool) {
+func (c *Core) waiterRoom(q *keyQueue, principal string) (uint8, bool) {
 	if !c.principalWaiterRoom(principal) {
 		return wire.CapacityPrincipalWaiters, false
 	}
-	l := c.cfg.limits
+	l := c.cfg.Limits
 	if q.n >= l.MaxWaitersPerKey {
 		return wire.CapacityKeyWaiters, false
 	}
@@ -212,32 +215,42 @@ func (c *core) waiterRoom(q *keyQueue, principal string) (uint8, bool) {
 	return 0, true
 }
 
-func (c *core) reject(r request, reason uint8) {
-	c.metrics.capacityReject(capacityLabel(reason))
-	r.c.finish(r.id, &wire.Frame{Type: wire.TypeCapacity, ID: r.id, Reason: reason})
+func (c *Core) reject(r Request, reason uint8) {
+	c.metrics.CapacityReject(reason)
+	r.Conn.Finish(r.ID, &wire.Frame{Type: wire.TypeCapacity, ID: r.ID, Reason: reason})
 }
 
-func (c *core) newWaiter(r request) *waiter {
-	w := &waiter{key: r.key, owner: fsm.Owner(r.owner), holder: r.principal, leaseMs: uint32(r.lease) * 1000, wait: r.wait,
-		arrived: r.at, replies: []reply{{c: r.c, id: r.id, at: r.at}}}
-	if r.wait > 0 {
-		w.deadline = r.at.Add(time.Duration(r.wait) * time.Second)
+func (c *Core) newWaiter(r Request) *waiter {
+	w := &waiter{key: r.Key, owner: fsm.Owner(r.Owner), holder: r.Principal, leaseMs: uint32(r.Lease) * 1000, wait: r.Wait,
+		arrived: r.At, replies: []reply{{c: r.Conn, id: r.ID, at: r.At}}}
+	if r.Wait > 0 {
+		w.deadline = r.At.Add(time.Duration(r.Wait) * time.Second)
 		w.timer = &timer{at: w.deadline, w: w}
 		c.addTimer(w.timer)
 	}
 	c.owners[w.owner] = w
-	c.track(r.c, w)
+	c.track(r.Conn, w)
 	return w
 }
 
-func (c *core) track(cn *conn, w *waiter) {
-	if cn.waiters == nil {
-		cn.waiters = make(map[*waiter]struct{})
+// track records that cn has a reply in w (connWaiters).
+func (c *Core) track(cn Replier, w *waiter) {
+	ws := c.connWaiters[cn]
+	if ws == nil {
+		ws = make(map[*waiter]struct{})
+		c.connWaiters[cn] = ws
 	}
-	cn.waiters[w] = struct{}{}
+	ws[w] = struct{}{}
 }
 
-func (c *core) sendQueued(w *waiter, i int) {
+// untrack forgets that cn has a reply in w.
+func (c *Core) untrack(cn Replier, w *waiter) {
+	if ws := c.connWaiters[cn]; ws != nil {
+		delete(ws, w)
+	}
+}
+
+func (c *Core) sendQueued(w *waiter, i int) {
 	r := &w.replies[i]
 	if r.queuedSent {
 		return
@@ -250,10 +263,10 @@ func (c *core) sendQueued(w *waiter, i int) {
 			pos++
 		}
 	}
-	r.c.send(&wire.Frame{Type: wire.TypeQueued, ID: r.id, Count: uint32(pos)})
+	r.c.Send(&wire.Frame{Type: wire.TypeQueued, ID: r.id, Count: uint32(pos)})
 }
 
-func (c *core) startAttempt(q *keyQueue, w *waiter) {
+func (c *Core) startAttempt(q *keyQueue, w *waiter) {
 	q.attempting = w
 	w.attempt = true
 	c.attempts++
@@ -265,7 +278,7 @@ func (c *core) startAttempt(q *keyQueue, w *waiter) {
 // right after the op that may free the key: if it does, the waiter is granted
 // by the same entry (one commit per handoff); if not, the attempt finds the
 // key busy and the waiter goes back to the head of the queue.
-func (c *core) handoff(key string) {
+func (c *Core) handoff(key string) {
 	q := c.queues[key]
 	if q == nil || q.attempting != nil {
 		return
@@ -282,27 +295,27 @@ func (c *core) handoff(key string) {
 	c.maybeDropQueue(key, q)
 }
 
-func (c *core) maybeDropQueue(key string, q *keyQueue) {
+func (c *Core) maybeDropQueue(key string, q *keyQueue) {
 	if q.attempting == nil && q.waiting.Len() == 0 {
 		delete(c.queues, key)
 	}
 }
 
-func (c *core) cancel(r request) {
-	w, ok := c.owners[fsm.Owner(r.owner)]
+func (c *Core) cancel(r Request) {
+	w, ok := c.owners[fsm.Owner(r.Owner)]
 	if !ok {
 		return // already answered: a grant stands, its G is on the wire
 	}
 	for i := range w.replies {
 		rp := &w.replies[i]
-		if rp.c != r.c || rp.id != r.id || rp.cancelled {
+		if rp.c != r.Conn || rp.id != r.ID || rp.cancelled {
 			continue
 		}
 		if w.attempt {
 			rp.cancelled = true // answered when the attempt commits: G stands, else X
 			return
 		}
-		rp.c.finish(rp.id, &wire.Frame{Type: wire.TypeCancelled, ID: rp.id})
+		rp.c.Finish(rp.id, &wire.Frame{Type: wire.TypeCancelled, ID: rp.id})
 		w.replies = append(w.replies[:i], w.replies[i+1:]...)
 		if len(w.replies) == 0 {
 			c.retire(w)
@@ -316,10 +329,10 @@ func (c *core) cancel(r request) {
 // if that owner has it, is released through Raft like a release by token. A
 // client uses it after an indeterminate acquire: it knows the owner it sent,
 // not the token.
-func (c *core) releaseOwner(r request) {
-	owner := fsm.Owner(r.owner)
+func (c *Core) releaseOwner(r Request) {
+	owner := fsm.Owner(r.Owner)
 	// Only the waiter's own principal (or an admin) may withdraw it.
-	if w, ok := c.owners[owner]; ok && w.key == r.key && !w.done && (r.principal == "" || w.holder == "" || w.holder == r.principal) {
+	if w, ok := c.owners[owner]; ok && w.key == r.Key && !w.done && (r.Principal == "" || w.holder == "" || w.holder == r.Principal) {
 		if w.attempt {
 			w.withdrawn = true // answered when the attempt is applied
 		} else {
@@ -327,13 +340,13 @@ func (c *core) releaseOwner(r request) {
 			c.retire(w)
 		}
 	}
-	c.pending.add(fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.key, Owner: owner, Principal: r.principal}, cause{kind: causeRelease, c: r.c, id: r.id})
-	c.handoff(r.key)
+	c.pending.add(fsm.Op{Kind: fsm.OpReleaseOwner, Key: r.Key, Owner: owner, Principal: r.Principal}, cause{kind: causeRelease, c: r.Conn, id: r.ID})
+	c.handoff(r.Key)
 }
 
 // retire removes a waiter that will get no grant: from its queue, the owner
 // index and the counts.
-func (c *core) retire(w *waiter) {
+func (c *Core) retire(w *waiter) {
 	if w.done {
 		return
 	}
@@ -357,15 +370,13 @@ func (c *core) retire(w *waiter) {
 		c.maybeDropQueue(w.key, q)
 	}
 	for _, r := range w.replies {
-		if r.c.waiters != nil {
-			delete(r.c.waiters, w)
-		}
+		c.untrack(r.c, w)
 	}
 }
 
-func (c *core) dropConn(cn *conn) {
+func (c *Core) dropConn(cn Replier) {
 	delete(c.admins, cn)
-	for w := range cn.waiters {
+	for w := range c.connWaiters[cn] {
 		kept := w.replies[:0]
 		for _, r := range w.replies {
 			if r.c != cn {
@@ -377,18 +388,16 @@ func (c *core) dropConn(cn *conn) {
 			c.retire(w)
 		}
 	}
-	cn.waiters = nil
+	delete(c.connWaiters, cn)
 	c.coordConnClosed(cn)
 }
 
 // answer sends one frame to every reply of w and forgets them.
-func (c *core) answer(w *waiter, f wire.Frame) {
+func (c *Core) answer(w *waiter, f wire.Frame) {
 	for _, r := range w.replies {
 		f.ID = r.id
-		r.c.finish(r.id, &f)
-		if r.c.waiters != nil {
-			delete(r.c.waiters, w)
-		}
+		r.c.Finish(r.id, &f)
+		c.untrack(r.c, w)
 	}
 	w.replies = nil
 }
@@ -400,7 +409,7 @@ func (c *core) answer(w *waiter, f wire.Frame) {
 // that started the lease, so no later leader ends it earlier), whichever
 // comes first. It is 0 when the hold's end is already being committed
 // (expiry, or orphan release).
-func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
+func (c *Core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 	t := c.leases[key]
 	if t == nil || t.token != h.Token {
 		return 0
@@ -428,7 +437,7 @@ func (c *core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
 // and lease_ms is what remains of it at the receipt (leaseLeft).
 // It reports whether any G could be delivered (a connection that is closing
 // takes no more answers).
-func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, sealed time.Time) bool {
+func (c *Core) answerGranted(w *waiter, h fsm.Hold, existing bool, sealed time.Time) bool {
 	delivered := false
 	end := sealed.Add(time.Duration(h.LeaseMs) * time.Millisecond)
 	for _, r := range w.replies {
@@ -443,36 +452,15 @@ func (c *core) answerGranted(w *waiter, h fsm.Hold, existing bool, sealed time.T
 			start := r.at.Add(time.Duration(f.QueuedMs) * time.Millisecond)
 			f.LeaseMs = min(uint32(max(end.Sub(start), 0)/time.Millisecond), h.LeaseMs)
 		}
-		if r.c.finish(r.id, &f) {
+		if r.c.Finish(r.id, &f) {
 			delivered = true
 		}
-		if r.c.waiters != nil {
-			delete(r.c.waiters, w)
-		}
+		c.untrack(r.c, w)
 	}
 	w.replies = nil
 	return delivered
 }
 
-func (c *core) queuedMs(w *waiter) uint32 {
+func (c *Core) queuedMs(w *waiter) uint32 {
 	return uint32(c.clk.Now().Sub(w.arrived) / time.Millisecond)
-}
-
-func capacityLabel(reason uint8) string {
-	switch reason {
-	case wire.CapacityHeld:
-		return "held"
-	case wire.CapacityKeyWaiters:
-		return "key_waiters"
-	case wire.CapacityWaiters:
-		return "waiters"
-	case wire.CapacityInFlight:
-		return "in_flight"
-	case wire.CapacityConnections:
-		return "connections"
-	}
-	if q := quotaOfReason(reason); q != "" {
-		return "principal_" + q
-	}
-	return "other"
 }

@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"time"
@@ -12,11 +12,11 @@ import (
 // changes (new term, leader barrier).
 
 type coreEvent struct {
-	leader      *leadership
+	leader      *Leadership
 	barrierDone *barrierResult
 	pause       <-chan struct{} // tests: the core waits until it is closed
 	paused      chan<- struct{} // with pause, when set: closed once the core waits
-	inspect     func(*core)     // the console: reads the queues (console.go)
+	inspect     func(*Core)     // the console: reads the queues (inspect.go)
 }
 
 // Test hooks, nil in ticketd: set only by a build with -tags stallhook
@@ -24,17 +24,17 @@ type coreEvent struct {
 var (
 	// commitHook runs in the awaiter after a batch committed, before the
 	// core learns its outcome.
-	commitHook func(c *core, b *batch, res *node.Applied)
+	commitHook func(c *Core, b *batch, res *node.Applied)
 	// startHook runs when the core starts.
-	startHook func(c *core)
+	startHook func(c *Core)
 )
 
-// leadership is Raft's state as the watcher last saw it: whether this server
+// Leadership is Raft's state as the watcher last saw it: whether this server
 // leads, and in which term. A term change while leading is a lost and
 // regained leadership, however few notifications Raft delivered.
-type leadership struct {
-	leader bool
-	term   uint64
+type Leadership struct {
+	Leader bool
+	Term   uint64
 }
 
 type barrierResult struct {
@@ -45,14 +45,14 @@ type barrierResult struct {
 // clock is the leader's time for batch stamps: Unix ms that never goes
 // backwards across leaders (it starts at the state's last time at least) and
 // advances with the monotonic clock.
-func (c *core) clock() int64 {
+func (c *Core) clock() int64 {
 	return c.clockBase + c.clk.Now().Sub(c.clockMono).Milliseconds()
 }
 
-// run is the core's goroutine. Each turn takes one thing (a request with
+// Run is the core's goroutine. Each turn takes one thing (a request with
 // everything queued behind it, an outcome, an event, a timer) and then
 // proposes what it gathered; unit tests drive the same steps without run.
-func (c *core) run() {
+func (c *Core) Run() {
 	if startHook != nil {
 		startHook(c)
 	}
@@ -84,7 +84,7 @@ func (c *core) run() {
 
 // onRequest handles r and every request already waiting behind it, so that
 // they share one batch.
-func (c *core) onRequest(r request) {
+func (c *Core) onRequest(r Request) {
 	c.handle(r)
 	for c.pending.len() < maxBatchOps {
 		select {
@@ -97,21 +97,21 @@ func (c *core) onRequest(r request) {
 }
 
 // onResult handles the outcome of one proposed batch.
-func (c *core) onResult(a applied) {
+func (c *Core) onResult(a applied) {
 	c.inflight--
 	c.applied(a)
 }
 
 // afterStep ends every turn of the loop: propose what was gathered, publish
 // the gauges.
-func (c *core) afterStep() {
+func (c *Core) afterStep() {
 	c.flush()
 	c.waiterGauge.Store(int64(c.waiters))
 	c.timerGauge.Store(int64(len(c.timers)))
 }
 
 // flush proposes the gathered batch when a slot is free.
-func (c *core) flush() {
+func (c *Core) flush() {
 	if c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
 		return
 	}
@@ -130,10 +130,10 @@ func (c *core) flush() {
 
 // proposer hands sealed batches to the log in order. It ends when the core
 // closes propose, and then closes await.
-func (c *core) proposer() {
+func (c *Core) proposer() {
 	defer close(c.await)
 	for b := range c.propose {
-		c.await <- proposal{b: b, wait: c.log.propose(b.data)}
+		c.await <- proposal{b: b, wait: c.log.Propose(b.data)}
 	}
 }
 
@@ -141,12 +141,12 @@ func (c *core) proposer() {
 // core. It drains every proposal even while stopping, so that no future is
 // left waiting when Raft shuts down (Raft does not answer entries still in
 // its queue at shutdown).
-func (c *core) awaiter() {
+func (c *Core) awaiter() {
 	defer close(c.drained)
 	for p := range c.await {
 		res, o, err := p.wait()
-		c.metrics.commitSeconds(c.clk.Now().Sub(p.b.sealed))
-		if commitHook != nil && o == outcomeApplied {
+		c.metrics.CommitSeconds(c.clk.Now().Sub(p.b.sealed))
+		if commitHook != nil && o == Applied {
 			commitHook(c, p.b, res)
 		}
 		if g := c.resultGate.Load(); g != nil {
@@ -162,7 +162,7 @@ func (c *core) awaiter() {
 	}
 }
 
-func (c *core) event(ev coreEvent) {
+func (c *Core) event(ev coreEvent) {
 	switch {
 	case ev.pause != nil:
 		if ev.paused != nil {
@@ -173,7 +173,7 @@ func (c *core) event(ev coreEvent) {
 		ev.inspect(c)
 	case ev.leader != nil:
 		l := *ev.leader
-		if l.leader == c.leading && (!l.leader || l.term == c.term) {
+		if l.Leader == c.leading && (!l.Leader || l.Term == c.term) {
 			return // nothing changed
 		}
 		c.newTerm(l)
@@ -182,7 +182,7 @@ func (c *core) event(ev coreEvent) {
 			return
 		}
 		if ev.barrierDone.err != nil {
-			if !c.log.leadership().leader {
+			if !c.log.Leadership().Leader {
 				c.logger.Info("leader barrier failed; leadership is gone", "err", ev.barrierDone.err)
 				return // the watcher reports the change
 			}
@@ -195,7 +195,7 @@ func (c *core) event(ev coreEvent) {
 		var last int64
 		c.state.Read(func(st *fsm.State) { last = st.LastTime() })
 		c.clockBase, c.clockMono = max(c.clk.Now().UnixMilli(), last), c.clk.Now()
-		c.pending.add(fsm.Op{Kind: fsm.OpTakeover, NodeID: c.cfg.nodeID, Addr: c.cfg.advertise}, cause{kind: causeTakeover})
+		c.pending.add(fsm.Op{Kind: fsm.OpTakeover, NodeID: c.cfg.NodeID, Addr: c.cfg.Advertise}, cause{kind: causeTakeover})
 	}
 }
 
@@ -203,19 +203,19 @@ func (c *core) event(ev coreEvent) {
 // and regained in a new term): every connection of the previous term ends
 // with M, since its waiters and in-flight requests cannot be answered here,
 // and a new leader takes over again from the applied state.
-func (c *core) newTerm(l leadership) {
+func (c *Core) newTerm(l Leadership) {
 	c.epoch++
 	c.reset()
-	c.leading, c.serving, c.term = l.leader, false, l.term
-	c.srv.setServing(false)
-	if l.leader {
+	c.leading, c.serving, c.term = l.Leader, false, l.Term
+	c.srv.SetServing(false)
+	if l.Leader {
 		c.barrier(0)
 	}
 }
 
 // barrier waits (after delay) for a Raft barrier, so that everything earlier
 // leaders committed is applied, and reports it to the core.
-func (c *core) barrier(delay time.Duration) {
+func (c *Core) barrier(delay time.Duration) {
 	epoch := c.epoch
 	go func() {
 		if delay > 0 {
@@ -225,7 +225,7 @@ func (c *core) barrier(delay time.Duration) {
 				return
 			}
 		}
-		err := c.log.barrier()
+		err := c.log.Barrier()
 		c.event_(coreEvent{barrierDone: &barrierResult{epoch: epoch, err: err}})
 	}()
 }

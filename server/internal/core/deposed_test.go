@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func conservativeDeadline(sent time.Time, g wire.Frame) time.Time {
 }
 
 // setLeadership is what Raft tells this view of the log when asked now.
-func (l *fakeLog) setLeadership(ld leadership) {
+func (l *fakeLog) setLeadership(ld Leadership) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lead = ld
@@ -52,7 +52,7 @@ func TestDeposedLeaderNeverPromisesBeyondTheNextLeadersExpiry(t *testing.T) {
 			l1.clk.advance(time.Second)
 			l2 := newCoreHarnessOn(t, testLimits(), l1.log.peer(), l1.clk, l1.term)
 			if tc.lost {
-				l1.log.setLeadership(leadership{leader: false})
+				l1.log.setLeadership(Leadership{Leader: false})
 			}
 			b := l2.conn()
 			l2.acquire(b, 1, 2, "k", 10, 5)
@@ -198,14 +198,14 @@ func TestDescribeBehindARefusedReleaseSeesTheKeyFree(t *testing.T) {
 	h.settle()
 	g := h.expect(a, fr(wire.TypeGranted, 1))[0]
 
-	h.log.then(fakeStep{o: outcomeRefused}, fakeStep{o: outcomeApplied})
+	h.log.then(fakeStep{o: Refused}, fakeStep{o: Applied})
 	h.release(a, 2, "k", g.Token)
-	h.do(request{kind: wire.TypeDescribe, c: a, id: 3, key: "k"}) // its own batch, in flight
+	h.do(Request{Kind: wire.TypeDescribe, Conn: a, ID: 3, Key: "k"}) // its own batch, in flight
 	if h.c.inflight != 2 {
 		t.Fatalf("%d batches in flight, want the L's and the D's", h.c.inflight)
 	}
 	h.settle() // the L's batch: refused, retried later
-	h.do(request{kind: wire.TypeDescribe, c: a, id: 4, key: "k"})
+	h.do(Request{Kind: wire.TypeDescribe, Conn: a, ID: 4, Key: "k"})
 	h.settle() // the first D's batch commits
 	h.advance(retryDelay)
 	h.settleAll()
@@ -234,7 +234,7 @@ func TestDescribeBehindARefusedReleaseSeesTheKeyFree(t *testing.T) {
 func TestGrantToARequestThatJoinedAfterTheSealing(t *testing.T) {
 	h := newCoreHarness(t, testLimits())
 	a := h.conn()
-	step, open := h.gate(fakeStep{o: outcomeApplied})
+	step, open := h.gate(fakeStep{o: Applied})
 	h.log.then(step)
 	sealed := h.clk.Now()
 	h.acquire(a, 1, 1, "k", 5, 2)
@@ -263,7 +263,7 @@ func TestExistingHoldNotGrantedFromAnEndedTerm(t *testing.T) {
 	h.acquire(a, 1, 1, "k", 0, 30)
 	h.settle()
 	h.expect(a, fr(wire.TypeGranted, 1))
-	h.log.setLeadership(leadership{leader: true, term: h.term + 1}) // lost and regained
+	h.log.setLeadership(Leadership{Leader: true, Term: h.term + 1}) // lost and regained
 	h.acquire(a, 2, 1, "k", 0, 30)
 	if got := h.frames(a); len(got) > 0 {
 		t.Fatalf("answered %v from an ended term; want no answer (its connections end with M)", types(got))

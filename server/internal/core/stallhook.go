@@ -1,6 +1,6 @@
 //go:build stallhook
 
-package server
+package core
 
 import (
 	"os"
@@ -39,14 +39,14 @@ func init() {
 		}
 	}()
 	commitHook = stallAfterCommit
-	startHook = func(c *core) { c.logger.Info(stallhook.BuiltIn) }
+	startHook = func(c *Core) { c.logger.Info(stallhook.BuiltIn) }
 }
 
 // stallAfterCommit runs in the awaiter after b's outcome and before the core
 // learns it. When armed and b granted an acquire with wait > 0, it stops the
 // core goroutine first and returns once the core is stopped, so that the
 // outcome is waiting when the core resumes.
-func stallAfterCommit(c *core, b *batch, res *node.Applied) {
+func stallAfterCommit(c *Core, b *batch, res *node.Applied) {
 	stall.mu.Lock()
 	if !stall.armed || !grantsWaiter(b, res) {
 		stall.mu.Unlock()

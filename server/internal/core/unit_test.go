@@ -1,4 +1,4 @@
-package server
+package core
 
 import (
 	"testing"
@@ -8,13 +8,13 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
-// Unit tests of the leader's core on fakes (core_fake_test.go): the rules of
+// Unit tests of the leader's core on fakes (fake_test.go): the rules of
 // docs/design.md ("The leader's core") without Raft or fsync. The real-Raft
 // tests (tickets_test.go, orphan_test.go, deadline_test.go, ...) prove the
 // same rules end to end.
 
 // grant acquires key for owner o on cn (free key) and returns the token.
-func (h *coreHarness) grant(cn *conn, id uint32, o byte, key string, lease uint8) uint64 {
+func (h *coreHarness) grant(cn *fakeConn, id uint32, o byte, key string, lease uint8) uint64 {
 	h.t.Helper()
 	h.acquire(cn, id, o, key, 5, lease)
 	h.settleAll()
@@ -36,7 +36,7 @@ func TestCoreFIFOOrderOfWaiters(t *testing.T) {
 	a := h.conn()
 	tok := h.grant(a, 1, 'a', "k", 30)
 
-	waiters := []*conn{h.conn(), h.conn(), h.conn()}
+	waiters := []*fakeConn{h.conn(), h.conn(), h.conn()}
 	for i, cn := range waiters {
 		h.acquire(cn, 10, byte('b'+i), "k", 10, 30)
 		q := h.expect(cn, fr(wire.TypeQueued, 10))
@@ -194,7 +194,7 @@ func TestCoreDuplicateOwnerRequests(t *testing.T) {
 func TestCoreOrphanGrantReleased(t *testing.T) {
 	h := newCoreHarness(t, testLimits())
 	b, c := h.conn(), h.conn()
-	step, open := h.gate(fakeStep{o: outcomeApplied})
+	step, open := h.gate(fakeStep{o: Applied})
 	h.log.then(step)
 	h.acquire(b, 1, 'b', "k", 10, 30) // its attempt is in flight, held at the gate
 	h.acquire(c, 2, 'c', "k", 10, 30)
@@ -227,7 +227,7 @@ func TestCoreOrphanGrantReleased(t *testing.T) {
 func TestCoreRefusedBatchReproposed(t *testing.T) {
 	h := newCoreHarness(t, testLimits())
 	a, b := h.conn(), h.conn()
-	h.log.then(fakeStep{o: outcomeRefused})
+	h.log.then(fakeStep{o: Refused})
 	h.acquire(a, 1, 'a', "k", 5, 30)
 	h.settle()
 	h.expect(a) // no answer yet
@@ -255,18 +255,18 @@ func TestCoreRefusedBatchReproposed(t *testing.T) {
 func TestCoreUnknownOutcomeStartsOver(t *testing.T) {
 	h := newCoreHarness(t, testLimits())
 	a, b := h.conn(), h.conn()
-	h.log.then(fakeStep{o: outcomeUnknown, apply: true})
+	h.log.then(fakeStep{o: Unknown, apply: true})
 	h.acquire(a, 1, 'a', "k", 5, 1)
 	h.acquire(b, 2, 'b', "k", 5, 1) // queued behind a's attempt
 	h.expect(b, fr(wire.TypeQueued, 2))
 	epoch := h.c.epoch
 	h.settle()
 	e := h.expect(a, fr(wire.TypeError, 0))
-	if wire.Code(e[0].Code) != wire.CodeInternal || !a.isClosing() {
-		t.Fatalf("a's client got code %d (closing %v), want internal and closed", e[0].Code, a.isClosing())
+	if wire.Code(e[0].Code) != wire.CodeInternal || !a.closing {
+		t.Fatalf("a's client got code %d (closing %v), want internal and closed", e[0].Code, a.closing)
 	}
 	if h.c.epoch != epoch+1 || h.c.serving || !h.c.leading {
-		t.Fatalf("after an unknown outcome: epoch %d (was %d), serving %v, leading %v; want a new epoch, leading, not serving", h.c.epoch, epoch, h.c.serving, h.c.leading)
+		t.Fatalf("after an unknown Outcome: epoch %d (was %d), serving %v, leading %v; want a new epoch, leading, not serving", h.c.epoch, epoch, h.c.serving, h.c.leading)
 	}
 	if calls := h.srv.calls; calls[len(calls)-1] {
 		t.Fatal("the server was not told the core stopped serving")

@@ -1,11 +1,10 @@
-package server
+package core
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -24,8 +23,8 @@ import (
 
 // fakeStep scripts the outcome of one proposal.
 type fakeStep struct {
-	o     outcome       // what the awaiter reports
-	apply bool          // apply the batch to the state (always for outcomeApplied)
+	o     Outcome       // what the awaiter reports
+	apply bool          // apply the batch to the state (always for Applied)
 	gate  chan struct{} // when set, the outcome waits until it is closed
 }
 
@@ -36,10 +35,10 @@ type fakeLog struct {
 	st       *fsm.State
 	script   []fakeStep
 	proposed [][]fsm.Op // every proposed batch's ops, in order
-	lead     leadership
+	lead     Leadership
 }
 
-func (l *fakeLog) propose(data []byte) func() (*node.Applied, outcome, error) {
+func (l *fakeLog) Propose(data []byte) func() (*node.Applied, Outcome, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, err := fsm.DecodeBatch(data)
@@ -47,38 +46,38 @@ func (l *fakeLog) propose(data []byte) func() (*node.Applied, outcome, error) {
 		panic(err) // the core encoded it: a failure here is a core bug
 	}
 	l.proposed = append(l.proposed, b.Ops)
-	step := fakeStep{o: outcomeApplied}
+	step := fakeStep{o: Applied}
 	if len(l.script) > 0 {
 		step, l.script = l.script[0], l.script[1:]
 	}
-	return func() (*node.Applied, outcome, error) {
+	return func() (*node.Applied, Outcome, error) {
 		if step.gate != nil {
 			<-step.gate
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		var res []fsm.Result
-		if step.o == outcomeApplied || step.apply {
+		if step.o == Applied || step.apply {
 			res = l.st.Apply(b)
 		}
 		switch step.o {
-		case outcomeRefused:
-			return nil, outcomeRefused, errors.New("fake: refused before it was written")
-		case outcomeUnknown:
-			return nil, outcomeUnknown, errors.New("fake: outcome unknown")
+		case Refused:
+			return nil, Refused, errors.New("fake: refused before it was written")
+		case Unknown:
+			return nil, Unknown, errors.New("fake: Outcome unknown")
 		}
-		return &node.Applied{Results: res}, outcomeApplied, nil
+		return &node.Applied{Results: res}, Applied, nil
 	}
 }
 
-func (l *fakeLog) barrier() error { return nil }
+func (l *fakeLog) Barrier() error { return nil }
 
 // peer is another server's view of the same log: one state and one lock,
 // but its own leadership, script and proposals, so that two cores can lead
 // one after the other over the same applied state.
 func (l *fakeLog) peer() *fakeLog { return &fakeLog{mu: l.mu, st: l.st} }
 
-func (l *fakeLog) leadership() leadership {
+func (l *fakeLog) Leadership() Leadership {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lead
@@ -121,13 +120,13 @@ type fakeServing struct {
 	calls []bool
 }
 
-func (s *fakeServing) setServing(on bool) {
+func (s *fakeServing) SetServing(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, on)
 }
 
-func (s *fakeServing) notLeaderFrame() *wire.Frame {
+func (s *fakeServing) NotLeaderFrame() *wire.Frame {
 	return &wire.Frame{Type: wire.TypeNotLeader, Text: []byte("127.0.0.1:1")}
 }
 
@@ -153,14 +152,14 @@ func (m *fakeMetrics) get(name string) int {
 	return m.n[name]
 }
 
-func (m *fakeMetrics) grant()                         { m.inc("grant") }
-func (m *fakeMetrics) release()                       { m.inc("release") }
-func (m *fakeMetrics) expiry()                        { m.inc("expiry") }
-func (m *fakeMetrics) notAcquired()                   { m.inc("not_acquired") }
-func (m *fakeMetrics) capacityReject(limit string)    { m.inc("capacity_" + limit) }
-func (m *fakeMetrics) acquireSeconds(d time.Duration) { m.inc("acquire_seconds") }
-func (m *fakeMetrics) queueWait(d time.Duration)      { m.inc("queue_wait") }
-func (m *fakeMetrics) commitSeconds(d time.Duration)  { m.inc("commit_seconds") }
+func (m *fakeMetrics) Grant()                         { m.inc("grant") }
+func (m *fakeMetrics) Release()                       { m.inc("release") }
+func (m *fakeMetrics) Expiry()                        { m.inc("expiry") }
+func (m *fakeMetrics) NotAcquired()                   { m.inc("not_acquired") }
+func (m *fakeMetrics) CapacityReject(reason uint8)    { m.inc(fmt.Sprint("capacity_", reason)) }
+func (m *fakeMetrics) AcquireSeconds(d time.Duration) { m.inc("acquire_seconds") }
+func (m *fakeMetrics) QueueWait(d time.Duration)      { m.inc("queue_wait") }
+func (m *fakeMetrics) CommitSeconds(d time.Duration)  { m.inc("commit_seconds") }
 
 // fakeClock moves only when the test advances it.
 type fakeClock struct {
@@ -182,7 +181,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) clockTimer {
+func (c *fakeClock) NewTimer(d time.Duration) ClockTimer {
 	t := &fakeTimer{clk: c, ch: make(chan time.Time, 1)}
 	c.mu.Lock()
 	c.timers = append(c.timers, t)
@@ -228,12 +227,11 @@ func (c *fakeClock) fireLocked() {
 // coreHarness is a core on fakes, driven step by step.
 type coreHarness struct {
 	t     *testing.T
-	c     *core
+	c     *Core
 	log   *fakeLog
 	clk   *fakeClock
 	srv   *fakeServing
 	m     *fakeMetrics
-	host  *Server // only what conns need (config, metrics)
 	term  uint64
 	gates []func()
 	// sealed counts the batches the core proposed: the proposer goroutine
@@ -297,10 +295,8 @@ func newCoreHarnessOn(t *testing.T, limits Limits, log *fakeLog, clk *fakeClock,
 func newFollowerHarness(t *testing.T, limits Limits, log *fakeLog, clk *fakeClock, term uint64) *coreHarness {
 	t.Helper()
 	h := &coreHarness{t: t, log: log, clk: clk, srv: &fakeServing{}, m: &fakeMetrics{}, term: term}
-	h.host = &Server{cfg: DefaultConfig(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	h.host.metrics = newMetrics(h.host)
-	h.c = newCore(corePorts{log: h.log, state: h.log, srv: h.srv, metrics: h.m,
-		cfg: coreConfig{nodeID: "n1", advertise: "127.0.0.1:7000", limits: limits}, logger: h.host.log, clk: h.clk})
+	h.c = New(Ports{Log: h.log, State: h.log, Server: h.srv, Metrics: h.m,
+		Config: Config{NodeID: "n1", Advertise: "127.0.0.1:7000", Limits: limits}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: h.clk})
 	go h.c.proposer()
 	go h.c.awaiter()
 	t.Cleanup(func() {
@@ -314,7 +310,10 @@ func newFollowerHarness(t *testing.T, limits Limits, log *fakeLog, clk *fakeCloc
 	return h
 }
 
-func testLimits() Limits { return DefaultConfig().Limits }
+// testLimits are the server's default limits.
+func testLimits() Limits {
+	return Limits{MaxHeld: 2_000_000, MaxWaitersPerKey: 10_000, MaxWaiters: 1_000_000}
+}
 
 // lead makes the core leader in a new term and waits until it serves.
 func (h *coreHarness) lead() {
@@ -326,7 +325,7 @@ func (h *coreHarness) lead() {
 // elected makes the core leader in a new term; its barrier is under way.
 func (h *coreHarness) elected() {
 	h.term++
-	l := leadership{leader: true, term: h.term}
+	l := Leadership{Leader: true, Term: h.term}
 	h.log.mu.Lock()
 	h.log.lead = l
 	h.log.mu.Unlock()
@@ -351,7 +350,7 @@ func (h *coreHarness) stalledTakeover() applied {
 	case a := <-h.c.results:
 		return a
 	case <-time.After(waitFor):
-		h.t.Fatal("no outcome for the takeover")
+		h.t.Fatal("no Outcome for the takeover")
 	}
 	return applied{}
 }
@@ -373,9 +372,9 @@ func (h *coreHarness) takeover() {
 }
 
 // do hands the core one request, as the loop does, and proposes.
-func (h *coreHarness) do(r request) {
-	if r.at.IsZero() {
-		r.at = h.clk.Now()
+func (h *coreHarness) do(r Request) {
+	if r.At.IsZero() {
+		r.At = h.clk.Now()
 	}
 	h.c.onRequest(r)
 	h.afterStep()
@@ -392,7 +391,7 @@ func (h *coreHarness) settle() {
 		h.c.onResult(a)
 		h.afterStep()
 	case <-time.After(waitFor):
-		h.t.Fatal("no outcome for a proposed batch")
+		h.t.Fatal("no Outcome for a proposed batch")
 	}
 }
 
@@ -420,61 +419,78 @@ func (h *coreHarness) advance(d time.Duration) {
 	}
 }
 
-// conn is a client connection with no socket behind it: answers pile up in
-// its buffer, where frames reads them.
-func (h *coreHarness) conn() *conn {
-	a, b := net.Pipe()
-	h.t.Cleanup(func() { a.Close(); b.Close() })
-	return newConn(h.host, a)
+// fakeConn is a client connection with no socket behind it: the frames the
+// core sends pile up, where frames reads them. Like a connection, it takes
+// no more once it is closing (closed, or ended by the core).
+type fakeConn struct {
+	out     []wire.Frame
+	closing bool
+	ended   bool // End was called
+	forbids int  // Forbid calls
+	deny    bool // AllowCoord refuses
 }
 
+func (f *fakeConn) Send(fr *wire.Frame) bool {
+	if f.closing {
+		return false
+	}
+	f.out = append(f.out, *fr)
+	return true
+}
+
+func (f *fakeConn) Finish(id uint32, fr *wire.Frame) bool { return f.Send(fr) }
+
+func (f *fakeConn) End(fr *wire.Frame) {
+	if !f.closing {
+		f.out = append(f.out, *fr)
+		f.closing, f.ended = true, true
+	}
+}
+
+func (f *fakeConn) Forbid(id uint32, op, key string, reason uint8) {
+	f.forbids++
+	f.Finish(id, &wire.Frame{Type: wire.TypeForbidden, ID: id, Reason: reason})
+}
+
+func (f *fakeConn) AllowCoord(id uint32, op uint8, path string) bool {
+	if f.deny {
+		AnswerCoord(f, id, op, wire.CoordUnauthorized, nil)
+	}
+	return !f.deny
+}
+
+// conn is a new fake connection.
+func (h *coreHarness) conn() *fakeConn { return &fakeConn{} }
+
 // close ends cn as its reader does: no more answers, then the core is told.
-func (h *coreHarness) close(cn *conn) {
-	cn.mu.Lock()
+func (h *coreHarness) close(cn *fakeConn) {
 	cn.closing = true
-	cn.mu.Unlock()
-	h.do(request{kind: reqClosed, c: cn})
+	h.do(Request{Kind: reqClosed, Conn: cn})
 }
 
 func owner(b byte) wire.Owner { return wire.Owner{b} }
 
-func (h *coreHarness) acquire(cn *conn, id uint32, o byte, key string, wait, lease uint8) {
-	h.do(request{kind: wire.TypeAcquire, c: cn, id: id, owner: owner(o), key: key, wait: wait, lease: lease})
+func (h *coreHarness) acquire(cn *fakeConn, id uint32, o byte, key string, wait, lease uint8) {
+	h.do(Request{Kind: wire.TypeAcquire, Conn: cn, ID: id, Owner: owner(o), Key: key, Wait: wait, Lease: lease})
 }
 
-func (h *coreHarness) release(cn *conn, id uint32, key string, token uint64) {
-	h.do(request{kind: wire.TypeRelease, c: cn, id: id, key: key, token: token})
+func (h *coreHarness) release(cn *fakeConn, id uint32, key string, token uint64) {
+	h.do(Request{Kind: wire.TypeRelease, Conn: cn, ID: id, Key: key, Token: token})
 }
 
-func (h *coreHarness) cancel(cn *conn, id uint32, o byte) {
-	h.do(request{kind: wire.TypeCancel, c: cn, id: id, owner: owner(o)})
+func (h *coreHarness) cancel(cn *fakeConn, id uint32, o byte) {
+	h.do(Request{Kind: wire.TypeCancel, Conn: cn, ID: id, Owner: owner(o)})
 }
 
 // frames takes every answer cn was sent since the last call.
-func (h *coreHarness) frames(cn *conn) []wire.Frame {
-	h.t.Helper()
-	cn.mu.Lock()
-	buf := bytes.Clone(cn.out)
-	cn.out = cn.out[:0]
-	cn.mu.Unlock()
-	r := wire.NewReader(bytes.NewReader(buf))
-	var out []wire.Frame
-	for {
-		var f wire.Frame
-		err := r.Next(&f)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			h.t.Fatalf("answer does not decode: %v", err)
-		}
-		f.Key, f.Text = bytes.Clone(f.Key), bytes.Clone(f.Text)
-		out = append(out, f)
-	}
+func (h *coreHarness) frames(cn *fakeConn) []wire.Frame {
+	out := cn.out
+	cn.out = nil
+	return out
 }
 
 // expect takes cn's answers and checks their types and ids, in order.
-func (h *coreHarness) expect(cn *conn, want ...wire.Frame) []wire.Frame {
+func (h *coreHarness) expect(cn *fakeConn, want ...wire.Frame) []wire.Frame {
 	h.t.Helper()
 	got := h.frames(cn)
 	if len(got) != len(want) {

@@ -1,0 +1,16 @@
+package coordsm
+
+var cmdAlterNode = command{kind: AlterNode, name: "alter node", fields: fPath | fConfig,
+	doc: "Changes the configuration of the node at Path; zero fields stay unchanged.",
+	apply: func(a *applier, o *Op) Status {
+		n := a.c.nodes[o.Path]
+		if n == nil {
+			return NotFound
+		}
+		cfg := n.cfg.merge(o.Config)
+		if !cfg.valid() {
+			return BadRequest
+		}
+		n.cfg = cfg
+		return Success
+	}}

@@ -1,0 +1,19 @@
+package coordsm
+
+var cmdCreateSem = command{kind: CreateSem, name: "create semaphore", fields: fSession | fSeqNo | fName | fLimit | fData,
+	doc: "Creates a persistent semaphore Name with Limit and Data on the session's node.",
+	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
+		if o.Limit == 0 {
+			return BadRequest
+		}
+		if sem != nil {
+			return AlreadyExists
+		}
+		if len(n.sems) >= int(n.cfg.MaxSemaphores) {
+			return LimitExceeded
+		}
+		sem = &semaphore{name: o.Name, limit: o.Limit, data: o.Data}
+		a.c.touch(sem)
+		n.sems[o.Name] = sem
+		return Success
+	})}

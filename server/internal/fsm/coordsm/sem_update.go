@@ -1,0 +1,13 @@
+package coordsm
+
+var cmdUpdateSem = command{kind: UpdateSem, name: "update semaphore", fields: fSession | fSeqNo | fName | fData,
+	doc: "Replaces the Data of semaphore Name.",
+	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
+		if sem == nil {
+			return NotFound
+		}
+		sem.data = o.Data
+		a.c.touch(sem)
+		a.r.changed(n.path, sem.name, true, false)
+		return Success
+	})}

@@ -1,0 +1,12 @@
+package coordsm
+
+var cmdStop = command{kind: Stop, name: "stop", fields: fSession | fSeqNo,
+	doc: "Ends the session at its client's request: its holds are released and its waits dropped.",
+	apply: func(a *applier, o *Op) Status {
+		ss, st := a.c.attached(o)
+		if ss == nil {
+			return st
+		}
+		a.endSession(ss, EndStopped)
+		return Success
+	}}

@@ -1,0 +1,166 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+)
+
+// ErrRefused reports a Raft handshake that the other end refused.
+var ErrRefused = errors.New("raft connection refused")
+
+// Handshake frames. The dialer sends a hello, the acceptor a reply; both
+// then run the check below and close the connection when it fails. Raft's
+// own bytes follow only on an accepted connection.
+//
+//	hello: "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64]
+//	reply: "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
+//
+// Version 2 adds the incarnation; version 1 (older ticketd) is read with
+// incarnation 0 (unknown). The acceptor replies in the version of the hello,
+// so an older dialer reads the reply. An older acceptor refuses a version 2
+// hello by closing the connection unanswered; the dialer then says hello
+// once more in version 1 (see hello).
+var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
+
+const (
+	handshakeVersion   = 2
+	handshakeVersionV1 = 1
+	kindRaft           = 1 // a Raft connection
+	kindProbe          = 2 // members add asks who is there; no Raft traffic follows
+
+	stateEmpty       = 0
+	stateProvisional = 1
+	stateSettled     = 2
+
+	handshakeTimeout = 5 * time.Second
+
+	// maxTracked bounds what a server keeps about the peers it met (the
+	// refusals it logged, the peers seen while it has no cluster ID):
+	// anyone who reaches the Raft port can make up node ids.
+	maxTracked = 256
+)
+
+func stateName(s byte) string {
+	switch s {
+	case stateEmpty:
+		return "empty (waiting to be added)"
+	case stateProvisional:
+		return "without a cluster ID yet"
+	case stateSettled:
+		return "settled"
+	}
+	return fmt.Sprintf("state %d", s)
+}
+
+// peerInfo is what the other end said about itself.
+type peerInfo struct {
+	ID          string
+	Cluster     fsm.ClusterID
+	State       byte
+	Incarnation uint64 // of its data directory; 0 if unknown (version 1)
+	// Version is the handshake version the frame was read in, or is to be
+	// written in (0 means the current one).
+	Version byte
+}
+
+func (p peerInfo) version() byte {
+	if p.Version == 0 {
+		return handshakeVersion
+	}
+	return p.Version
+}
+
+func appendIdentity(b []byte, p peerInfo) []byte {
+	b = append(b, p.Cluster[:]...)
+	b = append(b, p.State, byte(len(p.ID)))
+	b = append(b, p.ID...)
+	if p.version() >= 2 {
+		b = binary.BigEndian.AppendUint64(b, p.Incarnation)
+	}
+	return b
+}
+
+// appendHello writes me's hello in me.Version (0: the current one).
+func appendHello(b []byte, kind byte, me peerInfo) []byte {
+	b = append(b, handshakeMagic[:]...)
+	b = append(b, me.version(), kind)
+	return appendIdentity(b, me)
+}
+
+// appendReply writes me's reply in me.Version (0: the current one).
+func appendReply(b []byte, refused bool, me peerInfo, reason string) []byte {
+	b = append(b, handshakeMagic[:]...)
+	v := byte(0)
+	if refused {
+		v = 1
+	}
+	b = append(b, me.version(), v)
+	b = appendIdentity(b, me)
+	if len(reason) > 60000 {
+		reason = reason[:60000]
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
+	return append(b, reason...)
+}
+
+// errNoHandshake: the other end closed the connection before sending a byte
+// of its handshake (an older ticketd refusing a version it does not speak,
+// or a server going away).
+var errNoHandshake = errors.New("the peer closed the connection without a handshake")
+
+// readHandshake reads a hello (reply=false) or a reply: the byte after the
+// version is the kind or the verdict. p.Version is the frame's version.
+func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason string, err error) {
+	var head [4 + 1 + 1 + 16 + 1 + 1]byte
+	// The magic first, on its own: something that is not a ticketd (a
+	// client dialling the Raft port by mistake) is cut off at once rather
+	// than left waiting for bytes it will never send.
+	if n, err := io.ReadFull(r, head[:4]); err != nil {
+		if n == 0 && !isTimeout(err) {
+			return p, 0, "", fmt.Errorf("read handshake: %w (%w)", errNoHandshake, err)
+		}
+		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+	}
+	if [4]byte(head[:4]) != handshakeMagic {
+		return p, 0, "", fmt.Errorf("the peer did not start with a Ticketing Raft handshake (an older ticketd, or not ticketd at all)")
+	}
+	if _, err = io.ReadFull(r, head[4:]); err != nil {
+		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+	}
+	if head[4] < handshakeVersionV1 || head[4] > handshakeVersion {
+		return p, 0, "", fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd versions %d to %d: run the same ticketd version on every server", head[4], handshakeVersionV1, handshakeVersion)
+	}
+	p.Version = head[4]
+	second = head[5]
+	copy(p.Cluster[:], head[6:22])
+	p.State = head[22]
+	id := make([]byte, head[23])
+	if _, err = io.ReadFull(r, id); err != nil {
+		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+	}
+	p.ID = string(id)
+	if p.Version >= 2 {
+		var inc [8]byte
+		if _, err = io.ReadFull(r, inc[:]); err != nil {
+			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		}
+		p.Incarnation = binary.BigEndian.Uint64(inc[:])
+	}
+	if reply {
+		var n [2]byte
+		if _, err = io.ReadFull(r, n[:]); err != nil {
+			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		}
+		txt := make([]byte, binary.BigEndian.Uint16(n[:]))
+		if _, err = io.ReadFull(r, txt); err != nil {
+			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		}
+		reason = string(txt)
+	}
+	return p, second, reason, nil
+}

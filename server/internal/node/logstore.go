@@ -1,0 +1,145 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"go.etcd.io/bbolt"
+)
+
+// The Raft log store: its boundary with the rest of the node is logStore
+// and the one step that opens and checks it, openLogStore.
+
+// logStore is what the node needs of its Raft log: the entries
+// (raft.LogStore) and Raft's term and vote (raft.StableStore), closed with
+// the node.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	io.Closer
+}
+
+// logStorePath is the file of the Raft log in the data directory dir.
+func logStorePath(dir string) string { return filepath.Join(dir, "raft.db") }
+
+// openLogStore opens the Raft log in dir and checks it before Raft reads
+// it: a directory whose marker says it held a member's state must still
+// have its log, the file must be whole, and every entry after the newest
+// snapshot (index after; 0 when there is none) must be intact. Entries up to
+// after may be missing: Raft does not replay them (a restore leaves a gap).
+func openLogStore(dir string, after uint64) (logStore, error) {
+	path := logStorePath(dir)
+	info, err := os.Stat(path)
+	existed := err == nil && info.Size() > 0
+	if !existed && hasMarker(dir) {
+		return nil, damaged(path, fmt.Errorf("the Raft log is missing or empty, but %s says this directory held a member's state", markerPath(dir)))
+	}
+	if err := checkBoltFile(path); err != nil {
+		return nil, err
+	}
+	s, err := openStore(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyLog(path, s, after); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkBoltFile opens raft.db read-only and checks that the file is as
+// long as BoltDB's own high-water mark says: a truncated file would
+// otherwise crash the process with SIGBUS when a missing page is read.
+func checkBoltFile(path string) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer guard(path, &err)
+	info, err := os.Stat(path)
+	if err != nil || info.Size() == 0 {
+		return nil // new: nothing to check
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("open Raft log %s: it is locked by another process (is another ticketd using this data directory?)", path)
+	}
+	if err != nil {
+		if isAccess(err) {
+			return accessOr(filepath.Dir(path), err)
+		}
+		return damaged(path, err)
+	}
+	defer func() { _ = db.Close() }()
+	var want int64
+	if err := db.View(func(tx *bbolt.Tx) error { want = tx.Size(); return nil }); err != nil {
+		return damaged(path, err)
+	}
+	if info.Size() < want {
+		return damaged(path, fmt.Errorf("the file is %d bytes but its pages reach %d: it was truncated", info.Size(), want))
+	}
+	return nil
+}
+
+// openStore opens the BoltDB log and stable store, with faults turned into errors.
+func openStore(path string) (s *raftboltdb.BoltStore, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer guard(path, &err)
+	s, err = raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: 2 * time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("open Raft log %s: it is locked by another process (is another ticketd using this data directory?)", path)
+	}
+	if err != nil {
+		if isAccess(err) {
+			return nil, accessOr(filepath.Dir(path), err)
+		}
+		return nil, damaged(path, err)
+	}
+	return s, nil
+}
+
+// verifyLog reads every entry of the log before Raft does: each must decode,
+// sit at its own index, and (for commands) be an intact batch whose checksum
+// matches. Raft would otherwise panic on an undecodable entry, or apply a
+// damaged one as some other operation.
+func verifyLog(path string, s raft.LogStore, after uint64) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer guard(path, &err)
+	first, err := s.FirstIndex()
+	if err != nil {
+		return damaged(path, err)
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return damaged(path, err)
+	}
+	if last == 0 {
+		return nil
+	}
+	// Raft replays only what follows the latest snapshot; entries before it
+	// may have gaps (a restore leaves one).
+	if after > 0 {
+		first = max(first, after+1)
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := s.GetLog(i, &l); err != nil {
+			return damaged(path, fmt.Errorf("log entry %d: %w", i, err))
+		}
+		if l.Index != i {
+			return damaged(path, fmt.Errorf("log entry %d is stored as entry %d", i, l.Index))
+		}
+		if l.Type == raft.LogCommand {
+			if _, err := fsm.DecodeBatch(l.Data); err != nil {
+				return damaged(path, fmt.Errorf("log entry %d: %w", i, err))
+			}
+		}
+	}
+	return nil
+}

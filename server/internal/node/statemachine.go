@@ -1,0 +1,111 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
+)
+
+// testBeforeApply, set only by tests, is called with every batch before a
+// server applies it: a test holds one server back there (F7).
+var testBeforeApply atomic.Pointer[func(nodeID string, b fsm.Batch)]
+
+// stateMachine adapts fsm.State to raft.FSM.
+type stateMachine struct {
+	nodeID string
+	mu     sync.RWMutex
+	state  *fsm.State
+	held   atomic.Int64
+	mark   func() // records the data directory as a member's (see memberMarker)
+	// onCluster is called (outside the lock) when the cluster ID in the
+	// state changes: first set, or replaced by a restore.
+	onCluster   func(fsm.ClusterID)
+	lastCluster fsm.ClusterID
+	marked      sync.Once // a joining server's first entry or snapshot
+
+	// Raft counts entries towards a snapshot, but one entry carries up to
+	// thousands of operations; these count operations, so that the log a
+	// restart replays stays short however the operations were batched.
+	snapshotEvery uint64
+	opsSince      atomic.Uint64
+	snapshotting  atomic.Bool
+	snapshotNow   func()
+}
+
+func (m *stateMachine) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	m.marked.Do(m.mark)
+	b, err := fsm.DecodeBatch(l.Data)
+	if err != nil {
+		// A committed entry that does not decode: this replica can no longer
+		// follow the log faithfully, so it stops rather than diverge.
+		panic(fmt.Sprintf("ticketd: Raft log entry %d is damaged (%v); this server stops to avoid serving a wrong state", l.Index, err))
+	}
+	if h := testBeforeApply.Load(); h != nil {
+		(*h)(m.nodeID, b)
+	}
+	m.mu.Lock()
+	res := m.state.Apply(b)
+	m.held.Store(int64(m.state.Len()))
+	cluster := m.state.Cluster()
+	m.mu.Unlock()
+	m.clusterChanged(cluster)
+	// At least as many operations as tickets held: a snapshot copies the
+	// whole state, so this keeps its cost per operation constant.
+	limit := max(m.snapshotEvery, uint64(m.held.Load()))
+	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= limit && m.snapshotting.CompareAndSwap(false, true) {
+		go m.snapshotNow() // not here: Raft takes the snapshot through this goroutine
+	}
+	return &Applied{Index: l.Index, Results: res}
+}
+
+func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	m.opsSince.Store(0)
+	m.mu.RLock()
+	c := m.state.Clone()
+	m.mu.RUnlock()
+	return &snapshot{state: c}, nil
+}
+
+func (m *stateMachine) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	m.marked.Do(m.mark)
+	s, err := fsm.ReadSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	m.mu.Lock()
+	m.state = s
+	m.held.Store(int64(s.Len()))
+	m.mu.Unlock()
+	m.clusterChanged(s.Cluster())
+	return nil
+}
+
+func (m *stateMachine) clusterChanged(id fsm.ClusterID) {
+	if id != m.lastCluster && id != (fsm.ClusterID{}) {
+		m.lastCluster = id
+		if m.onCluster != nil {
+			m.onCluster(id)
+		}
+	}
+}
+
+type snapshot struct{ state *fsm.State }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.state.WriteSnapshot(sink); err != nil {
+		_ = sink.Cancel() // the write's error is the one to report
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}
