@@ -3,6 +3,7 @@ package ticketing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -53,15 +54,32 @@ func errorClass(err error) string {
 	return "unclassified"
 }
 
+// conformanceParallel is how many scenarios run at once: most of a
+// scenario's time is waiting, so more than the test binary's parallelism
+// (the number of CPUs) run side by side, as in the Java and C# runners.
+const conformanceParallel = 8
+
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	scenarios, err := faketicketd.LoadScenarios(conformanceDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range scenarios {
+	outcomes := make([]chan error, len(scenarios))
+	slots := make(chan struct{}, conformanceParallel)
+	for i, sc := range scenarios {
+		outcomes[i] = make(chan error, 1)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			outcomes[i] <- runScenario(sc)
+		}()
+	}
+	for i, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
-			t.Parallel()
-			runScenario(t, sc)
+			if err := <-outcomes[i]; err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -101,13 +119,19 @@ type scenarioOutcome struct {
 	err    error
 }
 
-func runScenario(t *testing.T, sc *faketicketd.Scenario) {
+// runScenario serves sc and drives a client through its steps; it returns
+// the first difference from what the scenario expects.
+func runScenario(sc *faketicketd.Scenario) error {
 	srv, err := faketicketd.ServeScenario(sc, nil)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer srv.Close()
-	b := connect(t, srv.ClientAddr(), scenarioOptions(sc.Options)...)
+	b, err := Connect(srv.ClientAddr(), append([]Option{quiet, fast}, scenarioOptions(sc.Options)...)...)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
 	var (
 		mu     sync.Mutex // ticket is set by calls that may run in the background
 		ticket *Ticket
@@ -122,7 +146,7 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 		}
 		if step.Op == "await_frame" {
 			if !srv.WaitFrames(step.Type, max(step.Count, 1), within, nil) {
-				t.Fatalf("step %d: the servers did not receive %d %s frames within %v", i, max(step.Count, 1), step.Type, within)
+				return fmt.Errorf("step %d: the servers did not receive %d %s frames within %v%s", i, max(step.Count, 1), step.Type, within, serverSaw(srv))
 			}
 			continue
 		}
@@ -202,7 +226,7 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 		select {
 		case o = <-done:
 		case <-time.After(within):
-			t.Fatalf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, serverSaw(srv))
+			return fmt.Errorf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, serverSaw(srv))
 		}
 		got := o.result
 		if o.err != nil {
@@ -213,13 +237,14 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 			want = "error " + step.Expect.Error
 		}
 		if got != want {
-			t.Fatalf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, serverSaw(srv), sc.Rule)
+			return fmt.Errorf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, serverSaw(srv), sc.Rule)
 		}
 		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
-			t.Fatalf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
+			return fmt.Errorf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
 		}
 	}
 	if err := srv.Check(5 * time.Second); err != nil {
-		t.Fatalf("frames sent: %v\nrule: %s", err, sc.Rule)
+		return fmt.Errorf("frames sent: %v\nrule: %s", err, sc.Rule)
 	}
+	return nil
 }

@@ -189,7 +189,7 @@ namespace Ticketing.Tests
             return b.Connect();
         }
 
-        /// <summary>How many scenarios run at once: most of a scenario's time is waiting, as in the Go runner's parallel subtests.</summary>
+        /// <summary>How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same).</summary>
         const int Parallel = 8;
 
         /// <summary>Every scenario, started at once (Parallel at a time) on first use; each test waits for its own.</summary>

@@ -73,7 +73,7 @@ class ConformanceTest {
         return binary;
     }
 
-    /** How many scenarios run at once: most of a scenario's time is waiting, as in the Go runner's parallel subtests. */
+    /** How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same). */
     static final int PARALLEL = 8;
 
     @TestFactory
