@@ -3,8 +3,11 @@ package ticketing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,84 +54,180 @@ func errorClass(err error) string {
 	return "unclassified"
 }
 
+// conformanceParallel is how many scenarios run at once: most of a
+// scenario's time is waiting, so more than the test binary's parallelism
+// (the number of CPUs) run side by side, as in the Java and C# runners.
+const conformanceParallel = 8
+
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	scenarios, err := faketicketd.LoadScenarios(conformanceDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range scenarios {
+	outcomes := make([]chan error, len(scenarios))
+	slots := make(chan struct{}, conformanceParallel)
+	for i, sc := range scenarios {
+		outcomes[i] = make(chan error, 1)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			outcomes[i] <- runScenario(sc)
+		}()
+	}
+	for i, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
-			t.Parallel()
-			runScenario(t, sc)
+			if err := <-outcomes[i]; err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
 
-func runScenario(t *testing.T, sc *faketicketd.Scenario) {
+// scenarioOptions turns a scenario's client settings into options.
+func scenarioOptions(o faketicketd.ClientOptions) []Option {
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	return []Option{withCfg(func(c *config) {
+		if o.ReleaseBoundMs > 0 {
+			c.releaseBound = ms(o.ReleaseBoundMs)
+		}
+		if o.ClientPingMs > 0 {
+			c.clientPing = ms(o.ClientPingMs)
+		}
+		if o.AnswerGraceMs > 0 {
+			c.answerGrace = ms(o.AnswerGraceMs)
+		}
+		if o.BackoffMs > 0 {
+			c.backoffBase, c.backoffMax = ms(o.BackoffMs), ms(o.BackoffMs)
+		}
+	})}
+}
+
+// serverSaw is what the fake server found wrong so far, for a failed step's
+// message (a request sent too early explains a step that then hung).
+func serverSaw(srv *faketicketd.ScenarioServer) string {
+	if v := srv.Violations(); len(v) > 0 {
+		return "\nthe server saw: " + strings.Join(v, "; ")
+	}
+	return ""
+}
+
+// scenarioOutcome is what one client step returned.
+type scenarioOutcome struct {
+	result string
+	token  uint64
+	err    error
+}
+
+// runScenario serves sc and drives a client through its steps; it returns
+// the first difference from what the scenario expects.
+func runScenario(sc *faketicketd.Scenario) error {
 	srv, err := faketicketd.ServeScenario(sc, nil)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer srv.Close()
-	b := connect(t, srv.Addr())
-	var ticket *Ticket
+	b, err := Connect(srv.ClientAddr(), append([]Option{quiet, fast}, scenarioOptions(sc.Options)...)...)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var (
+		mu     sync.Mutex // ticket is set by calls that may run in the background
+		ticket *Ticket
+	)
+	background := map[string]chan scenarioOutcome{}
+	stop := make(chan struct{})
+	defer close(stop)
 	for i, step := range sc.Client {
 		within := time.Duration(step.WithinMs) * time.Millisecond
 		if within == 0 {
 			within = patience
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		if step.CancelWhen != "" {
-			go func() {
-				if srv.WaitFrame(step.CancelWhen, within, ctx.Done()) {
-					cancel()
-				}
-			}()
-		}
-		type outcome struct {
-			result string
-			token  uint64
-			err    error
-		}
-		done := make(chan outcome, 1)
-		go func() {
-			var o outcome
-			switch step.Op {
-			case "acquire":
-				var tk *Ticket
-				tk, o.err = b.Acquire(ctx, step.Key, time.Duration(step.WaitMs)*time.Millisecond,
-					time.Duration(step.LeaseMs)*time.Millisecond, time.Duration(step.BudgetMs)*time.Millisecond)
-				if o.err == nil {
-					ticket, o.result, o.token = tk, "granted", tk.Token()
-				}
-			case "release":
-				if ticket == nil {
-					o.err = errors.New("no ticket to release: no earlier acquire was granted")
-					break
-				}
-				if o.err = ticket.Release(ctx); o.err == nil {
-					o.result = "released"
-				}
-			case "close":
-				if o.err = b.Close(); o.err == nil {
-					o.result = "closed"
-				}
-			case "describe":
-				var d Description
-				if d, o.err = b.Describe(ctx, step.Key); o.err == nil {
-					o.result = map[bool]string{true: "held", false: "free"}[d.Held]
-				}
+		if step.Op == "await_frame" {
+			if !srv.WaitFrames(step.Type, max(step.Count, 1), within, nil) {
+				return fmt.Errorf("step %d: the servers did not receive %d %s frames within %v%s", i, max(step.Count, 1), step.Type, within, serverSaw(srv))
 			}
-			done <- o
-		}()
-		var o outcome
+			continue
+		}
+		var done chan scenarioOutcome
+		if step.Op == "await" {
+			done = background[step.Call]
+		} else {
+			var ctx context.Context
+			var cancel context.CancelFunc
+			if sc.Options.ConnectWaitMs > 0 {
+				ctx, cancel = context.WithTimeout(context.Background(), time.Duration(sc.Options.ConnectWaitMs)*time.Millisecond)
+			} else {
+				ctx, cancel = context.WithCancel(context.Background())
+			}
+			if step.CancelWhen != "" {
+				go func() {
+					if srv.WaitFrame(step.CancelWhen, within, stop) {
+						cancel()
+					}
+				}()
+			}
+			done = make(chan scenarioOutcome, 1)
+			go func() {
+				defer cancel()
+				var o scenarioOutcome
+				switch step.Op {
+				case "acquire":
+					var tk *Ticket
+					tk, o.err = b.Acquire(ctx, step.Key, time.Duration(step.WaitMs)*time.Millisecond,
+						time.Duration(step.LeaseMs)*time.Millisecond, time.Duration(step.BudgetMs)*time.Millisecond)
+					if o.err == nil {
+						mu.Lock()
+						ticket = tk
+						mu.Unlock()
+						o.result, o.token = "granted", tk.Token()
+					}
+				case "release":
+					mu.Lock()
+					tk := ticket
+					mu.Unlock()
+					if tk == nil {
+						o.err = errors.New("no ticket to release: no earlier acquire was granted")
+						break
+					}
+					if o.err = tk.Release(ctx); o.err == nil {
+						o.result = "released"
+					}
+				case "release_token":
+					token, _ := strconv.ParseUint(step.Token, 10, 64)
+					if o.err = b.ReleaseToken(ctx, step.Key, token); o.err == nil {
+						o.result = "released"
+					}
+				case "wait_ready":
+					wctx, wcancel := context.WithTimeout(ctx, time.Duration(step.TimeoutMs)*time.Millisecond)
+					if o.err = b.WaitReady(wctx); o.err == nil {
+						o.result = "ready"
+					}
+					wcancel()
+				case "close":
+					if o.err = b.Close(); o.err == nil {
+						o.result = "closed"
+					}
+				case "describe":
+					var d Description
+					if d, o.err = b.Describe(ctx, step.Key); o.err == nil {
+						o.result = map[bool]string{true: "held", false: "free"}[d.Held]
+					}
+				}
+				done <- o
+			}()
+			if step.Background != "" {
+				background[step.Background] = done
+				continue
+			}
+		}
+		var o scenarioOutcome
 		select {
 		case o = <-done:
 		case <-time.After(within):
-			cancel()
-			t.Fatalf("step %d (%s): no outcome within %v (the bound catches a hang)", i, step.Op, within)
+			return fmt.Errorf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, serverSaw(srv))
 		}
-		cancel()
 		got := o.result
 		if o.err != nil {
 			got = "error " + errorClass(o.err)
@@ -138,13 +237,14 @@ func runScenario(t *testing.T, sc *faketicketd.Scenario) {
 			want = "error " + step.Expect.Error
 		}
 		if got != want {
-			t.Fatalf("step %d (%s): got %s (%v), want %s\nrule: %s", i, step.Op, got, o.err, want, sc.Rule)
+			return fmt.Errorf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, serverSaw(srv), sc.Rule)
 		}
 		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
-			t.Fatalf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
+			return fmt.Errorf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
 		}
 	}
 	if err := srv.Check(5 * time.Second); err != nil {
-		t.Fatalf("frames sent: %v\nrule: %s", err, sc.Rule)
+		return fmt.Errorf("frames sent: %v\nrule: %s", err, sc.Rule)
 	}
+	return nil
 }

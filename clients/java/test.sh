@@ -5,7 +5,8 @@
 #      "mvn clean install", every module and every test;
 #   2. with JDK 17 and Spring Boot 4 (-Pboot4): the client, the JDBC fence, the
 #      Spring modules and the example, built again from the same sources, with
-#      their tests (the client's rules and a real ticketd on platform threads).
+#      their tests (the client's conformance scenarios and JVM-specific tests, and
+#      a real ticketd, on platform threads).
 # Prints "java: N passed, N failed" summed over the Surefire reports of both.
 # Needs Go, Maven and two JDKs: 21 or newer (the Temurin JDK in
 # /usr/lib/jvm/temurin-25-jdk-amd64 by default; set JAVA_HOME to use another)
@@ -91,7 +92,7 @@ clear_reports
 echo "== mvn -B -q -Pboot4 clean verify (JDK 17, Spring Boot 4: client, fence, Spring modules, example)"
 JAVA_HOME=$JDK17_HOME PATH="$JDK17_HOME/bin:$PATH" MAVEN_OPTS="${MAVEN_OPTS_17:-}" nice -n 10 mvn -B -q -Pboot4 clean verify \
   -pl ticketing-client,ticketing-jdbc,ticketing-spring-retry,ticketing-spring-boot-starter,examples/orders-spring \
-  -Dtest='RulesTest,SingleNodeIntegrationTest,VectorsTest,*FenceTest,Retry*Test,CommittedTransactionsTest,TicketingClassesTest,StarterTest,ConfigurationMetadataTest,OrdersApplicationTest' \
+  -Dtest='ConformanceTest,FutureCancellationTest,TicketCloseTest,VirtualThreadsTest,ListenerTest,OwnerReleaseCompatibilityTest,SingleNodeIntegrationTest,VectorsTest,*FenceTest,Retry*Test,CommittedTransactionsTest,TicketingClassesTest,StarterTest,ConfigurationMetadataTest,OrdersApplicationTest' \
   -Dsurefire.failIfNoSpecifiedTests=false || b4=$?
 before=$failed
 count

@@ -34,14 +34,38 @@ type Scenario struct {
 	// address, in this order; a Send step's Text may name one as
 	// "{server N}" (a leader hint in M, say).
 	Servers [][][]Step `json:"servers,omitempty"`
+	// Options are the client's settings, for rules about a bound or an
+	// interval; absent, each runner's defaults (with a quick reconnect).
+	Options ClientOptions `json:"options,omitempty"`
 	// Client is what a runner does, in order, and what it must see.
 	Client []ClientStep `json:"client"`
 	// Sent is what the client must and must not send.
 	Sent SentCheck `json:"sent"`
 }
 
+// ClientOptions are the client settings a scenario may set. Every client
+// has each of them (some only for tests); zero leaves the runner's default.
+type ClientOptions struct {
+	// Addresses are the servers the client is given, by index, in order
+	// (default: all of them).
+	Addresses []int `json:"addresses,omitempty"`
+	// ReleaseBoundMs bounds a release's retries of the exact token.
+	ReleaseBoundMs int64 `json:"release_bound_ms,omitempty"`
+	// ClientPingMs is the interval of the client's own pings, sent when
+	// the server announces none.
+	ClientPingMs int64 `json:"client_ping_ms,omitempty"`
+	// AnswerGraceMs is the least time a request waits for its answer on a
+	// live connection (an acquire: in addition to its wait).
+	AnswerGraceMs int64 `json:"answer_grace_ms,omitempty"`
+	// ConnectWaitMs bounds a call's wait for a connection (Go: the call's
+	// context; Java: connectWait; C#: OperationTimeout).
+	ConnectWaitMs int64 `json:"connect_wait_ms,omitempty"`
+	// BackoffMs is the reconnect backoff, base and maximum alike.
+	BackoffMs int64 `json:"backoff_ms,omitempty"`
+}
+
 // Step is one action of a connection's script. Exactly one of Hello, Read,
-// Send, Raw, DelayMs, Stall, Cut, Reset and Serve is set. A script that
+// Send, Raw, DelayMs, QuietMs, Stall, Cut, Reset and Serve is set. A script that
 // runs out goes on reading (answering pings) until the client hangs up.
 type Step struct {
 	// Hello reads the client's H and answers Y.
@@ -58,6 +82,9 @@ type Step struct {
 	Raw string `json:"raw,omitempty"`
 	// DelayMs pauses the script (the server is slow, not silent).
 	DelayMs int `json:"delay_ms,omitempty"`
+	// QuietMs waits that long, answering pings; a request the client sends
+	// meanwhile fails the check (an in-flight limit, say).
+	QuietMs int `json:"quiet_ms,omitempty"`
 	// Stall reads and records everything and answers nothing, pings
 	// included, until the client hangs up.
 	Stall bool `json:"stall,omitempty"`
@@ -79,6 +106,14 @@ type Step struct {
 	Text     string `json:"text,omitempty"`
 	Held     bool   `json:"held,omitempty"`  // I: the key is held
 	Nonce    string `json:"nonce,omitempty"` // P, O: u64 as a decimal string
+	// IDDelta is added to the id a Send answers (an id not in flight).
+	IDDelta uint32 `json:"id_delta,omitempty"`
+	// To makes a Send answer the last request read of this type, not the
+	// last request read.
+	To string `json:"to,omitempty"`
+	// WaitS and LeaseS, in a Read of A, are the seconds it must carry.
+	WaitS  *uint8 `json:"wait_s,omitempty"`
+	LeaseS *uint8 `json:"lease_s,omitempty"`
 }
 
 // HelloStep is the Y frame's content.
@@ -86,15 +121,32 @@ type HelloStep struct {
 	IntervalMs  *uint32 `json:"interval_ms,omitempty"` // absent: 5000; 0: the server sends no pings
 	MaxInFlight uint32  `json:"max_in_flight,omitempty"`
 	Follower    bool    `json:"follower,omitempty"`
+	// Pings makes the server ping at the interval, as a live server does,
+	// for as long as the connection lasts (otherwise it only announces it).
+	Pings bool `json:"pings,omitempty"`
 }
 
 // ClientStep is one call a runner makes, and what it must return.
 type ClientStep struct {
-	Op       string `json:"op"` // acquire, release (the last acquired ticket), describe, close (the client)
-	Key      string `json:"key,omitempty"`
-	WaitMs   int64  `json:"wait_ms,omitempty"`
-	LeaseMs  int64  `json:"lease_ms,omitempty"`
-	BudgetMs int64  `json:"budget_ms,omitempty"`
+	// Op is acquire, release (the last acquired ticket), release_token
+	// (Key, Token), describe, wait_ready (TimeoutMs), close (the client),
+	// await (the outcome of the background call named Call) or
+	// await_frame (until the servers have received Count frames of Type).
+	Op    string `json:"op"`
+	Key   string `json:"key,omitempty"`
+	Token string `json:"token,omitempty"` // release_token: u64 as a decimal string
+	// TimeoutMs is wait_ready's timeout.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// Type and Count are what await_frame waits for (Count 0: 1).
+	Type  string `json:"type,omitempty"`
+	Count int    `json:"count,omitempty"`
+	// Background names a call that runs while the next steps do; an await
+	// step with this Call checks its outcome. It has no Expect itself.
+	Background string `json:"background,omitempty"`
+	Call       string `json:"call,omitempty"`
+	WaitMs     int64  `json:"wait_ms,omitempty"`
+	LeaseMs    int64  `json:"lease_ms,omitempty"`
+	BudgetMs   int64  `json:"budget_ms,omitempty"`
 	// CancelWhen cancels the call as soon as the server has received a
 	// frame of this type (a letter): "A" cancels after the acquire was
 	// sent, "H" before it could be.
@@ -124,15 +176,22 @@ type SentCheck struct {
 	MustNot []string `json:"must_not,omitempty"`
 	// MaxConnections bounds the connections the client opened (0: no bound).
 	MaxConnections int `json:"max_connections,omitempty"`
+	// Accepted is the exact number of connections each server accepted.
+	Accepted []int `json:"accepted,omitempty"`
+	// HelloOrder is the servers the first hellos went to, in order (the
+	// order in which the client dialed, and followed leader hints).
+	HelloOrder []int `json:"hello_order,omitempty"`
 }
 
 // FrameMatch selects received frames by type and, when set, token, key and
 // nonce.
 type FrameMatch struct {
-	Type  string `json:"type"`
-	Token string `json:"token,omitempty"`
-	Key   string `json:"key,omitempty"`
-	Nonce string `json:"nonce,omitempty"`
+	Type   string `json:"type"`
+	Token  string `json:"token,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Nonce  string `json:"nonce,omitempty"`
+	WaitS  *uint8 `json:"wait_s,omitempty"`
+	LeaseS *uint8 `json:"lease_s,omitempty"`
 }
 
 func (m FrameMatch) String() string {
@@ -146,6 +205,12 @@ func (m FrameMatch) String() string {
 	if m.Nonce != "" {
 		s += " nonce " + m.Nonce
 	}
+	if m.WaitS != nil {
+		s += fmt.Sprintf(" wait %d s", *m.WaitS)
+	}
+	if m.LeaseS != nil {
+		s += fmt.Sprintf(" lease %d s", *m.LeaseS)
+	}
 	return s
 }
 
@@ -157,6 +222,9 @@ func (m FrameMatch) matches(f wire.Frame) bool {
 		return false
 	}
 	if m.Nonce != "" && strconv.FormatUint(f.Nonce, 10) != m.Nonce {
+		return false
+	}
+	if m.WaitS != nil && f.Wait != *m.WaitS || m.LeaseS != nil && f.Lease != *m.LeaseS {
 		return false
 	}
 	return m.Key == "" || string(f.Key) == m.Key
@@ -225,14 +293,51 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
+	background := map[string]bool{}
 	for i, cs := range sc.Client {
 		switch cs.Op {
-		case "acquire", "release", "describe", "close":
+		case "acquire", "release", "describe", "close", "wait_ready":
+		case "release_token":
+			if _, err := strconv.ParseUint(cs.Token, 10, 64); err != nil {
+				return fmt.Errorf("client step %d: release_token needs a token: %w", i, err)
+			}
+		case "await":
+			if !background[cs.Call] {
+				return fmt.Errorf("client step %d: no earlier background call %q", i, cs.Call)
+			}
+		case "await_frame":
+			if len(cs.Type) != 1 {
+				return fmt.Errorf("client step %d: await_frame needs a frame type", i)
+			}
+			continue
 		default:
 			return fmt.Errorf("client step %d: unknown op %q", i, cs.Op)
 		}
+		if cs.Background != "" {
+			if cs.Op == "await" || background[cs.Background] {
+				return fmt.Errorf("client step %d: background call %q named twice or awaiting", i, cs.Background)
+			}
+			background[cs.Background] = true
+			if cs.Expect != (Expect{}) {
+				return fmt.Errorf("client step %d: a background call's outcome is checked by its await step", i)
+			}
+			continue
+		}
 		if (cs.Expect.Result == "") == (cs.Expect.Error == "") {
 			return fmt.Errorf("client step %d: expect a result or an error", i)
+		}
+	}
+	for _, n := range sc.Options.Addresses {
+		if n < 0 || n >= len(sc.servers()) {
+			return fmt.Errorf("options: there is no server %d", n)
+		}
+	}
+	if len(sc.Sent.Accepted) > 0 && len(sc.Sent.Accepted) != len(sc.servers()) {
+		return errors.New("sent.accepted needs one count per server")
+	}
+	for _, n := range sc.Sent.HelloOrder {
+		if n < 0 || n >= len(sc.servers()) {
+			return fmt.Errorf("sent.hello_order: there is no server %d", n)
 		}
 	}
 	return nil
@@ -251,7 +356,7 @@ var serverRef = regexp.MustCompile(`\{server (\d+)\}`)
 
 func (st Step) validate() error {
 	n := 0
-	for _, set := range []bool{st.Hello != nil, st.Read != "", st.Send != "", st.Raw != "", st.DelayMs != 0, st.Stall, st.Cut, st.Reset, st.Serve} {
+	for _, set := range []bool{st.Hello != nil, st.Read != "", st.Send != "", st.Raw != "", st.DelayMs != 0, st.QuietMs != 0, st.Stall, st.Cut, st.Reset, st.Serve} {
 		if set {
 			n++
 		}
@@ -259,7 +364,7 @@ func (st Step) validate() error {
 	if n != 1 {
 		return errors.New("a step does exactly one thing")
 	}
-	for _, t := range []string{st.Read, st.Send} {
+	for _, t := range []string{st.Read, st.Send, st.To} {
 		if t != "" && len(t) != 1 {
 			return fmt.Errorf("frame type %q is not one letter", t)
 		}
@@ -378,6 +483,14 @@ func (s *ScenarioServer) violate(format string, args ...any) {
 	s.mu.Unlock()
 }
 
+// Violations returns what the script found wrong so far (a frame that did
+// not match, a request where the client had to wait).
+func (s *ScenarioServer) Violations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.violations...)
+}
+
 // Received returns a copy of every frame read so far.
 func (s *ScenarioServer) Received() []Received {
 	s.mu.Lock()
@@ -388,14 +501,34 @@ func (s *ScenarioServer) Received() []Received {
 // WaitFrame waits until a frame of type t (a letter) has been received, or
 // until stop is closed or timeout has passed (false).
 func (s *ScenarioServer) WaitFrame(t string, timeout time.Duration, stop <-chan struct{}) bool {
+	return s.WaitFrames(t, 1, timeout, stop)
+}
+
+// WaitFrames waits until n frames of type t have been received, or until
+// stop is closed or timeout has passed (false).
+func (s *ScenarioServer) WaitFrames(t string, n int, timeout time.Duration, stop <-chan struct{}) bool {
 	return s.waitFor(timeout, stop, func(rs []Received) bool {
+		seen := 0
 		for _, r := range rs {
 			if r.Frame.Type.String() == t {
-				return true
+				seen++
 			}
 		}
-		return false
+		return seen >= n
 	})
+}
+
+// ClientAddr is the addresses the client is given: those of the servers
+// the scenario's options name, or all, comma-separated.
+func (s *ScenarioServer) ClientAddr() string {
+	if len(s.sc.Options.Addresses) == 0 {
+		return s.Addr()
+	}
+	addrs := make([]string, len(s.sc.Options.Addresses))
+	for i, n := range s.sc.Options.Addresses {
+		addrs[i] = s.servers[n].Addr()
+	}
+	return strings.Join(addrs, ",")
 }
 
 func (s *ScenarioServer) waitFor(timeout time.Duration, stop <-chan struct{}, cond func([]Received) bool) bool {
@@ -459,6 +592,26 @@ func (s *ScenarioServer) Check(timeout time.Duration) error {
 			problems = append(problems, fmt.Sprintf("the client sent %d %s frames, want none", counts[t], t))
 		}
 	}
+	if len(want.Accepted) > 0 {
+		got := make([]int, len(s.servers))
+		for i, srv := range s.servers {
+			got[i] = srv.Accepted()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want.Accepted) {
+			problems = append(problems, fmt.Sprintf("the servers accepted %v connections, want %v", got, want.Accepted))
+		}
+	}
+	if len(want.HelloOrder) > 0 {
+		var order []int
+		for _, r := range rs {
+			if r.Frame.Type == wire.TypeHello && len(order) < len(want.HelloOrder) {
+				order = append(order, r.Server)
+			}
+		}
+		if fmt.Sprint(order) != fmt.Sprint(want.HelloOrder) {
+			problems = append(problems, fmt.Sprintf("the client's hellos went to servers %v, want %v", order, want.HelloOrder))
+		}
+	}
 	if n := s.Accepted(); want.MaxConnections > 0 && n > want.MaxConnections {
 		problems = append(problems, fmt.Sprintf("the client opened %d connections, want at most %d", n, want.MaxConnections))
 	}
@@ -477,23 +630,45 @@ func anyMatch(rs []Received, m FrameMatch) bool {
 	return false
 }
 
-// handle runs the script of connection c.Index of server n.
+// handle runs the script of connection c.Index of server n. A reader
+// goroutine records every frame as it arrives (what a runner's cancel_when
+// and await_frame wait for) and hands it to the script.
 func (s *ScenarioServer) handle(n int, c *Conn) {
 	conns := s.sc.servers()[n]
 	script := conns[min(c.Index, len(conns)-1)]
-	var last wire.Frame // the last request read: answers echo its id
-	read := func() (wire.Frame, error) {
-		f, err := c.Read()
-		if err == nil {
+	frames := make(chan wire.Frame, 64)
+	go func() {
+		defer close(frames)
+		for {
+			f, err := c.Read()
+			if err != nil {
+				return
+			}
 			s.record(n, c, f)
+			select {
+			case frames <- f:
+			case <-c.Done():
+				return
+			}
 		}
-		return f, err
+	}()
+	defer c.Close() // ends the reader once the script is done with the connection
+	read := func() (wire.Frame, bool) {
+		f, ok := <-frames
+		return f, ok
 	}
+	pong := func(f wire.Frame) {
+		if f.Type == wire.TypePing {
+			c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+		}
+	}
+	var last wire.Frame                  // the last request read: answers echo its id
+	lastOf := map[wire.Type]wire.Frame{} // the last request read of each type
 	for i, st := range script {
 		switch {
 		case st.Hello != nil:
-			h, err := read()
-			if err != nil {
+			h, ok := read()
+			if !ok {
 				return
 			}
 			if h.Type != wire.TypeHello {
@@ -508,38 +683,43 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 			if c.Send(r.Frame()) != nil {
 				return
 			}
+			if st.Hello.Pings && r.Interval > 0 {
+				go pingEvery(c, r.Interval)
+			}
 		case st.Read != "":
 			var got wire.Frame
 			for {
-				f, err := read()
-				if err != nil {
+				f, ok := read()
+				if !ok {
 					return
 				}
 				if f.Type.String() == st.Read {
 					got = f
 					break
 				}
-				if f.Type == wire.TypePing {
-					c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
-				}
+				pong(f)
 			}
 			if got.Type != wire.TypePing && got.Type != wire.TypePong {
 				last = got // pings and pongs answer nothing and are answered by nothing
+				lastOf[got.Type] = got
 			}
-			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key, Nonce: st.Nonce}
+			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key, Nonce: st.Nonce, WaitS: st.WaitS, LeaseS: st.LeaseS}
 			if !want.matches(got) {
-				s.violate("server %d connection %d step %d: the client sent %s token %d key %q nonce %d, want %s",
-					n, c.Index, i, got.Type, got.Token, got.Key, got.Nonce, want)
+				s.violate("server %d connection %d step %d: the client sent %s token %d key %q nonce %d wait %d s lease %d s, want %s",
+					n, c.Index, i, got.Type, got.Token, got.Key, got.Nonce, got.Wait, got.Lease, want)
 			}
 		case st.Send != "":
-			f := st.frame(last.ID)
+			answered := last
+			if st.To != "" {
+				answered = lastOf[wire.Type(st.To[0])]
+			}
+			f := st.frame(answered.ID + st.IDDelta)
 			f.Text = []byte(serverRef.ReplaceAllStringFunc(st.Text, func(ref string) string {
 				k, _ := strconv.Atoi(serverRef.FindStringSubmatch(ref)[1])
 				return s.servers[k].Addr()
 			}))
 			c.Send(f)
 			if f.Type == wire.TypeError || f.Type == wire.TypeNotLeader {
-				c.Close()
 				return
 			}
 		case st.Raw != "":
@@ -551,14 +731,32 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 			case <-c.Done():
 				return
 			}
+		case st.QuietMs != 0:
+			quiet := time.After(time.Duration(st.QuietMs) * time.Millisecond)
+		wait:
+			for {
+				select {
+				case f, ok := <-frames:
+					if !ok {
+						return
+					}
+					if f.Type == wire.TypePing || f.Type == wire.TypePong {
+						pong(f)
+						continue
+					}
+					s.violate("server %d connection %d step %d: the client sent %s key %q while it had to wait",
+						n, c.Index, i, f.Type, f.Key)
+				case <-quiet:
+					break wait
+				}
+			}
 		case st.Stall:
 			for {
-				if _, err := read(); err != nil {
+				if _, ok := read(); !ok {
 					return
 				}
 			}
 		case st.Cut:
-			c.Close()
 			return
 		case st.Reset:
 			_ = c.Reset() // the connection ends either way
@@ -566,8 +764,8 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 		case st.Serve:
 			defer s.locks.Drop(c)
 			for {
-				f, err := read()
-				if err != nil {
+				f, ok := read()
+				if !ok {
 					return
 				}
 				s.locks.Handle(c, f)
@@ -576,12 +774,26 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 	}
 	// The script ran out: keep the connection, answering pings only.
 	for {
-		f, err := read()
-		if err != nil {
+		f, ok := read()
+		if !ok {
 			return
 		}
-		if f.Type == wire.TypePing {
-			c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
+		pong(f)
+	}
+}
+
+// pingEvery pings the client at the interval until the connection ends.
+func pingEvery(c *Conn, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for nonce := uint64(1); ; nonce++ {
+		select {
+		case <-t.C:
+			if c.Send(wire.Frame{Type: wire.TypePing, Nonce: nonce}) != nil {
+				return
+			}
+		case <-c.Done():
+			return
 		}
 	}
 }

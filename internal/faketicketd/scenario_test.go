@@ -32,6 +32,11 @@ func TestLoadScenarios(t *testing.T) {
 		{"no expectation", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{}}]}`, "expect a result or an error"},
 		{"bad token", `{"name":"x","rule":"r","connections":[[{"send":"G","token":"-1"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "token"},
 		{"bad raw", `{"name":"x","rule":"r","connections":[[{"raw":"zz"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "raw"},
+		{"await of nothing", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"await","call":"a","expect":{"result":"free"}}]}`, "no earlier background call"},
+		{"background with expect", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","background":"a","expect":{"result":"free"}}]}`, "checked by its await step"},
+		{"release_token without token", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"release_token","key":"k","expect":{"result":"released"}}]}`, "needs a token"},
+		{"accepted per server", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}],"sent":{"accepted":[1,2]}}`, "one count per server"},
+		{"address of no server", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"options":{"addresses":[3]},"client":[{"op":"describe","expect":{"result":"free"}}]}`, "no server 3"},
 		{"no rule", `{"name":"x","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "rule"},
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")

@@ -39,7 +39,7 @@ namespace Ticketing.Tests
             readonly Process process;
             readonly object mu = new object();
             readonly List<string> received = new List<string>();
-            string addr, verdict;
+            string addr, verdict, violations;
 
             public Fake(string scenario)
             {
@@ -76,24 +76,39 @@ namespace Ticketing.Tests
                         if (line.StartsWith("addr ")) addr = line.Substring(5);
                         else if (line.StartsWith("recv ")) received.Add(line.Substring(5));
                         else if (line.StartsWith("verdict ")) verdict = line.Substring(8);
+                        else if (line.StartsWith("violations")) violations = line.Substring(10).Trim();
                         Monitor.PulseAll(mu);
                     }
                 }
             }
 
-            /// <summary>Waits until a frame of this type has arrived; false after the bound.</summary>
-            public bool AwaitFrame(string type, TimeSpan bound)
+            /// <summary>Waits until count frames of this type have arrived; false after the bound.</summary>
+            public bool AwaitFrame(string type, TimeSpan bound, int count = 1)
             {
                 var end = DateTime.UtcNow + bound;
                 lock (mu)
                 {
-                    while (!received.Contains(type))
+                    while (received.Count(r => r == type) < count)
                     {
                         var left = end - DateTime.UtcNow;
                         if (left <= TimeSpan.Zero || process.HasExited) return false;
                         Monitor.Wait(mu, left);
                     }
                     return true;
+                }
+            }
+
+            /// <summary>What the script found wrong so far, for a failed step's message ("" when nothing).</summary>
+            public string Violations()
+            {
+                lock (mu) violations = null;
+                process.StandardInput.WriteLine("violations");
+                process.StandardInput.Flush();
+                lock (mu)
+                {
+                    var end = DateTime.UtcNow.AddMilliseconds(U.Patience);
+                    while (violations == null && !process.HasExited && DateTime.UtcNow < end) Monitor.Wait(mu, 100);
+                    return string.IsNullOrEmpty(violations) ? "" : "\nthe server saw: " + violations;
                 }
             }
 
@@ -161,16 +176,59 @@ namespace Ticketing.Tests
             return d.TryGetValue(name, out v) ? (string)v : null;
         }
 
+        /// <summary>The client of a scenario, with the settings its options name.</summary>
+        static TicketBroker Client(string addr, Dictionary<string, object> options)
+        {
+            var b = U.Builder(addr);
+            if (options == null) return b.Connect();
+            if (options.ContainsKey("release_bound_ms")) b.ReleaseBoundForTests(Ms(options, "release_bound_ms"));
+            if (options.ContainsKey("client_ping_ms")) b.OwnPingForTests(Ms(options, "client_ping_ms"));
+            if (options.ContainsKey("answer_grace_ms")) b.AnswerGraceForTests(Ms(options, "answer_grace_ms"));
+            if (options.ContainsKey("connect_wait_ms")) b.OperationTimeout(Ms(options, "connect_wait_ms"));
+            if (options.ContainsKey("backoff_ms")) b.BackoffForTests(Ms(options, "backoff_ms"), Ms(options, "backoff_ms"));
+            return b.Connect();
+        }
+
+        /// <summary>How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same).</summary>
+        const int Parallel = 8;
+
+        /// <summary>Every scenario, started at once (Parallel at a time) on first use; each test waits for its own.</summary>
+        static readonly Lazy<Dictionary<string, Task>> Runs = new Lazy<Dictionary<string, Task>>(() =>
+        {
+            var slots = new SemaphoreSlim(Parallel);
+            return Scenarios().ToDictionary(n => n, n => Task.Factory.StartNew(() =>
+            {
+                slots.Wait();
+                try { Run(n); }
+                finally { slots.Release(); }
+            }, TaskCreationOptions.LongRunning));
+        });
+
         [Test, TestCaseSource("Scenarios")]
         public void Scenario(string name)
+        {
+            try
+            {
+                Runs.Value[name].Wait();
+            }
+            catch (AggregateException e)
+            {
+                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerException).Throw();
+            }
+        }
+
+        static void Run(string name)
         {
             var file = Path.Combine(Dir(), name + ".json");
             var sc = (Dictionary<string, object>)MiniJson.Parse(File.ReadAllText(file));
             var rule = (string)sc["rule"];
+            object options;
+            sc.TryGetValue("options", out options);
             using (var fake = new Fake(file))
-            using (var b = U.Connect(fake.Addr))
+            using (var b = Client(fake.Addr, (Dictionary<string, object>)options))
             {
                 Ticket ticket = null;
+                var background = new Dictionary<string, Task<string>>();
                 var steps = ((List<object>)sc["client"]).Cast<Dictionary<string, object>>().ToList();
                 for (int i = 0; i < steps.Count; i++)
                 {
@@ -178,33 +236,65 @@ namespace Ticketing.Tests
                     var op = (string)step["op"];
                     var within = Ms(step, "within_ms");
                     if (within == TimeSpan.Zero) within = TimeSpan.FromMilliseconds(U.Patience);
+                    if (op == "await_frame")
+                    {
+                        var count = step.ContainsKey("count") ? (int)(decimal)step["count"] : 1;
+                        Assert.IsTrue(fake.AwaitFrame(Str(step, "type"), within, count),
+                            "step " + i + ": the servers did not receive " + count + " " + Str(step, "type") + " frames within " + within);
+                        continue;
+                    }
                     var cts = new CancellationTokenSource();
+                    // OperationTimeout bounds only calls without a cancellable token: a
+                    // scenario that sets it (connect_wait_ms) gets calls without one.
+                    var token = options != null && ((Dictionary<string, object>)options).ContainsKey("connect_wait_ms") && !step.ContainsKey("cancel_when")
+                        ? CancellationToken.None : cts.Token;
                     Task<string> call;
                     switch (op)
                     {
                         case "acquire":
                             call = Outcome(async () =>
                             {
-                                ticket = await b.AcquireAsync(Str(step, "key"), Ms(step, "wait_ms"), Ms(step, "lease_ms"), Ms(step, "budget_ms"), cts.Token);
-                                return "granted " + ticket.Token;
+                                var t = await b.AcquireAsync(Str(step, "key"), Ms(step, "wait_ms"), Ms(step, "lease_ms"), Ms(step, "budget_ms"), token);
+                                ticket = t;
+                                return "granted " + t.Token;
                             });
                             break;
                         case "release":
-                            call = Outcome(async () => { await ticket.ReleaseAsync(cts.Token); return "released"; });
+                            call = Outcome(async () => { await ticket.ReleaseAsync(token); return "released"; });
+                            break;
+                        case "release_token":
+                            call = Outcome(async () => { await b.ReleaseTokenAsync(Str(step, "key"), ulong.Parse(Str(step, "token")), token); return "released"; });
+                            break;
+                        case "wait_ready":
+                            call = Outcome(async () => { await b.WaitReadyAsync(Ms(step, "timeout_ms"), token); return "ready"; });
                             break;
                         case "close":
                             call = Outcome(async () => { await b.CloseAsync(); return "closed"; });
                             break;
+                        case "await":
+                            call = background[Str(step, "call")];
+                            break;
                         default:
-                            call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), cts.Token)).Held ? "held" : "free");
+                            call = Outcome(async () => (await b.DescribeAsync(Str(step, "key"), token)).Held ? "held" : "free");
                             break;
                     }
                     var cancelWhen = Str(step, "cancel_when");
-                    if (cancelWhen != null && fake.AwaitFrame(cancelWhen, within)) cts.Cancel();
+                    if (cancelWhen != null)
+                    {
+                        if (step.ContainsKey("background"))
+                            Task.Run(() => { if (fake.AwaitFrame(cancelWhen, within)) cts.Cancel(); });
+                        else if (fake.AwaitFrame(cancelWhen, within))
+                            cts.Cancel();
+                    }
+                    if (step.ContainsKey("background"))
+                    {
+                        background[Str(step, "background")] = call;
+                        continue;
+                    }
                     if (!call.Wait(within))
                     {
                         cts.Cancel();
-                        Assert.Fail("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)");
+                        Assert.Fail("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)" + fake.Violations());
                     }
                     var got = call.Result;
                     var detail = got.Contains(" (") ? got.Substring(got.IndexOf(" (")) : "";
@@ -213,7 +303,7 @@ namespace Ticketing.Tests
                     var want = expect.ContainsKey("error") ? "error " + expect["error"] : (string)expect["result"];
                     if (expect.ContainsKey("token")) want += " " + expect["token"];
                     else if (got.StartsWith("granted ")) got = "granted";
-                    Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + "\nrule: " + rule);
+                    if (want != got) Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + fake.Violations() + "\nrule: " + rule);
                 }
                 Assert.AreEqual("ok", fake.Check(), "frames sent\nrule: " + rule);
             }

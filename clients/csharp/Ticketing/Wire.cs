@@ -235,7 +235,8 @@ namespace Ticketing.Wire
 
         /// <summary>
         /// The range checks a server applies to a decoded request (E 8):
-        /// lease 1..250, key 1..1024 bytes, hello token at most 1024 bytes.
+        /// the lease within TicketBroker.MinLease..MaxLease, the key within
+        /// 1..TicketBroker.MaxKeyBytes bytes, the hello token at most MaxToken bytes.
         /// Returns null when the frame is acceptable.
         /// </summary>
         public static string Validate(Frame f)
@@ -245,7 +246,8 @@ namespace Ticketing.Wire
                 case FrameType.Hello:
                     return f.Text.Length > MaxToken ? "hello token of " + f.Text.Length + " bytes is over " + MaxToken : null;
                 case FrameType.Acquire:
-                    if (f.Lease < 1 || f.Lease > 250) return "lease " + f.Lease + " s is outside 1..250 s";
+                    int minLease = (int)TicketBroker.MinLease.TotalSeconds, maxLease = (int)TicketBroker.MaxLease.TotalSeconds;
+                    if (f.Lease < minLease || f.Lease > maxLease) return "lease " + f.Lease + " s is outside " + minLease + ".." + maxLease + " s";
                     return CheckKey(f.Key);
                 case FrameType.Release:
                 case FrameType.ReleaseOwner:
@@ -257,7 +259,7 @@ namespace Ticketing.Wire
 
         static string CheckKey(byte[] k)
         {
-            return k.Length < 1 || k.Length > TicketBroker.MaxKeyBytes ? "key of " + k.Length + " bytes is outside 1..1024 bytes" : null;
+            return k.Length < 1 || k.Length > TicketBroker.MaxKeyBytes ? "key of " + k.Length + " bytes is outside 1.." + TicketBroker.MaxKeyBytes + " bytes" : null;
         }
 
         static WireException Malformed(string why) { return new WireException((ushort)ErrorCode.MalformedFrame, "malformed frame: " + why); }

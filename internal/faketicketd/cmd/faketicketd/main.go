@@ -3,11 +3,14 @@
 //
 //	faketicketd testdata/conformance/acquire-answer-lost.json
 //
-// It prints "addr HOST:PORT" once listening, then "recv X" for every frame it
+// It prints "addr HOST:PORT[,HOST:PORT...]" (the addresses the client is
+// given) once listening, then "recv X" for every frame it
 // reads from the client (X is the type letter), so that a runner can cancel a
 // call once a frame has arrived. A line "check" on its input compares what
 // the client sent with the scenario and prints "verdict ok" or "verdict fail
-// REASONS"; the command ends when its input ends.
+// REASONS"; a line "violations" prints what the script found wrong so far
+// ("violations" and the list), for a failed step's message. The command
+// ends when its input ends.
 package main
 
 import (
@@ -47,9 +50,13 @@ func main() {
 		os.Exit(1)
 	}
 	defer srv.Close()
-	say("addr %s", srv.Addr())
+	say("addr %s", srv.ClientAddr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		if strings.TrimSpace(in.Text()) == "violations" {
+			say("violations %s", strings.Join(srv.Violations(), "; "))
+			continue
+		}
 		if strings.TrimSpace(in.Text()) != "check" {
 			continue
 		}

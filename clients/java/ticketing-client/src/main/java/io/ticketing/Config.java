@@ -22,4 +22,6 @@ final class Config {
     long backoffBaseMs = 25;
     long backoffMaxMs = 500;
     long clientPingMs = Conn.CLIENT_PING_MS;
+    /** The least time a request waits for its answer on a live connection (an acquire: on top of its wait). */
+    long answerGraceMs = 10_000;
 }

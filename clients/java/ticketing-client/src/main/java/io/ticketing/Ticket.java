@@ -205,6 +205,6 @@ public final class Ticket implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "Ticket{key=" + TicketBroker.quote(key) + ", token=" + Long.toUnsignedString(token) + ", lease=" + leaseMs + "ms}";
+        return "Ticket{key=" + Arguments.quote(key) + ", token=" + Long.toUnsignedString(token) + ", lease=" + leaseMs + "ms}";
     }
 }

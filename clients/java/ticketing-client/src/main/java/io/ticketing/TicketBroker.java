@@ -268,6 +268,11 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
+        Builder answerGrace(Duration d) {
+            c.answerGraceMs = d.toMillis();
+            return this;
+        }
+
         Builder backoff(Duration base, Duration max) {
             c.backoffBaseMs = base.toMillis();
             c.backoffMaxMs = max.toMillis();
@@ -533,11 +538,11 @@ public final class TicketBroker implements AutoCloseable {
         Thread t = Threads.unstarted("ticketing-release-owner", () -> {
             try {
                 String outcome = releaseOwner(key, owner, untilNanos);
-                LOG.log(Level.DEBUG, "ticketing: release by owner of {0} after a lost acquire answer: {1}", quote(key), outcome);
+                LOG.log(Level.DEBUG, "ticketing: release by owner of {0} after a lost acquire answer: {1}", Arguments.quote(key), outcome);
             } catch (RuntimeException e) {
                 if (!isTorn()) {
                     LOG.log(Level.WARNING, "ticketing: release by owner of {0} after a lost acquire answer failed; the key stays held until "
-                            + "the lease expires: {1}", quote(key), e.getMessage());
+                            + "the lease expires: {1}", Arguments.quote(key), e.getMessage());
                 }
             } finally {
                 ownerReleases.remove(Thread.currentThread());
@@ -552,7 +557,7 @@ public final class TicketBroker implements AutoCloseable {
      * until untilNanos. Returns "released" (R) or "not held" (N).
      */
     String releaseOwner(String key, byte[] owner, long untilNanos) {
-        String op = "release by owner " + java.util.HexFormat.of().formatHex(owner) + " of " + quote(key);
+        String op = "release by owner " + java.util.HexFormat.of().formatHex(owner) + " of " + Arguments.quote(key);
         byte[] kb = key.getBytes(StandardCharsets.UTF_8);
         try {
             while (true) {
@@ -760,83 +765,11 @@ public final class TicketBroker implements AutoCloseable {
 
     // ---- acquire ----
 
-    /** Validated acquire arguments. */
-    record AcquireArgs(int waitSec, int leaseSec, long budgetNanos) {}
-
-    static long ceilSeconds(Duration d) {
-        long s = d.getSeconds();
-        return d.getNano() > 0 ? s + 1 : s;
-    }
-
-    static AcquireArgs checkAcquire(String key, Duration wait, Duration lease, Duration budget) {
-        Objects.requireNonNull(key, "key");
-        Objects.requireNonNull(wait, "wait");
-        Objects.requireNonNull(lease, "lease");
-        Objects.requireNonNull(budget, "budget");
-        String op = "acquire " + quote(key) + ": ";
-        String sent = "; nothing was sent";
-        int klen = key.getBytes(StandardCharsets.UTF_8).length;
-        if (klen < 1 || klen > MAX_KEY) {
-            throw new InvalidArgumentException(op + "the key is " + klen + " bytes, it must be 1.." + MAX_KEY + " bytes" + sent);
-        }
-        if (wait.isNegative()) {
-            throw new InvalidArgumentException(op + "wait " + wait + " is negative; it must be 0..255 s (0 is one immediate attempt)" + sent);
-        }
-        long w = ceilSeconds(wait);
-        if (w > Type.MAX_WAIT) {
-            throw new InvalidArgumentException(op + "wait " + wait + " (" + w + " s rounded up) is longer than the maximum 255 s" + sent);
-        }
-        if (lease.isNegative() || lease.isZero()) {
-            throw new InvalidArgumentException(op + "lease " + lease + " must be 1..250 s" + sent);
-        }
-        long l = ceilSeconds(lease);
-        if (l > Type.MAX_LEASE) {
-            throw new InvalidArgumentException(op + "lease " + lease + " (" + l + " s rounded up) is longer than the maximum 250 s" + sent);
-        }
-        if (budget.isNegative()) {
-            throw new InvalidArgumentException(op + "work budget " + budget + " is negative; it must be 0 or more" + sent);
-        }
-        // Rounded up like wait and lease: a fraction of a second of work is planned as the whole second.
-        long bs = ceilSeconds(budget);
-        if (bs > Type.MAX_LEASE) {
-            throw new InvalidArgumentException(op + "work budget " + secs(budget) + " is " + bs + " s rounded up, longer than "
-                    + Type.MAX_LEASE + " s: work longer than the longest lease is not supported" + sent);
-        }
-        // Refused here rather than after a token was spent on a ticket that must be given back.
-        long most = maxBudgetNanos(l);
-        if (TimeUnit.SECONDS.toNanos(bs) > most) {
-            throw new InvalidArgumentException(op + "work budget " + secs(budget) + " (" + bs + " s rounded up) cannot fit in a " + l
-                    + " s lease: even a ticket granted at once has at most " + secs(Duration.ofNanos(most)) + " of conservative time left ("
-                    + CLOCK_DRIFT_PERCENT + "% clock allowance, " + secs(CLOCK_DRIFT_MARGIN) + " margin); use a budget of at most "
-                    + TimeUnit.NANOSECONDS.toSeconds(most) + " s or a longer lease" + sent);
-        }
-        return new AcquireArgs((int) w, (int) l, TimeUnit.SECONDS.toNanos(bs));
-    }
-
-    /**
-     * The longest work budget a lease of leaseSec whole seconds can ever
-     * satisfy: the conservative remaining time of a grant made at once, with
-     * nothing queued, measured from the send.
-     */
-    static long maxBudgetNanos(long leaseSec) {
-        return conservativeDeadline(0, TimeUnit.SECONDS.toMillis(leaseSec), 0);
-    }
-
-    /** A duration in seconds, the unit of the protocol and the docs. */
-    static String secs(Duration d) {
-        return java.math.BigDecimal.valueOf(d.getSeconds()).add(java.math.BigDecimal.valueOf(d.getNano(), 9))
-                .stripTrailingZeros().toPlainString() + " s";
-    }
-
     /** The exception of a request answered F: final, nothing happened, the connection stays open. */
     static PermissionDeniedException forbidden(String op, String addr, int reason, String effect) {
         return new PermissionDeniedException(op + ": permission denied by the server " + addr + ": "
                 + PermissionDeniedException.reasonName(reason) + effect + "; the same request is refused until the server's "
                 + "principals change (docs/deployment.md, Authorization)", reason, addr);
-    }
-
-    static String quote(String key) {
-        return key.length() > 64 ? "\"" + key.substring(0, 64) + "…\"" : "\"" + key + "\"";
     }
 
     /**
@@ -862,7 +795,7 @@ public final class TicketBroker implements AutoCloseable {
      * @param key the key, 1..1024 bytes of UTF-8
      */
     public Ticket acquireBlocking(String key, Duration wait, Duration lease, Duration budget) {
-        AcquireArgs args = checkAcquire(key, wait, lease, budget);
+        Arguments.AcquireArgs args = Arguments.checkAcquire(key, wait, lease, budget);
         return acquire(key, args);
     }
 
@@ -878,16 +811,16 @@ public final class TicketBroker implements AutoCloseable {
      * @return the ticket, or the exception {@link #acquireBlocking} would throw
      */
     public CompletableFuture<Ticket> acquireAsync(String key, Duration wait, Duration lease, Duration budget) {
-        AcquireArgs args;
+        Arguments.AcquireArgs args;
         try {
-            args = checkAcquire(key, wait, lease, budget);
+            args = Arguments.checkAcquire(key, wait, lease, budget);
         } catch (InvalidArgumentException e) {
             return CompletableFuture.failedFuture(e);
         }
         return async(() -> acquire(key, args), Ticket::close);
     }
 
-    private Ticket acquire(String key, AcquireArgs args) {
+    private Ticket acquire(String key, Arguments.AcquireArgs args) {
         long start = System.nanoTime();
         Throwable failure = null;
         try {
@@ -915,8 +848,8 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    private Ticket acquireOnce(String key, AcquireArgs args) {
-        String op = "acquire " + quote(key);
+    private Ticket acquireOnce(String key, Arguments.AcquireArgs args) {
+        String op = "acquire " + Arguments.quote(key);
         if (Thread.currentThread().isInterrupted()) {
             throw new CancellationException(op + ": cancelled before it was sent; nothing was sent");
         }
@@ -950,11 +883,11 @@ public final class TicketBroker implements AutoCloseable {
         }
     }
 
-    private static long answerGraceMs(Conn c) {
-        return Math.max(c.silenceMs(), 10_000);
+    private long answerGraceMs(Conn c) {
+        return Math.max(c.silenceMs(), cfg.answerGraceMs);
     }
 
-    private Ticket awaitAcquire(Conn c, Conn.Call cl, AcquireArgs args, String op) {
+    private Ticket awaitAcquire(Conn c, Conn.Call cl, Arguments.AcquireArgs args, String op) {
         Conn.Answer a;
         try {
             a = cl.res.get(args.waitSec() * 1000L + answerGraceMs(c), TimeUnit.MILLISECONDS);
@@ -983,7 +916,7 @@ public final class TicketBroker implements AutoCloseable {
         return finishAcquire(c, cl, a, args, op);
     }
 
-    private Ticket finishAcquire(Conn c, Conn.Call cl, Conn.Answer a, AcquireArgs args, String op) {
+    private Ticket finishAcquire(Conn c, Conn.Call cl, Conn.Answer a, Arguments.AcquireArgs args, String op) {
         if (a.fail() != null) {
             Conn.Failure fl = a.fail();
             throw new IndeterminateException(op + ": outcome unknown, " + fl.what()
@@ -1054,7 +987,7 @@ public final class TicketBroker implements AutoCloseable {
      * @param token the exact token to release
      */
     public void releaseTokenBlocking(String key, long token) {
-        checkRelease(key, token);
+        Arguments.checkRelease(key, token);
         release(key, token, System.nanoTime(), false);
     }
 
@@ -1067,7 +1000,7 @@ public final class TicketBroker implements AutoCloseable {
      */
     public CompletableFuture<@Nullable Void> releaseTokenAsync(String key, long token) {
         try {
-            checkRelease(key, token);
+            Arguments.checkRelease(key, token);
         } catch (InvalidArgumentException e) {
             return CompletableFuture.failedFuture(e);
         }
@@ -1078,17 +1011,6 @@ public final class TicketBroker implements AutoCloseable {
         }, null);
     }
 
-    private static void checkRelease(String key, long token) {
-        int klen = key.getBytes(StandardCharsets.UTF_8).length;
-        String op = "release of token " + Long.toUnsignedString(token) + " for " + quote(key) + ": ";
-        if (klen < 1 || klen > MAX_KEY) {
-            throw new InvalidArgumentException(op + "the key is " + klen + " bytes, it must be 1.." + MAX_KEY + " bytes; nothing was sent");
-        }
-        if (token == 0) {
-            throw new InvalidArgumentException(op + "token 0 is never granted (tokens start at 1); nothing was sent");
-        }
-    }
-
     /**
      * Releases key's exact token, retrying across reconnects until
      * start + RELEASE_BOUND. R returns, N is NotHeld, B is Capacity; no final
@@ -1096,7 +1018,7 @@ public final class TicketBroker implements AutoCloseable {
      * sent, Unavailable if none could be), never success.
      */
     void release(String key, long token, long startNanos, boolean draining) {
-        String op = "release of token " + Long.toUnsignedString(token) + " for " + quote(key);
+        String op = "release of token " + Long.toUnsignedString(token) + " for " + Arguments.quote(key);
         long deadline = startNanos + TimeUnit.MILLISECONDS.toNanos(cfg.releaseBoundMs);
         int sent = 0;
         Conn.Failure lastFail = null;
@@ -1196,7 +1118,7 @@ public final class TicketBroker implements AutoCloseable {
      * it could not be queued.
      */
     boolean enqueueRelease(String key, long token, Ticket ticket) {
-        String op = "release of token " + Long.toUnsignedString(token) + " for " + quote(key);
+        String op = "release of token " + Long.toUnsignedString(token) + " for " + Arguments.quote(key);
         if (!bgPermits.tryAcquire()) {
             report(key, token, ticket, new ReleaseDroppedException(op + ": not released: " + cfg.releaseQueue
                     + " background releases are already pending; the ticket stays held until its lease expires (use releaseBlocking() to release synchronously)"));
@@ -1285,7 +1207,7 @@ public final class TicketBroker implements AutoCloseable {
      */
     public Description describeBlocking(String key) {
         int klen = key.getBytes(StandardCharsets.UTF_8).length;
-        String op = "describe " + quote(key);
+        String op = "describe " + Arguments.quote(key);
         if (klen < 1 || klen > MAX_KEY) {
             throw new InvalidArgumentException(op + ": the key is " + klen + " bytes, it must be 1.." + MAX_KEY + " bytes; nothing was sent");
         }

@@ -17,6 +17,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
@@ -69,6 +73,9 @@ class ConformanceTest {
         return binary;
     }
 
+    /** How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same). */
+    static final int PARALLEL = 8;
+
     @TestFactory
     Stream<DynamicTest> scenarios() throws IOException {
         List<Path> files;
@@ -78,7 +85,27 @@ class ConformanceTest {
         if (files.isEmpty()) {
             fail("no scenarios in " + dir());
         }
-        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> run(p)));
+        // Every scenario starts at once (PARALLEL at a time); each test reports its own.
+        ExecutorService pool = Executors.newFixedThreadPool(PARALLEL, r -> {
+            Thread t = new Thread(r, "conformance scenario");
+            t.setDaemon(true);
+            return t;
+        });
+        Map<Path, Future<?>> runs = new java.util.HashMap<>();
+        for (Path p : files) {
+            runs.put(p, pool.submit(() -> {
+                run(p);
+                return null;
+            }));
+        }
+        pool.shutdown();
+        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> {
+            try {
+                runs.get(p).get();
+            } catch (ExecutionException e) {
+                throw e.getCause();
+            }
+        }));
     }
 
     /** The fake server process of one scenario: its address, the frames it received, its verdict. */
@@ -88,6 +115,7 @@ class ConformanceTest {
         final List<String> received = new ArrayList<>();
         String addr;
         String verdict;
+        String violations;
 
         Fake(Path scenario) throws Exception {
             process = new ProcessBuilder(fakeBinary().toString(), scenario.toString())
@@ -115,6 +143,8 @@ class ConformanceTest {
                             received.add(line.substring(5));
                         } else if (line.startsWith("verdict ")) {
                             verdict = line.substring(8);
+                        } else if (line.startsWith("violations")) {
+                            violations = line.substring(10).trim();
                         }
                         notifyAll();
                     }
@@ -124,10 +154,10 @@ class ConformanceTest {
             }
         }
 
-        /** Waits until a frame of this type has arrived; false after the bound. */
-        synchronized boolean awaitFrame(String type, Duration bound) throws InterruptedException {
+        /** Waits until count frames of this type have arrived; false after the bound. */
+        synchronized boolean awaitFrame(String type, Duration bound, int count) throws InterruptedException {
             long end = System.nanoTime() + bound.toNanos();
-            while (!received.contains(type)) {
+            while (received.stream().filter(type::equals).count() < count) {
                 long left = end - System.nanoTime();
                 if (left <= 0 || !process.isAlive()) {
                     return false;
@@ -135,6 +165,22 @@ class ConformanceTest {
                 TimeUnit.NANOSECONDS.timedWait(this, left);
             }
             return true;
+        }
+
+        /** What the script found wrong so far, for a failed step's message ("" when nothing). */
+        String violations() throws Exception {
+            synchronized (this) {
+                violations = null;
+            }
+            in.write("violations\n".getBytes(StandardCharsets.UTF_8));
+            in.flush();
+            synchronized (this) {
+                long end = System.nanoTime() + PATIENCE.toNanos();
+                while (violations == null && process.isAlive() && System.nanoTime() < end) {
+                    wait(100);
+                }
+                return violations == null || violations.isEmpty() ? "" : "\nthe server saw: " + violations;
+            }
         }
 
         String check() throws Exception {
@@ -179,54 +225,120 @@ class ConformanceTest {
         return Duration.ofMillis(v == null ? 0 : ((Number) v).longValue());
     }
 
+    /** The client of a scenario, with the settings its options name. */
+    static TicketBroker client(String addr, Map<String, Object> options) {
+        TicketBroker.Builder b = TicketBroker.builder().addrs(addr).backoff(Duration.ofMillis(10), Duration.ofMillis(100));
+        if (options != null) {
+            if (options.containsKey("release_bound_ms")) b.releaseBound(ms(options, "release_bound_ms"));
+            if (options.containsKey("client_ping_ms")) b.clientPing(ms(options, "client_ping_ms"));
+            if (options.containsKey("answer_grace_ms")) b.answerGrace(ms(options, "answer_grace_ms"));
+            if (options.containsKey("connect_wait_ms")) b.connectWait(ms(options, "connect_wait_ms"));
+            if (options.containsKey("backoff_ms")) b.backoff(ms(options, "backoff_ms"), ms(options, "backoff_ms"));
+        }
+        return b.connect();
+    }
+
     @SuppressWarnings("unchecked")
     static void run(Path file) throws Exception {
         Map<String, Object> sc = (Map<String, Object>) Json.parse(Files.readString(file));
         String rule = sc.get("name") + ": " + sc.get("rule");
         try (Fake fake = new Fake(file);
-                TicketBroker b = TicketBroker.builder().addrs(fake.addr).backoff(Duration.ofMillis(10), Duration.ofMillis(100)).connect()) {
+                TicketBroker b = client(fake.addr, (Map<String, Object>) sc.get("options"))) {
             Ticket[] ticket = new Ticket[1];
+            Map<String, CompletableFuture<String>> background = new java.util.HashMap<>();
             List<Map<String, Object>> steps = (List<Map<String, Object>>) sc.get("client");
             for (int i = 0; i < steps.size(); i++) {
                 Map<String, Object> step = steps.get(i);
                 String op = (String) step.get("op");
                 Duration within = ms(step, "within_ms").isZero() ? PATIENCE : ms(step, "within_ms");
-                CompletableFuture<String> outcome = new CompletableFuture<>();
-                // A blocking call on its own thread: a cancel is an interrupt.
-                Thread th = new Thread(() -> {
-                    try {
-                        switch (op) {
-                            case "acquire" -> {
-                                ticket[0] = b.acquireBlocking((String) step.get("key"), ms(step, "wait_ms"), ms(step, "lease_ms"), ms(step, "budget_ms"));
-                                outcome.complete("granted " + ticket[0].getToken());
-                            }
-                            case "release" -> {
-                                ticket[0].releaseBlocking();
-                                outcome.complete("released");
-                            }
-                            case "describe" -> outcome.complete(b.describeBlocking((String) step.get("key")).held() ? "held" : "free");
-                            case "close" -> {
-                                b.close();
-                                outcome.complete("closed");
-                            }
-                            default -> outcome.complete("unknown op " + op);
-                        }
-                    } catch (Throwable e) {
-                        outcome.complete("error " + errorClass(e) + " (" + e + ")");
+                if (op.equals("await_frame")) {
+                    int count = step.containsKey("count") ? ((Number) step.get("count")).intValue() : 1;
+                    if (!fake.awaitFrame((String) step.get("type"), within, count)) {
+                        fail("step " + i + ": the servers did not receive " + count + " " + step.get("type") + " frames within " + within);
                     }
-                }, "conformance step " + i);
-                th.setDaemon(true);
-                th.start();
-                String cancelWhen = (String) step.get("cancel_when");
-                if (cancelWhen != null && fake.awaitFrame(cancelWhen, within)) {
-                    th.interrupt();
+                    continue;
+                }
+                CompletableFuture<String> outcome;
+                Thread th = null;
+                if (op.equals("await")) {
+                    outcome = background.get((String) step.get("call"));
+                } else {
+                    CompletableFuture<String> out = new CompletableFuture<>();
+                    outcome = out;
+                    // A blocking call on its own thread: a cancel is an interrupt.
+                    th = new Thread(() -> {
+                        try {
+                            switch (op) {
+                                case "acquire" -> {
+                                    Ticket t = b.acquireBlocking((String) step.get("key"), ms(step, "wait_ms"), ms(step, "lease_ms"), ms(step, "budget_ms"));
+                                    synchronized (ticket) {
+                                        ticket[0] = t;
+                                    }
+                                    out.complete("granted " + t.getToken());
+                                }
+                                case "release" -> {
+                                    Ticket t;
+                                    synchronized (ticket) {
+                                        t = ticket[0];
+                                    }
+                                    t.releaseBlocking();
+                                    out.complete("released");
+                                }
+                                case "release_token" -> {
+                                    b.releaseTokenBlocking((String) step.get("key"), Long.parseUnsignedLong((String) step.get("token")));
+                                    out.complete("released");
+                                }
+                                case "wait_ready" -> {
+                                    b.waitReadyBlocking(ms(step, "timeout_ms"));
+                                    out.complete("ready");
+                                }
+                                case "describe" -> out.complete(b.describeBlocking((String) step.get("key")).held() ? "held" : "free");
+                                case "close" -> {
+                                    b.close();
+                                    out.complete("closed");
+                                }
+                                default -> out.complete("unknown op " + op);
+                            }
+                        } catch (Throwable e) {
+                            out.complete("error " + errorClass(e) + " (" + e + ")");
+                        }
+                    }, "conformance step " + i);
+                    th.setDaemon(true);
+                    th.start();
+                    String cancelWhen = (String) step.get("cancel_when");
+                    if (cancelWhen != null) {
+                        Thread call = th;
+                        Duration bound = within;
+                        Runnable canceller = () -> {
+                            try {
+                                if (fake.awaitFrame(cancelWhen, bound, 1)) {
+                                    call.interrupt();
+                                }
+                            } catch (InterruptedException e) {
+                                Thread.currentThread().interrupt();
+                            }
+                        };
+                        if (step.containsKey("background")) {
+                            Thread c = new Thread(canceller, "conformance cancel " + i);
+                            c.setDaemon(true);
+                            c.start();
+                        } else {
+                            canceller.run();
+                        }
+                    }
+                    if (step.containsKey("background")) {
+                        background.put((String) step.get("background"), out);
+                        continue;
+                    }
                 }
                 String got;
                 try {
                     got = outcome.get(within.toMillis(), TimeUnit.MILLISECONDS);
                 } catch (TimeoutException e) {
-                    th.interrupt();
-                    throw new AssertionError("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)");
+                    if (th != null) {
+                        th.interrupt();
+                    }
+                    throw new AssertionError("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)" + fake.violations());
                 }
                 Map<String, Object> expect = (Map<String, Object>) step.get("expect");
                 String want = expect.containsKey("error") ? "error " + expect.get("error") : (String) expect.get("result");
@@ -237,7 +349,9 @@ class ConformanceTest {
                 if (!expect.containsKey("token") && gotClass.startsWith("granted ")) {
                     gotClass = "granted";
                 }
-                assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + "\nrule: " + rule);
+                if (!want.equals(gotClass)) {
+                    assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + fake.violations() + "\nrule: " + rule);
+                }
             }
             String verdict = fake.check();
             assertEquals("ok", verdict, "frames sent\nrule: " + rule);

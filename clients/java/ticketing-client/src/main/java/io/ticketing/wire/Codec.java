@@ -287,7 +287,7 @@ public final class Codec {
             }
             case Type.ACQUIRE -> {
                 if (f.leaseSec < Type.MIN_LEASE || f.leaseSec > Type.MAX_LEASE) {
-                    return "lease " + f.leaseSec + " s is outside 1..250 s";
+                    return "lease " + f.leaseSec + " s is outside " + Type.MIN_LEASE + ".." + Type.MAX_LEASE + " s";
                 }
                 return validKey(f.key);
             }
@@ -302,7 +302,7 @@ public final class Codec {
 
     private static String validKey(byte[] key) {
         if (key.length < 1 || key.length > Type.MAX_KEY) {
-            return "key of " + key.length + " bytes is outside 1..1024 bytes";
+            return "key of " + key.length + " bytes is outside 1.." + Type.MAX_KEY + " bytes";
         }
         return null;
     }

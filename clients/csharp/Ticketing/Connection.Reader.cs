@@ -1,0 +1,173 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Net.Security;
+using System.Net.Sockets;
+using System.Security.Authentication;
+using System.Security.Cryptography.X509Certificates;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using Ticketing.Wire;
+
+namespace Ticketing
+{
+    // The reader thread: frames from the server, matched to the pending requests.
+    internal sealed partial class Connection
+    {
+        void ReadLoop()
+        {
+            var head = new byte[4];
+            for (;;)
+            {
+                Frame f;
+                try
+                {
+                    f = Codec.ReadFrame(stream, head);
+                }
+                catch (WireException e)
+                {
+                    Fail(new ConnFailure { Kind = FailKind.Protocol, Addr = Addr, Cause = e });
+                    return;
+                }
+                catch (Exception e)
+                {
+                    Fail(new ConnFailure { Kind = FailKind.Drop, Addr = Addr, Cause = e });
+                    return;
+                }
+                if (f == null)
+                {
+                    Fail(new ConnFailure { Kind = FailKind.Drop, Addr = Addr, Cause = new EndOfStreamException("closed by the server") });
+                    return;
+                }
+                Interlocked.Exchange(ref lastRecv, Stopwatch.GetTimestamp());
+                var fl = Dispatch(f);
+                if (fl != null)
+                {
+                    Fail(fl);
+                    return;
+                }
+            }
+        }
+
+        void Tick()
+        {
+            long quiet = Stopwatch.GetTimestamp() - Interlocked.Read(ref lastRecv);
+            var q = TimeSpan.FromSeconds((double)quiet / Stopwatch.Frequency);
+            if (q > Silence)
+            {
+                Fail(new ConnFailure { Kind = FailKind.Silent, Addr = Addr, Quiet = Silence });
+                return;
+            }
+            if (ownPing > TimeSpan.Zero)
+            {
+                lock (mu)
+                {
+                    if (failure != null) return;
+                    Codec.Append(wbuf, new Frame { Type = FrameType.Ping, Nonce = (ulong)Interlocked.Increment(ref pingNonce) });
+                    Monitor.PulseAll(mu);
+                }
+            }
+        }
+
+        static bool Answers(byte req, byte ans)
+        {
+            if (ans == FrameType.Forbidden) // a refusal is the final answer of any request but C
+                return req == FrameType.Acquire || req == FrameType.Release || req == FrameType.ReleaseOwner || req == FrameType.Describe;
+            switch (req)
+            {
+                case FrameType.Acquire:
+                    return ans == FrameType.Granted || ans == FrameType.NotAcquired || ans == FrameType.Queued ||
+                        ans == FrameType.Cancelled || ans == FrameType.Capacity;
+                case FrameType.Release:
+                case FrameType.ReleaseOwner:
+                    return ans == FrameType.Released || ans == FrameType.NotHeld || ans == FrameType.Capacity;
+                case FrameType.Describe:
+                    return ans == FrameType.Info || ans == FrameType.Capacity;
+            }
+            return false;
+        }
+
+        /// <summary>Handles one received frame; a non-null result ends the connection.</summary>
+        ConnFailure Dispatch(Frame f)
+        {
+            switch (f.Type)
+            {
+                case FrameType.Ping:
+                    lock (mu)
+                    {
+                        if (failure == null)
+                        {
+                            Codec.Append(wbuf, new Frame { Type = FrameType.Pong, Nonce = f.Nonce });
+                            Monitor.PulseAll(mu);
+                        }
+                    }
+                    return null;
+                case FrameType.Pong:
+                    return null;
+                case FrameType.NotLeader:
+                    {
+                        var hint = Encoding.UTF8.GetString(f.Text);
+                        return new ConnFailure { Kind = FailKind.NotLeader, Addr = Addr, Hint = hint, Cause = new NotLeaderException(Addr, hint) };
+                    }
+                case FrameType.Error:
+                    return new ConnFailure { Kind = FailKind.ServerError, Addr = Addr, Cause = new ServerErrorException(Addr, (ErrorCode)f.Code, Encoding.UTF8.GetString(f.Text)) };
+                case FrameType.Granted:
+                case FrameType.NotAcquired:
+                case FrameType.Queued:
+                case FrameType.Cancelled:
+                case FrameType.Capacity:
+                case FrameType.Released:
+                case FrameType.NotHeld:
+                case FrameType.Info:
+                case FrameType.Forbidden:
+                    break;
+                default:
+                    return Protocol("unexpected " + FrameType.Name(f.Type) + " frame from the server");
+            }
+            Call cl;
+            TaskCompletionSource<bool> settled = null;
+            bool late;
+            lock (mu)
+            {
+                if (failure != null) return null;
+                if (!pending.TryGetValue(f.Id, out cl))
+                    return Protocol(FrameType.Name(f.Type) + " frame for request id " + f.Id + ", which is not in flight");
+                if (!Answers(cl.Type, f.Type))
+                    return Protocol(FrameType.Name(f.Type) + " frame answers request id " + f.Id + ", which is a " + FrameType.Name(cl.Type));
+                if (f.Type == FrameType.Queued)
+                {
+                    if (cl.Queued) return Protocol("second Q frame for request id " + f.Id);
+                    cl.Queued = true;
+                    return null;
+                }
+                pending.Remove(f.Id);
+                // Close waits for this (CancelAcquiresForClose); it is told
+                // only after a late grant's release was queued below, or Close
+                // could stop the releaser first.
+                if (acquiresSettled != null && cl.Type == FrameType.Acquire && !AnyAcquirePendingLocked())
+                    settled = acquiresSettled;
+                var sem = Slots(cl.Type);
+                if (sem != null) sem.Release();
+                if (!cl.Abandoned)
+                {
+                    cl.Res.TrySetResult(new Answer { F = f });
+                    if (settled != null) settled.TrySetResult(true);
+                    return null;
+                }
+                late = f.Type == FrameType.Granted && cl.Type == FrameType.Acquire && hooks != null;
+            }
+            // A grant for a caller that left: released outside the lock (the
+            // hook may report to the user's observer).
+            if (late) hooks.LateGrant(cl.Key, f.Token);
+            if (settled != null) settled.TrySetResult(true);
+            return null;
+        }
+
+        ConnFailure Protocol(string why)
+        {
+            return new ConnFailure { Kind = FailKind.Protocol, Addr = Addr, Cause = new TicketingException(why) };
+        }
+    }
+}
