@@ -11,8 +11,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"go.etcd.io/bbolt"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
 // The Raft log store: its boundary with the rest of the node is logStore
@@ -35,7 +36,11 @@ func logStorePath(dir string) string { return filepath.Join(dir, "raft.db") }
 // have its log, the file must be whole, and every entry after the newest
 // snapshot (index after; 0 when there is none) must be intact. Entries up to
 // after may be missing: Raft does not replay them (a restore leaves a gap).
-func openLogStore(dir string, after uint64) (logStore, error) {
+//
+// The check reads each of those entries once; each command batch, committed
+// or not, is passed to each (when not nil) in log order as it is decoded, so
+// that what startup learns from the log costs no second read.
+func openLogStore(dir string, after uint64, each func(fsm.Batch)) (logStore, error) {
 	path := logStorePath(dir)
 	info, err := os.Stat(path)
 	existed := err == nil && info.Size() > 0
@@ -49,7 +54,7 @@ func openLogStore(dir string, after uint64) (logStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyLog(path, s, after); err != nil {
+	if err := verifyLog(path, s, after, each); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -104,11 +109,12 @@ func openStore(path string) (s *raftboltdb.BoltStore, err error) {
 	return s, nil
 }
 
-// verifyLog reads every entry of the log before Raft does: each must decode,
-// sit at its own index, and (for commands) be an intact batch whose checksum
-// matches. Raft would otherwise panic on an undecodable entry, or apply a
-// damaged one as some other operation.
-func verifyLog(path string, s raft.LogStore, after uint64) (err error) {
+// verifyLog reads every entry of the log after index after before Raft
+// does: each must decode, sit at its own index, and (for commands) be an
+// intact batch whose checksum matches. Raft would otherwise panic on an
+// undecodable entry, or apply a damaged one as some other operation. Each
+// intact command batch is passed to each (when not nil).
+func verifyLog(path string, s raft.LogStore, after uint64, each func(fsm.Batch)) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(path, &err)
 	first, err := s.FirstIndex()
@@ -136,8 +142,12 @@ func verifyLog(path string, s raft.LogStore, after uint64) (err error) {
 			return damaged(path, fmt.Errorf("log entry %d is stored as entry %d", i, l.Index))
 		}
 		if l.Type == raft.LogCommand {
-			if _, err := fsm.DecodeBatch(l.Data); err != nil {
+			b, err := fsm.DecodeBatch(l.Data)
+			if err != nil {
 				return damaged(path, fmt.Errorf("log entry %d: %w", i, err))
+			}
+			if each != nil {
+				each(b)
 			}
 		}
 	}

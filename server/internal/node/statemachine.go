@@ -77,16 +77,29 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
 	m.marked.Do(m.mark)
+	snapshotStateReads.Add(1)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	m.install(s)
+	return nil
+}
+
+// startFrom is Restore of a snapshot that startup has already read and
+// checked (Raft is then told not to restore it again).
+func (m *stateMachine) startFrom(s *fsm.State) {
+	m.marked.Do(m.mark)
+	m.install(s)
+}
+
+// install replaces the state with s, restored from a snapshot.
+func (m *stateMachine) install(s *fsm.State) {
 	m.mu.Lock()
 	m.state = s
 	m.held.Store(int64(s.Len()))
 	m.mu.Unlock()
 	m.clusterChanged(s.Cluster())
-	return nil
 }
 
 func (m *stateMachine) clusterChanged(id fsm.ClusterID) {
