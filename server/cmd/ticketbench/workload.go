@@ -495,6 +495,8 @@ func (b *bench) restarts(ctx context.Context, cl *cluster, tickets []*ticketing.
 		}
 		if r == 0 {
 			out = rn
+		} else {
+			out += fmt.Sprintf(" restart%d=[%s]", r+1, rn)
 		}
 		all = append(all, fmt.Sprintf("%.3f", d.Seconds()))
 		if rerr != nil || ctx.Err() != nil {
