@@ -531,6 +531,12 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 	}
 	d := time.Since(t0)
 	rss := b.env.rss()
+	var rssMax int64 // the largest server's
+	for _, pid := range cl.pids() {
+		if v, err := benchkit.ReadRSS(pid); err == nil {
+			rssMax = max(rssMax, v)
+		}
+	}
 	b.env.Logf("ticketbench: hold: restarted and serving in %.2fs", d.Seconds())
 	// Durability check: the held tickets are still held with their tokens.
 	br, err := b.newBroker(ctx)
@@ -552,7 +558,7 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 			lost++
 		}
 	}
-	out := fmt.Sprintf("restart_s=%.3f rss_after_restart=%d restart_checked=%d restart_lost=%d", d.Seconds(), rss, checked, lost)
+	out := fmt.Sprintf("restart_s=%.3f rss_after_restart=%d rss_after_restart_max_server=%d restart_checked=%d restart_lost=%d", d.Seconds(), rss, rssMax, checked, lost)
 	if lost > 0 {
 		return out, d, fmt.Errorf("%d of %d sampled held tickets were not held with their token after the restart", lost, checked)
 	}
