@@ -532,9 +532,16 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 	d := time.Since(t0)
 	rss := b.env.rss()
 	var rssMax int64 // the largest server's
+	// The CPU the new processes used until the cluster served: the
+	// restart's cost, less dependent on other load than its wall time.
+	var cpu, cpuMax time.Duration
 	for _, pid := range cl.pids() {
 		if v, err := benchkit.ReadRSS(pid); err == nil {
 			rssMax = max(rssMax, v)
+		}
+		if v, err := benchkit.ReadCPU(pid); err == nil {
+			cpu += v
+			cpuMax = max(cpuMax, v)
 		}
 	}
 	b.env.Logf("ticketbench: hold: restarted and serving in %.2fs", d.Seconds())
@@ -558,7 +565,8 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 			lost++
 		}
 	}
-	out := fmt.Sprintf("restart_s=%.3f rss_after_restart=%d rss_after_restart_max_server=%d restart_checked=%d restart_lost=%d", d.Seconds(), rss, rssMax, checked, lost)
+	out := fmt.Sprintf("restart_s=%.3f restart_cpu_s=%.2f restart_cpu_max_server_s=%.2f rss_after_restart=%d rss_after_restart_max_server=%d restart_checked=%d restart_lost=%d",
+		d.Seconds(), cpu.Seconds(), cpuMax.Seconds(), rss, rssMax, checked, lost)
 	if lost > 0 {
 		return out, d, fmt.Errorf("%d of %d sampled held tickets were not held with their token after the restart", lost, checked)
 	}
