@@ -255,3 +255,33 @@ func TestRestartLearnsParticipantsFromTheLog(t *testing.T) {
 		t.Fatalf("participant admitted after the snapshot: incarnation %d, want 42", inc)
 	}
 }
+
+// TestSnapshotsKeepUpWithAGrowingState: while every operation adds a
+// ticket, snapshots are still taken (each after as many operations as the
+// previous one held), so a restart replays at most about half the tickets
+// from the log instead of all but the first few.
+func TestSnapshotsKeepUpWithAGrowingState(t *testing.T) {
+	var l syncBuf
+	cfg := singleConfig(filepath.Join(t.TempDir(), "s1"), &l)
+	cfg.SnapshotThreshold = 10
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	waitUntil(t, "cluster ID", func() bool { return n.Cluster() != (fsm.ClusterID{}) })
+	var at80 uint64 // the index of the entry that made 80 tickets held
+	for i := range 20 {
+		acquireKeys(t, n, fmt.Sprintf("fill%d", i), 10)
+		if n.Held() == 80 {
+			at80 = n.Raft().AppliedIndex()
+		}
+	}
+	if at80 == 0 {
+		t.Fatalf("held %d after the fill", n.Held())
+	}
+	waitUntil(t, "a snapshot taken after 80 tickets were held", func() bool {
+		list, err := n.snaps.List()
+		return err == nil && len(list) > 0 && list[0].Index >= at80
+	})
+}
