@@ -56,6 +56,8 @@ func run(args []string) int {
 	fs.IntVar(&cfg.FillPar, "fill-par", 512, "hold: acquires in flight while filling")
 	fs.DurationVar(&cfg.FillTimeout, "fill-timeout", 10*time.Minute, "hold: bound on the fill")
 	fs.BoolVar(&cfg.Restart, "restart", true, "hold: SIGKILL and restart the servers afterwards and time it (own servers only)")
+	fs.IntVar(&cfg.Restarts, "restarts", 1, "hold: restarts to time one after the other on the same data (restart_s is the first, restart_s_all every one)")
+	restartBins := fs.String("restart-ticketd", "", "hold: comma-separated ticketd binaries the restarts take in turn (an A/B of two builds on the same data)")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 30*time.Second, "timeout of each Acquire and Release call")
 	fs.Int64Var(&cfg.MaxOps, "max-ops", 10_000_000, "hard cap on iterations per worker")
 	fs.StringVar(&cfg.Prefix, "prefix", "bench", "key prefix: keys are <prefix>/<worker> (a principal's key_prefixes must allow them)")
@@ -92,6 +94,13 @@ func run(args []string) int {
 	if cfg.Duration <= 0 || cfg.Warmup < 0 {
 		fmt.Fprintln(os.Stderr, "ticketbench: -duration must be > 0 and -warmup >= 0")
 		return 2
+	}
+	if *restartBins != "" {
+		if *cpuprofile != "" || *memprofile != "" || *timings != "" {
+			fmt.Fprintln(os.Stderr, "ticketbench: -restart-ticketd runs ticketd binaries; it does not go with the in-process server of -server-cpuprofile, -server-memprofile or -server-timings")
+			return 2
+		}
+		cfg.RestartBins = strings.Split(*restartBins, ",")
 	}
 	if *tlsCA != "" && *addr == "" {
 		fmt.Fprintln(os.Stderr, "ticketbench: -tls-ca needs -addr (the servers ticketbench starts serve plain TCP on loopback)")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,10 +82,15 @@ func TestHoldRestartsOwnServer(t *testing.T) {
 	defer func() { cl.stop(time.Second); cl.remove() }()
 	cfg := short(Hold)
 	cfg.Clients, cfg.N, cfg.FillPar, cfg.Restart = 2, 300, 16, true
+	cfg.Restarts, cfg.RestartBins = 2, []string{exe, exe} // an A/B of one build with itself
 	r, err := Run(ctx, cfg, Env{Addrs: cl.addrs(), Cluster: cl, Pids: cl.pids})
 	check(t, r, err, Hold)
 	if !strings.Contains(r.Notes, "restart_s=") || !strings.Contains(r.Notes, "restart_lost=0") || r.ServerRSSBytes <= 0 {
 		t.Fatalf("hold restart: %s", r.Human())
+	}
+	all := regexp.MustCompile(`restart_s_all=([0-9.]+),([0-9.]+) `).FindStringSubmatch(r.Notes)
+	if all == nil || !strings.Contains(r.Notes, "restart_bins=") {
+		t.Fatalf("two timed restarts: %s", r.Notes)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,12 @@ type Config struct {
 	OpTimeout   time.Duration // per Acquire / Release call
 	MaxOps      int64         // hard bound on iterations per worker
 	Restart     bool          // hold: SIGKILL and restart the servers (own cluster only)
-	Prefix      string        // key prefix
+	Restarts    int           // hold: how many restarts to time, one after the other (0: 1)
+	// RestartBins, when set, are the server binaries the restarts take in
+	// turn (an A/B of two builds on the same data); else the one that
+	// started the servers.
+	RestartBins []string
+	Prefix      string // key prefix
 }
 
 // ApplyDefaults fills the workload-dependent defaults (etcdbench's, so
@@ -452,13 +458,7 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	res.ServerRSSBytes = rssFilled
 
 	if cl := b.env.Cluster; cl != nil && cfg.Restart {
-		b.close() // the old connections would only reconnect in the background
-		rn, rerr := b.restart(ctx, cl, tickets)
-		if rerr != nil {
-			res.Errors++
-			n += " restart_error=[" + rerr.Error() + "]"
-		}
-		n += " " + rn
+		n += " " + b.restarts(ctx, cl, tickets, res)
 	} else if cl == nil {
 		// Not our servers: give the tickets back.
 		_ = benchkit.Parallel(ctx, len(tickets), cfg.FillPar, func(j int) error { // best effort: the leases expire anyway
@@ -474,30 +474,81 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	return res, nil
 }
 
+// restarts times cfg.Restarts restarts one after the other, each with the
+// next of cfg.RestartBins when given. The first is restart_s (as with one
+// restart); every one is listed in restart_s_all (and restart_bins).
+func (b *bench) restarts(ctx context.Context, cl *cluster, tickets []*ticketing.Ticket, res *benchkit.Result) string {
+	count := max(b.cfg.Restarts, 1)
+	var out string
+	var all, bins []string
+	for r := range count {
+		if len(b.cfg.RestartBins) > 0 {
+			cl.bin = b.cfg.RestartBins[r%len(b.cfg.RestartBins)]
+			bins = append(bins, filepath.Base(filepath.Dir(cl.bin))+"/"+filepath.Base(cl.bin))
+			b.env.Logf("ticketbench: hold: restart %d of %d with %s", r+1, count, cl.bin)
+		}
+		b.close() // the old connections would only reconnect in the background
+		rn, d, rerr := b.restart(ctx, cl, tickets)
+		if rerr != nil {
+			res.Errors++
+			rn += " restart_error=[" + rerr.Error() + "]"
+		}
+		if r == 0 {
+			out = rn
+		} else {
+			out += fmt.Sprintf(" restart%d=[%s]", r+1, rn)
+		}
+		all = append(all, fmt.Sprintf("%.3f", d.Seconds()))
+		if rerr != nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if count > 1 {
+		out += " restart_s_all=" + strings.Join(all, ",")
+		if len(bins) > 0 {
+			out += " restart_bins=" + strings.Join(bins, ",")
+		}
+	}
+	return out
+}
+
 // restart SIGKILLs every server, starts them again on the same data dirs
 // and measures the time from the exec to the first granted acquire
 // (restart_s). It then checks that a sample of the held tickets survived
 // with their tokens.
-func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.Ticket) (string, error) {
+func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.Ticket) (string, time.Duration, error) {
 	for i := range cl.nodes {
 		cl.kill(i)
 	}
 	t0 := time.Now()
 	for i := range cl.nodes {
 		if err := cl.start(i); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	if _, err := cl.waitServing(ctx, 5*time.Minute); err != nil {
-		return "", fmt.Errorf("after restart: %w", err)
+		return "", 0, fmt.Errorf("after restart: %w", err)
 	}
 	d := time.Since(t0)
 	rss := b.env.rss()
+	var rssMax int64 // the largest server's
+	// The CPU the new processes used until the cluster served: the
+	// restart's cost, less dependent on other load than its wall time.
+	var cpu, cpuMax time.Duration
+	for _, pid := range cl.pids() {
+		if v, err := benchkit.ReadRSS(pid); err == nil {
+			rssMax = max(rssMax, v)
+		}
+		if v, err := benchkit.ReadCPU(pid); err == nil {
+			cpu += v
+			cpuMax = max(cpuMax, v)
+		}
+	}
 	b.env.Logf("ticketbench: hold: restarted and serving in %.2fs", d.Seconds())
 	// Durability check: the held tickets are still held with their tokens.
 	br, err := b.newBroker(ctx)
 	if err != nil {
-		return fmt.Sprintf("restart_s=%.3f rss_after_restart=%d", d.Seconds(), rss), err
+		return fmt.Sprintf("restart_s=%.3f rss_after_restart=%d", d.Seconds(), rss), d, err
 	}
 	lost := 0
 	checked := 0
@@ -514,11 +565,12 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 			lost++
 		}
 	}
-	out := fmt.Sprintf("restart_s=%.3f rss_after_restart=%d restart_checked=%d restart_lost=%d", d.Seconds(), rss, checked, lost)
+	out := fmt.Sprintf("restart_s=%.3f restart_cpu_s=%.2f restart_cpu_max_server_s=%.2f rss_after_restart=%d rss_after_restart_max_server=%d restart_checked=%d restart_lost=%d",
+		d.Seconds(), cpu.Seconds(), cpuMax.Seconds(), rss, rssMax, checked, lost)
 	if lost > 0 {
-		return out, fmt.Errorf("%d of %d sampled held tickets were not held with their token after the restart", lost, checked)
+		return out, d, fmt.Errorf("%d of %d sampled held tickets were not held with their token after the restart", lost, checked)
 	}
-	return out, nil
+	return out, d, nil
 }
 
 // runConnections opens N idle Brokers (N connections, each with its hello

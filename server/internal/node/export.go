@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 
@@ -38,74 +37,33 @@ func Export(dir string, w io.Writer) (info ExportInfo, err error) {
 	if !logstore.Exists(dbPath) && !logstore.Pending(dir) {
 		return info, fmt.Errorf("%s holds no Raft log: is %s the data directory's raft subdirectory of a server that has run?", dir, dir)
 	}
-	snaps, newest, err := openSnapshots(dir, 1, hclog.NewNullLogger())
+	_, newest, err := openSnapshots(dir, 1, hclog.NewNullLogger())
 	if err != nil {
 		return info, err
 	}
-	store, err := openLogStore(dir, snapshotIndex(newest), slog.New(slog.DiscardHandler))
+	// The newest snapshot, then every entry of the log after it, committed
+	// or not, applied as the log store's check reads them.
+	st := newest.state
+	if st == nil {
+		st = fsm.New()
+	}
+	store, err := openLogStore(dir, snapshotIndex(newest.meta), slog.New(slog.DiscardHandler), func(b fsm.Batch) { st.Apply(b) })
 	if err != nil {
 		return info, err
 	}
 	defer func() { _ = store.Close() }()
-	if err := checkLogFollowsSnapshot(store, newest); err != nil {
+	if err := checkLogFollowsSnapshot(store, newest.meta); err != nil {
 		return info, err
 	}
-	st, last, err := replayLocal(dbPath, store, snaps)
+	last, err := store.LastIndex()
 	if err != nil {
-		return info, err
+		return info, damaged(dbPath, err)
 	}
+	last = max(last, snapshotIndex(newest.meta))
 	info.LastIndex = last
 	if err := st.WriteSnapshot(w); err != nil {
 		return info, err
 	}
 	info.Cluster, info.LastToken, info.Held = st.Cluster(), st.LastToken(), st.Len()
 	return info, nil
-}
-
-// replayLocal rebuilds the state this data directory holds: the newest
-// snapshot, then every entry of the log after it, committed or not. It
-// returns the state and the last entry's index.
-func replayLocal(dbPath string, store raft.LogStore, snaps raft.SnapshotStore) (st *fsm.State, lastIndex uint64, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer guard(dbPath, &err)
-	st = fsm.New()
-	var from uint64 = 1
-	if list, _ := snaps.List(); len(list) > 0 {
-		_, rc, err := snaps.Open(list[0].ID)
-		if err != nil {
-			return nil, 0, err
-		}
-		st, err = fsm.ReadSnapshot(rc)
-		_ = rc.Close()
-		if err != nil {
-			return nil, 0, err
-		}
-		from = list[0].Index + 1
-		lastIndex = list[0].Index
-	}
-	first, err := store.FirstIndex()
-	if err != nil {
-		return nil, 0, err
-	}
-	last, err := store.LastIndex()
-	if err != nil {
-		return nil, 0, err
-	}
-	from = max(from, first)
-	var l raft.Log
-	for i := from; i <= last && last > 0; i++ {
-		if err := store.GetLog(i, &l); err != nil {
-			return nil, 0, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
-		}
-		lastIndex = i
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		b, err := fsm.DecodeBatch(l.Data)
-		if err != nil {
-			return nil, 0, damaged(dbPath, fmt.Errorf("log entry %d: %w", i, err))
-		}
-		st.Apply(b)
-	}
-	return st, lastIndex, nil
 }

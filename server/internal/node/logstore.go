@@ -46,7 +46,11 @@ func boltPath(dir string) string { return filepath.Join(dir, logstore.BoltFile) 
 // (index after; 0 when there is none) must be a command that decodes.
 // Entries up to after may be missing: Raft does not replay them (a restore
 // leaves a gap).
-func openLogStore(dir string, after uint64, logger *slog.Logger) (logStore, error) {
+//
+// The check reads each of those entries once; each command batch, committed
+// or not, is passed to each (when not nil) in log order as it is decoded, so
+// that what startup learns from the log costs no second read.
+func openLogStore(dir string, after uint64, logger *slog.Logger, each func(fsm.Batch)) (logStore, error) {
 	opts := logstore.Options{Logger: newHCLog(logger)}
 	if logstore.Pending(dir) {
 		migrated, err := logstore.MigrateBolt(dir, func(path string) (logstore.Legacy, error) { return openBolt(path, after) }, opts)
@@ -71,7 +75,7 @@ func openLogStore(dir string, after uint64, logger *slog.Logger) (logStore, erro
 		logger.Warn("the Raft log ended in a torn write (the server stopped while writing it): cut back to the last batch written whole; "+
 			"nothing cut was acknowledged", "file", s.Cut.File, "bytes", s.Cut.Bytes, "last_entry", s.Cut.LastIndex)
 	}
-	if err := verifyLog(path, s, after); err != nil {
+	if err := verifyLog(path, s, after, each); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -104,7 +108,7 @@ func openBolt(path string, after uint64) (logstore.Legacy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyLog(path, s, after); err != nil {
+	if err := verifyLog(path, s, after, nil); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -159,11 +163,12 @@ func openStore(path string) (s *raftboltdb.BoltStore, err error) {
 	return s, nil
 }
 
-// verifyLog reads every entry of the log before Raft does: each must decode,
-// sit at its own index, and (for commands) be an intact batch whose checksum
-// matches. Raft would otherwise panic on an undecodable entry, or apply a
-// damaged one as some other operation.
-func verifyLog(path string, s raft.LogStore, after uint64) (err error) {
+// verifyLog reads every entry of the log after index after before Raft
+// does: each must decode, sit at its own index, and (for commands) be an
+// intact batch whose checksum matches. Raft would otherwise panic on an
+// undecodable entry, or apply a damaged one as some other operation. Each
+// intact command batch is passed to each (when not nil).
+func verifyLog(path string, s raft.LogStore, after uint64, each func(fsm.Batch)) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(path, &err)
 	first, err := s.FirstIndex()
@@ -191,8 +196,12 @@ func verifyLog(path string, s raft.LogStore, after uint64) (err error) {
 			return damaged(path, fmt.Errorf("log entry %d is stored as entry %d", i, l.Index))
 		}
 		if l.Type == raft.LogCommand {
-			if _, err := fsm.DecodeBatch(l.Data); err != nil {
+			b, err := fsm.DecodeBatch(l.Data)
+			if err != nil {
 				return damaged(path, fmt.Errorf("log entry %d: %w", i, err))
+			}
+			if each != nil {
+				each(b)
 			}
 		}
 	}

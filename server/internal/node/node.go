@@ -78,7 +78,10 @@ type Node struct {
 // Each step has one responsibility, in this order: everything on disk is
 // checked (snapshots, then the log that continues them, then the identity
 // files against both) before anything listens or Raft starts, so a damaged
-// directory is refused before it can take part in a cluster.
+// directory is refused before it can take part in a cluster. Startup reads
+// the newest snapshot and the log once each: the checks keep what they
+// decoded (the snapshot's state, which Raft then starts from, and the
+// cluster's participants from the log), and Raft replays the log after.
 func Open(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -95,14 +98,15 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}()
 	hlog := newHCLog(cfg.Logger)
-	var newest *raft.SnapshotMeta
+	var newest snapshotState
 	if n.snaps, newest, err = openSnapshots(cfg.Dir, max(cfg.SnapshotRetain, 1), hlog); err != nil {
 		return nil, err
 	}
-	if n.store, err = openLogStore(cfg.Dir, snapshotIndex(newest), cfg.Logger); err != nil {
+	ids := newIdentityReplay(newest.state)
+	if n.store, err = openLogStore(cfg.Dir, snapshotIndex(newest.meta), cfg.Logger, ids.apply); err != nil {
 		return nil, err
 	}
-	if err := checkLogFollowsSnapshot(n.store, newest); err != nil {
+	if err := checkLogFollowsSnapshot(n.store, newest.meta); err != nil {
 		return nil, err
 	}
 	existing, err := raft.HasExistingState(n.store, n.store, n.snaps)
@@ -113,7 +117,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if existing {
-		if err := n.learnParticipants(); err != nil {
+		if err := n.learnParticipants(ids.state); err != nil {
 			return nil, err
 		}
 	}
@@ -126,7 +130,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.fresh = !existing
-	if err := n.startRaft(rc); err != nil {
+	if err := n.startRaft(rc, newest.state); err != nil {
 		return nil, err
 	}
 	if err := n.foundOrJoin(); err != nil {

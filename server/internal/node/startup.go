@@ -93,15 +93,48 @@ func openIdentity(cfg Config, existing bool, m *stateMachine) (*identity, error)
 		known: map[string]uint64{}}, nil
 }
 
-// learnParticipants tells the identity which servers took part in the
-// cluster, from everything this directory holds. Raft applies the log after
-// a restart only once it learns the commit index from a leader; the
-// participants must be known before that, to answer handshakes.
-func (n *Node) learnParticipants() error {
-	local, _, err := replayLocal(logStorePath(n.cfg.Dir), n.store, n.snaps)
-	if err != nil {
-		return err
+// identityReplay follows the cluster ID and the participants from the
+// newest snapshot through every command of the log after it, committed or
+// not, without the rest of the state. Only OpSetCluster, OpAdmit and
+// OpForget change them, and those depend on nothing else of the state
+// (fsm.State.Apply), so applying just them to a state that starts with the
+// snapshot's ID and participants gives what a replay of everything would.
+type identityReplay struct{ state *fsm.State }
+
+func newIdentityReplay(snapshot *fsm.State) *identityReplay {
+	st := fsm.New()
+	if snapshot != nil {
+		if id := snapshot.Cluster(); id != (fsm.ClusterID{}) {
+			st.SetCluster(id)
+		}
+		var admits []fsm.Op
+		for _, id := range snapshot.Participants() {
+			admits = append(admits, fsm.Op{Kind: fsm.OpAdmit, NodeID: id, Incarnation: snapshot.Incarnation(id)})
+		}
+		st.Apply(fsm.Batch{Ops: admits})
 	}
+	return &identityReplay{state: st}
+}
+
+func (r *identityReplay) apply(b fsm.Batch) {
+	var ops []fsm.Op
+	for _, op := range b.Ops {
+		switch op.Kind {
+		case fsm.OpSetCluster, fsm.OpAdmit, fsm.OpForget:
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) > 0 {
+		r.state.Apply(fsm.Batch{Time: b.Time, Ops: ops})
+	}
+}
+
+// learnParticipants tells the identity which servers took part in the
+// cluster, from everything this directory holds (local: its identity
+// replay). Raft applies the log after a restart only once it learns the
+// commit index from a leader; the participants must be known before that,
+// to answer handshakes.
+func (n *Node) learnParticipants(local *fsm.State) error {
 	cluster := n.id.cluster
 	if cluster == (fsm.ClusterID{}) && local.Cluster() != (fsm.ClusterID{}) {
 		// The log holds the ID but the file was not written yet (a crash
@@ -176,9 +209,10 @@ func raftConfig(cfg Config, hlog hclog.Logger) (*raft.Config, error) {
 }
 
 // startRaft starts Raft over the checked stores: the state machine with
-// its hooks, the log behind its health check and an in-memory cache, the
-// transport behind the vote gate.
-func (n *Node) startRaft(rc *raft.Config) error {
+// its hooks, starting from the newest snapshot's state (start, nil when
+// there is none), the log behind its health check and an in-memory cache,
+// the transport behind the vote gate.
+func (n *Node) startRaft(rc *raft.Config, start *fsm.State) error {
 	cfg := n.cfg
 	if !n.fresh {
 		if err := writeMarker(cfg.Dir, cfg.ID); err != nil {
@@ -198,6 +232,13 @@ func (n *Node) startRaft(rc *raft.Config) error {
 		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
 			cfg.Logger.Warn("snapshot failed", "err", err)
 		}
+	}
+	if start != nil {
+		// Read and checked by openSnapshots: Raft takes the newest
+		// snapshot's index, term and configuration from its metadata but
+		// does not read its state a second time.
+		rc.NoSnapshotRestoreOnStart = true
+		n.fsm.startFrom(start)
 	}
 	// A server that cannot write its log stands aside from elections for a
 	// while (F2): long enough for the others to elect one of themselves.

@@ -35,6 +35,10 @@ type stateMachine struct {
 	opsSince      atomic.Uint64
 	snapshotting  atomic.Bool
 	snapshotNow   func()
+	// heldAtSnapshot is the number of tickets the last snapshot (taken or
+	// restored) held: a snapshot is due after that many operations, at
+	// least snapshotEvery.
+	heldAtSnapshot atomic.Uint64
 }
 
 func (m *stateMachine) Apply(l *raft.Log) any {
@@ -57,9 +61,14 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	cluster := m.state.Cluster()
 	m.mu.Unlock()
 	m.clusterChanged(cluster)
-	// At least as many operations as tickets held: a snapshot copies the
-	// whole state, so this keeps its cost per operation constant.
-	limit := max(m.snapshotEvery, uint64(m.held.Load()))
+	// At least as many operations as the last snapshot held tickets: a
+	// snapshot copies the whole state, so this keeps its cost per operation
+	// constant. Counting from the last snapshot rather than from the
+	// tickets held now matters while the state grows: against the tickets
+	// held now, operations that each add a ticket would never catch up, and
+	// a restart would replay every one of them (replaying the log costs
+	// several times more per ticket than reading a snapshot).
+	limit := max(m.snapshotEvery, m.heldAtSnapshot.Load())
 	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= limit && m.snapshotting.CompareAndSwap(false, true) {
 		go m.snapshotNow() // not here: Raft takes the snapshot through this goroutine
 	}
@@ -71,22 +80,37 @@ func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.RLock()
 	c := m.state.Clone()
 	m.mu.RUnlock()
+	m.heldAtSnapshot.Store(uint64(c.Len()))
 	return &snapshot{state: c}, nil
 }
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
 	m.marked.Do(m.mark)
+	snapshotStateReads.Add(1)
 	s, err := fsm.ReadSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	m.install(s)
+	return nil
+}
+
+// startFrom is Restore of a snapshot that startup has already read and
+// checked (Raft is then told not to restore it again).
+func (m *stateMachine) startFrom(s *fsm.State) {
+	m.marked.Do(m.mark)
+	m.install(s)
+}
+
+// install replaces the state with s, restored from a snapshot.
+func (m *stateMachine) install(s *fsm.State) {
 	m.mu.Lock()
 	m.state = s
 	m.held.Store(int64(s.Len()))
 	m.mu.Unlock()
+	m.heldAtSnapshot.Store(uint64(s.Len()))
 	m.clusterChanged(s.Cluster())
-	return nil
 }
 
 func (m *stateMachine) clusterChanged(id fsm.ClusterID) {

@@ -188,131 +188,199 @@ func DefaultConfig() Config {
 }
 
 // Validate checks the configuration and fills derived defaults. Its errors
-// say which setting is wrong and how to fix it.
+// say which setting is wrong and how to fix it; every problem is reported,
+// not only the first.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p problems
+	c.checkNodeID(&p)
+	c.checkAddresses(&p)
+	c.checkDataDir(&p)
+	c.fillAdvertised()
+	c.checkClusterStart(&p)
+	c.checkClientAuth(&p)
+	c.checkTLS(&p)
+	c.checkLimits(&p)
+	c.checkTimings(&p)
+	c.checkLogLevel(&p)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(p) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errors.Join(p...))
+	}
+	return nil
+}
+
+// problems collects what is wrong with a configuration.
+type problems []error
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// checkHostPort checks that the setting name holds host:port (or nothing,
+// unless required).
+func (p *problems) checkHostPort(name, addr string, required bool) {
+	if addr == "" {
+		if required {
+			p.add("%s is empty", name)
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		p.add("%s %q is not host:port: %v", name, addr, err)
+	}
+}
+
+func (c *Config) checkNodeID(p *problems) {
 	if c.NodeID == "" {
-		bad("node_id is empty: give every server a unique id (--node-id)")
+		p.add("node_id is empty: give every server a unique id (--node-id)")
 	}
-	checkAddr := func(name, a string, required bool) {
-		if a == "" {
-			if required {
-				bad("%s is empty", name)
-			}
-			return
-		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			bad("%s %q is not host:port: %v", name, a, err)
-		}
-	}
-	checkAddr("listen", c.ClientAddr, true)
-	checkAddr("advertise", c.AdvertiseClientAddr, false)
-	checkAddr("raft_listen", c.RaftAddr, true)
-	checkAddr("raft_advertise", c.AdvertiseRaftAddr, false)
-	checkAddr("http_listen", c.HTTPAddr, false)
+}
+
+// checkAddresses checks the listen and advertised addresses, and what the
+// HTTP port needs.
+func (c *Config) checkAddresses(p *problems) {
+	p.checkHostPort("listen", c.ClientAddr, true)
+	p.checkHostPort("advertise", c.AdvertiseClientAddr, false)
+	p.checkHostPort("raft_listen", c.RaftAddr, true)
+	p.checkHostPort("raft_advertise", c.AdvertiseRaftAddr, false)
+	p.checkHostPort("http_listen", c.HTTPAddr, false)
 	if c.HTTP.TLS && !c.TLS.Enabled() {
-		bad("http.tls needs the client port's certificate: set tls.cert and tls.key (--tls-cert, --tls-key)")
+		p.add("http.tls needs the client port's certificate: set tls.cert and tls.key (--tls-cert, --tls-key)")
 	}
 	if (c.HTTP.TLS || c.HTTP.Console) && c.HTTPAddr == "" {
-		bad("http.console and http.tls need the HTTP port: set http_listen (--http-listen)")
+		p.add("http.console and http.tls need the HTTP port: set http_listen (--http-listen)")
 	}
-	// A wildcard listen address is no address to hand out: clients (and
-	// peers) would be sent to [::] or 0.0.0.0.
-	wildcard := func(listen, listenKey, adv, advKey string) {
-		if adv != "" {
-			return
-		}
-		if host, _, err := net.SplitHostPort(listen); err == nil {
-			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-				bad("%s %q listens on every interface: set %s to the address others reach this server at (for example 10.0.0.1%s)",
-					listenKey, listen, advKey, listen[strings.LastIndex(listen, ":"):])
-			}
+	p.checkAdvertisable(c.ClientAddr, "listen", c.AdvertiseClientAddr, "advertise")
+	p.checkAdvertisable(c.RaftAddr, "raft_listen", c.AdvertiseRaftAddr, "raft_advertise")
+}
+
+// checkAdvertisable refuses a wildcard listen address without an advertised
+// one: it is no address to hand out, clients (and peers) would be sent to
+// [::] or 0.0.0.0.
+func (p *problems) checkAdvertisable(listen, listenKey, adv, advKey string) {
+	if adv != "" {
+		return
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			p.add("%s %q listens on every interface: set %s to the address others reach this server at (for example 10.0.0.1%s)",
+				listenKey, listen, advKey, listen[strings.LastIndex(listen, ":"):])
 		}
 	}
-	wildcard(c.ClientAddr, "listen", c.AdvertiseClientAddr, "advertise")
-	wildcard(c.RaftAddr, "raft_listen", c.AdvertiseRaftAddr, "raft_advertise")
+}
+
+func (c *Config) checkDataDir(p *problems) {
 	if c.DataDir == "" {
-		bad("data_dir is empty")
+		p.add("data_dir is empty")
 	}
+}
+
+// fillAdvertised defaults each advertised address to its listen address.
+func (c *Config) fillAdvertised() {
 	if c.AdvertiseClientAddr == "" {
 		c.AdvertiseClientAddr = c.ClientAddr
 	}
 	if c.AdvertiseRaftAddr == "" {
 		c.AdvertiseRaftAddr = c.RaftAddr
 	}
+}
+
+// checkClusterStart checks how the server starts: a new cluster, joining
+// one, the bootstrap list, or restoring a backup.
+func (c *Config) checkClusterStart(p *problems) {
 	switch c.InitialClusterState {
 	case "", "new", "existing":
 	default:
-		bad("initial_cluster_state %q: want \"new\" (bootstrap a new cluster on the first start) or \"existing\" (wait to be added with ticketctl members add)", c.InitialClusterState)
+		p.add("initial_cluster_state %q: want \"new\" (bootstrap a new cluster on the first start) or \"existing\" (wait to be added with ticketctl members add)", c.InitialClusterState)
 	}
 	if c.Join && c.InitialClusterState == "new" {
-		bad("join and initial_cluster_state = \"new\" are exclusive: a joining server waits to be added by the leader")
+		p.add("join and initial_cluster_state = \"new\" are exclusive: a joining server waits to be added by the leader")
 	}
 	if len(c.Bootstrap) > 0 {
-		if c.Join {
-			bad("bootstrap and join are exclusive: a joining server is added by the leader")
-		}
-		seen := map[string]bool{}
-		addrs := map[string]string{}
-		self := false
-		for _, p := range c.Bootstrap {
-			if seen[p.ID] {
-				bad("bootstrap lists node %q twice: every server needs its own node_id", p.ID)
-			}
-			seen[p.ID] = true
-			if other, ok := addrs[p.RaftAddr]; ok {
-				bad("bootstrap gives %q and %q the same raft_addr %s", other, p.ID, p.RaftAddr)
-			}
-			addrs[p.RaftAddr] = p.ID
-			checkAddr("bootstrap address of "+p.ID, p.RaftAddr, true)
-			if p.ID == c.NodeID {
-				self = true
-			}
-		}
-		if !self {
-			bad("bootstrap does not list this server's node_id %q", c.NodeID)
-		}
+		c.checkBootstrap(p)
 	}
 	if c.RestoreFile != "" && (len(c.Bootstrap) > 1 || c.Join) {
-		bad("restore makes a single-node cluster: start it without bootstrap peers or join, then add members")
+		p.add("restore makes a single-node cluster: start it without bootstrap peers or join, then add members")
 	}
 	if c.RestoreMinToken > 0 && c.RestoreFile == "" {
-		bad("restore-min-token is used only with restore")
+		p.add("restore-min-token is used only with restore")
 	}
+}
+
+// checkBootstrap checks the bootstrap list: distinct ids and addresses, and
+// this server among them.
+func (c *Config) checkBootstrap(p *problems) {
+	if c.Join {
+		p.add("bootstrap and join are exclusive: a joining server is added by the leader")
+	}
+	seen := map[string]bool{}
+	addrs := map[string]string{}
+	self := false
+	for _, peer := range c.Bootstrap {
+		if seen[peer.ID] {
+			p.add("bootstrap lists node %q twice: every server needs its own node_id", peer.ID)
+		}
+		seen[peer.ID] = true
+		if other, ok := addrs[peer.RaftAddr]; ok {
+			p.add("bootstrap gives %q and %q the same raft_addr %s", other, peer.ID, peer.RaftAddr)
+		}
+		addrs[peer.RaftAddr] = peer.ID
+		p.checkHostPort("bootstrap address of "+peer.ID, peer.RaftAddr, true)
+		if peer.ID == c.NodeID {
+			self = true
+		}
+	}
+	if !self {
+		p.add("bootstrap does not list this server's node_id %q", c.NodeID)
+	}
+}
+
+// checkClientAuth checks the client tokens and the auth section.
+func (c *Config) checkClientAuth(p *problems) {
 	for i, t := range c.ClientTokens {
 		if t == "" || len(t) > 1024 {
-			bad("client_tokens[%d] must be 1..1024 bytes", i)
+			p.add("client_tokens[%d] must be 1..1024 bytes", i)
 		}
 	}
-	c.Auth.validate(c, bad)
-	tlsPair := func(name string, t TLSFiles) {
-		if (t.CertFile == "") != (t.KeyFile == "") {
-			bad("%s: cert and key must be given together", name)
-		}
-		if t.CAFile != "" && t.CertFile == "" {
-			bad("%s: a CA file needs a certificate and key as well", name)
-		}
-	}
-	tlsPair("tls", c.TLS)
-	tlsPair("raft_tls", c.RaftTLS)
+	c.Auth.validate(c, p.add)
+}
+
+// checkTLS checks the certificate files of both ports, and that Raft
+// traffic is authenticated unless it stays on loopback or is declared
+// insecure.
+func (c *Config) checkTLS(p *problems) {
+	p.checkTLSPair("tls", c.TLS)
+	p.checkTLSPair("raft_tls", c.RaftTLS)
 	if c.RaftTLS.Enabled() && c.RaftTLS.CAFile == "" {
-		bad("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
+		p.add("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
 	}
 	if !c.RaftTLS.Enabled() && !c.RaftInsecure {
 		for _, a := range []struct{ key, addr string }{{"raft_listen", c.RaftAddr}, {"raft_advertise", c.AdvertiseRaftAddr}} {
 			if a.addr != "" && !IsLoopback(a.addr) {
-				bad("%s %q is not a loopback address, and Raft peers are not authenticated: anyone who reaches it could claim a member's node id. "+
+				p.add("%s %q is not a loopback address, and Raft peers are not authenticated: anyone who reaches it could claim a member's node id. "+
 					"Set [raft_tls] with cert, key and ca (each server's certificate naming its node id, see docs/deployment.md), "+
 					"or raft_insecure = true on a network that only the cluster's servers reach", a.key, a.addr)
 				break
 			}
 		}
 	}
+}
+
+func (p *problems) checkTLSPair(name string, t TLSFiles) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.add("%s: cert and key must be given together", name)
+	}
+	if t.CAFile != "" && t.CertFile == "" {
+		p.add("%s: a CA file needs a certificate and key as well", name)
+	}
+}
+
+// checkLimits checks the [limits] section and the write buffer.
+func (c *Config) checkLimits(p *problems) {
 	l := c.Limits
 	atLeast := func(key string, v, min int) {
 		if v < min {
-			bad("limits.%s = %d: must be at least %d", key, v, min)
+			p.add("limits.%s = %d: must be at least %d", key, v, min)
 		}
 	}
 	atLeast("max_held", l.MaxHeld, 1)
@@ -320,39 +388,40 @@ func (c *Config) Validate() error {
 	atLeast("max_waiters", l.MaxWaiters, 0)
 	atLeast("max_in_flight_per_conn", l.MaxInFlightPerConn, 1)
 	atLeast("max_connections", l.MaxConnections, 1)
+}
+
+// checkTimings checks the connection timings, the snapshot settings and
+// Raft's timeouts.
+func (c *Config) checkTimings(p *problems) {
 	minDur := func(key string, v, min time.Duration) {
 		if v < min {
-			bad("%s = %q: must be at least %v", key, v.String(), min)
+			p.add("%s = %q: must be at least %v", key, v.String(), min)
 		}
 	}
 	minDur("hello_timeout", c.HelloTimeout, time.Millisecond)
 	minDur("ping_interval", c.PingInterval, MinPingInterval)
 	if c.WriteBufferLimit < 64<<10 {
-		bad("write_buffer_limit = %d: must be at least 65536 (64 KiB)", c.WriteBufferLimit)
+		p.add("write_buffer_limit = %d: must be at least 65536 (64 KiB)", c.WriteBufferLimit)
 	}
 	if c.SnapshotThreshold < 1 {
-		bad("snapshot_threshold = %d: must be at least 1", c.SnapshotThreshold)
+		p.add("snapshot_threshold = %d: must be at least 1", c.SnapshotThreshold)
 	}
 	minDur("snapshot_interval", c.SnapshotInterval, MinSnapshotInterval)
 	if c.SnapshotRetain < 1 {
-		bad("snapshot_retain = %d: must be at least 1", c.SnapshotRetain)
+		p.add("snapshot_retain = %d: must be at least 1", c.SnapshotRetain)
 	}
 	minDur("heartbeat_timeout", c.HeartbeatTimeout, MinHeartbeatTimeout)
 	if c.ElectionTimeout < c.HeartbeatTimeout || c.ElectionTimeout < MinHeartbeatTimeout {
-		bad("election_timeout = %q: must be at least heartbeat_timeout (%v) and at least %v", c.ElectionTimeout.String(), c.HeartbeatTimeout, MinHeartbeatTimeout)
+		p.add("election_timeout = %q: must be at least heartbeat_timeout (%v) and at least %v", c.ElectionTimeout.String(), c.HeartbeatTimeout, MinHeartbeatTimeout)
 	}
+}
+
+func (c *Config) checkLogLevel(p *problems) {
 	switch strings.ToLower(c.LogLevel) {
 	case "", "debug", "info", "warn", "error":
 	default:
-		bad("log_level %q: want debug, info, warn or error", c.LogLevel)
+		p.add("log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // IsLoopback reports whether the host of addr (host:port) is a loopback
