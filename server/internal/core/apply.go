@@ -284,6 +284,12 @@ func (c *Core) takeoverDone(now, sealed time.Time) {
 	// ExpiresAt). What a client is told of them counts from the takeover's
 	// sealing, before its commit, which no later leader's takeover precedes.
 	c.state.Read(func(st *fsm.State) {
+		// Sized once: a million holds would otherwise grow the map and the
+		// heap through every doubling, the largest cost of a takeover.
+		if n := st.Len(); len(c.leases) == 0 && len(c.timers) == 0 {
+			c.leases = make(map[string]*timer, n)
+			c.timers = make(timerHeap, 0, n)
+		}
 		st.Range(func(k string, h fsm.Hold) bool {
 			lease := time.Duration(h.LeaseMs) * time.Millisecond
 			t := &timer{at: now.Add(lease), promise: sealed.Add(lease), key: k, token: h.Token, idx: len(c.timers)}
