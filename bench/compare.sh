@@ -36,8 +36,8 @@
 #                                   the open files limit allows, see below)
 #   ETCD_CONNS_1, ETCD_CONNS_3      etcd idle clients on 1 / 3 nodes
 #   HOLD_NODES ["1 3"], CONN_NODES ["1 3"]  node counts for those rows
-#   ROWS ["w128 w128c16 contended single"]  the throughput and latency rows
-#                       to run: 128 workers on one connection, on 16,
+#   ROWS ["w128 w128c4 w128c16 contended single"]  the throughput and latency
+#                       rows to run: 128 workers on one connection, on 4, on 16,
 #                       16 workers on one key, one client (e.g. ROWS="single
 #                       w128" HOLD_NODES= CONN_NODES= for a short comparison)
 #   MAX_OTHER [0.3]     other load (cores) a run may have had to be accepted
@@ -62,7 +62,7 @@ quick)
 *)
 	echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
-: "${NODES:=1 3}" "${HOLD_NODES=$NODES}" "${CONN_NODES=$NODES}" "${ROWS=w128 w128c16 contended single}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}"
+: "${NODES:=1 3}" "${HOLD_NODES=$NODES}" "${CONN_NODES=$NODES}" "${ROWS=w128 w128c4 w128c16 contended single}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}"
 OUT=${OUT:-$ROOT/bench/compare/results/compare-$MODE-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 
@@ -196,6 +196,7 @@ for nodes in $NODES; do
 		wait_quiet
 		"$BIN/ticketbench" -q -json -workload fsync -warmup 1s -duration "$DURATION" >>"$OUT" || failed=$((failed + 1))
 		has "$ROWS" w128 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 1 -- -conns 1
+		has "$ROWS" w128c4 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 4 -- -conns 4
 		has "$ROWS" w128c16 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 16 -- -conns 16
 		has "$ROWS" contended && pair "$nodes" contended -clients 16 -warmup "$WARMUP"
 		has "$ROWS" single && pair "$nodes" uncontended -clients 1 -warmup "$WARMUP"

@@ -262,9 +262,9 @@ func metricsFor(k rowKey) (string, []metric) {
 	}
 	switch {
 	case k.workload == "uncontended" && k.clients == 1:
-		maxRatio := 0.5
+		maxRatio := 0.45
 		if k.nodes > 1 {
-			maxRatio = 0.7
+			maxRatio = 0.55
 		}
 		ms := []metric{
 			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }),
@@ -288,9 +288,12 @@ func metricsFor(k rowKey) (string, []metric) {
 		}
 		return "single client, uncontended", append(append(ms, cpuCores...), cpuPerOp, genCPUPerOp)
 	case k.workload == "uncontended":
-		target := ratioTarget(5)
-		if k.conns != 1 {
-			target = nil // the targets are for one shared connection
+		target := ratioTarget(8)
+		if k.nodes > 1 {
+			target = ratioTarget(7)
+		}
+		if k.conns != 1 && k.conns != 4 {
+			target = nil // the targets are for one shared connection and for 4
 		}
 		p99Target := func(t, e *result) (string, bool, bool) {
 			if e == nil {
@@ -309,13 +312,13 @@ func metricsFor(k rowKey) (string, []metric) {
 		}, append(cpuCores, cpuPerOp, genCPUPerOp)...)
 	case k.workload == "contended":
 		ms := []metric{
-			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), ratioTarget(6)},
+			{"handoffs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), ratioTarget(8)},
 			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }), nil},
 		}
 		if k.nodes == 1 {
-			ms[0].target = ratioTarget(10)
-			ms[2].target = func(t, e *result) (string, bool, bool) { return "< 20 ms", t.Acquire.P99 < 20, true }
+			ms[0].target = ratioTarget(15)
+			ms[2].target = func(t, e *result) (string, bool, bool) { return "< 15 ms", t.Acquire.P99 < 15, true }
 		}
 		return fmt.Sprintf("contended, %d clients, %d conn(s)", k.clients, k.conns), append(append(ms, cpuCores...), cpuPerOp, genCPUPerOp)
 	case k.workload == "hold":

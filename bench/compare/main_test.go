@@ -29,19 +29,19 @@ func TestRenderPairsAndTargets(t *testing.T) {
 	}
 	out := render("t", rs)
 	for _, want := range []string{
-		"| 1 | uncontended, 128 clients, 1 conn(s) | pairs/s (/s) | 1 | 20000 | 800.0 | 25.0x | ≥5x etcd | yes | 0.10/0.20 |",
+		"| 1 | uncontended, 128 clients, 1 conn(s) | pairs/s (/s) | 1 | 20000 | 800.0 | 25.0x | ≥8x etcd | yes | 0.10/0.20 |",
 		"| 1 | uncontended, 128 clients, 16 conn(s) | pairs/s (/s) | 1 | 10000 | – | – |  |  | –/– |",
 		"| server CPU per op (µs) | 1 | 25.00 |",
 		"| generator CPU per op (µs) | 1 | 20.00 |",
 		"| generator CPU (cores) | 1 | 0.400 |",
 		"p50 0.250 ms (median of the floor runs)",
-		"| 1 | single client, uncontended | pair p50 (ms) | 1 | 0.900 | 2.00 | 0.45x | ≤0.5x etcd | yes |",
+		"| 1 | single client, uncontended | pair p50 (ms) | 1 | 0.900 | 2.00 | 0.45x | ≤0.45x etcd | yes |",
 		"| 1 | single client, uncontended | acquire p50 (ms) | 1 | 0.450 | 1.00 | 0.45x | ≤ 2x fsync floor (0.250 ms) | yes |",
 		"| pair p99 (ms) | 1 | 20.00 | 900.0 | 0.02x | < etcd p50 (90.0 ms) | yes |",
 		"| RSS per held ticket (B) | 1 | 450.0 | 2700 | 0.17x |",
 		"| restart (s) | 1 | 6.10 | – | – | < 10 s | yes |",
 		"| RSS at N, per server (MiB) | 1 | 476.8 | 143.1 | 3.33x | 1M held: < 1 GiB | yes |",
-		"| 1 | contended, 16 clients, 0 conn(s) | acquire p99 (ms) | 1 | 25.00 | – | – | < 20 ms | **no** |",
+		"| 1 | contended, 16 clients, 0 conn(s) | acquire p99 (ms) | 1 | 25.00 | – | – | < 15 ms | **no** |",
 		"Ticketing held 1000000 tickets, etcd 50000 locks",
 	} {
 		if !strings.Contains(out, want) {
