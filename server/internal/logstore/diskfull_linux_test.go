@@ -1,57 +1,26 @@
 package logstore
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ticketing-io/ticketing/server/internal/testdisk"
 )
-
-// mountTmpfs puts a tmpfs of size bytes on dir (as root), unmounted when the
-// test ends.
-func mountTmpfs(t *testing.T, dir string, size int) {
-	t.Helper()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Fatalf("mount a tmpfs on %s (the test needs root): %v", dir, err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-}
-
-// fillDisk writes a file into dir until the file system is full.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	name := filepath.Join(dir, "filler")
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", dir, err)
-			}
-			return name
-		}
-	}
-}
 
 // A full disk: appends fail (and are not acknowledged), every acknowledged
 // entry stays readable, and once space returns the same open store appends
 // again, and opens again with everything.
 func TestFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, 1<<20)
+	testdisk.MountTmpfs(t, dir, 1<<20)
 	s, err := Open(filepath.Join(dir, "wal"), Options{SegmentSize: testSegment})
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := fillDisk(t, dir)
+	filler := testdisk.Fill(t, dir)
 	var acked uint64
 	var failed error
 	for failed == nil {

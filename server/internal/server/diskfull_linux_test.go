@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,40 +15,8 @@ import (
 	ticketing "github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testdisk"
 )
-
-// mountTmpfs puts a tmpfs of size bytes on dir (as root), unmounted when the
-// test ends (after the servers, whose cleanup is registered later).
-func mountTmpfs(t *testing.T, dir string, size int) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Fatalf("mount a tmpfs on %s (the test needs root): %v", dir, err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-}
-
-// fillDisk writes a file into dir until the filesystem is full.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	name := filepath.Join(dir, "filler")
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", dir, err)
-			}
-			return name
-		}
-	}
-}
 
 // F2 (docs/reliability.md): a leader whose data disk is full cannot append
 // to its log. It must give leadership up and not take it back while its
@@ -60,7 +26,7 @@ func fillDisk(t *testing.T, dir string) string {
 // time, so the cluster served nothing for as long as the disk was full.
 func TestLeaderWithFullDiskStepsAsideForGood(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
-		mountTmpfs(t, cfg.DataDir, 24<<20)
+		testdisk.MountTmpfs(t, cfg.DataDir, 24<<20)
 	}))
 	l := c.LeaderIndex(t)
 	full := c.Server(l)
@@ -95,7 +61,7 @@ func TestLeaderWithFullDiskStepsAsideForGood(t *testing.T) {
 		}
 	}()
 
-	filler := fillDisk(t, c.Config(l).DataDir)
+	filler := testdisk.Fill(t, c.Config(l).DataDir)
 	// Grants with large keys make the log grow, so its store needs new
 	// space on every server; the full one fails at its first such write.
 	key := func(i int) string { return fmt.Sprintf("%s/%d", strings.Repeat("k", 900), i) }
