@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // startTimeout bounds how long a (re)started server may take to serve.
@@ -21,12 +22,7 @@ const startTimeout = 30 * time.Second
 // freePort returns a loopback address whose port was free a moment ago.
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testcluster.FreePort(t)
 }
 
 // proc is one ticketd server process, restartable on the same data

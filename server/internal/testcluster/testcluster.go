@@ -38,16 +38,36 @@ type Cluster struct {
 	servers []*server.Server // nil while killed
 }
 
-// FreePort returns a loopback address with a port that was free a moment ago.
+// FreePort returns a loopback address with a port that was free a moment
+// ago and that no earlier FreePort call of this process returned: the
+// kernel may hand a port it just gave out to the next listener on port 0,
+// and two servers of one cluster given the same address fail to start.
 func FreePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find a free port: %v", err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		handedOut.Lock()
+		seen := handedOut.addrs[addr]
+		handedOut.addrs[addr] = true
+		handedOut.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("find a free port: 100 tries gave only ports handed out before")
+	return ""
 }
+
+// handedOut is every address FreePort has returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // Logger returns a logger for test servers: silent unless TICKETING_TEST_LOG
 // is set (then debug level to stderr).
