@@ -89,6 +89,10 @@ func TestAdminSessionCloseDropsItsWaiters(t *testing.T) {
 func TestOrphanReleaseInFlightPromisesNoLease(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
 		cfg.ElectionTimeout = 4 * time.Second // the length of a failing transfer
+		// A leader change would void the scenario (the new leader knows of
+		// no orphan): on a loaded machine the test default (heartbeats of
+		// 500 ms, a leader lease of 250 ms) can depose the leader.
+		cfg.HeartbeatTimeout = 2 * time.Second
 	}))
 	l := c.LeaderIndex(t)
 	s := c.Server(l)
