@@ -34,13 +34,25 @@ namespace Ticketing.Tests
             return bin;
         }
 
+        // Every port FreePort has handed out in this process: the kernel may
+        // offer a port it gave out a moment ago to the next listener on port
+        // 0, and two servers of one cluster given the same port never form it.
+        static readonly HashSet<int> HandedOut = new HashSet<int>();
+
         static int FreePort()
         {
-            var l = new TcpListener(IPAddress.Loopback, 0);
-            l.Start();
-            int p = ((IPEndPoint)l.LocalEndpoint).Port;
-            l.Stop();
-            return p;
+            for (int i = 0; i < 100; i++)
+            {
+                var l = new TcpListener(IPAddress.Loopback, 0);
+                l.Start();
+                int p = ((IPEndPoint)l.LocalEndpoint).Port;
+                l.Stop();
+                lock (HandedOut)
+                {
+                    if (HandedOut.Add(p)) return p;
+                }
+            }
+            throw new InvalidOperationException("no free port in 100 tries that was not handed out before");
         }
 
         public Cluster(int n, params string[] extra)

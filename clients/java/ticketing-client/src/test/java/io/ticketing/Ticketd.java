@@ -13,7 +13,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -68,11 +70,26 @@ final class Ticketd implements AutoCloseable {
         return binary;
     }
 
+    /**
+     * Every port freePort has handed out in this JVM: the kernel may offer a port it gave out a moment ago
+     * to the next listener on port 0, and two servers of one cluster given the same port never form it.
+     */
+    private static final Set<Integer> HANDED_OUT = new HashSet<>();
+
     static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket()) {
-            s.bind(new InetSocketAddress("127.0.0.1", 0));
-            return s.getLocalPort();
+        for (int i = 0; i < 100; i++) {
+            int port;
+            try (ServerSocket s = new ServerSocket()) {
+                s.bind(new InetSocketAddress("127.0.0.1", 0));
+                port = s.getLocalPort();
+            }
+            synchronized (HANDED_OUT) {
+                if (HANDED_OUT.add(port)) {
+                    return port;
+                }
+            }
         }
+        throw new IOException("no free port in 100 tries that was not handed out before");
     }
 
     /** Starts n voters that bootstrap one cluster; extra flags go to every node. */
