@@ -25,6 +25,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 	op := func() string { return fmt.Sprintf("release of token %d for", token) }
 	sent := 0                 // attempts that may have reached the server
 	var lastFail *connFailure // why the last sent attempt got no answer
+	waited := false           // the release has waited for a connection
 	unknown := func(cause error) error {
 		why := "no final answer came"
 		if lastFail != nil {
@@ -44,7 +45,15 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			if sent > 0 {
 				return unknown(nil)
 			}
-			return unsent(newOpError(op(), key, true, nil, "not sent: "+err.Error(), err))
+			if !waited {
+				return unsent(newOpError(op(), key, true, nil, "not sent: "+err.Error(), err))
+			}
+			// The bound ended while the release waited for a connection:
+			// the same error as getConn's when its wait ends.
+			b.mu.Lock()
+			last := b.lastErr
+			b.mu.Unlock()
+			return unsent(connectError(op(), key, true, &waitError{ctx: err, last: last}))
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
@@ -53,6 +62,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 				// Every listed server refuses the reconnect for now (a
 				// connection limit, a server stopping mid-hello): one more
 				// failed reconnect, within the release's own bound.
+				waited = true
 				continue
 			}
 			if sent > 0 {
@@ -64,6 +74,7 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 		f := wire.Frame{Type: wire.TypeRelease, Token: token, Key: []byte(key)}
 		if err := c.start(ctx, cl, &f); err != nil {
 			if err == errConnGone {
+				waited = true
 				continue
 			}
 			if sent > 0 {

@@ -253,7 +253,7 @@ func (c *cluster) waitServing(ctx context.Context, timeout time.Duration) (time.
 	case r := <-done:
 		return time.Since(t0), r.err
 	case id := <-exited:
-		return 0, fmt.Errorf("server %s exited before serving", id)
+		return 0, fmt.Errorf("server %s exited before serving; log tail:\n%s", id, c.logTail())
 	}
 }
 

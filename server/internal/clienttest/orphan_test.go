@@ -17,16 +17,22 @@ import (
 )
 
 // stallProxy is a fault-injecting TCP proxy in front of a real server. It
-// forwards everything, except that while stalled it holds back every frame
-// from the server (so the client never sees the answer), and Drop cuts every
-// connection: a final answer lost with the connection.
+// forwards everything, except that a stalled connection holds back every
+// frame from the server (so the client never sees the answer), and Drop cuts
+// every connection: a final answer lost with the connection. Stall applies
+// to the connections open when it is called; a connection made after a Drop
+// is never stalled, however quickly the client dials again.
 type stallProxy struct {
 	ln     net.Listener
 	target string
-	stall  atomic.Bool
 	mu     sync.Mutex
-	conns  []net.Conn
+	conns  []*proxied
 	wg     sync.WaitGroup
+}
+
+type proxied struct {
+	client, server net.Conn
+	stalled        atomic.Bool
 }
 
 func startStallProxy(t *testing.T, target string) *stallProxy {
@@ -59,8 +65,9 @@ func (p *stallProxy) accept() {
 			cc.Close()
 			continue
 		}
+		pc := &proxied{client: cc, server: sc}
 		p.mu.Lock()
-		p.conns = append(p.conns, cc, sc)
+		p.conns = append(p.conns, pc)
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go func() { // client -> server, as is
@@ -80,7 +87,7 @@ func (p *stallProxy) accept() {
 				if _, err := io.ReadFull(sc, body); err != nil {
 					return
 				}
-				if p.stall.Load() {
+				if pc.stalled.Load() {
 					continue // held back, then lost with the connection
 				}
 				if _, err := cc.Write(append(hdr, body...)); err != nil {
@@ -91,12 +98,23 @@ func (p *stallProxy) accept() {
 	}
 }
 
+// Stall holds back, from now on, every frame the server sends on the
+// connections open now.
+func (p *stallProxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.stalled.Store(true)
+	}
+}
+
 // Drop cuts every connection made so far.
 func (p *stallProxy) Drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
-		c.Close()
+		c.client.Close()
+		c.server.Close()
 	}
 	p.conns = nil
 }
@@ -139,7 +157,7 @@ func TestIndeterminateAcquireIsReleasedByOwner(t *testing.T) {
 	}
 
 	t.Run("answer lost", func(t *testing.T) {
-		p.stall.Store(true)
+		p.Stall()
 		got := make(chan error, 1)
 		go func() {
 			_, err := b.Acquire(ctx, "orphan", 0, 200*time.Second, 0)
@@ -147,7 +165,6 @@ func TestIndeterminateAcquireIsReleasedByOwner(t *testing.T) {
 		}()
 		owner := heldBy(t, "orphan")
 		p.Drop()
-		p.stall.Store(false)
 		err := <-got
 		var ie *ticketing.IndeterminateError
 		if !errors.Is(err, ticketing.ErrIndeterminate) || !errors.As(err, &ie) {
@@ -159,7 +176,12 @@ func TestIndeterminateAcquireIsReleasedByOwner(t *testing.T) {
 		freed(t, "orphan")
 	})
 	t.Run("cancelled after send", func(t *testing.T) {
-		p.stall.Store(true)
+		// The acquire must go out on a connection that is stalled, not on
+		// one made after it.
+		if err := b.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.Stall()
 		cctx, cancel := context.WithCancel(ctx)
 		got := make(chan error, 1)
 		go func() {
@@ -172,7 +194,6 @@ func TestIndeterminateAcquireIsReleasedByOwner(t *testing.T) {
 			t.Fatalf("cancelled acquire: %v", err)
 		}
 		p.Drop() // the G never reached the client
-		p.stall.Store(false)
 		freed(t, "orphan2")
 	})
 }
