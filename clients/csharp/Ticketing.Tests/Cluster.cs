@@ -34,25 +34,41 @@ namespace Ticketing.Tests
             return bin;
         }
 
-        // Every port FreePort has handed out in this process: the kernel may
-        // offer a port it gave out a moment ago to the next listener on port
-        // 0, and two servers of one cluster given the same port never form it.
+        // Every port FreePort has handed out in this process: two servers of
+        // one cluster given the same port never form it.
         static readonly HashSet<int> HandedOut = new HashSet<int>();
+        static readonly Random Pick = new Random();
 
+        // FreePort returns a port that was free a moment ago, never handed out
+        // before in this process, and below the kernel's ephemeral range
+        // (32768 and up on Linux): a port 0 listener gets an ephemeral port,
+        // which any outgoing connection may take the moment it is free.
         static int FreePort()
         {
-            for (int i = 0; i < 100; i++)
+            for (int i = 0; i < 1000; i++)
             {
-                var l = new TcpListener(IPAddress.Loopback, 0);
-                l.Start();
-                int p = ((IPEndPoint)l.LocalEndpoint).Port;
-                l.Stop();
+                int p;
+                lock (HandedOut)
+                {
+                    p = Pick.Next(10000, 32768);
+                    if (HandedOut.Contains(p)) continue;
+                }
+                try
+                {
+                    var l = new TcpListener(IPAddress.Loopback, p);
+                    l.Start();
+                    l.Stop();
+                }
+                catch (SocketException)
+                {
+                    continue; // in use
+                }
                 lock (HandedOut)
                 {
                     if (HandedOut.Add(p)) return p;
                 }
             }
-            throw new InvalidOperationException("no free port in 100 tries that was not handed out before");
+            throw new InvalidOperationException("no free port below 32768 in 1000 tries that was not handed out before");
         }
 
         public Cluster(int n, params string[] extra)

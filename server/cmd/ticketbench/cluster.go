@@ -18,6 +18,7 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/server/internal/freeport"
 )
 
 // node is one server process started by the benchmark.
@@ -40,26 +41,10 @@ type cluster struct {
 	logf      func(string, ...any)
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1 (then releases
-// them; startCluster retries if one is taken in between).
-func freePorts(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []string
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
+// freePorts picks n distinct free TCP ports on 127.0.0.1 below the
+// ephemeral range, so a restarted server finds its ports free again
+// (startCluster retries if one is taken in between).
+func freePorts(n int) ([]string, error) { return freeport.Take(n) }
 
 // startCluster starts n servers bootstrapped as one cluster (fsync is always
 // on in ticketd) and waits until a leader serves an acquire.

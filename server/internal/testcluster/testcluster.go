@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/server/internal/freeport"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 
@@ -38,36 +38,19 @@ type Cluster struct {
 	servers []*server.Server // nil while killed
 }
 
-// FreePort returns a loopback address with a port that was free a moment
-// ago and that no earlier FreePort call of this process returned: the
-// kernel may hand a port it just gave out to the next listener on port 0,
-// and two servers of one cluster given the same address fail to start.
+// FreePort returns a loopback address that was free a moment ago, that no
+// earlier call of this process returned (two servers of one cluster given
+// the same address fail to start), and that lies below the kernel's
+// ephemeral range, so no outgoing connection takes it while a server is
+// down and restarts on it (see package freeport).
 func FreePort(t testing.TB) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		handedOut.Lock()
-		seen := handedOut.addrs[addr]
-		handedOut.addrs[addr] = true
-		handedOut.Unlock()
-		if !seen {
-			return addr
-		}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
 	}
-	t.Fatalf("find a free port: 100 tries gave only ports handed out before")
-	return ""
+	return addr
 }
-
-// handedOut is every address FreePort has returned in this process.
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
 
 // Logger returns a logger for test servers: silent unless TICKETING_TEST_LOG
 // is set (then debug level to stderr).

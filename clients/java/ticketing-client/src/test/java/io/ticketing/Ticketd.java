@@ -70,18 +70,26 @@ final class Ticketd implements AutoCloseable {
         return binary;
     }
 
-    /**
-     * Every port freePort has handed out in this JVM: the kernel may offer a port it gave out a moment ago
-     * to the next listener on port 0, and two servers of one cluster given the same port never form it.
-     */
+    /** Every port freePort has handed out in this JVM: two servers of one cluster given one port never form it. */
     private static final Set<Integer> HANDED_OUT = new HashSet<>();
 
+    /**
+     * A port that was free a moment ago, never handed out before in this JVM, and below the kernel's ephemeral
+     * range (32768 and up on Linux): a port 0 listener gets an ephemeral port, which any outgoing connection may
+     * take the moment it is free.
+     */
     static int freePort() throws IOException {
-        for (int i = 0; i < 100; i++) {
-            int port;
+        for (int i = 0; i < 1000; i++) {
+            int port = java.util.concurrent.ThreadLocalRandom.current().nextInt(10000, 32768);
+            synchronized (HANDED_OUT) {
+                if (HANDED_OUT.contains(port)) {
+                    continue;
+                }
+            }
             try (ServerSocket s = new ServerSocket()) {
-                s.bind(new InetSocketAddress("127.0.0.1", 0));
-                port = s.getLocalPort();
+                s.bind(new InetSocketAddress("127.0.0.1", port));
+            } catch (IOException inUse) {
+                continue;
             }
             synchronized (HANDED_OUT) {
                 if (HANDED_OUT.add(port)) {
@@ -89,7 +97,7 @@ final class Ticketd implements AutoCloseable {
                 }
             }
         }
-        throw new IOException("no free port in 100 tries that was not handed out before");
+        throw new IOException("no free port below 32768 in 1000 tries that was not handed out before");
     }
 
     /** Starts n voters that bootstrap one cluster; extra flags go to every node. */
