@@ -3,7 +3,6 @@ package io.ticketing.jdbc;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -83,6 +82,11 @@ class MariaDbFenceTest {
         // small machine, and then the second check would never start.
         ExecutorService exec = Executors.newSingleThreadExecutor();
         try (Connection c1 = tx(); Connection c2 = tx()) {
+            long c2id;
+            try (Statement st = c2.createStatement(); ResultSet rs = st.executeQuery("SELECT CONNECTION_ID()")) {
+                rs.next();
+                c2id = rs.getLong(1);
+            }
             fence.check(c1, "k", 5);
             Future<Throwable> second = exec.submit(() -> {
                 try {
@@ -95,7 +99,9 @@ class MariaDbFenceTest {
             try (Connection mon = DriverManager.getConnection(url); Statement st = mon.createStatement()) {
                 long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
                 while (true) {
-                    try (ResultSet rs = st.executeQuery("SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")) {
+                    // c2's own transaction, waiting for the row c1 locked.
+                    try (ResultSet rs = st.executeQuery("SELECT count(*) FROM information_schema.innodb_trx"
+                            + " WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = " + c2id)) {
                         rs.next();
                         if (rs.getInt(1) == 1) {
                             break;
@@ -106,7 +112,12 @@ class MariaDbFenceTest {
                         throw new AssertionError("the second check ended without waiting for the first's lock: "
                                 + (t == null ? "it succeeded" : t.toString()), t);
                     }
-                    assertTrue(System.nanoTime() < end, "the second check did not wait for the first's lock");
+                    if (System.nanoTime() >= end) {
+                        throw new AssertionError("the second check (connection " + c2id
+                                + ") did not wait for the first's lock within 20 s; the server's transactions and threads: "
+                                + rows(st, "SELECT trx_mysql_thread_id, trx_state, trx_query FROM information_schema.innodb_trx") + " "
+                                + rows(st, "SELECT id, command, state, info FROM information_schema.processlist"));
+                    }
                     Thread.sleep(10);
                 }
             }
@@ -116,5 +127,21 @@ class MariaDbFenceTest {
         } finally {
             exec.shutdownNow();
         }
+    }
+
+    /** The rows of a diagnostic query, for a failure message. */
+    static String rows(Statement st, String query) throws SQLException {
+        StringBuilder sb = new StringBuilder("[");
+        try (ResultSet rs = st.executeQuery(query)) {
+            int n = rs.getMetaData().getColumnCount();
+            while (rs.next()) {
+                sb.append('(');
+                for (int i = 1; i <= n; i++) {
+                    sb.append(i > 1 ? ", " : "").append(rs.getString(i));
+                }
+                sb.append(')');
+            }
+        }
+        return sb.append(']').toString();
     }
 }
