@@ -73,7 +73,7 @@ final class Arguments {
      * nothing queued, measured from the send.
      */
     static long maxBudgetNanos(long leaseSec) {
-        return TicketBroker.conservativeDeadline(0, TimeUnit.SECONDS.toMillis(leaseSec), 0);
+        return Acquirer.conservativeDeadline(0, TimeUnit.SECONDS.toMillis(leaseSec), 0);
     }
 
     /** A duration in seconds, the unit of the protocol and the docs. */

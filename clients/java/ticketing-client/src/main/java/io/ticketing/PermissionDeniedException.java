@@ -28,6 +28,13 @@ public final class PermissionDeniedException extends TicketingException {
         this.addr = addr;
     }
 
+    /** The exception of a request answered F: final, nothing happened, the connection stays open. */
+    static PermissionDeniedException answered(String op, String addr, int reason, String effect) {
+        return new PermissionDeniedException(op + ": permission denied by the server " + addr + ": "
+                + reasonName(reason) + effect + "; the same request is refused until the server's "
+                + "principals change (docs/deployment.md, Authorization)", reason, addr);
+    }
+
     /**
      * The F frame's reason: {@link #ROLE}, {@link #KEY} or {@link #OWNER} (another value from a newer server).
      *
