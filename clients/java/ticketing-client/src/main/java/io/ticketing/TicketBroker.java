@@ -89,6 +89,12 @@ public final class TicketBroker implements AutoCloseable {
         void released(String key, long token, @Nullable TicketingException error);
     }
 
+    // The facade's collaborators, one rule each (as the Go client's files):
+    // Connector dials and follows the leader (broker.go), Acquirer acquires
+    // (acquire.go), Releaser and ReleaseQueue release exact tokens, now or in
+    // the background, and OwnerReleaser ends grants whose answer was lost
+    // (release.go), Describer reads a key (describe.go), Reporter tells the
+    // log, the listener and the release observer. Conn is one session.
     final Config cfg;
     private final Connector connector;
     private final Releaser releaser;
