@@ -51,6 +51,8 @@ type conn struct {
 	rx     atomic.Uint64 // frames received; the pinger watches it move
 	pingRx uint64        // pinger only
 	missed int           // pinger only
+	// pingGroup is the group of connections it is pinged with (Server.mu).
+	pingGroup int
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

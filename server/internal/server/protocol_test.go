@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,6 +144,61 @@ func TestPingsEndDeadConnections(t *testing.T) {
 		ok.Send(&wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
 	}
 	expect(t, ok.Final(ok.Acquire("k", testcluster.Owner(1), 0, 5)), wire.TypeGranted)
+}
+
+// The pings of many idle connections leave in small groups spread over the
+// interval, never all at once: a burst of one ping per connection (10,000 at
+// a time) delays every other connection's answers while the server and its
+// clients work through it. Pings sent together carry the same nonce, so the
+// nonces seen across the connections show the groups.
+func TestPingsOfManyConnectionsAreSpreadOverTheInterval(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(func(cfg *server.Config) { cfg.PingInterval = 200 * time.Millisecond }))
+	const conns, pingsEach = 40, 3
+	raws := make([]*testcluster.Raw, conns)
+	for i := range raws {
+		raws[i] = testcluster.Hello(t, c.Addr(0), "")
+	}
+	var mu sync.Mutex
+	together := map[uint64]int{} // nonce -> connections that got a ping with it
+	errs := make(chan error, conns)
+	for _, r := range raws {
+		go func(nc net.Conn) {
+			nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			rd := wire.NewReader(nc)
+			for got := 0; got < pingsEach; {
+				var f wire.Frame
+				if err := rd.Next(&f); err != nil {
+					errs <- fmt.Errorf("read: %w", err)
+					return
+				}
+				if f.Type != wire.TypePing {
+					errs <- fmt.Errorf("got %s, want only pings on an idle connection", f.Type)
+					return
+				}
+				got++
+				mu.Lock()
+				together[f.Nonce]++
+				mu.Unlock()
+				if _, err := nc.Write(wire.Append(nil, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})); err != nil {
+					errs <- fmt.Errorf("pong: %w", err)
+					return
+				}
+			}
+			errs <- nil
+		}(r.Conn)
+	}
+	for range raws {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	largest := 0
+	for _, n := range together {
+		largest = max(largest, n)
+	}
+	if largest > conns/4 {
+		t.Fatalf("%d of %d idle connections were pinged together (nonce groups %v); want the pings spread in small groups", largest, conns, together)
+	}
 }
 
 func TestAuthentication(t *testing.T) {

@@ -43,11 +43,14 @@ type Server struct {
 	httpLn net.Listener
 	http   *http.Server
 
-	mu        sync.Mutex
-	conns     map[*conn]struct{}
-	serving   bool
-	servingCh chan struct{} // closed while serving; replaced when serving stops
-	closed    bool
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	// pingGroups splits the connections (under mu) into the parts of the
+	// ping interval they are pinged in (pinger).
+	pingGroups []map[*conn]struct{}
+	serving    bool
+	servingCh  chan struct{} // closed while serving; replaced when serving stops
+	closed     bool
 	// transferTo is the id of the voter that a leadership transfer started
 	// here was sent to, until Raft names the new leader: M names it meanwhile
 	// instead of nothing.
@@ -68,6 +71,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
+	s.pingGroups = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval))
+	for i := range s.pingGroups {
+		s.pingGroups[i] = make(map[*conn]struct{})
+	}
 	s.initConsole()
 	s.logLimit = newLogLimiter(cfg.Logger)
 	s.usage = make(map[string]*principalUsage)
@@ -248,6 +255,13 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 		return false, false
 	}
 	s.conns[c] = struct{}{}
+	// The smallest group keeps the groups even as connections come and go.
+	for g := range s.pingGroups {
+		if len(s.pingGroups[g]) < len(s.pingGroups[c.pingGroup]) {
+			c.pingGroup = g
+		}
+	}
+	s.pingGroups[c.pingGroup][c] = struct{}{}
 	s.metrics.connections.Set(float64(len(s.conns)))
 	return true, false
 }
@@ -255,6 +269,7 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	delete(s.pingGroups[c.pingGroup], c)
 	s.metrics.connections.Set(float64(len(s.conns)))
 	s.mu.Unlock()
 }
@@ -381,11 +396,33 @@ func (s *Server) watchLeadership() {
 	}
 }
 
-// pinger sends P to every client each interval and ends connections that
-// sent nothing (not even O) for two intervals.
+// The pinger cuts each ping interval into parts of pingStep (at most
+// maxPingGroups parts) and pings one group of connections in each part.
+// Pinging every connection at the same instant sent 10,000 pings in one
+// burst: the server's writers, the clients' readers and writers and then the
+// server's readers all woke together, and every other connection's answers
+// waited behind them for hundreds of milliseconds.
+const (
+	pingStep      = 10 * time.Millisecond
+	maxPingGroups = 50
+)
+
+// pingGroupsFor is how many groups the connections are pinged in.
+func pingGroupsFor(interval time.Duration) int {
+	return max(1, min(maxPingGroups, int(interval/pingStep)))
+}
+
+// pinger sends P to every client once each interval, one group of
+// connections per part of the interval, and ends connections that sent
+// nothing (not even O) for two intervals. Each part's pings carry their own
+// nonce.
 func (s *Server) pinger() {
-	t := time.NewTicker(s.cfg.PingInterval)
+	groups := int64(len(s.pingGroups))
+	part := s.cfg.PingInterval / time.Duration(groups)
+	t := time.NewTicker(part)
 	defer t.Stop()
+	start := time.Now()
+	var parts int64 // parts of intervals pinged since start
 	var nonce uint64
 	for {
 		select {
@@ -393,29 +430,41 @@ func (s *Server) pinger() {
 			return
 		case <-t.C:
 		}
-		nonce++
-		s.mu.Lock()
-		conns := make([]*conn, 0, len(s.conns))
-		for c := range s.conns {
-			conns = append(conns, c)
+		// A ticker drops the ticks its reader misses: catch up on the parts
+		// that are due, but never on more than one interval (after a pause).
+		due := int64(time.Since(start) / part)
+		parts = max(parts, due-groups)
+		for ; parts < due; parts++ {
+			nonce++
+			s.pingGroup(int(parts%groups), nonce)
 		}
-		s.mu.Unlock()
-		for _, c := range conns {
-			if !c.ready.Load() {
-				continue // before the hello only its own deadline applies
-			}
-			rx := c.rx.Load()
-			if rx == c.pingRx {
-				c.missed++
-			} else {
-				c.pingRx, c.missed = rx, 0
-			}
-			if c.missed > 2 { // two whole intervals since an unanswered ping
-				c.fatalErr(wire.CodePingTimeout, "no answer to the server's pings")
-				continue
-			}
-			c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
+	}
+}
+
+// pingGroup pings the connections of group g that are past their hello, and
+// ends those that have not answered for two intervals.
+func (s *Server) pingGroup(g int, nonce uint64) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.pingGroups[g]))
+	for c := range s.pingGroups[g] {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if !c.ready.Load() {
+			continue // before the hello only its own deadline applies
 		}
+		rx := c.rx.Load()
+		if rx == c.pingRx {
+			c.missed++
+		} else {
+			c.pingRx, c.missed = rx, 0
+		}
+		if c.missed > 2 { // two whole intervals since an unanswered ping
+			c.fatalErr(wire.CodePingTimeout, "no answer to the server's pings")
+			continue
+		}
+		c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
 	}
 }
 
