@@ -46,8 +46,9 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	// pingGroups splits the connections (under mu) into the parts of the
-	// ping interval they are pinged in (pinger).
+	// ping interval they are pinged in, counted from pingStart (pinger).
 	pingGroups []map[*conn]struct{}
+	pingStart  time.Time
 	serving    bool
 	servingCh  chan struct{} // closed while serving; replaced when serving stops
 	closed     bool
@@ -71,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
-	s.pingGroups = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval))
+	s.pingGroups, s.pingStart = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval)), time.Now()
 	for i := range s.pingGroups {
 		s.pingGroups[i] = make(map[*conn]struct{})
 	}
@@ -255,12 +256,7 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 		return false, false
 	}
 	s.conns[c] = struct{}{}
-	// The smallest group keeps the groups even as connections come and go.
-	for g := range s.pingGroups {
-		if len(s.pingGroups[g]) < len(s.pingGroups[c.pingGroup]) {
-			c.pingGroup = g
-		}
-	}
+	c.pingGroup = s.joinPingGroup()
 	s.pingGroups[c.pingGroup][c] = struct{}{}
 	s.metrics.connections.Set(float64(len(s.conns)))
 	return true, false
@@ -412,17 +408,40 @@ func pingGroupsFor(interval time.Duration) int {
 	return max(1, min(maxPingGroups, int(interval/pingStep)))
 }
 
+// pingPart is the length of one part of the ping interval.
+func (s *Server) pingPart() time.Duration {
+	return s.cfg.PingInterval / time.Duration(len(s.pingGroups))
+}
+
+// joinPingGroup picks the group of a new connection; s.mu is held. It is the
+// group pinged last, so that the first ping comes about one interval after
+// the hello, as every later one does; but a group takes at most twice the
+// average plus one, so that connections arriving together (a reconnecting
+// fleet) are still spread: then the group pinged last that has room. Some
+// group always has room, since one holds no more than the average.
+func (s *Server) joinPingGroup() int {
+	groups := int64(len(s.pingGroups))
+	pinged := int64(time.Since(s.pingStart) / s.pingPart()) // parts pinged so far
+	room := 2*len(s.conns)/int(groups) + 1
+	g := 0
+	for back := groups; back >= 1; back-- { // the group pinged longest ago first, the last one wins
+		if c := int(((pinged-back)%groups + groups) % groups); len(s.pingGroups[c]) < room {
+			g = c
+		}
+	}
+	return g
+}
+
 // pinger sends P to every client once each interval, one group of
 // connections per part of the interval, and ends connections that sent
 // nothing (not even O) for two intervals. Each part's pings carry their own
 // nonce.
 func (s *Server) pinger() {
 	groups := int64(len(s.pingGroups))
-	part := s.cfg.PingInterval / time.Duration(groups)
+	part := s.pingPart()
 	t := time.NewTicker(part)
 	defer t.Stop()
-	start := time.Now()
-	var parts int64 // parts of intervals pinged since start
+	var parts int64 // parts of intervals pinged since pingStart
 	var nonce uint64
 	for {
 		select {
@@ -432,7 +451,7 @@ func (s *Server) pinger() {
 		}
 		// A ticker drops the ticks its reader misses: catch up on the parts
 		// that are due, but never on more than one interval (after a pause).
-		due := int64(time.Since(start) / part)
+		due := int64(time.Since(s.pingStart) / part)
 		parts = max(parts, due-groups)
 		for ; parts < due; parts++ {
 			nonce++
