@@ -415,7 +415,7 @@ func (s *Server) pingPart() time.Duration {
 
 // joinPingGroup picks the group of a new connection; s.mu is held. It is the
 // group pinged last, so that the first ping comes about one interval after
-// the hello, as every later one does; but a group takes at most twice the
+// the connection was accepted, as every later one does; but a group takes at most twice the
 // average plus one, so that connections arriving together (a reconnecting
 // fleet) are still spread: then the group pinged last that has room. Some
 // group always has room, since one holds no more than the average.
