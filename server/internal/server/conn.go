@@ -51,8 +51,12 @@ type conn struct {
 	rx     atomic.Uint64 // frames received; the pinger watches it move
 	pingRx uint64        // pinger only
 	missed int           // pinger only
-	// pingGroup is the group of connections it is pinged with (Server.mu).
+	// pingGroup is the group of connections it is pinged with, and
+	// pingFrom the first part of the ping interval (counted from the
+	// server's start) that may ping it: the parts before it began before
+	// the connection joined (both Server.mu).
 	pingGroup int
+	pingFrom  int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

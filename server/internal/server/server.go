@@ -49,6 +49,7 @@ type Server struct {
 	// ping interval they are pinged in, counted from pingStart (pinger).
 	pingGroups []map[*conn]struct{}
 	pingStart  time.Time
+	pingWake   chan struct{} // a connection joined: the pinger may sleep too long
 	serving    bool
 	servingCh  chan struct{} // closed while serving; replaced when serving stops
 	closed     bool
@@ -72,7 +73,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
-	s.pingGroups, s.pingStart = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval)), time.Now()
+	s.pingGroups, s.pingStart, s.pingWake = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval)), time.Now(), make(chan struct{}, 1)
 	for i := range s.pingGroups {
 		s.pingGroups[i] = make(map[*conn]struct{})
 	}
@@ -256,8 +257,12 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 		return false, false
 	}
 	s.conns[c] = struct{}{}
-	c.pingGroup = s.joinPingGroup()
+	c.pingGroup, c.pingFrom = s.joinPingGroup()
 	s.pingGroups[c.pingGroup][c] = struct{}{}
+	select {
+	case s.pingWake <- struct{}{}:
+	default: // a wake is pending already
+	}
 	s.metrics.connections.Set(float64(len(s.conns)))
 	return true, false
 }
@@ -413,63 +418,95 @@ func (s *Server) pingPart() time.Duration {
 	return s.cfg.PingInterval / time.Duration(len(s.pingGroups))
 }
 
-// joinPingGroup picks the group of a new connection; s.mu is held. It is the
-// group pinged last, so that the first ping comes about one interval after
-// the connection was accepted, as every later one does; but a group takes at most twice the
-// average plus one, so that connections arriving together (a reconnecting
-// fleet) are still spread: then the group pinged last that has room. Some
-// group always has room, since one holds no more than the average.
-func (s *Server) joinPingGroup() int {
+// joinPingGroup picks the group of a new connection and the first part
+// that may ping it; s.mu is held. It is the group pinged last, so that the
+// first ping comes about one interval after the connection was accepted, as
+// every later one does; but a group takes at most twice the average plus
+// one, so that connections arriving together (a reconnecting fleet) are
+// still spread: then the group pinged last that has room. Some group always
+// has room, since one holds no more than the average.
+func (s *Server) joinPingGroup() (group int, from int64) {
 	groups := int64(len(s.pingGroups))
-	pinged := int64(time.Since(s.pingStart) / s.pingPart()) // parts pinged so far
+	pinged := int64(time.Since(s.pingStart) / s.pingPart()) // parts begun and ended so far
 	room := 2*len(s.conns)/int(groups) + 1
-	g := 0
 	for back := groups; back >= 1; back-- { // the group pinged longest ago first, the last one wins
 		if c := int(((pinged-back)%groups + groups) % groups); len(s.pingGroups[c]) < room {
-			g = c
+			group = c
 		}
 	}
-	return g
+	return group, pinged
 }
 
 // pinger sends P to every client once each interval, one group of
 // connections per part of the interval, and ends connections that sent
 // nothing (not even O) for two intervals. Each part's pings carry their own
-// nonce.
+// nonce. It sleeps until the next part whose group has connections, so an
+// idle server does not wake every part for nothing.
 func (s *Server) pinger() {
 	groups := int64(len(s.pingGroups))
 	part := s.pingPart()
-	t := time.NewTicker(part)
-	defer t.Stop()
-	var parts int64 // parts of intervals pinged since pingStart
+	timer := time.NewTimer(part)
+	defer timer.Stop()
+	var parts int64 // the next part to ping, counted from pingStart
 	var nonce uint64
 	for {
+		// After a pause (or a sleep with no connections) catch up on one
+		// interval at most.
+		parts = max(parts, int64(time.Since(s.pingStart)/part)-groups)
+		var wake <-chan time.Time
+		if next, ok := s.nextPingPart(parts); ok {
+			timer.Reset(time.Until(s.pingStart.Add(time.Duration(next+1) * part)))
+			wake = timer.C
+		}
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-s.pingWake:
+		case <-wake:
 		}
-		// A ticker drops the ticks its reader misses: catch up on the parts
-		// that are due, but never on more than one interval (after a pause).
-		due := int64(time.Since(s.pingStart) / part)
+		due := int64(time.Since(s.pingStart) / part) // parts ended so far
 		parts = max(parts, due-groups)
 		for ; parts < due; parts++ {
 			nonce++
-			s.pingGroup(int(parts%groups), nonce)
+			s.pingGroup(parts, nonce)
 		}
 	}
 }
 
-// pingGroup pings the connections of group g that are past their hello, and
-// ends those that have not answered for two intervals.
-func (s *Server) pingGroup(g int, nonce uint64) {
+// nextPingPart is the first part from 'from' on, within one interval, whose
+// group has connections; false when no group has any.
+func (s *Server) nextPingPart(from int64) (int64, bool) {
+	groups := int64(len(s.pingGroups))
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := from; p < from+groups; p++ {
+		if len(s.pingGroups[p%groups]) > 0 {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// pingable lists the connections part p pings: its group's, those that
+// joined before the part began.
+func (s *Server) pingable(p int64) []*conn {
+	g := int(p % int64(len(s.pingGroups)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	conns := make([]*conn, 0, len(s.pingGroups[g]))
 	for c := range s.pingGroups[g] {
-		conns = append(conns, c)
+		if p >= c.pingFrom {
+			conns = append(conns, c)
+		}
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	return conns
+}
+
+// pingGroup pings, for part p of the interval, the connections of its group
+// that are past their hello and joined before the part began, and ends
+// those that have not answered for two intervals.
+func (s *Server) pingGroup(p int64, nonce uint64) {
+	for _, c := range s.pingable(p) {
 		if !c.ready.Load() {
 			continue // before the hello only its own deadline applies
 		}
