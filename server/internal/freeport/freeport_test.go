@@ -37,19 +37,29 @@ func TestTakeIsFreeDistinctAndBelowTheEphemeralRange(t *testing.T) {
 
 // A port someone listens on is never handed out.
 func TestTakeSkipsABusyPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lowest+7))
+	addrs, err := Take(2) // two free ports: one made busy, one left free
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addrs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	draws := []int{7, 7, 8} // the busy port twice, then its neighbour
+	port := func(a string) int { _, ps, _ := net.SplitHostPort(a); p, _ := strconv.Atoi(ps); return p }
+	busy, free := port(addrs[0]), port(addrs[1])
+	handedOut.Lock()
+	delete(handedOut.ports, busy) // as if never handed out
+	delete(handedOut.ports, free)
+	handedOut.Unlock()
+	draws := []int{busy - lowest, busy - lowest, free - lowest} // the busy port twice, then the free one
 	defer func(p func(int) int) { pick = p }(pick)
 	pick = func(int) int { d := draws[0]; draws = draws[1:]; return d }
 	a, err := Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "127.0.0.1:" + strconv.Itoa(lowest+8); a != want {
-		t.Fatalf("got %s, want %s (the busy port skipped)", a, want)
+	if a != addrs[1] {
+		t.Fatalf("got %s, want %s (the busy %s skipped)", a, addrs[1], addrs[0])
 	}
 }
