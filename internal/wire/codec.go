@@ -24,6 +24,9 @@ func Append(dst []byte, f *Frame) []byte {
 		dst = putU32(dst, f.Interval)
 		dst = putU32(dst, f.Count)
 		dst = putStr(dst, f.Text)
+		if f.Flags&ReadyClusterID != 0 {
+			dst = append(dst, f.ClusterID[:]...)
+		}
 	case TypeAcquire:
 		dst = putU32(dst, f.ID)
 		dst = append(dst, f.Owner[:]...)
@@ -145,13 +148,16 @@ func (d *decoder) u64() uint64 {
 	return v
 }
 
-func (d *decoder) owner(o *Owner) {
-	if len(d.b) < OwnerLen {
+func (d *decoder) owner(o *Owner) { d.fixed(o[:]) }
+
+// fixed fills dst with the next len(dst) bytes.
+func (d *decoder) fixed(dst []byte) {
+	if len(d.b) < len(dst) {
 		d.bad = true
 		return
 	}
-	copy(o[:], d.b)
-	d.b = d.b[OwnerLen:]
+	copy(dst, d.b)
+	d.b = d.b[len(dst):]
 }
 
 func (d *decoder) str() []byte {
@@ -191,6 +197,9 @@ func Decode(body []byte, f *Frame) error {
 		f.Interval = d.u32()
 		f.Count = d.u32()
 		f.Text = d.str()
+		if f.Flags&ReadyClusterID != 0 {
+			d.fixed(f.ClusterID[:])
+		}
 	case TypeAcquire:
 		f.ID = d.u32()
 		d.owner(&f.Owner)

@@ -149,11 +149,14 @@ func constantsObject(t testing.TB) object {
 		{"min_lease_s", MinLease},
 		{"max_lease_s", MaxLease},
 		{"owner_len", OwnerLen},
+		{"cluster_id_len", ClusterIDLen},
 	}
 	flags := object{
 		{"hello_admin", HelloAdmin},
+		{"hello_cluster_id", HelloClusterID},
 		{"ready_leader", ReadyLeader},
 		{"ready_sessions", ReadySessions},
+		{"ready_cluster_id", ReadyClusterID},
 		{"info_held", InfoHeld},
 	}
 	return object{

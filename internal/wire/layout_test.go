@@ -19,7 +19,8 @@ const (
 	kU32
 	kU64
 	kOwner
-	kStr  // len:u16 then len bytes
+	kCluster // a cluster ID, ClusterIDLen bytes, present only with the ReadyClusterID flag
+	kStr     // len:u16 then len bytes
 	kRest // every byte to the end of the frame
 )
 
@@ -35,12 +36,14 @@ func (k fieldKind) size() int {
 		return 8
 	case kOwner:
 		return OwnerLen
+	case kCluster:
+		return ClusterIDLen
 	}
 	return -1
 }
 
 func (k fieldKind) String() string {
-	return [...]string{"u8", "u16", "u32", "u64", "bytes", "str", "bytes"}[k]
+	return [...]string{"u8", "u16", "u32", "u64", "bytes", "bytes", "str", "bytes"}[k]
 }
 
 type fieldSpec struct {
@@ -48,6 +51,19 @@ type fieldSpec struct {
 	kind    fieldKind
 	meaning string
 }
+
+// when is the flag bit without which the field is absent (a trailing
+// extension that a client asks for in its hello), 0 for a field always
+// present.
+func (fs fieldSpec) when() uint8 {
+	if fs.kind == kCluster {
+		return ReadyClusterID
+	}
+	return 0
+}
+
+// present reports whether fs is part of f's encoding.
+func (fs fieldSpec) present(f *Frame) bool { return fs.when() == 0 || f.Flags&fs.when() != 0 }
 
 type layout struct {
 	typ       Type
@@ -65,7 +81,7 @@ const echoID = "the request id of the request answered"
 var layouts = []layout{
 	{TypeHello, "Hello", "client->server", []fieldSpec{
 		{"version", kU16, "protocol version the client speaks: 1"},
-		{"flags", kU8, "bit 0 (`1`, `HelloAdmin`): administrative session (a follower accepts it instead of answering `M`); other bits 0"},
+		{"flags", kU8, "bit 0 (`1`, `HelloAdmin`): administrative session (a follower accepts it instead of answering `M`); bit 1 (`2`, `HelloClusterID`): the client reads the server's cluster ID in `Y` (see [Cluster ID](#cluster-id)); other bits 0"},
 		{"text", kStr, "client token, 0..1024 bytes of any value; checked only by a server configured with tokens (one without ignores it)"},
 	}, "first frame of every connection"},
 	{TypeAcquire, "Acquire", "client->server", []fieldSpec{
@@ -99,10 +115,11 @@ var layouts = []layout{
 	}, "status and membership request"},
 	{TypeReady, "Ready", "server->client", []fieldSpec{
 		{"version", kU16, "protocol version the server speaks: 1"},
-		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; bit 1 (`2`, `ReadySessions`): it carries any number of coordination sessions on one connection (Coordination frames); other bits 0"},
+		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; bit 1 (`2`, `ReadySessions`): it carries any number of coordination sessions on one connection (Coordination frames); bit 2 (`4`, `ReadyClusterID`): `cluster_id` follows `text`; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
 		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`, and `K` acquires) and, separately, this many other requests (`L`, `U`, `D`, `J`, other `K`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
+		{"cluster_id", kCluster, "only with flag bit 2 (sent only to a hello with `HelloClusterID`): the server's cluster ID, all zero when it has none yet (see [Cluster ID](#cluster-id))"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
 		fID(echoID),
@@ -188,6 +205,9 @@ func layoutOf(t Type) *layout {
 func (l *layout) fixedLen() int {
 	n := 1
 	for _, fs := range l.fields {
+		if fs.when() != 0 {
+			continue
+		}
 		switch fs.kind {
 		case kStr:
 			n += 2
@@ -207,6 +227,8 @@ func fieldPtr(f *Frame, name string) any {
 		return &f.ID
 	case "owner":
 		return &f.Owner
+	case "cluster_id":
+		return &f.ClusterID
 	case "wait":
 		return &f.Wait
 	case "lease":
@@ -253,6 +275,9 @@ func layoutEncode(f *Frame) []byte {
 	}
 	b := []byte{0, 0, 0, 0, byte(f.Type)}
 	for _, fs := range l.fields {
+		if !fs.present(f) {
+			continue
+		}
 		switch p := fieldPtr(f, fs.name).(type) {
 		case *uint8:
 			b = append(b, *p)
@@ -263,6 +288,8 @@ func layoutEncode(f *Frame) []byte {
 		case *uint64:
 			b = binary.BigEndian.AppendUint64(b, *p)
 		case *Owner:
+			b = append(b, p[:]...)
+		case *ClusterID:
 			b = append(b, p[:]...)
 		case *[]byte:
 			if fs.kind == kStr {
@@ -280,6 +307,10 @@ func layoutEncode(f *Frame) []byte {
 // two: its length and its bytes; empty groups are left out).
 func splitFields(frame []byte) []string {
 	l := layoutOf(Type(frame[4]))
+	var f Frame
+	if err := Decode(frame[HeaderLen:], &f); err != nil {
+		panic(err)
+	}
 	groups := []string{fmt.Sprintf("%x", frame[:4]), fmt.Sprintf("%x", frame[4:5])}
 	b := frame[5:]
 	take := func(n int) {
@@ -289,6 +320,9 @@ func splitFields(frame []byte) []string {
 		b = b[n:]
 	}
 	for _, fs := range l.fields {
+		if !fs.present(&f) {
+			continue
+		}
 		switch fs.kind {
 		case kStr:
 			n := int(binary.BigEndian.Uint16(b))
@@ -316,7 +350,8 @@ func frameTablesMarkdown(examples map[Type]vector) string {
 	w("count from the first byte of the length prefix. `str` is `len:u16` followed by\n")
 	w("`len` bytes; a `bytes` field without a length runs to the end of the frame.\n")
 	w("Every variable-length field is the last field of its frame, so all offsets are\n")
-	w("fixed. A frame that is one byte shorter or longer than its layout is malformed\n")
+	w("fixed, except for the optional cluster ID that ends `Y` (present with a flag bit,\n")
+	w("right after the node id). A frame that is one byte shorter or longer than its layout is malformed\n")
 	w("(`E` 1), except that the JSON of `J` and `V` simply becomes shorter or longer,\n")
 	w("and the body of `K` and `T` has the layout of its sub-op ([Coordination frames](#coordination-frames)).\n\n")
 	w("Field names are the names used in `testdata/vectors.json`.\n\n")
@@ -334,26 +369,37 @@ func frameTablesMarkdown(examples map[Type]vector) string {
 		w("\n### `%s` %s (%s)\n\n", l.typ, l.name, l.direction)
 		w("| offset | size | field | type | meaning |\n")
 		w("|---|---|---|---|---|\n")
-		switch last := l.fields[len(l.fields)-1]; last.kind {
+		// The optional trailing fields (present with a flag bit) add to
+		// the length; the last field always present decides its form.
+		last, optional := l.fields[0], ""
+		for _, fs := range l.fields {
+			if fs.when() == 0 {
+				last = fs
+			} else {
+				optional += fmt.Sprintf(" (+ %d with `%s`)", fs.kind.size(), fs.name)
+			}
+		}
+		switch last.kind {
 		case kStr:
-			w("| 0 | 4 | length | u32 | %d + %s_len |\n", l.fixedLen(), last.name)
+			w("| 0 | 4 | length | u32 | %d + %s_len%s |\n", l.fixedLen(), last.name, optional)
 		case kRest:
 			w("| 0 | 4 | length | u32 | %d + the size of `%s` |\n", l.fixedLen(), last.name)
 		default:
-			w("| 0 | 4 | length | u32 | always %d |\n", l.fixedLen())
+			w("| 0 | 4 | length | u32 | always %d%s |\n", l.fixedLen(), optional)
 		}
 		w("| 4 | 1 | type | u8 | `%s` (0x%02x) |\n", l.typ, byte(l.typ))
-		off := 5
+		off, after := 5, "" // after: the str length a later field's offset adds
 		for _, fs := range l.fields {
 			switch fs.kind {
 			case kStr:
 				w("| %d | 2 | %s_len | u16 | length of `%s` |\n", off, fs.name, fs.name)
 				w("| %d | %s_len | %s | bytes | %s |\n", off+2, fs.name, fs.name, fs.meaning)
 				off += 2
+				after = " + " + fs.name + "_len"
 			case kRest:
 				w("| %d | length − %d | %s | bytes | %s |\n", off, off-HeaderLen, fs.name, fs.meaning)
 			default:
-				w("| %d | %d | %s | %s | %s |\n", off, fs.kind.size(), fs.name, fs.kind, fs.meaning)
+				w("| %d%s | %d | %s | %s | %s |\n", off, after, fs.kind.size(), fs.name, fs.kind, fs.meaning)
 				off += fs.kind.size()
 			}
 		}

@@ -76,6 +76,9 @@ func genVectors() []genVector {
 	granted := &Frame{Type: TypeGranted, ID: 7, Token: 1, LeaseMs: 30000}
 	hello := &Frame{Type: TypeHello, Version: 1, Text: []byte("s3cret-token")}
 	ping := &Frame{Type: TypePing, Nonce: 0x0123456789abcdef}
+	readyCluster := &Frame{Type: TypeReady, Version: 1, Flags: ReadyLeader | ReadySessions | ReadyClusterID, Interval: 500, Count: 1024, Text: []byte("n1"),
+		ClusterID: ClusterID{0x9f, 0x86, 0xd0, 0x81, 0x88, 0x4c, 0x7d, 0x65, 0x9a, 0x2f, 0xea, 0xa0, 0xc5, 0x5a, 0xd0, 0x15}}
+	readyPlain := &Frame{Type: TypeReady, Version: 1, Flags: ReadyLeader | ReadySessions, Interval: 500, Count: 1024, Text: []byte("n1")}
 	enc := func(f *Frame) []byte { return Append(nil, f) }
 	strOverrun := enc(acquire)
 	be.PutUint16(strOverrun[HeaderLen+1+4+OwnerLen+2:], uint16(len(acquire.Key)+1))
@@ -84,6 +87,8 @@ func genVectors() []genVector {
 		// Valid frames, client to server.
 		{name: "hello", frame: hello},
 		{name: "hello-admin-no-token", frame: &Frame{Type: TypeHello, Version: 1, Flags: HelloAdmin}},
+		{name: "hello-cluster-id", frame: &Frame{Type: TypeHello, Version: 1, Flags: HelloClusterID, Text: []byte("s3cret-token")}},
+		{name: "hello-admin-cluster-id", frame: &Frame{Type: TypeHello, Version: 1, Flags: HelloAdmin | HelloClusterID}},
 		{name: "hello-binary-token", frame: &Frame{Type: TypeHello, Version: 1, Text: []byte{0xc3, 0x28, 0x00, 0xff}}},
 		{name: "acquire", frame: acquire},
 		{name: "acquire-wait-0-lease-1", frame: &Frame{Type: TypeAcquire, ID: 8, Owner: owner2, Wait: 0, Lease: MinLease, Key: []byte("k")}},
@@ -104,6 +109,8 @@ func genVectors() []genVector {
 		// Valid frames, server to client.
 		{name: "ready-leader", frame: &Frame{Type: TypeReady, Version: 1, Flags: ReadyLeader, Interval: 5000, Count: 1024, Text: []byte("node-1")}},
 		{name: "ready-follower", frame: &Frame{Type: TypeReady, Version: 1, Flags: 0, Interval: 5000, Count: 64, Text: []byte("node-2")}},
+		{name: "ready-cluster-id", frame: readyCluster},
+		{name: "ready-no-cluster-id-yet", frame: &Frame{Type: TypeReady, Version: 1, Flags: ReadyLeader | ReadySessions | ReadyClusterID, Interval: 500, Count: 1024, Text: []byte("n1")}},
 		{name: "granted", frame: granted},
 		{name: "granted-existing-hold", frame: &Frame{Type: TypeGranted, ID: 19, Token: 1, LeaseMs: 12345, QueuedMs: 0}},
 		{name: "granted-max-token-after-queue", frame: &Frame{Type: TypeGranted, ID: 8, Token: math.MaxUint64, LeaseMs: 250000, QueuedMs: 1234}},
@@ -179,6 +186,10 @@ func genVectors() []genVector {
 			why: "U with its one key byte cut off and the length prefix adjusted: key_len says 1, no byte follows"},
 		{name: "truncated-forbidden", raw: resize(enc(&Frame{Type: TypeForbidden, ID: 7, Reason: ForbiddenKey}), -1), code: CodeMalformedFrame,
 			why: "F is exactly type, id and reason (length 6); this one has length 5"},
+		{name: "truncated-ready-cluster-id", raw: resize(enc(readyCluster), -1), code: CodeMalformedFrame,
+			why: "Y with flag bit 2 (ReadyClusterID) ends with a 16-byte cluster ID; this one has 15"},
+		{name: "trailing-ready-without-cluster-flag", raw: resize(enc(readyPlain), ClusterIDLen), code: CodeMalformedFrame,
+			why: "Y without flag bit 2 ends with its node id: 16 bytes after it are trailing bytes (a server sends the cluster ID only with the flag, and only to a hello that asked)"},
 		{name: "truncated-ping", raw: resize(enc(ping), -1), code: CodeMalformedFrame,
 			why: "P is exactly type and an 8-byte nonce (length 9); this one has length 8"},
 
@@ -249,6 +260,9 @@ func (o object) MarshalJSON() ([]byte, error) {
 func frameObject(f *Frame) object {
 	o := object{{"type", f.Type.String()}}
 	for _, fs := range layoutOf(f.Type).fields {
+		if !fs.present(f) {
+			continue
+		}
 		switch p := fieldPtr(f, fs.name).(type) {
 		case *uint8:
 			o = append(o, kv{fs.name, *p})
@@ -259,6 +273,8 @@ func frameObject(f *Frame) object {
 		case *uint64:
 			o = append(o, kv{fs.name, strconv.FormatUint(*p, 10)})
 		case *Owner:
+			o = append(o, kv{fs.name, hex.EncodeToString(p[:])})
+		case *ClusterID:
 			o = append(o, kv{fs.name, hex.EncodeToString(p[:])})
 		case *[]byte:
 			if utf8.Valid(*p) {
@@ -332,6 +348,9 @@ func frameFromJSON(m map[string]json.RawMessage) (*Frame, error) {
 	}
 	seen := map[string]bool{"type": true}
 	for _, fs := range l.fields {
+		if !fs.present(f) { // fields come in layout order: flags is read already
+			continue
+		}
 		num := func(max uint64) (uint64, error) {
 			var v uint64
 			raw, ok := m[fs.name]
@@ -381,6 +400,16 @@ func frameFromJSON(m map[string]json.RawMessage) (*Frame, error) {
 			b, err := hex.DecodeString(s)
 			if err != nil || len(b) != OwnerLen {
 				return nil, fmt.Errorf("field %s = %q is not %d hex bytes", fs.name, s, OwnerLen)
+			}
+			copy(p[:], b)
+		case *ClusterID:
+			var s string
+			if err := json.Unmarshal(m[fs.name], &s); err != nil {
+				return nil, fmt.Errorf("field %s = %s is not a string", fs.name, m[fs.name])
+			}
+			b, err := hex.DecodeString(s)
+			if err != nil || len(b) != ClusterIDLen {
+				return nil, fmt.Errorf("field %s = %q is not %d hex bytes", fs.name, s, ClusterIDLen)
 			}
 			copy(p[:], b)
 		case *[]byte:

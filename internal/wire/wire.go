@@ -27,6 +27,8 @@ const (
 	// OwnerLen is the size of an acquire's owner: random bytes chosen by the
 	// client for each acquire attempt.
 	OwnerLen = 16
+	// ClusterIDLen is the size of a cluster ID in Y (ReadyClusterID).
+	ClusterIDLen = 16
 )
 
 // Type is a frame's one-letter type code.
@@ -85,6 +87,10 @@ const (
 	// (instead of answering M) and serves TypeAdmin status requests on it, so
 	// an operator can ask any node for its own view of the cluster.
 	HelloAdmin uint8 = 1 << 0
+	// HelloClusterID says the client reads a cluster ID in Y: the server
+	// then sets ReadyClusterID and appends it. A client without it gets Y
+	// in its original layout (older decoders refuse trailing bytes).
+	HelloClusterID uint8 = 1 << 1
 )
 
 // Ready flags.
@@ -97,6 +103,10 @@ const (
 	// shared connection"). A client of a server without it uses one
 	// connection per session.
 	ReadySessions uint8 = 1 << 1
+	// ReadyClusterID is set when Y ends with the server's cluster ID (sent
+	// only to a hello with HelloClusterID). All zero: the server has no
+	// cluster ID yet (a cluster that has not finished forming).
+	ReadyClusterID uint8 = 1 << 2
 )
 
 // Info flags (TypeInfo).
@@ -139,6 +149,9 @@ const (
 // Owner identifies one acquire attempt.
 type Owner [OwnerLen]byte
 
+// ClusterID identifies one cluster's history; the zero value means none yet.
+type ClusterID [ClusterIDLen]byte
+
 // Frame is one decoded frame. Only the fields of its Type are meaningful;
 // Key and Text alias the Reader's buffer and are valid until the next call to
 // Next. The layout of each type is in docs/protocol.md.
@@ -165,6 +178,9 @@ type Frame struct {
 
 	Key  []byte // A, L, D, U
 	Text []byte // H: token; Y: node id; M: leader address; E: message; J, V: JSON
+
+	// Y with ReadyClusterID: the server's cluster ID (zero: none yet).
+	ClusterID ClusterID
 
 	// K, T (coordination, coord.go): the sub-op; Code carries T's status
 	// and Text the sub-op's body.

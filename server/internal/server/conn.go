@@ -340,9 +340,16 @@ func (c *conn) hello(f *wire.Frame) bool {
 	if s.isServing() {
 		flags |= wire.ReadyLeader
 	}
-	c.send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
+	ready := &wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
 		Interval: uint32(s.cfg.PingInterval / time.Millisecond), Count: uint32(s.cfg.Limits.MaxInFlightPerConn),
-		Text: []byte(s.cfg.NodeID)})
+		Text: []byte(s.cfg.NodeID)}
+	if f.Flags&wire.HelloClusterID != 0 {
+		// Only to a client that asked: an older one refuses the longer Y.
+		// Clients pin the first cluster they meet and refuse any other.
+		ready.Flags |= wire.ReadyClusterID
+		ready.ClusterID = wire.ClusterID(s.node.Cluster())
+	}
+	c.send(ready)
 	c.ready.Store(true)
 	return true
 }

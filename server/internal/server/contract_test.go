@@ -7,12 +7,14 @@ package server_test
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
@@ -362,4 +364,39 @@ func TestTLSVersionAndServerName(t *testing.T) {
 	if _, err := handshake(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
+}
+
+// The hello answer carries the cluster ID only to a client that asked for
+// it (HelloClusterID): an older client's decoder refuses the longer Y. The ID
+// is the one admin status reports, on an admin session as on a ticket one.
+func TestHelloAnswerCarriesTheClusterIDWhenAsked(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	c.LeaderIndex(t)
+
+	plain := testcluster.DialRaw(t, c.Addr(0))
+	plain.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version})
+	if y := expect(t, plain.Recv(), wire.TypeReady); y.Flags&wire.ReadyClusterID != 0 || y.ClusterID != (wire.ClusterID{}) {
+		t.Fatalf("a hello without HelloClusterID got flags %#x and cluster %x: an older client would refuse this Y", y.Flags, y.ClusterID)
+	}
+
+	a := testcluster.DialRaw(t, c.Addr(0))
+	a.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloAdmin | wire.HelloClusterID})
+	ya := expect(t, a.Recv(), wire.TypeReady)
+	id := a.ID()
+	a.Send(&wire.Frame{Type: wire.TypeAdmin, ID: id, Text: []byte(`{"op":"status"}`)})
+	var st adminwire.Status
+	if f := expect(t, a.Final(id), wire.TypeAdminReply); adminwire.Decode("status", f.Text, &st) != nil {
+		t.Fatalf("status: %s", f.Text)
+	}
+	if ya.Flags&wire.ReadyClusterID == 0 || hex.EncodeToString(ya.ClusterID[:]) != st.ClusterID {
+		t.Fatalf("admin hello with HelloClusterID: flags %#x, cluster %x; status says cluster %s", ya.Flags, ya.ClusterID, st.ClusterID)
+	}
+
+	r := testcluster.DialRaw(t, c.Addr(0))
+	r.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloClusterID})
+	y := expect(t, r.Recv(), wire.TypeReady)
+	if y.Flags&(wire.ReadyClusterID|wire.ReadyLeader) != wire.ReadyClusterID|wire.ReadyLeader || y.ClusterID != ya.ClusterID {
+		t.Fatalf("hello with HelloClusterID: flags %#x, cluster %x, want the leader of cluster %s", y.Flags, y.ClusterID, st.ClusterID)
+	}
+	expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 5)), wire.TypeGranted)
 }
