@@ -21,7 +21,7 @@ const (
 	kOwner
 	kCluster // a cluster ID, ClusterIDLen bytes, present only with the ReadyClusterID flag
 	kStr     // len:u16 then len bytes
-	kRest // every byte to the end of the frame
+	kRest    // every byte to the end of the frame
 )
 
 func (k fieldKind) size() int {
