@@ -25,6 +25,7 @@ import (
 // the caller dials again. It is safe for concurrent use.
 type Admin struct {
 	addr string
+	pin  *clusterPin // the node's cluster, checked and recorded at the hello
 	c    *conn
 	wg   sync.WaitGroup
 	once sync.Once
@@ -55,7 +56,7 @@ func DialAdmin(ctx context.Context, addr string, opts ...Option) (*Admin, error)
 	if err != nil {
 		return nil, err
 	}
-	a := &Admin{addr: addrs[0]}
+	a := &Admin{addr: addrs[0], pin: cfg.pin}
 	c, err := dial(ctx, a.addr, cfg, wire.HelloAdmin, nil, &a.wg)
 	if err != nil {
 		err = unwrapHello(err)
@@ -65,6 +66,8 @@ func DialAdmin(ctx context.Context, addr string, opts ...Option) (*Admin, error)
 			kinds = []error{ErrUnauthenticated}
 		case errors.Is(err, ErrCapacity):
 			kinds = []error{ErrCapacity}
+		case errors.Is(err, ErrWrongCluster):
+			kinds = []error{ErrWrongCluster, ErrUnavailable}
 		case ctx.Err() != nil:
 			kinds = append(kinds, ctx.Err())
 		}

@@ -451,6 +451,11 @@ func (b *Broker) getConn(ctx context.Context, draining bool) (*conn, error) {
 			b.connWaiters.Add(-1)
 			b.mu.Lock()
 			last := b.lastErr
+			if wc := b.wrongClusterLocked(); wc != nil {
+				// No server of the pinned cluster answered: say that one
+				// of another cluster did, and was refused.
+				last = wc
+			}
 			b.mu.Unlock()
 			return nil, &waitError{ctx: ctx.Err(), last: last}
 		}
@@ -503,12 +508,18 @@ func connectError(op, key string, hasKey bool, err error) error {
 	}
 	var we *waitError
 	if errors.As(err, &we) {
-		return newOpError(op, key, hasKey, nil, notSent+we.Error(), we.ctx, ErrUnavailable)
+		kinds := []error{we.ctx, ErrUnavailable}
+		if errors.Is(we.last, ErrWrongCluster) {
+			kinds = append(kinds, we.last)
+		}
+		return newOpError(op, key, hasKey, nil, notSent+we.Error(), kinds...)
 	}
 	kinds := []error{}
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		kinds = append(kinds, ErrUnauthenticated)
+	case errors.Is(err, ErrWrongCluster):
+		kinds = append(kinds, err, ErrUnavailable)
 	case errors.Is(err, ErrCapacity):
 		kinds = append(kinds, ErrCapacity)
 	default:

@@ -41,6 +41,7 @@ func errorClass(err error) string {
 		{ErrNotHeld, "not_held"},
 		{ErrBudgetExceeded, "budget_exceeded"},
 		{ErrUnauthenticated, "unauthenticated"},
+		{ErrWrongCluster, "wrong_cluster"},
 		{ErrPermissionDenied, "permission_denied"},
 		{ErrInvalidArgument, "invalid_argument"},
 		{ErrClosed, "closed"},
@@ -87,7 +88,11 @@ func TestConformance(t *testing.T) {
 // scenarioOptions turns a scenario's client settings into options.
 func scenarioOptions(o faketicketd.ClientOptions) []Option {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
-	return []Option{withCfg(func(c *config) {
+	var opts []Option
+	if o.ClusterID != "" {
+		opts = append(opts, WithClusterID(o.ClusterID))
+	}
+	return append(opts, withCfg(func(c *config) {
 		if o.ReleaseBoundMs > 0 {
 			c.releaseBound = ms(o.ReleaseBoundMs)
 		}
@@ -100,7 +105,7 @@ func scenarioOptions(o faketicketd.ClientOptions) []Option {
 		if o.BackoffMs > 0 {
 			c.backoffBase, c.backoffMax = ms(o.BackoffMs), ms(o.BackoffMs)
 		}
-	})}
+	}))
 }
 
 // serverSaw is what the fake server found wrong so far, for a failed step's
@@ -241,6 +246,11 @@ func runScenario(sc *faketicketd.Scenario) error {
 		}
 		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
 			return fmt.Errorf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
+		}
+		for _, name := range step.Expect.Names {
+			if o.err == nil || !strings.Contains(o.err.Error(), name) {
+				return fmt.Errorf("step %d (%s): the error %v does not name %s\nrule: %s", i, step.Op, o.err, name, sc.Rule)
+			}
 		}
 	}
 	if err := srv.Check(5 * time.Second); err != nil {

@@ -178,6 +178,10 @@ type hello struct {
 	nodeID   string
 	leader   bool
 	sessions bool
+	// The server's cluster ID, when it reports one (ReadyClusterID; all
+	// zero: it has none yet). A server older than cluster IDs reports none.
+	cluster        wire.ClusterID
+	reportsCluster bool
 }
 
 // helloError is a failed handshake. rejected marks refusals that will not go
@@ -227,8 +231,11 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags)
+	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags|wire.HelloClusterID)
 	stop()
+	if herr == nil {
+		herr = cfg.pin.check(addr, &h)
+	}
 	if herr != nil {
 		nc.Close()
 		return nil, herr
@@ -324,7 +331,8 @@ func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reade
 	switch f.Type {
 	case wire.TypeReady:
 		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
-			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0}, r, nil
+			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0,
+			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}, r, nil
 	case wire.TypeNotLeader:
 		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
 		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}

@@ -36,6 +36,8 @@ type config struct {
 	dialStagger  time.Duration       // before dialing the next address while one attempt is still running
 	onBackoff    func(time.Duration) // tests: called when the broker backs off
 	onLateAnswer func()              // tests: called when the reader has taken an abandoned call's answer off the table
+	clusterID    string              // WithClusterID, as given
+	pin          *clusterPin         // the cluster this client serves (cluster.go)
 }
 
 // Defaults.
@@ -97,6 +99,11 @@ func newConfig(opts []Option) (*config, error) {
 	if cfg.releaseQueue < 1 {
 		return nil, configError(nil, "the release queue size must be at least 1")
 	}
+	pin, err := newClusterPin(cfg.clusterID)
+	if err != nil {
+		return nil, err
+	}
+	cfg.pin = pin
 	tc, err := cfg.tlsMode.build()
 	if err != nil {
 		return nil, err

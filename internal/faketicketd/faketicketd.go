@@ -235,6 +235,10 @@ type Ready struct {
 	MaxInFlight uint32        // 0 means 1000
 	NodeID      string        // "" means "fake"
 	Follower    bool          // clear the leader flag
+	// Cluster, when set, is the cluster ID reported to a hello that asks
+	// for it (HelloClusterID), as ticketd does; all zero: "none yet".
+	// Unset, the server reports none, as a server older than cluster IDs.
+	Cluster *wire.ClusterID
 }
 
 // AcceptHello reads the client's H and answers Y. It returns the hello.
@@ -246,7 +250,18 @@ func (c *Conn) AcceptHello(r Ready) (wire.Frame, error) {
 	if h.Type != wire.TypeHello {
 		return h, errors.New("faketicketd: first frame is " + h.Type.String() + ", not H")
 	}
-	return h, c.Send(r.Frame())
+	return h, c.Send(r.FrameFor(h))
+}
+
+// FrameFor is the Y frame for r answering hello h: with the cluster ID
+// only when h asked for it.
+func (r Ready) FrameFor(h wire.Frame) wire.Frame {
+	f := r.Frame()
+	if r.Cluster != nil && h.Flags&wire.HelloClusterID != 0 {
+		f.Flags |= wire.ReadyClusterID
+		f.ClusterID = *r.Cluster
+	}
+	return f
 }
 
 // Frame is the Y frame for r.

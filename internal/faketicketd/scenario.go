@@ -62,6 +62,9 @@ type ClientOptions struct {
 	ConnectWaitMs int64 `json:"connect_wait_ms,omitempty"`
 	// BackoffMs is the reconnect backoff, base and maximum alike.
 	BackoffMs int64 `json:"backoff_ms,omitempty"`
+	// ClusterID pins the client to this cluster from the start (Go
+	// WithClusterID, Java clusterId, C# ClusterId): 32 hex digits.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // Step is one action of a connection's script. Exactly one of Hello, Read,
@@ -124,6 +127,27 @@ type HelloStep struct {
 	// Pings makes the server ping at the interval, as a live server does,
 	// for as long as the connection lasts (otherwise it only announces it).
 	Pings bool `json:"pings,omitempty"`
+	// ClusterID is the cluster ID the server reports to a hello that asks
+	// for it: 32 hex digits, or "none" (it has none yet). Absent, it
+	// reports none at all, as a server older than cluster IDs.
+	ClusterID string `json:"cluster_id,omitempty"`
+}
+
+// cluster is the ID a HelloStep reports, nil for none at all.
+func (h *HelloStep) cluster() (*wire.ClusterID, error) {
+	var id wire.ClusterID
+	switch h.ClusterID {
+	case "":
+		return nil, nil
+	case "none":
+		return &id, nil
+	}
+	b, err := hex.DecodeString(h.ClusterID)
+	if err != nil || len(b) != wire.ClusterIDLen {
+		return nil, fmt.Errorf("hello cluster_id %q: want %d hex digits or \"none\"", h.ClusterID, 2*wire.ClusterIDLen)
+	}
+	copy(id[:], b)
+	return &id, nil
 }
 
 // ClientStep is one call a runner makes, and what it must return.
@@ -162,6 +186,9 @@ type Expect struct {
 	Result string `json:"result,omitempty"` // granted, released, free, held
 	Token  string `json:"token,omitempty"`  // granted: the ticket's token
 	Error  string `json:"error,omitempty"`  // indeterminate, capacity, not_acquired, ...
+	// Names are texts the error's message must contain (the two cluster
+	// IDs of a wrong_cluster error, say).
+	Names []string `json:"names,omitempty"`
 }
 
 // SentCheck is what the server must have received once the client steps
@@ -318,13 +345,18 @@ func (sc *Scenario) validate() error {
 				return fmt.Errorf("client step %d: background call %q named twice or awaiting", i, cs.Background)
 			}
 			background[cs.Background] = true
-			if cs.Expect != (Expect{}) {
+			if cs.Expect.Result != "" || cs.Expect.Token != "" || cs.Expect.Error != "" || len(cs.Expect.Names) > 0 {
 				return fmt.Errorf("client step %d: a background call's outcome is checked by its await step", i)
 			}
 			continue
 		}
 		if (cs.Expect.Result == "") == (cs.Expect.Error == "") {
 			return fmt.Errorf("client step %d: expect a result or an error", i)
+		}
+	}
+	if id := sc.Options.ClusterID; id != "" {
+		if b, err := hex.DecodeString(id); err != nil || len(b) != wire.ClusterIDLen {
+			return fmt.Errorf("options: cluster_id %q is not %d hex digits", id, 2*wire.ClusterIDLen)
 		}
 	}
 	for _, n := range sc.Options.Addresses {
@@ -363,6 +395,11 @@ func (st Step) validate() error {
 	}
 	if n != 1 {
 		return errors.New("a step does exactly one thing")
+	}
+	if st.Hello != nil {
+		if _, err := st.Hello.cluster(); err != nil {
+			return err
+		}
 	}
 	for _, t := range []string{st.Read, st.Send, st.To} {
 		if t != "" && len(t) != 1 {
@@ -675,12 +712,13 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				s.violate("server %d connection %d: the first frame is %s, not H", n, c.Index, h.Type)
 				return
 			}
-			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower}
+			cluster, _ := st.Hello.cluster() // checked when the scenario was loaded
+			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower, Cluster: cluster}
 			if st.Hello.IntervalMs != nil {
 				r.Interval = time.Duration(*st.Hello.IntervalMs) * time.Millisecond
 				r.NoPings = *st.Hello.IntervalMs == 0
 			}
-			if c.Send(r.Frame()) != nil {
+			if c.Send(r.FrameFor(h)) != nil {
 				return
 			}
 			if st.Hello.Pings && r.Interval > 0 {
