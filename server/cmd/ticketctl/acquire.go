@@ -42,6 +42,9 @@ type acquireResult struct {
 	Token    uint64 `json:"token"`
 	LeaseMs  int64  `json:"lease_ms"`
 	Deadline string `json:"deadline"`
+	// ClusterID is the cluster that granted it ("" from a server that
+	// does not report one): its token is meaningful only there.
+	ClusterID string `json:"cluster_id"`
 }
 
 func runAcquire(e *env, key string, wait, lease time.Duration) error {
@@ -64,8 +67,11 @@ func runAcquire(e *env, key string, wait, lease time.Duration) error {
 		Token:    t.Token(),
 		LeaseMs:  t.Lease().Milliseconds(),
 		Deadline: t.Deadline().Format(time.RFC3339Nano),
+
+		ClusterID: b.ClusterID(),
 	}
 	return e.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "key: %s\ntoken: %d\nlease: %s\ndeadline: %s\n", res.Key, res.Token, t.Lease(), res.Deadline)
+		printClusterID(w, res.ClusterID)
 	})
 }

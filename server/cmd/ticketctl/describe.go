@@ -30,6 +30,7 @@ type describeResult struct {
 	RemainingMs int64  `json:"remaining_ms"`
 	LeaseMs     int64  `json:"lease_ms"`
 	Waiters     int    `json:"waiters"`
+	ClusterID   string `json:"cluster_id"`
 }
 
 func runDescribe(e *env, key string) error {
@@ -44,7 +45,7 @@ func runDescribe(e *env, key string) error {
 	if err != nil {
 		return err
 	}
-	res := describeResult{Key: key, Held: d.Held, Waiters: d.Waiters}
+	res := describeResult{Key: key, Held: d.Held, Waiters: d.Waiters, ClusterID: b.ClusterID()}
 	if d.Held {
 		res.Token = d.Token
 		res.Owner = hex.EncodeToString(d.Owner[:])
@@ -55,9 +56,10 @@ func runDescribe(e *env, key string) error {
 		fmt.Fprintf(w, "key: %s\n", key)
 		if !d.Held {
 			fmt.Fprintf(w, "held: no\nwaiters: %d\n", d.Waiters)
-			return
+		} else {
+			fmt.Fprintf(w, "held: yes\ntoken: %d\nowner: %s\nremaining: %s\nlease: %s\nwaiters: %d\n",
+				d.Token, res.Owner, d.Remaining.Round(time.Millisecond), d.Lease, d.Waiters)
 		}
-		fmt.Fprintf(w, "held: yes\ntoken: %d\nowner: %s\nremaining: %s\nlease: %s\nwaiters: %d\n",
-			d.Token, res.Owner, d.Remaining.Round(time.Millisecond), d.Lease, d.Waiters)
+		printClusterID(w, res.ClusterID)
 	})
 }

@@ -54,7 +54,7 @@ func TestEndToEndSingleNode(t *testing.T) {
 
 	var rel releaseResult
 	decodeOne(t, mustCtl(t, exitOK, addr, "release", "orders/1", token, "-o", "json"), &rel)
-	if rel != (releaseResult{Key: "orders/1", Token: got.Token, Released: true}) {
+	if rel != (releaseResult{Key: "orders/1", Token: got.Token, Released: true, ClusterID: got.ClusterID}) {
 		t.Errorf("release result %+v", rel)
 	}
 	var notHeld errorResult
@@ -225,5 +225,49 @@ func TestEndToEndSnapshotSaveAndRestore(t *testing.T) {
 	code, _, stderr := ctl(t, "snapshot", "save", filepath.Join(t.TempDir(), "missing", "b.snap"), all)
 	if code != exitError || !strings.Contains(stderr, "snapshot save") {
 		t.Errorf("save into a missing directory: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Every command says which cluster it talked to, and --cluster-id makes it
+// refuse the servers of any other.
+func TestClusterIDPrintedAndRequired(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	addr := "--addr=" + c.Addr(0)
+	var st statusResult
+	decodeOne(t, mustCtl(t, exitOK, "status", addr, "-o", "json"), &st)
+	id := st.ClusterID
+	if len(id) != 32 {
+		t.Fatalf("status cluster_id %q, want 32 hex digits", id)
+	}
+	var got acquireResult
+	decodeOne(t, mustCtl(t, exitOK, addr, "-o", "json", "acquire", "k", "--lease", "30s"), &got)
+	var d describeResult
+	decodeOne(t, mustCtl(t, exitOK, addr, "-o", "json", "describe", "k", "--cluster-id", id), &d)
+	if got.ClusterID != id || d.ClusterID != id {
+		t.Errorf("acquire cluster_id %q, describe cluster_id %q, want status's %s", got.ClusterID, d.ClusterID, id)
+	}
+	if text := mustCtl(t, exitOK, addr, "describe", "k"); !strings.Contains(text, "cluster_id: "+id+"\n") {
+		t.Errorf("describe text does not name the cluster:\n%s", text)
+	}
+	if text := mustCtl(t, exitOK, addr, "status", "--cluster-id", id); !strings.Contains(text, "cluster_id: "+id+"\n") {
+		t.Errorf("status text does not name the cluster:\n%s", text)
+	}
+
+	other := strings.Repeat("ab", 16)
+	for _, args := range [][]string{{"status"}, {"acquire", "k2", "--lease", "30s"}, {"describe", "k"}} {
+		code, stdout, stderr := ctl(t, append([]string{addr, "-o", "json", "--cluster-id", other}, args...)...)
+		var e errorResult
+		decodeOne(t, stdout, &e)
+		if code != exitError || e.Code != "wrong_cluster" || !strings.Contains(stderr, id) || !strings.Contains(stderr, other) {
+			t.Errorf("%v with --cluster-id of another cluster: exit %d, %+v, stderr %q; want exit 1, wrong_cluster, naming %s and %s", args, code, e, stderr, id, other)
+		}
+	}
+	if code, _, stderr := ctl(t, addr, "status", "--cluster-id", "n1"); code != exitError || !strings.Contains(stderr, "32 hex digits") {
+		t.Errorf("--cluster-id n1: exit %d, stderr %q", code, stderr)
+	}
+	var free describeResult
+	decodeOne(t, mustCtl(t, exitOK, addr, "-o", "json", "describe", "k2"), &free)
+	if free.Held {
+		t.Errorf("k2 was acquired through a refused server: %+v", free)
 	}
 }

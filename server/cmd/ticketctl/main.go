@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -47,6 +48,7 @@ type globals struct {
 	tlsKey      string
 	output      string
 	timeout     time.Duration
+	clusterID   string
 }
 
 const (
@@ -67,6 +69,7 @@ func defineGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.tlsKey, "tls-key", "", "the private key (PEM) of --tls-cert")
 	fs.StringVar(&g.output, "o", "text", "output format: text or json")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (acquire adds its --wait)")
+	fs.StringVar(&g.clusterID, "cluster-id", "", "talk only to servers of this cluster (32 hex digits, the cluster_id of ticketctl status): a server of another cluster is refused")
 }
 
 // command is one verb. setup defines the verb's own flags on fs and returns
@@ -211,6 +214,11 @@ func parseArgs(args []string) (inv *invocation, err error) {
 	if inv.g.timeout <= 0 {
 		return inv, usageErrorf("--timeout must be positive")
 	}
+	if id := inv.g.clusterID; id != "" {
+		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
+			return inv, usageErrorf("--cluster-id %q: want the 32 hex digits ticketctl status prints as cluster_id", id)
+		}
+	}
 	n := 0
 	for _, set := range []bool{inv.g.tlsCA != "", inv.g.tlsInsecure, inv.g.tls} {
 		if set {
@@ -290,6 +298,9 @@ func (e *env) options() []ticketing.Option {
 	opts := []ticketing.Option{ticketing.WithLogger(slog.New(slog.DiscardHandler))}
 	if e.g.token != "" {
 		opts = append(opts, ticketing.WithToken(e.g.token))
+	}
+	if e.g.clusterID != "" {
+		opts = append(opts, ticketing.WithClusterID(e.g.clusterID))
 	}
 	mode := ticketing.TLSOff()
 	switch {
@@ -382,7 +393,7 @@ func (e *env) fail(err error) int {
 
 type errorResult struct {
 	Error string `json:"error"`
-	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate, permission_denied or error
+	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate, permission_denied, wrong_cluster or error
 }
 
 // classify maps an error to the exit code and the JSON code name.
@@ -402,6 +413,8 @@ func classify(err error) (int, string) {
 		return exitPermission, "permission_denied"
 	case errors.Is(err, coordination.ErrIndeterminate):
 		return exitIndeterminate, "indeterminate"
+	case errors.Is(err, ticketing.ErrWrongCluster):
+		return exitError, "wrong_cluster" // a server of another cluster than --cluster-id
 	}
 	if code, ok := coordCode(err); ok {
 		return exitError, code // not_found, already_exists, ...: scripts may tell them apart
@@ -469,7 +482,8 @@ Output: text by default; -o json prints exactly one JSON object, for errors
 Exit codes:
   0  success
   1  any other error: usage, connection, authentication failure (token or
-     client certificate) (code "error")
+     client certificate) (code "error"); a server of another cluster than
+     --cluster-id (code "wrong_cluster")
   2  acquire: not acquired within --wait (code "not_acquired");
      release: the token does not hold the key (code "not_held")
   3  rejected by a server capacity limit (code "capacity")
@@ -538,6 +552,8 @@ func valueName(f *flag.Flag) string {
 		return "FORMAT"
 	case "addr":
 		return "ADDRS"
+	case "cluster-id":
+		return "ID"
 	case "tls-ca", "tls-cert", "tls-key":
 		return "FILE"
 	}

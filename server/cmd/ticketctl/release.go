@@ -44,6 +44,8 @@ type releaseResult struct {
 	Key      string `json:"key"`
 	Token    uint64 `json:"token"`
 	Released bool   `json:"released"`
+	// ClusterID is the cluster that released it.
+	ClusterID string `json:"cluster_id"`
 }
 
 func runRelease(e *env, key string, token uint64) error {
@@ -62,7 +64,7 @@ func runRelease(e *env, key string, token uint64) error {
 	if err := b.ReleaseToken(ctx, key, token); err != nil {
 		return err
 	}
-	res := releaseResult{Key: key, Token: token, Released: true}
+	res := releaseResult{Key: key, Token: token, Released: true, ClusterID: b.ClusterID()}
 	return e.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "released key %s token %d\n", key, token)
 	})

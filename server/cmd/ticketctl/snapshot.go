@@ -47,6 +47,9 @@ type snapshotResult struct {
 	Term   uint64 `json:"term"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// ClusterID is the cluster the snapshot is of (a restore gives the
+	// restored cluster a new one).
+	ClusterID string `json:"cluster_id"`
 }
 
 func runSnapshotSave(e *env, file string) error {
@@ -73,6 +76,7 @@ func runSnapshotSave(e *env, file string) error {
 	return e.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "saved snapshot of %s (index %d, term %d, %d bytes, sha256 %s) to %s\n",
 			res.Node, res.Index, res.Term, res.Size, res.SHA256, res.File)
+		printClusterID(w, res.ClusterID)
 	})
 }
 
@@ -133,6 +137,7 @@ func saveSnapshot(ctx context.Context, e *env, addr string, tmp *os.File, file s
 		return res, err
 	}
 	defer a.Close()
+	res.ClusterID = a.ClusterID()
 	failed := func(err error) (snapshotResult, error) {
 		return res, fmt.Errorf("snapshot save from %s: %w; %s was not written", addr, err, file)
 	}

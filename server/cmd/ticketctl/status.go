@@ -122,3 +122,11 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// printClusterID prints the cluster a command talked to, when the server
+// reported one.
+func printClusterID(w io.Writer, id string) {
+	if id != "" {
+		fmt.Fprintf(w, "cluster_id: %s\n", id)
+	}
+}
