@@ -36,6 +36,19 @@ func TestConnectConfigErrors(t *testing.T) {
 	if _, err := Connect("a:1", WithToken(strings.Repeat("t", 1025))); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("long token: %v", err)
 	}
+	for _, id := range []string{"n1", strings.Repeat("a", 31), strings.Repeat("0", 32), strings.Repeat("g", 32)} {
+		if _, err := Connect("a:1", WithClusterID(id)); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "32 hex digits") {
+			t.Errorf("cluster ID %q: %v", id, err)
+		}
+	}
+	pinned, err := Connect("a:1", quiet, WithClusterID(strings.Repeat("Ab", 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pinned.ClusterID(); got != strings.Repeat("ab", 16) {
+		t.Errorf("ClusterID() of a client given one: %q", got)
+	}
+	pinned.Close()
 	b, err := Connect(" 127.0.0.1:1 , 127.0.0.1:2 ", quiet)
 	if err != nil {
 		t.Fatal(err)
