@@ -36,6 +36,10 @@ var (
 	// ErrUnauthenticated: the server refused the client token (WithToken)
 	// (the Ticketing client's sentinel).
 	ErrUnauthenticated = ticketing.ErrUnauthenticated
+	// ErrWrongCluster: the servers reachable belong to another cluster than
+	// the one the Ticketing client is pinned to (ticketing.WithClusterID, or
+	// the first cluster it reached) (the Ticketing client's sentinel).
+	ErrWrongCluster = ticketing.ErrWrongCluster
 	// ErrClosed: the client or session was closed (the Ticketing client's
 	// sentinel).
 	ErrClosed = ticketing.ErrClosed
