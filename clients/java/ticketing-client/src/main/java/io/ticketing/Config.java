@@ -24,4 +24,8 @@ final class Config {
     long clientPingMs = Conn.CLIENT_PING_MS;
     /** The least time a request waits for its answer on a live connection (an acquire: on top of its wait). */
     long answerGraceMs = 10_000;
+    /** The cluster ID given to the builder, or null: pinned at the first server that reports one. */
+    String clusterId;
+    /** The cluster this broker serves (set when the broker is built). */
+    ClusterPin pin;
 }

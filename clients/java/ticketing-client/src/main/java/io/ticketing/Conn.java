@@ -185,7 +185,7 @@ final class Conn {
             InputStream in = new BufferedInputStream(s.getInputStream(), 64 * 1024);
             Frame h = new Frame(Type.HELLO);
             h.version = Type.VERSION;
-            h.flags = helloFlags;
+            h.flags = helloFlags | Type.HELLO_CLUSTER_ID;
             h.text = cfg.token.getBytes(java.nio.charset.StandardCharsets.UTF_8);
             OutputStream o = s.getOutputStream();
             IOException writeErr = null;
@@ -214,7 +214,13 @@ final class Conn {
             }
             Conn c = null;
             switch (f.type) {
-                case Type.READY -> c = new Conn(addr, s, in, f, hooks, cfg.clientPingMs);
+                case Type.READY -> {
+                    WrongClusterException wrong = cfg.pin.check(addr, f);
+                    if (wrong != null) {
+                        throw new HelloException(wrong, "", true);
+                    }
+                    c = new Conn(addr, s, in, f, hooks, cfg.clientPingMs);
+                }
                 case Type.NOT_LEADER -> {
                     String hint = new String(f.text, java.nio.charset.StandardCharsets.UTF_8);
                     throw new HelloException(new UnavailableException("the server " + addr + " is not the leader"

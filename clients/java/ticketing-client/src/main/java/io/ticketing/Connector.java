@@ -275,6 +275,12 @@ final class Connector {
                 }
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) {
+                    WrongClusterException wrong = wrongCluster();
+                    if (wrong != null) {
+                        // No server of the pinned cluster answered: say that one of another cluster did, and was refused.
+                        throw new WrongClusterException(op + ": not sent: no server of cluster " + wrong.pinnedClusterId() + " answered "
+                                + bound + ", and " + wrong.getMessage() + "; the broker keeps trying in the background", wrong);
+                    }
                     throw new UnavailableException(op + ": not sent: no connection to the leader"
                             + (lastErr != null ? " (last attempt: " + lastErr + ")" : "") + " " + bound + "; the broker keeps trying in the background");
                 }
@@ -290,7 +296,20 @@ final class Connector {
         if (r instanceof UnauthenticatedException) {
             return new UnauthenticatedException(m, r, r.serverErrorCode());
         }
+        if (r instanceof WrongClusterException w) {
+            return new WrongClusterException(m, w);
+        }
         return new UnavailableException(m, r, r.serverErrorCode());
+    }
+
+    /** A listed server's refusal as a server of another cluster, or null. mu is held. */
+    private WrongClusterException wrongCluster() {
+        for (String a : cfg.addrs) {
+            if (refusals.get(a) instanceof WrongClusterException w) {
+                return w;
+            }
+        }
+        return null;
     }
 
     /** The deadline of a call's wait for a connection: the connect wait from now. */

@@ -258,6 +258,24 @@ public final class TicketBroker implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Pins the broker to the cluster with this ID (32 hex digits, as
+         * ticketctl status prints cluster_id) from the start, instead of to the
+         * cluster of the first server it reaches. A server of another cluster
+         * is refused ({@link WrongClusterException}). After the cluster has been
+         * restored from a snapshot (which gives it a new ID), give the new ID,
+         * or restart clients that pinned the old one without this setting.
+         *
+         * @param clusterId the cluster's ID
+         * @return this builder
+         * @throws InvalidArgumentException when it is not 32 hex digits
+         */
+        public Builder clusterId(String clusterId) {
+            ClusterPin.parse(Objects.requireNonNull(clusterId));
+            c.clusterId = clusterId;
+            return this;
+        }
+
         Builder releaseBound(Duration d) {
             c.releaseBoundMs = d.toMillis();
             return this;
@@ -299,6 +317,7 @@ public final class TicketBroker implements AutoCloseable {
                 throw new InvalidArgumentException("the token is longer than " + Type.MAX_TOKEN + " bytes");
             }
             c.ssl = c.tlsMode.build();
+            c.pin = new ClusterPin(c.clusterId);
             if (c.executor == null) {
                 c.executor = Threads.releaseExecutor();
                 c.ownExecutor = true;
@@ -325,6 +344,16 @@ public final class TicketBroker implements AutoCloseable {
      */
     public java.util.Optional<String> connectionProblem() {
         return connector.connectionProblem();
+    }
+
+    /**
+     * The cluster this broker is pinned to: the one given to the builder, or
+     * the cluster of the first server that reported one.
+     *
+     * @return its ID (32 hex digits), or empty until a server has reported one
+     */
+    public java.util.Optional<String> clusterId() {
+        return java.util.Optional.ofNullable(cfg.pin.get());
     }
 
     // ---- waitReady ----

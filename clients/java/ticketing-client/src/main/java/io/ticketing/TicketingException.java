@@ -17,7 +17,8 @@ package io.ticketing;
  *   <li>{@link PermissionDeniedException}: the server refused the request for this client's principal (F):
  *       final, nothing happened, the connection stays open; never retried;
  *   <li>{@link UnavailableException}: no usable connection to the leader, or a read-only request lost its
- *       connection; nothing with an effect may have been sent;
+ *       connection; nothing with an effect may have been sent; its subclass {@link WrongClusterException} when
+ *       the servers that answered belong to another cluster than the one this client is pinned to;
  *   <li>{@link ClosedException}: the broker was closed;
  *   <li>{@link ReleaseDroppedException}: a background release could not be queued.
  * </ul>

@@ -1,7 +1,7 @@
 package io.ticketing;
 
 /** No usable connection to the cluster leader: none could be established in time (nothing was sent), or a read-only request (describe) lost its connection before the answer. */
-public final class UnavailableException extends TicketingException {
+public sealed class UnavailableException extends TicketingException permits WrongClusterException {
     UnavailableException(String message) {
         super(message, null, 0);
     }

@@ -216,6 +216,7 @@ class ConformanceTest {
         if (e instanceof InvalidArgumentException) return "invalid_argument";
         if (e instanceof ClosedException) return "closed";
         if (e instanceof CancellationException) return "cancelled";
+        if (e instanceof WrongClusterException) return "wrong_cluster";
         if (e instanceof UnavailableException) return "unavailable";
         return "unclassified";
     }
@@ -234,6 +235,7 @@ class ConformanceTest {
             if (options.containsKey("answer_grace_ms")) b.answerGrace(ms(options, "answer_grace_ms"));
             if (options.containsKey("connect_wait_ms")) b.connectWait(ms(options, "connect_wait_ms"));
             if (options.containsKey("backoff_ms")) b.backoff(ms(options, "backoff_ms"), ms(options, "backoff_ms"));
+            if (options.containsKey("cluster_id")) b.clusterId((String) options.get("cluster_id"));
         }
         return b.connect();
     }
@@ -351,6 +353,11 @@ class ConformanceTest {
                 }
                 if (!want.equals(gotClass)) {
                     assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + fake.violations() + "\nrule: " + rule);
+                }
+                for (Object name : (List<Object>) expect.getOrDefault("names", List.of())) {
+                    if (!got.contains((String) name)) {
+                        throw new AssertionError("step " + i + " (" + op + "): the error " + got + " does not name " + name + "\nrule: " + rule);
+                    }
                 }
             }
             String verdict = fake.check();

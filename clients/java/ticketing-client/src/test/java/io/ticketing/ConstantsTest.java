@@ -116,6 +116,9 @@ class ConstantsTest {
         assertEquals(Duration.ofSeconds(Type.MIN_LEASE), TicketBroker.MIN_LEASE);
         assertEquals(Duration.ofSeconds(Type.MAX_LEASE), TicketBroker.MAX_LEASE);
         assertEquals(((Number) flags.get("hello_admin")).intValue(), Type.HELLO_ADMIN);
+        assertEquals(((Number) flags.get("hello_cluster_id")).intValue(), Type.HELLO_CLUSTER_ID);
+        assertEquals(((Number) flags.get("ready_cluster_id")).intValue(), Type.READY_CLUSTER_ID);
+        assertEquals(((Number) limits.get("cluster_id_len")).intValue(), Type.CLUSTER_ID_LEN);
         assertEquals(((Number) flags.get("ready_leader")).intValue(), Type.READY_LEADER);
         assertEquals(((Number) flags.get("ready_sessions")).intValue(), Type.READY_SESSIONS);
         assertEquals(((Number) flags.get("info_held")).intValue(), Type.INFO_HELD);

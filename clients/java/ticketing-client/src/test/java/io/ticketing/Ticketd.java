@@ -184,6 +184,39 @@ final class Ticketd implements AutoCloseable {
         }
     }
 
+    /**
+     * The cluster's ID as a running node reports it in its hello answer (an
+     * admin hello that asks for it), waiting with a deadline until one has it.
+     */
+    String clusterId(long timeoutMs) throws Exception {
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        while (System.nanoTime() < end) {
+            for (Node nd : nodes) {
+                if (!nd.proc.isAlive()) {
+                    continue;
+                }
+                String[] hp = nd.addr.split(":");
+                try (Socket s = new Socket()) {
+                    s.connect(new InetSocketAddress(hp[0], Integer.parseInt(hp[1])), 500);
+                    s.setSoTimeout(1000);
+                    Frame h = new Frame(Type.HELLO);
+                    h.version = 1;
+                    h.flags = Type.HELLO_ADMIN | Type.HELLO_CLUSTER_ID;
+                    h.text = token.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                    s.getOutputStream().write(Codec.encode(h));
+                    Frame f = Codec.read(s.getInputStream());
+                    if (f.type == Type.READY && (f.flags & Type.READY_CLUSTER_ID) != 0 && !ClusterPin.format(f.clusterId).equals("none")) {
+                        return ClusterPin.format(f.clusterId);
+                    }
+                } catch (Exception e) {
+                    // not up yet: ask again
+                }
+            }
+            Thread.sleep(50);
+        }
+        throw new AssertionError("no node reported a cluster ID within " + timeoutMs + " ms");
+    }
+
     /** SIGKILL: no shutdown, no leadership hand-over. */
     void kill(Node nd) throws InterruptedException {
         nd.proc.destroyForcibly();

@@ -22,7 +22,7 @@ class ConfigurationMetadataTest {
                 all.append(new String(in.readAllBytes(), StandardCharsets.UTF_8));
             }
         }
-        for (String p : new String[] {"ticketing.addrs", "ticketing.token", "ticketing.tls.mode", "ticketing.connect-wait",
+        for (String p : new String[] {"ticketing.addrs", "ticketing.token", "ticketing.tls.mode", "ticketing.connect-wait", "ticketing.cluster-id",
                 "ticketing.transaction.retry.enabled", "ticketing.transaction.retry.max-attempts",
                 "ticketing.transaction.retry.fast-backoff-base-ms", "ticketing.transaction.retry.slow-cap-backoff-ms"}) {
             assertTrue(all.indexOf("\"name\": \"" + p + "\"") >= 0, p + " is not described in the configuration metadata");

@@ -66,6 +66,9 @@ public final class Codec {
                 b.putInt((int) f.intervalMs);
                 b.putInt((int) f.count);
                 putStr(b, f.text);
+                if ((f.flags & Type.READY_CLUSTER_ID) != 0) {
+                    b.put(f.clusterId, 0, Type.CLUSTER_ID_LEN);
+                }
             }
             case Type.GRANTED -> {
                 b.putInt((int) f.id);
@@ -120,7 +123,7 @@ public final class Codec {
             case Type.DESCRIBE -> 6 + f.key.length;
             case Type.RELEASE_OWNER -> 22 + f.key.length;
             case Type.ADMIN -> 4 + f.text.length;
-            case Type.READY -> 13 + f.text.length;
+            case Type.READY -> 13 + f.text.length + ((f.flags & Type.READY_CLUSTER_ID) != 0 ? Type.CLUSTER_ID_LEN : 0);
             case Type.GRANTED -> 20;
             case Type.NOT_ACQUIRED, Type.QUEUED, Type.PING, Type.PONG -> 8;
             case Type.CANCELLED, Type.RELEASED, Type.NOT_HELD -> 4;
@@ -193,6 +196,9 @@ public final class Codec {
                     f.intervalMs = u32(b);
                     f.count = u32(b);
                     f.text = str(b);
+                    if ((f.flags & Type.READY_CLUSTER_ID) != 0) {
+                        b.get(f.clusterId);
+                    }
                 }
                 case Type.GRANTED -> {
                     f.id = u32(b);

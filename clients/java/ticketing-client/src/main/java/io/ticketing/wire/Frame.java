@@ -47,6 +47,8 @@ public final class Frame {
     public long remainingMs;
     /** H, Y, M, E: str text; J, V: text to the end of the frame. */
     public byte[] text = new byte[0];
+    /** Y with {@link Type#READY_CLUSTER_ID}: the server's cluster ID (all zero: none yet). */
+    public byte[] clusterId = new byte[Type.CLUSTER_ID_LEN];
 
     public Frame() {}
 
@@ -64,7 +66,7 @@ public final class Frame {
                 && Arrays.equals(key, f.key) && token == f.token && leaseMs == f.leaseMs
                 && queuedMs == f.queuedMs && count == f.count && reason == f.reason && code == f.code
                 && intervalMs == f.intervalMs && nonce == f.nonce && remainingMs == f.remainingMs
-                && Arrays.equals(text, f.text);
+                && Arrays.equals(text, f.text) && Arrays.equals(clusterId, f.clusterId);
     }
 
     @Override

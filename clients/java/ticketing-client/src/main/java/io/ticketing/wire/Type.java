@@ -35,10 +35,16 @@ public final class Type {
     public static final int MAX_FRAME = 65536;
     /** Hello flag: administrative session. */
     public static final int HELLO_ADMIN = 1;
+    /** Hello flag: the client reads the server's cluster ID in Y. */
+    public static final int HELLO_CLUSTER_ID = 2;
     /** Ready flag: the server is the leader. */
     public static final int READY_LEADER = 1;
     /** Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination). */
     public static final int READY_SESSIONS = 2;
+    /** Ready flag: Y ends with the server's cluster ID (all zero: none yet). */
+    public static final int READY_CLUSTER_ID = 4;
+    /** Size of a cluster ID in Y. */
+    public static final int CLUSTER_ID_LEN = 16;
     /** Info flag: the key is held. */
     public static final int INFO_HELD = 1;
     public static final int MAX_KEY = 1024;

@@ -68,6 +68,7 @@ class VectorsTest {
                 case "flags" -> f.flags = num(v);
                 case "id" -> f.id = (Long) v;
                 case "owner" -> f.owner = HEX.parseHex((String) v);
+                case "cluster_id" -> f.clusterId = HEX.parseHex((String) v);
                 case "wait" -> f.waitSec = num(v);
                 case "lease" -> f.leaseSec = num(v);
                 case "key_hex" -> f.key = HEX.parseHex((String) v);

@@ -54,6 +54,9 @@ public class TicketingAutoConfiguration {
                 .token(p.getToken())
                 .connectWait(p.getConnectWait())
                 .tls(tls(p.getTls()));
+        if (p.getClusterId() != null && !p.getClusterId().isBlank()) {
+            b.clusterId(p.getClusterId());
+        }
         org.springframework.beans.factory.BeanFactory f = bf.getIfAvailable();
         if (f != null && f.containsBean(APPLICATION_TASK_EXECUTOR)) {
             b.executor(f.getBean(APPLICATION_TASK_EXECUTOR, Executor.class));

@@ -17,8 +17,32 @@ public class TicketingProperties {
     private String token = "";
     /** How long a call waits for a connection to the leader before giving up with nothing sent. */
     private Duration connectWait = Duration.ofSeconds(10);
+    /**
+     * The cluster the client serves (32 hex digits, the cluster_id of ticketctl status); empty: the cluster of the
+     * first server reached. A server of another cluster is refused. After a restore from a snapshot, set the
+     * restored cluster's new ID (or restart the application).
+     */
+    private String clusterId = "";
     /** TLS settings. */
     private final Tls tls = new Tls();
+
+    /**
+     * The cluster the client is pinned to.
+     *
+     * @return its ID, or empty for the cluster of the first server reached
+     */
+    public String getClusterId() {
+        return clusterId;
+    }
+
+    /**
+     * Pins the client to a cluster.
+     *
+     * @param clusterId its ID (32 hex digits), or empty
+     */
+    public void setClusterId(String clusterId) {
+        this.clusterId = clusterId;
+    }
 
     /** {@code ticketing.tls.*}. */
     public static class Tls {
