@@ -172,6 +172,41 @@ namespace Ticketing.Tests
             catch (Exception) { return false; }
         }
 
+        /// <summary>The cluster's ID as a running node reports it in its hello answer, waiting until one has it.</summary>
+        public string ClusterId()
+        {
+            string id = null;
+            U.WaitUntil("a node reports its cluster ID", () =>
+            {
+                for (int i = 0; i < Addrs.Length; i++)
+                {
+                    if (procs[i] == null) continue;
+                    try
+                    {
+                        using (var c = new TcpClient())
+                        {
+                            string host; int port;
+                            Connection.SplitAddr(Addrs[i], out host, out port);
+                            c.Connect(host, port);
+                            c.ReceiveTimeout = 2000;
+                            var s = c.GetStream();
+                            var h = Codec.Encode(new Frame { Type = FrameType.Hello, Version = 1, Flags = Codec.HelloAdmin | Codec.HelloClusterId });
+                            s.Write(h, 0, h.Length);
+                            var f = Codec.ReadFrame(s, new byte[4]);
+                            if (f != null && f.Type == FrameType.Ready && (f.Flags & Codec.ReadyClusterId) != 0 && ClusterPin.Format(f.ClusterId) != "none")
+                            {
+                                id = ClusterPin.Format(f.ClusterId);
+                                return true;
+                            }
+                        }
+                    }
+                    catch (Exception) { }
+                }
+                return false;
+            });
+            return id;
+        }
+
         public void Dispose()
         {
             for (int i = 0; i < procs.Count; i++) Kill(i);

@@ -147,6 +147,7 @@ namespace Ticketing.Tests
             if (e is ArgumentException) return "invalid_argument";
             if (e is ClosedException) return "closed";
             if (e is OperationCanceledException) return "cancelled";
+            if (e is WrongClusterException) return "wrong_cluster";
             if (e is UnavailableException) return "unavailable";
             return "unclassified";
         }
@@ -186,6 +187,7 @@ namespace Ticketing.Tests
             if (options.ContainsKey("answer_grace_ms")) b.AnswerGraceForTests(Ms(options, "answer_grace_ms"));
             if (options.ContainsKey("connect_wait_ms")) b.OperationTimeout(Ms(options, "connect_wait_ms"));
             if (options.ContainsKey("backoff_ms")) b.BackoffForTests(Ms(options, "backoff_ms"), Ms(options, "backoff_ms"));
+            if (options.ContainsKey("cluster_id")) b.ClusterId((string)options["cluster_id"]);
             return b.Connect();
         }
 
@@ -304,6 +306,10 @@ namespace Ticketing.Tests
                     if (expect.ContainsKey("token")) want += " " + expect["token"];
                     else if (got.StartsWith("granted ")) got = "granted";
                     if (want != got) Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + fake.Violations() + "\nrule: " + rule);
+                    if (expect.ContainsKey("names"))
+                        foreach (var named in (List<object>)expect["names"])
+                            if (!detail.Contains((string)named))
+                                Assert.Fail("step " + i + " (" + op + "): the error" + detail + " does not name " + named + "\nrule: " + rule);
                 }
                 Assert.AreEqual("ok", fake.Check(), "frames sent\nrule: " + rule);
             }

@@ -101,6 +101,9 @@ namespace Ticketing.Tests
             Assert.AreEqual(Limit("flags", "hello_admin"), Codec.HelloAdmin);
             Assert.AreEqual(Limit("flags", "ready_leader"), Codec.ReadyLeader);
             Assert.AreEqual(Limit("flags", "ready_sessions"), Codec.ReadySessions);
+            Assert.AreEqual(Limit("flags", "hello_cluster_id"), Codec.HelloClusterId);
+            Assert.AreEqual(Limit("flags", "ready_cluster_id"), Codec.ReadyClusterId);
+            Assert.AreEqual(Limit("limits", "cluster_id_len"), Codec.ClusterIdLen);
         }
     }
 }

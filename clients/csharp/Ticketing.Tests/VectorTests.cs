@@ -91,6 +91,7 @@ namespace Ticketing.Tests
                     case "type": f.Type = (byte)((string)v)[0]; break;
                     case "id": f.Id = (uint)(decimal)v; break;
                     case "owner": f.Owner = Hex((string)v); break;
+                    case "cluster_id": f.ClusterId = Hex((string)v); break;
                     case "wait": f.Wait = (byte)(decimal)v; break;
                     case "lease": f.Lease = (byte)(decimal)v; break;
                     case "key": break; // key_hex is authoritative
@@ -124,6 +125,7 @@ namespace Ticketing.Tests
                 {
                     case "id": Assert.AreEqual(want.Id, got.Id, name + ": id"); break;
                     case "owner": Assert.AreEqual(ToHex(want.Owner), ToHex(got.Owner), name + ": owner"); break;
+                    case "cluster_id": Assert.AreEqual(ToHex(want.ClusterId), ToHex(got.ClusterId), name + ": cluster_id"); break;
                     case "wait": Assert.AreEqual(want.Wait, got.Wait, name + ": wait"); break;
                     case "lease": Assert.AreEqual(want.Lease, got.Lease, name + ": lease"); break;
                     case "key_hex": Assert.AreEqual(ToHex(want.Key), ToHex(got.Key), name + ": key"); break;

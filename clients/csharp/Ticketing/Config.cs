@@ -28,6 +28,8 @@ namespace Ticketing
         internal TimeSpan OwnPingInterval = TimeSpan.FromMilliseconds(500);
         internal TimeSpan MinAnswerGrace = TimeSpan.FromSeconds(10);
         internal TimeSpan AnswerGraceOverride; // tests only; zero = none
+        internal byte[] ClusterId; // the builder's ClusterId, or null
+        internal ClusterPin Pin; // the cluster this broker serves (set by Connect)
     }
 
     /// <summary>
@@ -136,6 +138,28 @@ namespace Ticketing
         /// <returns>This builder.</returns>
         public TicketBrokerBuilder ReleaseObserver([AllowNull] Action<string, ulong, Exception> observer) { cfg.Observer = observer; return this; }
 
+        /// <summary>
+        /// Pins the broker to the cluster with this ID (32 hex digits, as
+        /// ticketctl status prints cluster_id) from the start, instead of to
+        /// the cluster of the first server it reaches. A server of another
+        /// cluster is refused (WrongClusterException). After the cluster has
+        /// been restored from a snapshot (which gives it a new ID), give the new
+        /// ID, or restart clients that pinned the old one without this option.
+        /// </summary>
+        /// <param name="clusterId">The cluster's ID.</param>
+        /// <returns>This builder.</returns>
+        /// <exception cref="ArgumentException">clusterId is not 32 hex digits (or is all zero).</exception>
+        public TicketBrokerBuilder ClusterId(string clusterId)
+        {
+            if (clusterId == null) throw new ArgumentNullException("clusterId");
+            var id = ClusterPin.Parse(clusterId);
+            if (id == null)
+                throw new ArgumentException("ticketing: cluster ID \"" + clusterId + "\" is not a cluster ID: it is " + 2 * Wire.Codec.ClusterIdLen +
+                    " hex digits, not all zero, as ticketctl status prints it (cluster_id)", "clusterId");
+            cfg.ClusterId = id;
+            return this;
+        }
+
         // Knobs for the tests: shorter timings, same code paths.
         internal TicketBrokerBuilder ReleaseBoundForTests(TimeSpan d) { cfg.ReleaseBound = d; return this; }
         internal TicketBrokerBuilder DrainForTests(TimeSpan d) { cfg.DrainTimeout = d; return this; }
@@ -157,6 +181,7 @@ namespace Ticketing
             if (addresses.Count == 0) throw new InvalidOperationException("ticketing: no server address given (Addresses(\"host:port\", ...))");
             cfg.Addrs = addresses.ToArray();
             cfg.Tls = cfg.TlsMode.Build();
+            cfg.Pin = new ClusterPin(cfg.ClusterId);
             return new TicketBroker(cfg);
         }
     }

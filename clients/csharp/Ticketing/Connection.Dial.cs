@@ -117,7 +117,7 @@ namespace Ticketing
                 }
                 s = ssl;
             }
-            var hello = new Frame { Type = FrameType.Hello, Version = Codec.Version, Flags = flags, Text = cfg.Token };
+            var hello = new Frame { Type = FrameType.Hello, Version = Codec.Version, Flags = (byte)(flags | Codec.HelloClusterId), Text = cfg.Token };
             Frame first;
             try
             {
@@ -155,7 +155,15 @@ namespace Ticketing
             switch (first.Type)
             {
                 case FrameType.Ready:
-                    break;
+                    {
+                        var wrong = cfg.Pin.Check(addr, first);
+                        if (wrong != null)
+                        {
+                            s.Dispose();
+                            throw new HelloException(wrong, null, true);
+                        }
+                        break;
+                    }
                 case FrameType.NotLeader:
                     {
                         s.Dispose();

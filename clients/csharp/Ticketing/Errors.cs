@@ -423,7 +423,7 @@ namespace Ticketing
     /// connection was lost before the answer. Requests that may have had an
     /// effect throw IndeterminateException instead.
     /// </summary>
-    public sealed class UnavailableException : TicketingException
+    public class UnavailableException : TicketingException
     {
         /// <summary>TransportUnavailable.</summary>
         public override RetryClass RetryClass { get { return RetryClass.TransportUnavailable; } }
@@ -436,6 +436,46 @@ namespace Ticketing
         /// <param name="message">What happened and what to do.</param>
         /// <param name="innerException">The cause.</param>
         public UnavailableException(string message, Exception innerException) : base(message, innerException) { }
+    }
+
+    /// <summary>
+    /// A server belongs to another cluster than the one this client is pinned
+    /// to: the cluster of the first server it reached, or the one given to
+    /// TicketBrokerBuilder.ClusterId. The client never uses such a server and
+    /// keeps trying the other addresses; calls throw this at once when every
+    /// listed server is refused so, and when their wait for a connection ends
+    /// while only servers of another cluster answered. A cluster restored from
+    /// a snapshot has a new ID: give the clients the new one or restart them.
+    /// </summary>
+    public sealed class WrongClusterException : UnavailableException
+    {
+        /// <summary>The cluster this client is pinned to (32 hex digits).</summary>
+        public string PinnedClusterId { get; private set; }
+        /// <summary>The refused server's cluster (32 hex digits), or "none" when it has none yet (a cluster still forming).</summary>
+        public string ServerClusterId { get; private set; }
+        /// <summary>An exception with a default message.</summary>
+        public WrongClusterException() { }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public WrongClusterException(string message) : base(message) { }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public WrongClusterException(string message, Exception innerException) : base(message, innerException)
+        {
+            var w = innerException as WrongClusterException;
+            if (w != null)
+            {
+                PinnedClusterId = w.PinnedClusterId;
+                ServerClusterId = w.ServerClusterId;
+                Address = w.Address;
+            }
+        }
+        internal WrongClusterException(string message, string pinned, string server) : base(message)
+        {
+            PinnedClusterId = pinned;
+            ServerClusterId = server;
+        }
     }
 
     /// <summary>The broker was closed (disposed) before the call could be sent.</summary>

@@ -172,12 +172,23 @@ namespace Ticketing
                 {
                     var within = "within the operation timeout (" + (Cfg.OperationTimeout + TimeSpan.FromSeconds(args.Wait)).TotalSeconds + " s with the wait)";
                     if (!st.Sent)
-                        throw new UnavailableException(Op("acquire", key) + "not sent: it could not be sent " + within + " (" + e.Message + ")", e.InnerException ?? e);
+                        throw NotSentInTime(Op("acquire", key) + "not sent: it could not be sent " + within + " (" + e.Message + ")", e.InnerException ?? e);
                     throw new IndeterminateException(Op("acquire", key) + "outcome unknown: no final answer came " + within +
                         "; a cancel was sent and a grant that arrives anyway is released in the background; do not enter the critical section", e)
                     { Key = key, OwnerBytes = st.Owner };
                 }
             }
+        }
+
+        /// <summary>
+        /// A call not sent within the operation timeout: WrongClusterException
+        /// when the servers that answered belong to another cluster than the
+        /// pinned one, UnavailableException otherwise.
+        /// </summary>
+        static UnavailableException NotSentInTime(string msg, Exception cause)
+        {
+            if (cause is WrongClusterException) return new WrongClusterException(msg, cause);
+            return new UnavailableException(msg, cause);
         }
 
         /// <summary>
@@ -484,8 +495,9 @@ namespace Ticketing
                 }
                 catch (OperationCanceledException e)
                 {
-                    throw new UnavailableException(Op("describe", key) + (st.Sent ? "no answer" : "not sent") + " within the operation timeout (" +
-                        Cfg.OperationTimeout.TotalSeconds + " s): " + e.Message, e.InnerException ?? e);
+                    var msg = Op("describe", key) + (st.Sent ? "no answer" : "not sent") + " within the operation timeout (" +
+                        Cfg.OperationTimeout.TotalSeconds + " s): " + e.Message;
+                    throw st.Sent ? new UnavailableException(msg, e.InnerException ?? e) : NotSentInTime(msg, e.InnerException ?? e);
                 }
             }
         }

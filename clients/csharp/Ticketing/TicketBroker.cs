@@ -259,6 +259,24 @@ namespace Ticketing
             }
         }
 
+        /// <summary>A listed server's refusal as a server of another cluster, or null. mu is held.</summary>
+        WrongClusterException WrongClusterLocked()
+        {
+            foreach (var a in Cfg.Addrs)
+            {
+                Exception r;
+                if (refusals.TryGetValue(a, out r) && r is WrongClusterException) return (WrongClusterException)r;
+            }
+            return null;
+        }
+
+        /// <summary>
+        /// The cluster this broker is pinned to (32 hex digits): the one given
+        /// to the builder's ClusterId, or the cluster of the first server that
+        /// reported one; null until then.
+        /// </summary>
+        public string ClusterId { get { return Cfg.Pin.Get(); } }
+
         /// <summary>
         /// The refusal to report when every listed address refused the hello for
         /// the same reason (same exception type and server code), else null: as in
@@ -376,7 +394,7 @@ namespace Ticketing
                     {
                         if (torn || (closed && !draining)) throw new ClosedException("ticketing: the broker is closed");
                         if (cur != null && !cur.Dead) return cur;
-                        last = rejected ?? lastErr;
+                        last = rejected ?? WrongClusterLocked() ?? lastErr;
                     }
                     throw new NoConnectionYet(last);
                 }
@@ -398,11 +416,17 @@ namespace Ticketing
             if (nc != null)
             {
                 if (timeoutIsUnavailable || !ct.IsCancellationRequested)
+                {
+                    if (nc.Last is WrongClusterException)
+                        // No server of the pinned cluster answered: say that one of another cluster did, and was refused.
+                        return new WrongClusterException(Op(op, key) + notSent + nc.Message, nc.Last);
                     return new UnavailableException(Op(op, key) + notSent + nc.Message, nc.Last);
+                }
                 return new OperationCanceledException(Op(op, key) + notSent + nc.Message + "; cancelled", nc.Last, ct);
             }
             string msg = Op(op, key) + notSent + "the server refused the connection (" + e.Message + "); the broker keeps retrying in the background";
             if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Address = ((TicketingException)e).Address, ServerCode = ((TicketingException)e).ServerCode };
+            if (e is WrongClusterException) return new WrongClusterException(msg, e);
             var ce = e as CapacityException;
             if (ce != null) return new CapacityException(msg, ce.Reason) { Address = ce.Address };
             var te = e as TicketingException;

@@ -61,6 +61,8 @@ namespace Ticketing.Wire
         public ushort Code;
         public uint RemainingMs;
         public ulong Nonce;
+        /// <summary>Y with ReadyClusterId: the server's cluster ID (all zero: none yet).</summary>
+        public byte[] ClusterId = new byte[Codec.ClusterIdLen];
 
         public override string ToString()
         {
@@ -84,7 +86,13 @@ namespace Ticketing.Wire
         public const int MaxFrame = 65536;
         public const int MaxToken = 1024;
         public const byte HelloAdmin = 1;
+        /// <summary>Hello flag: the client reads the server's cluster ID in Y.</summary>
+        public const byte HelloClusterId = 2;
         public const byte ReadyLeader = 1;
+        /// <summary>Ready flag: Y ends with the server's cluster ID (all zero: none yet).</summary>
+        public const byte ReadyClusterId = 4;
+        /// <summary>The size of a cluster ID in Y.</summary>
+        public const int ClusterIdLen = 16;
         /// <summary>Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination).</summary>
         public const byte ReadySessions = 2;
 
@@ -143,7 +151,10 @@ namespace Ticketing.Wire
                 case FrameType.ReleaseOwner: w.U32(f.Id); w.Owner(f.Owner); w.Str(f.Key); break;
                 case FrameType.Describe: w.U32(f.Id); w.Str(f.Key); break;
                 case FrameType.Admin: w.U32(f.Id); w.Bytes(f.Text); break;
-                case FrameType.Ready: w.U16(f.Version); w.U8(f.Flags); w.U32(f.IntervalMs); w.U32(f.Count); w.Str(f.Text); break;
+                case FrameType.Ready:
+                    w.U16(f.Version); w.U8(f.Flags); w.U32(f.IntervalMs); w.U32(f.Count); w.Str(f.Text);
+                    if ((f.Flags & ReadyClusterId) != 0) w.Owner(f.ClusterId);
+                    break;
                 case FrameType.Granted: w.U32(f.Id); w.U64(f.Token); w.U32(f.LeaseMs); w.U32(f.QueuedMs); break;
                 case FrameType.NotAcquired: w.U32(f.Id); w.U32(f.QueuedMs); break;
                 case FrameType.Queued: w.U32(f.Id); w.U32(f.Count); break;
@@ -211,7 +222,10 @@ namespace Ticketing.Wire
                 case FrameType.ReleaseOwner: f.Id = r.U32(); f.Owner = r.Owner(); f.Key = r.Str(); break;
                 case FrameType.Describe: f.Id = r.U32(); f.Key = r.Str(); break;
                 case FrameType.Admin: f.Id = r.U32(); f.Text = r.Rest(); break;
-                case FrameType.Ready: f.Version = r.U16(); f.Flags = r.U8(); f.IntervalMs = r.U32(); f.Count = r.U32(); f.Text = r.Str(); break;
+                case FrameType.Ready:
+                    f.Version = r.U16(); f.Flags = r.U8(); f.IntervalMs = r.U32(); f.Count = r.U32(); f.Text = r.Str();
+                    if ((f.Flags & ReadyClusterId) != 0) f.ClusterId = r.Owner();
+                    break;
                 case FrameType.Granted: f.Id = r.U32(); f.Token = r.U64(); f.LeaseMs = r.U32(); f.QueuedMs = r.U32(); break;
                 case FrameType.NotAcquired: f.Id = r.U32(); f.QueuedMs = r.U32(); break;
                 case FrameType.Queued: f.Id = r.U32(); f.Count = r.U32(); break;
