@@ -1,4 +1,5 @@
 using System;
+using System.Threading;
 using NUnit.Framework;
 
 namespace Ticketing.Tests
@@ -25,10 +26,14 @@ namespace Ticketing.Tests
                 Assert.AreNotEqual(idA, idB);
 
                 using (var b = U.Builder(a.AddrList + "," + lone.AddrList).OperationTimeout(TimeSpan.FromSeconds(10)).Connect())
+                using (var gone = new ManualResetEventSlim())
                 {
                     U.Get(b.AcquireAsync("orders/42", TimeSpan.Zero, TimeSpan.FromSeconds(250), TimeSpan.Zero));
                     Assert.AreEqual(idA, b.ClusterId, "the client pins the cluster it reached first");
+                    b.Disconnected += (s, e) => gone.Set();
                     for (int i = 0; i < 3; i++) a.Kill(i);
+                    // A call made before the broker saw its session end would be sent on it (and be indeterminate).
+                    Assert.IsTrue(gone.Wait(U.Patience), "the broker did not notice that cluster A was killed");
                     foreach (var key in new[] { "orders/42", "orders/43" })
                     {
                         var e = U.Throws<WrongClusterException>(() => b.AcquireAsync(key, TimeSpan.Zero, TimeSpan.FromSeconds(30), TimeSpan.Zero));

@@ -59,6 +59,13 @@ func TestClientRefusesAServerOfAnotherCluster(t *testing.T) {
 	for _, p := range a.procs {
 		p.kill()
 	}
+	// A call made before the broker saw its session end would be sent on it
+	// (and be indeterminate): wait until it has no session.
+	waitFor(t, startTimeout, "the client noticing that cluster A is gone", func() bool {
+		cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer ccancel()
+		return b.WaitReady(cctx) != nil
+	})
 	for _, key := range []string{"orders/42", "orders/43"} {
 		cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_, err := b.Acquire(cctx, key, 0, 30*time.Second, 0)

@@ -4,6 +4,7 @@ import io.ticketing.wire.Frame;
 import io.ticketing.wire.Type;
 import java.util.Arrays;
 import java.util.HexFormat;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The cluster a broker serves: set from the builder, or by the first server
@@ -17,7 +18,8 @@ final class ClusterPin {
     private static final byte[] NONE = new byte[Type.CLUSTER_ID_LEN];
 
     private final boolean configured;
-    private byte[] id; // null until pinned
+    private final ReentrantLock mu = new ReentrantLock(); // a lock that never pins a virtual thread
+    private byte[] id; // null until pinned, under mu
 
     ClusterPin(String configured) {
         this.configured = configured != null;
@@ -44,8 +46,13 @@ final class ClusterPin {
     }
 
     /** The pinned ID in hex, or null while none is pinned. */
-    synchronized String get() {
-        return id == null ? null : format(id);
+    String get() {
+        mu.lock();
+        try {
+            return id == null ? null : format(id);
+        } finally {
+            mu.unlock();
+        }
     }
 
     /**
@@ -56,21 +63,27 @@ final class ClusterPin {
      * that reports none at all (older than cluster IDs) is admitted unchecked,
      * so that clients keep working through a rolling upgrade.
      */
-    synchronized WrongClusterException check(String addr, Frame ready) {
+    WrongClusterException check(String addr, Frame ready) {
         if ((ready.flags & Type.READY_CLUSTER_ID) == 0) {
             return null;
         }
         boolean none = Arrays.equals(ready.clusterId, NONE);
-        if (id == null) {
-            if (!none) {
-                id = ready.clusterId.clone();
+        String pinned;
+        mu.lock();
+        try {
+            if (id == null) {
+                if (!none) {
+                    id = ready.clusterId.clone();
+                }
+                return null;
             }
-            return null;
+            if (Arrays.equals(id, ready.clusterId)) {
+                return null;
+            }
+            pinned = format(id);
+        } finally {
+            mu.unlock();
         }
-        if (Arrays.equals(id, ready.clusterId)) {
-            return null;
-        }
-        String pinned = format(id);
         String server = format(ready.clusterId);
         String node = new String(ready.text, java.nio.charset.StandardCharsets.UTF_8);
         String what = none ? "has no cluster ID yet (cluster none: still forming)" : "belongs to cluster " + server;

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -33,6 +34,12 @@ class ClusterPinIntegrationTest {
                 assertEquals(Optional.of(idA), broker.clusterId(), "the client pins the cluster it reached first");
                 for (Ticketd.Node n : a.nodes) {
                     a.kill(n);
+                }
+                // Calls made before the broker saw its session end would be sent on it (and be indeterminate).
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (broker.isConnected()) {
+                    assertTrue(System.nanoTime() < end, "the broker did not notice that cluster A was killed");
+                    Thread.sleep(10); // polling a condition, with a deadline
                 }
                 for (String key : List.of("orders/42", "orders/43")) {
                     WrongClusterException e = assertThrows(WrongClusterException.class,
