@@ -108,6 +108,9 @@
 //     its key prefixes, or the ticket was granted to another principal. Final,
 //     not retried, nothing happened, the connection stays usable.
 //     *PermissionError has the reason.
+//   - ErrWrongCluster: the servers that answered belong to another cluster
+//     than the one the broker is pinned to (see Cluster below); it also
+//     matches ErrUnavailable. *WrongClusterError has both cluster IDs.
 //   - ErrUnauthenticated, ErrClosed, ErrUnavailable, ErrInvalidArgument,
 //     ErrNotHeld (a release found the token no longer holding the key),
 //     ErrNotHeldAfterRetry (also ErrNotHeld: "not held" answered a release sent
@@ -218,6 +221,23 @@
 // connection. A server that has served this broker a session and later
 // closes a hello without answering has stopped mid-hello: that is a failed
 // attempt, not a refusal.
+//
+// Cluster. Tokens are comparable only within one cluster, so a broker
+// serves one: it pins the cluster ID of the first server whose hello answer
+// reports one (Broker.ClusterID), or the one given with WithClusterID, and
+// refuses every server of another cluster, such as a server whose data was
+// wiped and that founded a cluster of its own: it closes that connection
+// before sending anything and moves on to the next address, as for a
+// refusal. When every listed address is of another cluster, WaitReady and
+// calls return ErrWrongCluster promptly; when their context ends while no
+// server of the pinned cluster answered and one of another cluster was
+// refused, they return ErrWrongCluster with ErrUnavailable. A server with no
+// cluster ID yet (a cluster still forming) is used without pinning while
+// nothing is pinned, and refused afterwards. A server older than cluster IDs
+// reports none and is used unchecked (a rolling upgrade keeps working). A
+// cluster restored from a backup has a new ID: give clients the new one with
+// WithClusterID, or restart them (docs/deployment.md, "Backup and restore").
+// Coordination clients over a broker (package coordination) inherit its pin.
 //
 // Liveness. The broker answers the server's pings and treats 3 ping
 // intervals without any frame as a dead connection. A server that announces
