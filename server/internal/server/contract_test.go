@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -399,4 +400,20 @@ func TestHelloAnswerCarriesTheClusterIDWhenAsked(t *testing.T) {
 		t.Fatalf("hello with HelloClusterID: flags %#x, cluster %x, want the leader of cluster %s", y.Flags, y.ClusterID, st.ClusterID)
 	}
 	expect(t, r.Final(r.Acquire("k", testcluster.Owner(1), 0, 5)), wire.TypeGranted)
+
+	// A server waiting to be added has no cluster ID yet, and says so: the
+	// flag with an all-zero ID (only an admin session sees it; a client
+	// session is told "not the leader").
+	cfg := testcluster.Config(t, "w1", filepath.Join(t.TempDir(), "w1"))
+	cfg.Join = true
+	waiting, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	w := testcluster.DialRaw(t, cfg.ClientAddr)
+	w.Send(&wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: wire.HelloAdmin | wire.HelloClusterID})
+	if yw := expect(t, w.Recv(), wire.TypeReady); yw.Flags&wire.ReadyClusterID == 0 || yw.ClusterID != (wire.ClusterID{}) {
+		t.Fatalf("a server waiting to be added: flags %#x, cluster %x; want the cluster ID flag with an all-zero ID", yw.Flags, yw.ClusterID)
+	}
 }
