@@ -102,6 +102,21 @@ class StarterTest {
     }
 
     @Test
+    void aConfiguredClusterIdPinsTheBroker() {
+        String id = "0123456789abcdef0123456789abcdef";
+        try (ConfigurableApplicationContext ctx = app("ticketing.addrs=127.0.0.1:1", "ticketing.cluster-id=" + id)) {
+            assertEquals(java.util.Optional.of(id), ctx.getBean(TicketBroker.class).clusterId(),
+                    "ticketing.cluster-id pins the broker before it reaches any server");
+        }
+        Exception e = assertThrows(Exception.class, () -> app("ticketing.addrs=127.0.0.1:1", "ticketing.cluster-id=n1").close());
+        Throwable t = e;
+        while (t.getCause() != null && !(t instanceof InvalidArgumentException)) {
+            t = t.getCause();
+        }
+        assertTrue(t.getMessage().contains("32 hex digits"), e.toString());
+    }
+
+    @Test
     void noAddressesNoBroker() {
         try (ConfigurableApplicationContext ctx = app()) {
             assertFalse(ctx.getBeanNamesForType(TicketBroker.class).length > 0);
