@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // harness applies one coordination op per batch at its current time.
@@ -17,9 +19,9 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness { return &harness{t: t, s: New(), now: 1000} }
 
-func (h *harness) do(kind OpKind, o CoordOp) *CoordResult {
+func (h *harness) do(kind coordsm.Kind, o coordsm.Op) *coordsm.Result {
 	h.t.Helper()
-	res := h.s.Apply(Batch{Time: h.now, Ops: []Op{{Kind: kind, Coord: &o}}})
+	res := h.s.Apply(Batch{Time: h.now, Ops: []Op{{Kind: OpKind(kind), Coord: &o}}})
 	if res[0].Status != Done || res[0].Coord == nil {
 		h.t.Fatalf("%d %+v: fsm status %v, coord %v", kind, o, res[0].Status, res[0].Coord)
 	}
@@ -28,7 +30,7 @@ func (h *harness) do(kind OpKind, o CoordOp) *CoordResult {
 }
 
 // want applies the op and fails unless it ends with status st.
-func (h *harness) want(st CoordStatus, kind OpKind, o CoordOp) *CoordResult {
+func (h *harness) want(st coordsm.Status, kind coordsm.Kind, o coordsm.Op) *coordsm.Result {
 	h.t.Helper()
 	r := h.do(kind, o)
 	if r.Status != st {
@@ -39,32 +41,32 @@ func (h *harness) want(st CoordStatus, kind OpKind, o CoordOp) *CoordResult {
 
 func (h *harness) node(path string) {
 	h.t.Helper()
-	h.want(CoordSuccess, OpCoordCreateNode, CoordOp{Path: path})
+	h.want(coordsm.Success, coordsm.CreateNode, coordsm.Op{Path: path})
 }
 
 // start starts a session with key k, seq_no 1 and a 10 s timeout.
 func (h *harness) start(path, k string) uint64 {
 	h.t.Helper()
-	return h.want(CoordSuccess, OpCoordAttach, CoordOp{Path: path, Key: k, SeqNo: 1, TimeoutMs: 10000}).Session
+	return h.want(coordsm.Success, coordsm.Attach, coordsm.Op{Path: path, Key: k, SeqNo: 1, TimeoutMs: 10000}).Session
 }
 
 func (h *harness) sem(sess uint64, name string, limit uint64) {
 	h.t.Helper()
-	h.want(CoordSuccess, OpCoordCreateSem, CoordOp{Session: sess, SeqNo: 1, Name: name, Limit: limit})
+	h.want(coordsm.Success, coordsm.CreateSem, coordsm.Op{Session: sess, SeqNo: 1, Name: name, Limit: limit})
 }
 
-func (h *harness) acquire(sess uint64, name string, count, timeout uint64) *CoordResult {
+func (h *harness) acquire(sess uint64, name string, count, timeout uint64) *coordsm.Result {
 	h.t.Helper()
-	return h.want(CoordSuccess, OpCoordAcquire, CoordOp{Session: sess, SeqNo: 1, Name: name, Count: count, TimeoutMs: timeout})
+	return h.want(coordsm.Success, coordsm.Acquire, coordsm.Op{Session: sess, SeqNo: 1, Name: name, Count: count, TimeoutMs: timeout})
 }
 
-func (h *harness) release(sess uint64, name string) *CoordResult {
+func (h *harness) release(sess uint64, name string) *coordsm.Result {
 	h.t.Helper()
-	return h.want(CoordSuccess, OpCoordRelease, CoordOp{Session: sess, SeqNo: 1, Name: name})
+	return h.want(coordsm.Success, coordsm.Release, coordsm.Op{Session: sess, SeqNo: 1, Name: name})
 }
 
-func eventsOf(r *CoordResult, k CoordEventKind) []CoordEvent {
-	var out []CoordEvent
+func eventsOf(r *coordsm.Result, k coordsm.EventKind) []coordsm.Event {
+	var out []coordsm.Event
 	for _, e := range r.Events {
 		if e.Kind == k {
 			out = append(out, e)
@@ -103,18 +105,18 @@ func checkCoordInvariants(t testing.TB, s *State) {
 // coordination kind without its payload before coordsm sees it.
 func TestCoordOpWithoutPayloadIsInvalid(t *testing.T) {
 	h := newHarness(t)
-	if r := h.s.Apply(Batch{Time: h.now, Ops: []Op{{Kind: OpCoordCreateNode}}}); r[0].Status != Invalid {
+	if r := h.s.Apply(Batch{Time: h.now, Ops: []Op{{Kind: OpKind(coordsm.CreateNode)}}}); r[0].Status != Invalid {
 		t.Fatalf("op without payload: %v, want invalid", r[0].Status)
 	}
 }
 
 func TestCoordTakeoverGrace(t *testing.T) {
 	h := newHarness(t)
-	h.want(CoordSuccess, OpCoordCreateNode, CoordOp{Path: "/n", Config: NodeConfig{GraceMs: 5000}})
+	h.want(coordsm.Success, coordsm.CreateNode, coordsm.Op{Path: "/n", Config: coordsm.NodeConfig{GraceMs: 5000}})
 	a := h.start("/n", "") // attached, timeout 10 s
 	b := h.start("/n", "")
 	h.now = 2000
-	h.want(CoordSuccess, OpCoordDetach, CoordOp{Session: b, SeqNo: 1}) // expires at 12000
+	h.want(coordsm.Success, coordsm.Detach, coordsm.Op{Session: b, SeqNo: 1}) // expires at 12000
 	h.now = 3000
 	h.s.Apply(Batch{Time: h.now, Ops: []Op{takeover("n2", "addr")}})
 	checkCoordInvariants(t, h.s)
@@ -136,16 +138,16 @@ func TestCoordTakeoverGrace(t *testing.T) {
 		t.Fatalf("b after three more takeovers: %+v, want expiry 17000 from its detach at 2000", info)
 	}
 	h.now = 17000
-	h.want(CoordSuccess, OpCoordExpire, CoordOp{Session: b})
+	h.want(coordsm.Success, coordsm.Expire, coordsm.Op{Session: b})
 	h.now = 17999 // within timeout + grace of the takeover: nobody expires
-	h.want(CoordPreconditionFailed, OpCoordExpire, CoordOp{Session: a})
+	h.want(coordsm.PreconditionFailed, coordsm.Expire, coordsm.Op{Session: a})
 	h.now = 18000
-	h.want(CoordSuccess, OpCoordExpire, CoordOp{Session: a})
+	h.want(coordsm.Success, coordsm.Expire, coordsm.Op{Session: a})
 	// A takeover never shortens an expiry: one further away than takeover +
 	// timeout + grace stays.
 	c := h.start("/n", "")
-	h.want(CoordSuccess, OpCoordDetach, CoordOp{Session: c, SeqNo: 1}) // 28000
-	h.s.Apply(Batch{Time: 1, Ops: []Op{takeover("n3", "addr")}})       // clock behind: time stays 18000
+	h.want(coordsm.Success, coordsm.Detach, coordsm.Op{Session: c, SeqNo: 1}) // 28000
+	h.s.Apply(Batch{Time: 1, Ops: []Op{takeover("n3", "addr")}})              // clock behind: time stays 18000
 	if info, _ := h.s.Session(c); info.ExpiresAt != 18000+10000+5000 {
 		t.Fatalf("after a second takeover: %+v", info)
 	}
@@ -158,7 +160,7 @@ func TestCoordOrderIDsAreFencingTokens(t *testing.T) {
 	h.sem(a, "s", 1)
 	tick := h.s.Apply(Batch{Time: h.now, Ops: []Op{acq("k", ownerA, 1000)}})[0].Hold.Token
 	r1 := h.acquire(a, "s", 1, 0)
-	r2 := h.acquire(b, "s", 1, WaitForever)
+	r2 := h.acquire(b, "s", 1, coordsm.WaitForever)
 	tick2 := h.s.Apply(Batch{Time: h.now, Ops: []Op{rel("k", tick), acq("k", ownerB, 1000)}})[1].Hold.Token
 	// One counter for tickets and semaphores: no order id equals a token.
 	if !(tick < r1.OrderID && r1.OrderID < r2.OrderID && r2.OrderID < tick2) || h.s.LastToken() != tick2 {
@@ -166,11 +168,11 @@ func TestCoordOrderIDsAreFencingTokens(t *testing.T) {
 			tick, r1.OrderID, r2.OrderID, tick2, h.s.LastToken())
 	}
 	// On one semaphore every grant's order id exceeds the earlier grants'.
-	g := eventsOf(h.release(a, "s"), EventGranted)
+	g := eventsOf(h.release(a, "s"), coordsm.EventGranted)
 	if len(g) != 1 || g[0].OrderID != r2.OrderID || g[0].OrderID <= r1.OrderID {
 		t.Fatalf("grant %+v after order %d", g, r1.OrderID)
 	}
-	if r3 := h.acquire(a, "s", 1, WaitForever); r3.OrderID <= r2.OrderID {
+	if r3 := h.acquire(a, "s", 1, coordsm.WaitForever); r3.OrderID <= r2.OrderID {
 		t.Fatalf("later acquire got order %d <= %d", r3.OrderID, r2.OrderID)
 	}
 }
@@ -186,53 +188,53 @@ func coordStream(seed uint64, n int) []Batch {
 		now += int64(rng.IntN(3000))
 		var ops []Op
 		for j := 0; j <= rng.IntN(3); j++ {
-			o := &CoordOp{Session: uint64(rng.IntN(20)), SeqNo: uint64(rng.IntN(3)), Path: paths[rng.IntN(2)], Name: names[rng.IntN(3)]}
+			o := &coordsm.Op{Session: uint64(rng.IntN(20)), SeqNo: uint64(rng.IntN(3)), Path: paths[rng.IntN(2)], Name: names[rng.IntN(3)]}
 			if live := shadow.Sessions(""); len(live) > 0 && rng.IntN(8) != 0 {
 				ss := live[rng.IntN(len(live))]
 				o.Session, o.SeqNo, o.Path = ss.ID, ss.SeqNo, ss.Path
 			}
-			var kind OpKind
+			var kind coordsm.Kind
 			switch rng.IntN(16) {
 			case 0:
-				kind, o.Config = OpCoordCreateNode, NodeConfig{MaxWaiters: uint32(rng.IntN(4))}
+				kind, o.Config = coordsm.CreateNode, coordsm.NodeConfig{MaxWaiters: uint32(rng.IntN(4))}
 			case 1:
-				kind, o.Config = OpCoordAlterNode, NodeConfig{GraceMs: uint32(rng.IntN(20000))}
+				kind, o.Config = coordsm.AlterNode, coordsm.NodeConfig{GraceMs: uint32(rng.IntN(20000))}
 			case 2:
 				if rng.IntN(10) == 0 {
-					kind = OpCoordDropNode
+					kind = coordsm.DropNode
 				} else {
-					kind = OpCoordExpire
+					kind = coordsm.Expire
 				}
 			case 3, 4:
-				kind, o.TimeoutMs, o.Key = OpCoordAttach, uint64(rng.IntN(10000)+1), "k"
+				kind, o.TimeoutMs, o.Key = coordsm.Attach, uint64(rng.IntN(10000)+1), "k"
 				o.SeqNo += uint64(rng.IntN(2))
 				if rng.IntN(2) == 0 {
 					o.Session = 0
 				}
 			case 5:
-				kind = OpCoordDetach
+				kind = coordsm.Detach
 			case 6:
-				if kind = OpCoordStop; rng.IntN(3) != 0 {
-					kind = OpCoordDetach
+				if kind = coordsm.Stop; rng.IntN(3) != 0 {
+					kind = coordsm.Detach
 				}
 			case 7:
-				kind, o.Limit, o.Data = OpCoordCreateSem, uint64(rng.IntN(4)), "d"
+				kind, o.Limit, o.Data = coordsm.CreateSem, uint64(rng.IntN(4)), "d"
 			case 8:
-				kind, o.Data = OpCoordUpdateSem, fmt.Sprint(i)
+				kind, o.Data = coordsm.UpdateSem, fmt.Sprint(i)
 			case 9:
-				kind, o.Force = OpCoordDeleteSem, rng.IntN(2) == 0
+				kind, o.Force = coordsm.DeleteSem, rng.IntN(2) == 0
 			case 10, 11, 12, 13:
-				kind, o.Count, o.Ephemeral = OpCoordAcquire, uint64(rng.IntN(4)), rng.IntN(2) == 0
+				kind, o.Count, o.Ephemeral = coordsm.Acquire, uint64(rng.IntN(4)), rng.IntN(2) == 0
 				if rng.IntN(6) == 0 {
-					o.Count = Exclusive
+					o.Count = coordsm.Exclusive
 				}
-				o.TimeoutMs = []uint64{0, 500, 5000, WaitForever}[rng.IntN(4)]
+				o.TimeoutMs = []uint64{0, 500, 5000, coordsm.WaitForever}[rng.IntN(4)]
 			case 14:
-				kind = OpCoordRelease
+				kind = coordsm.Release
 			case 15:
-				kind, o.OrderID = OpCoordTimeout, shadow.LastToken()-uint64(rng.IntN(5))
+				kind, o.OrderID = coordsm.Timeout, shadow.LastToken()-uint64(rng.IntN(5))
 			}
-			ops = append(ops, Op{Kind: kind, Coord: o})
+			ops = append(ops, Op{Kind: OpKind(kind), Coord: o})
 			if rng.IntN(20) == 0 {
 				ops = append(ops, takeover("n", "x"))
 			}
@@ -311,8 +313,8 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x
 // pages can tell whether the pages come from one state.
 func TestCoordSemaphoreVersion(t *testing.T) {
 	type key struct{ path, name string }
-	snap := func(s *State) map[key]SemaphoreInfo {
-		out := make(map[key]SemaphoreInfo)
+	snap := func(s *State) map[key]coordsm.SemaphoreInfo {
+		out := make(map[key]coordsm.SemaphoreInfo)
 		for _, n := range s.CoordNodes() {
 			p := n.Path
 			for _, name := range s.SemaphoreNames(p) {

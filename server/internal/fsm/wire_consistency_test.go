@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -9,14 +10,14 @@ import (
 // TestCoordStatusesMatchFSM: the wire numbers are the state machine's.
 func TestCoordStatusesMatchFSM(t *testing.T) {
 	for s := uint16(0); s <= wire.CoordLimitExceeded; s++ {
-		if got, want := wire.CoordStatusName(s), CoordStatus(s).String(); got != want {
+		if got, want := wire.CoordStatusName(s), coordsm.Status(s).String(); got != want {
 			t.Errorf("status %d: wire %s, fsm %s", s, got, want)
 		}
 	}
-	if wire.CoordEndExpired != EndExpired || wire.CoordEndStopped != EndStopped || wire.CoordEndDropped != EndDropped {
+	if wire.CoordEndExpired != coordsm.EndExpired || wire.CoordEndStopped != coordsm.EndStopped || wire.CoordEndDropped != coordsm.EndDropped {
 		t.Error("session end reasons differ between wire and fsm")
 	}
-	if wire.MaxCoordData != MaxCoordData || wire.CoordExclusive != Exclusive || wire.CoordWaitForever != WaitForever {
+	if wire.MaxCoordData != coordsm.MaxData || wire.CoordExclusive != coordsm.Exclusive || wire.CoordWaitForever != coordsm.WaitForever {
 		t.Error("limits or special counts differ between wire and fsm")
 	}
 }
