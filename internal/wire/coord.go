@@ -252,6 +252,25 @@ var coordLayouts = []coordLayout{
 
 var coordMessage = []coordField{{"message", ckStr, "what happened and what to do"}}
 
+// CoordOpName is one sub-op and its name in docs/protocol.md ("CreateNode";
+// its constant is Coord followed by the name).
+type CoordOpName struct {
+	Op   uint8
+	Name string
+}
+
+// CoordRequests lists the request sub-ops (K), in number order: a server
+// and an SDK check against it that they serve and send every one.
+func CoordRequests() []CoordOpName {
+	var out []CoordOpName
+	for _, l := range coordLayouts {
+		if l.request != nil {
+			out = append(out, CoordOpName{Op: l.op, Name: l.name})
+		}
+	}
+	return out
+}
+
 func coordLayoutOf(op uint8) *coordLayout {
 	for i := range coordLayouts {
 		if coordLayouts[i].op == op {

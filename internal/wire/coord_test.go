@@ -311,3 +311,20 @@ func TestAllowCoordReplies(t *testing.T) {
 		t.Fatalf("oversized I after AllowCoordReplies: %v, want frame too large", err)
 	}
 }
+
+// TestCoordRequests: the list servers and SDKs check themselves against
+// holds every request sub-op, in number order, and no notification.
+func TestCoordRequests(t *testing.T) {
+	want := []uint8{CoordCreateNode, CoordAlterNode, CoordDropNode, CoordDescribeNode, CoordAttach, CoordStop,
+		CoordCreateSemaphore, CoordUpdateSemaphore, CoordDeleteSemaphore, CoordAcquire, CoordRelease,
+		CoordDescribeSemaphore, CoordListSessions}
+	got := CoordRequests()
+	if len(got) != len(want) {
+		t.Fatalf("requests %v, want the sub-ops %v", got, want)
+	}
+	for i, r := range got {
+		if r.Op != want[i] || r.Name == "" {
+			t.Errorf("request %d: %+v, want sub-op %d with its name", i, r, want[i])
+		}
+	}
+}

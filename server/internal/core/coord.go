@@ -91,26 +91,24 @@ func coordMessage(status uint16) string {
 	return wire.CoordStatusName(status)
 }
 
-func (c *Core) coordPropose(r Request, kind fsm.OpKind, o *coordsm.Op) {
-	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal, forSession: r.ForSession})
+func (c *Core) coordPropose(r Request, kind coordsm.Kind, o *coordsm.Op) {
+	c.pending.add(fsm.Op{Kind: fsm.OpKind(kind), Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal, forSession: r.ForSession})
+}
+
+// coordProposeOwn adds an op the leader proposes itself (a detach, an
+// expiry, a waiter's timeout): nobody waits for its answer.
+func (c *Core) coordProposeOwn(kind coordsm.Kind, o *coordsm.Op) {
+	c.pending.add(fsm.Op{Kind: fsm.OpKind(kind), Coord: o}, cause{kind: causeCoord})
 }
 
 // coordRequest turns a K request, decoded and checked by the reader, into
-// an fsm op (or a read) for the batch.
+// an fsm op or a read for the batch. The reads (describe node, list
+// sessions, describe semaphore) are the core's own; every other request
+// asks for the coordsm command that declares its sub-op, which says how
+// the request becomes its op.
 func (c *Core) coordRequest(r Request) {
 	b := r.Coord
-	cfg := coordsm.NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
-		MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters}
 	switch r.Op {
-	case wire.CoordCreateNode:
-		c.coordPropose(r, fsm.OpKind(coordsm.CreateNode), &coordsm.Op{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordAlterNode:
-		c.coordPropose(r, fsm.OpKind(coordsm.AlterNode), &coordsm.Op{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordDropNode:
-		c.coordPropose(r, fsm.OpKind(coordsm.DropNode), &coordsm.Op{Path: string(b.Path)})
-		return
 	case wire.CoordDescribeNode:
 		path := string(b.Path)
 		c.pending.addRead(readReq{c: r.Conn, id: r.ID, fn: func(st *fsm.State) {
@@ -150,8 +148,11 @@ func (c *Core) coordRequest(r Request) {
 			AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordLimitExceeded, &wire.Coord{Message: []byte(quotaMessage(r.Principal, QuotaSessions, q))})
 			return
 		}
-		c.coordPropose(r, fsm.OpKind(coordsm.Attach), &coordsm.Op{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo,
-			TimeoutMs: b.TimeoutMs, Key: string(b.Key), Desc: string(b.Desc)})
+	}
+	cmd, known := coordsm.ForRequest(r.Op)
+	if known && !cmd.InSession {
+		o := cmd.Build(b)
+		c.coordPropose(r, cmd.Kind, &o)
 		return
 	}
 	bind, msg := c.sessions.of(r.Conn, r.ForSession, b.Session)
@@ -167,25 +168,12 @@ func (c *Core) coordRequest(r Request) {
 			return
 		}
 	}
-	o := &coordsm.Op{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
-	switch r.Op {
-	case wire.CoordStop:
-		c.coordPropose(r, fsm.OpKind(coordsm.Stop), &coordsm.Op{Session: bind.session, SeqNo: bind.seq})
-	case wire.CoordCreateSemaphore:
-		o.Limit = b.Limit
-		c.coordPropose(r, fsm.OpKind(coordsm.CreateSem), o)
-	case wire.CoordUpdateSemaphore:
-		c.coordPropose(r, fsm.OpKind(coordsm.UpdateSem), o)
-	case wire.CoordDeleteSemaphore:
-		o.Data, o.Force = "", b.Flags&wire.CoordFlagForce != 0
-		c.coordPropose(r, fsm.OpKind(coordsm.DeleteSem), o)
-	case wire.CoordAcquire:
-		o.Count, o.TimeoutMs, o.Ephemeral = b.Count, b.TimeoutMs, b.Flags&wire.CoordFlagEphemeral != 0
-		c.coordPropose(r, fsm.OpKind(coordsm.Acquire), o)
-	case wire.CoordRelease:
-		o.Data = ""
-		c.coordPropose(r, fsm.OpKind(coordsm.Release), o)
-	case wire.CoordDescribeSemaphore:
+	switch {
+	case known:
+		o := cmd.Build(b)
+		o.Session, o.SeqNo = bind.session, bind.seq
+		c.coordPropose(r, cmd.Kind, &o)
+	case r.Op == wire.CoordDescribeSemaphore:
 		c.coordDescribeSem(r, bind, string(b.Name), b.Flags, b.After)
 	default:
 		AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("not a request sub-op")})
@@ -295,20 +283,15 @@ func describePage(info *coordsm.SemaphoreInfo, flags uint8, after uint64) *wire.
 // it only while no core runs.
 var DescribeBudget = wire.MaxCoordData
 
-var coordOpOf = map[fsm.OpKind]uint8{
-	fsm.OpKind(coordsm.CreateNode): wire.CoordCreateNode, fsm.OpKind(coordsm.AlterNode): wire.CoordAlterNode, fsm.OpKind(coordsm.DropNode): wire.CoordDropNode,
-	fsm.OpKind(coordsm.Attach): wire.CoordAttach, fsm.OpKind(coordsm.Stop): wire.CoordStop, fsm.OpKind(coordsm.CreateSem): wire.CoordCreateSemaphore,
-	fsm.OpKind(coordsm.UpdateSem): wire.CoordUpdateSemaphore, fsm.OpKind(coordsm.DeleteSem): wire.CoordDeleteSemaphore,
-	fsm.OpKind(coordsm.Acquire): wire.CoordAcquire, fsm.OpKind(coordsm.Release): wire.CoordRelease,
-}
-
 // coordApplied handles the result of one committed coordination op: first
 // its events (other parties), then the requester's answer.
 func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time) {
+	kind := coordsm.Kind(op.Kind)
+	wop := coordsm.RequestOf(kind)
 	r := res.Coord
 	if r == nil {
 		if cs.c != nil {
-			AnswerCoord(cs.c, cs.id, coordOpOf[op.Kind], wire.CoordBadRequest, nil)
+			AnswerCoord(cs.c, cs.id, wop, wire.CoordBadRequest, nil)
 		}
 		return
 	}
@@ -316,18 +299,18 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 		c.coordEvent(e)
 	}
 	o := op.Coord
-	switch op.Kind {
-	case fsm.OpKind(coordsm.Detach):
+	switch kind {
+	case coordsm.Detach:
 		if r.Status == coordsm.Success {
 			c.coordArmExpiry(o.Session)
 		}
 		return
-	case fsm.OpKind(coordsm.Expire):
+	case coordsm.Expire:
 		if r.Status == coordsm.PreconditionFailed {
 			c.coordArmExpiry(o.Session) // restored meanwhile (no timer then), or not yet due
 		}
 		return
-	case fsm.OpKind(coordsm.Timeout):
+	case coordsm.Timeout:
 		if r.Status == coordsm.PreconditionFailed {
 			c.coordRecheckTimeout(o)
 		}
@@ -336,17 +319,16 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	if cs.c == nil {
 		return
 	}
-	wop := coordOpOf[op.Kind]
 	if r.Status != coordsm.Success {
 		var body *wire.Coord
-		if r.Status == coordsm.BadRequest && (op.Kind == fsm.OpKind(coordsm.CreateNode) || op.Kind == fsm.OpKind(coordsm.AlterNode)) {
+		if r.Status == coordsm.BadRequest && (kind == coordsm.CreateNode || kind == coordsm.AlterNode) {
 			body = &wire.Coord{Message: []byte("configuration: session_grace_period_ms must be greater than self_check_period_ms (after an alter's fields are merged with the current ones), and every limit above 0")}
 		}
 		AnswerCoord(cs.c, cs.id, wop, uint16(r.Status), body)
 		return
 	}
-	switch op.Kind {
-	case fsm.OpKind(coordsm.Attach):
+	switch kind {
+	case coordsm.Attach:
 		c.removeTimer(c.co.expiry[r.Session])
 		delete(c.co.expiry, r.Session)
 		replaced, added := c.sessions.bind(cs.c, cs.forSession, &binding{session: r.Session, seq: r.SeqNo, path: o.Path, principal: cs.principal})
@@ -357,7 +339,7 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 			c.countSession(cs.principal, 1)
 		}
 		AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
-	case fsm.OpKind(coordsm.Acquire):
+	case coordsm.Acquire:
 		switch {
 		case r.Acquired:
 			AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Flags: wire.CoordFlagAcquired, OrderID: r.OrderID, Count: r.Count})
@@ -373,7 +355,7 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 		default:
 			AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{})
 		}
-	case fsm.OpKind(coordsm.Release):
+	case coordsm.Release:
 		var flags uint8
 		if r.Changed {
 			flags = wire.CoordFlagReleased
@@ -452,7 +434,7 @@ func (c *Core) coordConnClosed(cn Replier) {
 	for _, b := range c.sessions.dropConn(cn) {
 		c.countSession(b.principal, -1)
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpKind(coordsm.Detach), Coord: &coordsm.Op{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Detach, &coordsm.Op{Session: b.session, SeqNo: b.seq})
 		}
 	}
 	for k, a := range c.co.pending {
@@ -485,7 +467,7 @@ func (c *Core) coordArmExpiry(session uint64) {
 	t := &timer{at: c.clk.Now().Add(wait), fn: func() {
 		delete(c.co.expiry, session)
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpKind(coordsm.Expire), Coord: &coordsm.Op{Session: session}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Expire, &coordsm.Op{Session: session})
 		}
 	}}
 	c.co.expiry[session] = t
@@ -503,7 +485,7 @@ func (c *Core) coordTakeover(now time.Time) {
 			t := &timer{at: now.Add(time.Duration(max(s.ExpiresAt-clock, 0)) * time.Millisecond), fn: func() {
 				delete(c.co.expiry, session)
 				if c.serving {
-					c.pending.add(fsm.Op{Kind: fsm.OpKind(coordsm.Expire), Coord: &coordsm.Op{Session: session}}, cause{kind: causeCoord})
+					c.coordProposeOwn(coordsm.Expire, &coordsm.Op{Session: session})
 				}
 			}, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
@@ -528,7 +510,7 @@ const maxCoordTimer = 1 << 40
 func (c *Core) coordTimeoutTimer(at time.Time, session uint64, name string, order uint64) *timer {
 	return &timer{at: at, fn: func() {
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpKind(coordsm.Timeout), Coord: &coordsm.Op{Session: session, Name: name, OrderID: order}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Timeout, &coordsm.Op{Session: session, Name: name, OrderID: order})
 		}
 	}}
 }

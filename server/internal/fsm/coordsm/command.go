@@ -1,6 +1,10 @@
 package coordsm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+)
 
 // Kind is a coordination op's kind: its number is the kind byte of the op in
 // a log entry, so it never changes. The fsm dispatcher owns the numbering of
@@ -25,13 +29,25 @@ const (
 )
 
 // A command is one kind of coordination op: the fields of Op its log entry
-// carries and how it changes the state. Each lives in its own file.
+// carries, how it changes the state, and the client request that asks for
+// it. Each lives in its own file.
 type command struct {
 	kind   Kind
 	name   string
 	fields fieldSet
 	apply  func(a *applier, o *Op) Status
 	doc    string // one sentence: what the op does (docs/design.md lists it)
+
+	// request is the wire sub-op with which a client asks for the op (its
+	// answer carries the same); 0 for the ops only the leader proposes.
+	request uint8
+	// inSession: the request acts for a session its connection attached,
+	// so the op's Session and SeqNo are that attach's, which the leader
+	// fills in, never the request's.
+	inSession bool
+	// build makes the op from a decoded request, Session and SeqNo aside
+	// when inSession. It sets only fields the kind encodes.
+	build func(b *wire.Coord) Op
 }
 
 // commands is every coordination op kind.
@@ -51,6 +67,60 @@ var byKind = func() map[Kind]*command {
 	}
 	return m
 }()
+
+var byRequest = func() map[uint8]*command {
+	m := make(map[uint8]*command, len(commands))
+	for _, c := range commands {
+		if c.request == 0 {
+			continue
+		}
+		if m[c.request] != nil {
+			panic(fmt.Sprintf("coordsm: request sub-op %d asks for %s and %s", c.request, m[c.request].name, c.name))
+		}
+		m[c.request] = c
+	}
+	return m
+}()
+
+// Request is how a client's request becomes an op: the leader looks it up
+// by the request's sub-op (ForRequest) instead of knowing every command.
+type Request struct {
+	Kind Kind
+	// InSession: the request acts for a session its connection attached;
+	// the op's Session and SeqNo are that attach's, set by the caller.
+	InSession bool
+	build     func(b *wire.Coord) Op
+}
+
+// Build makes the op of decoded request b (Session and SeqNo left zero when
+// InSession).
+func (r Request) Build(b *wire.Coord) Op { return r.build(b) }
+
+// ForRequest returns the command that request sub-op op asks for; false
+// when op asks for no command (a read, or not a request).
+func ForRequest(op uint8) (Request, bool) {
+	c := byRequest[op]
+	if c == nil {
+		return Request{}, false
+	}
+	return Request{Kind: c.kind, InSession: c.inSession, build: c.build}, true
+}
+
+// RequestOf is the sub-op of the request that asks for kind, which its
+// answer carries; 0 for the ops only the leader proposes (detach, expire,
+// timeout).
+func RequestOf(kind Kind) uint8 {
+	if c := byKind[kind]; c != nil {
+		return c.request
+	}
+	return 0
+}
+
+// configOf is the node configuration a create or alter request carries.
+func configOf(b *wire.Coord) NodeConfig {
+	return NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
+		MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters}
+}
 
 // KindInfo describes one op kind, for the dispatcher's registry and the docs.
 type KindInfo struct {

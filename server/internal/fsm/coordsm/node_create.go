@@ -1,6 +1,9 @@
 package coordsm
 
+import "github.com/ticketing-io/ticketing/internal/wire"
+
 var cmdCreateNode = command{kind: CreateNode, name: "create node", fields: fPath | fConfig,
+	request: wire.CoordCreateNode, build: func(b *wire.Coord) Op { return Op{Path: string(b.Path), Config: configOf(b)} },
 	doc: "Creates a node at Path with Config, each zero field taking its default.",
 	apply: func(a *applier, o *Op) Status {
 		c := a.c

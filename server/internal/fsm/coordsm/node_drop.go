@@ -3,9 +3,12 @@ package coordsm
 import (
 	"slices"
 	"sort"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 var cmdDropNode = command{kind: DropNode, name: "drop node", fields: fPath,
+	request: wire.CoordDropNode, build: func(b *wire.Coord) Op { return Op{Path: string(b.Path)} },
 	doc: "Deletes the node at Path with its semaphores and ends its sessions (told EXPIRED).",
 	apply: func(a *applier, o *Op) Status {
 		n := a.c.nodes[o.Path]

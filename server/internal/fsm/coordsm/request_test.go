@@ -1,0 +1,72 @@
+package coordsm
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/internal/enc"
+)
+
+// TestRequestsBuildTheirOps: a command a request asks for builds its op
+// with every field its log entry carries (from a request with all fields
+// set, none is left zero) and only with those (what it builds survives the entry's encoding unchanged),
+// leaves a session request's session to the leader, and its sub-op leads
+// back to it.
+func TestRequestsBuildTheirOps(t *testing.T) {
+	full := wire.Coord{Path: []byte("/p"), Name: []byte("n"), Key: []byte("k"), Desc: []byte("d"), Data: []byte("x"),
+		Session: 7, SeqNo: 8, TimeoutMs: 9, Limit: 10, Count: 11, OrderID: 12,
+		SelfCheckMs: 13, GraceMs: 14, MaxSessions: 15, MaxSemaphores: 16, MaxWaiters: 17, ReadMode: ReadStrict, AttachMode: AttachRelaxed,
+		Flags: 0xff, After: 18}
+	for _, c := range commands {
+		if c.request == 0 {
+			if c.build != nil || c.inSession {
+				t.Errorf("%s: builds from a request but declares no request sub-op", c.name)
+			}
+			continue
+		}
+		if c.build == nil {
+			t.Errorf("%s: request sub-op %d without build", c.name, c.request)
+			continue
+		}
+		r, ok := ForRequest(c.request)
+		if !ok || r.Kind != c.kind || r.InSession != c.inSession || RequestOf(c.kind) != c.request {
+			t.Errorf("%s: ForRequest(%d) = %+v %v, RequestOf = %d", c.name, c.request, r, ok, RequestOf(c.kind))
+		}
+		o := r.Build(&full)
+		if c.inSession && (o.Session != 0 || o.SeqNo != 0) {
+			t.Errorf("%s: a session request's op took session %d seq_no %d from the request, not from its attach", c.name, o.Session, o.SeqNo)
+		}
+		if c.inSession {
+			o.Session, o.SeqNo = 1, 2
+		}
+		for bit, set := range fieldIsSet {
+			if c.fields&bit != 0 && !set(&o) {
+				t.Errorf("%s: built %+v from a request with every field set, but left field %#x of its log entry zero", c.name, o, bit)
+			}
+		}
+		d := &enc.Decoder{B: AppendOp(nil, c.kind, &o)}
+		if back := DecodeOp(d, c.kind); d.Err != nil || !reflect.DeepEqual(*back, o) {
+			t.Errorf("%s: built %+v, its log entry carries %+v (%v): build sets a field the kind does not encode", c.name, o, back, d.Err)
+		}
+	}
+}
+
+// fieldIsSet tells, for each field of an op's log entry, whether an op has
+// it non-zero.
+var fieldIsSet = map[fieldSet]func(o *Op) bool{
+	fPath:      func(o *Op) bool { return o.Path != "" },
+	fConfig:    func(o *Op) bool { return o.Config != NodeConfig{} },
+	fSession:   func(o *Op) bool { return o.Session != 0 },
+	fSeqNo:     func(o *Op) bool { return o.SeqNo != 0 },
+	fKey:       func(o *Op) bool { return o.Key != "" },
+	fTimeout:   func(o *Op) bool { return o.TimeoutMs != 0 },
+	fDesc:      func(o *Op) bool { return o.Desc != "" },
+	fName:      func(o *Op) bool { return o.Name != "" },
+	fLimit:     func(o *Op) bool { return o.Limit != 0 },
+	fCount:     func(o *Op) bool { return o.Count != 0 },
+	fData:      func(o *Op) bool { return o.Data != "" },
+	fEphemeral: func(o *Op) bool { return o.Ephemeral },
+	fForce:     func(o *Op) bool { return o.Force },
+	fOrder:     func(o *Op) bool { return o.OrderID != 0 },
+}
