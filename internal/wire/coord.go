@@ -45,7 +45,8 @@ const (
 	CoordSessionEnded uint8 = 67 // id 0: this connection's session ended
 )
 
-// Per-operation statuses carried by T (the numbers of fsm.CoordStatus).
+// Per-operation statuses carried by T; the state machine's results carry
+// them too (coordsm.Status is this numbering, not a copy of it).
 const (
 	CoordSuccess            uint16 = 0
 	CoordNotFound           uint16 = 1

@@ -70,3 +70,16 @@ var fieldIsSet = map[fieldSet]func(o *Op) bool{
 	fForce:     func(o *Op) bool { return o.Force },
 	fOrder:     func(o *Op) bool { return o.OrderID != 0 },
 }
+
+// TestLimitsOfTheLog: the sizes and the session timeout the state machine
+// checks decide how logged ops apply on every replica. Raising one lets a
+// new leader commit ops that an older follower refuses; lowering one makes
+// ops already in the log apply differently: either needs every server
+// upgraded first and a new op format, not a changed constant.
+func TestLimitsOfTheLog(t *testing.T) {
+	got := []int{MaxPath, MaxName, MaxData, MaxDesc, MaxKey, MaxSessionTimeout}
+	want := []int{1024, 1024, 1 << 20, 1024, 16, 30 * 60 * 1000}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("limits (path, name, data, description, key, session timeout ms) %v, were %v: see the comment above", got, want)
+	}
+}
