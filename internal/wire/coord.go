@@ -260,6 +260,20 @@ type CoordOpName struct {
 	Name string
 }
 
+// CoordRequestHas reports whether the request body of sub-op op has the
+// field named field ("path", "name": the names of docs/protocol.md), so
+// that a receiver checks a field in every request that carries it.
+func CoordRequestHas(op uint8, field string) bool {
+	if l := coordLayoutOf(op); l != nil {
+		for _, f := range l.request {
+			if f.name == field {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CoordRequests lists the request sub-ops (K), in number order: a server
 // and an SDK check against it that they serve and send every one.
 func CoordRequests() []CoordOpName {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -326,5 +327,23 @@ func TestCoordRequests(t *testing.T) {
 		if r.Op != want[i] || r.Name == "" {
 			t.Errorf("request %d: %+v, want sub-op %d with its name", i, r, want[i])
 		}
+	}
+}
+
+// TestCoordRequestHas: the requests that carry a node path and those that
+// carry a semaphore name, as receivers check them.
+func TestCoordRequestHas(t *testing.T) {
+	withPath := []uint8{CoordCreateNode, CoordAlterNode, CoordDropNode, CoordDescribeNode, CoordAttach, CoordListSessions}
+	withName := []uint8{CoordCreateSemaphore, CoordUpdateSemaphore, CoordDeleteSemaphore, CoordAcquire, CoordRelease, CoordDescribeSemaphore}
+	for _, r := range CoordRequests() {
+		if got, want := CoordRequestHas(r.Op, "path"), slices.Contains(withPath, r.Op); got != want {
+			t.Errorf("%s has a path: %v, want %v", r.Name, got, want)
+		}
+		if got, want := CoordRequestHas(r.Op, "name"), slices.Contains(withName, r.Op); got != want {
+			t.Errorf("%s has a name: %v, want %v", r.Name, got, want)
+		}
+	}
+	if CoordRequestHas(CoordQueued, "order_id") || CoordRequestHas(99, "path") {
+		t.Error("a notification or an unknown sub-op has request fields")
 	}
 }

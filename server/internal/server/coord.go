@@ -23,12 +23,12 @@ import (
 // The state machine checks the same rules again (and the ones that depend
 // on the state, such as a count above the limit).
 func coordFieldError(op uint8, b *wire.Coord) string {
-	switch op {
-	case wire.CoordCreateNode, wire.CoordAlterNode, wire.CoordDropNode, wire.CoordDescribeNode, wire.CoordListSessions, wire.CoordAttach:
+	switch {
+	case wire.CoordRequestHas(op, "path"):
 		if !coordsm.ValidPath(string(b.Path)) {
 			return fmt.Sprintf("path %q: want '/' and non-empty components separated by single '/', at most %d bytes (got %d)", clip(b.Path), wire.MaxCoordPath, len(b.Path))
 		}
-	case wire.CoordCreateSemaphore, wire.CoordUpdateSemaphore, wire.CoordDeleteSemaphore, wire.CoordAcquire, wire.CoordRelease, wire.CoordDescribeSemaphore:
+	case wire.CoordRequestHas(op, "name"):
 		if len(b.Name) == 0 || len(b.Name) > wire.MaxCoordName {
 			return fmt.Sprintf("name: %d bytes, want 1 to %d", len(b.Name), wire.MaxCoordName)
 		}
