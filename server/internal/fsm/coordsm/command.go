@@ -1,32 +1,18 @@
 package coordsm
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
 // Kind is a coordination op's kind: its number is the kind byte of the op in
-// a log entry, so it never changes. The fsm dispatcher owns the numbering of
-// all kinds and checks that these do not collide with the ticket ones.
+// a log entry, so it never changes. Each command's file defines its kind;
+// the fsm dispatcher owns the numbering of all kinds and checks that these
+// do not collide with the ticket ones (docs/design.md lists them all).
 type Kind uint8
-
-// The coordination op kinds and the fields of Op each one uses.
-const (
-	CreateNode Kind = 32 // Path, Config
-	AlterNode  Kind = 33 // Path, Config (0 fields unchanged)
-	DropNode   Kind = 34 // Path
-	Attach     Kind = 35 // Path, Session (0 = start), SeqNo, Key, TimeoutMs, Desc
-	Detach     Kind = 36 // Session, SeqNo: the attaching connection ended
-	Expire     Kind = 37 // Session: leader-proposed, checked against ExpiresAt
-	Stop       Kind = 38 // Session, SeqNo: ended by its client
-	CreateSem  Kind = 39 // Session, SeqNo, Name, Limit, Data
-	UpdateSem  Kind = 40 // Session, SeqNo, Name, Data
-	DeleteSem  Kind = 41 // Session, SeqNo, Name, Force
-	Acquire    Kind = 42 // Session, SeqNo, Name, Count, TimeoutMs, Data, Ephemeral
-	Release    Kind = 43 // Session, SeqNo, Name
-	Timeout    Kind = 44 // Session, Name, OrderID: leader-proposed, checked against the deadline
-)
 
 // A command is one kind of coordination op: the fields of Op its log entry
 // carries, how it changes the state, and the client request that asks for
@@ -50,37 +36,31 @@ type command struct {
 	build func(b *wire.Coord) Op
 }
 
-// commands is every coordination op kind.
-var commands = []*command{
-	&cmdCreateNode, &cmdAlterNode, &cmdDropNode,
-	&cmdAttach, &cmdDetach, &cmdExpire, &cmdStop,
-	&cmdCreateSem, &cmdUpdateSem, &cmdDeleteSem, &cmdAcquire, &cmdRelease, &cmdTimeout,
+// The registry: every command registers itself from its own file (its
+// kind constant, its command and an init calling register), so that adding
+// one touches no list here.
+var (
+	commands  []*command // in kind order
+	byKind    = map[Kind]*command{}
+	byRequest = map[uint8]*command{}
+)
+
+// register adds c; a kind or a request sub-op taken twice is a programming
+// error, found when the package loads.
+func register(c *command) {
+	if byKind[c.kind] != nil {
+		panic(fmt.Sprintf("coordsm: kind %d is both %s and %s", c.kind, byKind[c.kind].name, c.name))
+	}
+	if c.request != 0 {
+		if byRequest[c.request] != nil {
+			panic(fmt.Sprintf("coordsm: request sub-op %d asks for %s and %s", c.request, byRequest[c.request].name, c.name))
+		}
+		byRequest[c.request] = c
+	}
+	byKind[c.kind] = c
+	i, _ := slices.BinarySearchFunc(commands, c.kind, func(x *command, k Kind) int { return cmp.Compare(x.kind, k) })
+	commands = slices.Insert(commands, i, c)
 }
-
-var byKind = func() map[Kind]*command {
-	m := make(map[Kind]*command, len(commands))
-	for _, c := range commands {
-		if m[c.kind] != nil {
-			panic(fmt.Sprintf("coordsm: kind %d defined twice", c.kind))
-		}
-		m[c.kind] = c
-	}
-	return m
-}()
-
-var byRequest = func() map[uint8]*command {
-	m := make(map[uint8]*command, len(commands))
-	for _, c := range commands {
-		if c.request == 0 {
-			continue
-		}
-		if m[c.request] != nil {
-			panic(fmt.Sprintf("coordsm: request sub-op %d asks for %s and %s", c.request, m[c.request].name, c.name))
-		}
-		m[c.request] = c
-	}
-	return m
-}()
 
 // Request is how a client's request becomes an op: the leader looks it up
 // by the request's sub-op (ForRequest) instead of knowing every command.

@@ -2,6 +2,11 @@ package coordsm
 
 import "github.com/ticketing-io/ticketing/internal/wire"
 
+// DeleteSem is the command's log kind (never reused); its op carries Session, SeqNo, Name, Force.
+const DeleteSem Kind = 41
+
+func init() { register(&cmdDeleteSem) }
+
 var cmdDeleteSem = command{kind: DeleteSem, name: "delete semaphore", fields: fSession | fSeqNo | fName | fForce,
 	request: wire.CoordDeleteSemaphore, inSession: true,
 	build: func(b *wire.Coord) Op { return Op{Name: string(b.Name), Force: b.Flags&wire.CoordFlagForce != 0} },

@@ -2,6 +2,11 @@ package coordsm
 
 import "github.com/ticketing-io/ticketing/internal/wire"
 
+// Attach is the command's log kind (never reused); its op carries Path, Session (0 = start), SeqNo, Key, TimeoutMs, Desc.
+const Attach Kind = 35
+
+func init() { register(&cmdAttach) }
+
 var cmdAttach = command{kind: Attach, name: "attach", fields: fPath | fSession | fSeqNo | fKey | fTimeout | fDesc,
 	// The one session op whose session and seq_no are the request's own.
 	request: wire.CoordAttach, build: func(b *wire.Coord) Op {
