@@ -83,3 +83,23 @@ func TestLimitsOfTheLog(t *testing.T) {
 		t.Fatalf("limits (path, name, data, description, key, session timeout ms) %v, were %v: see the comment above", got, want)
 	}
 }
+
+// TestRegisterRefusesTakenNumbers: a second command with a taken kind or a
+// taken request sub-op stops the package from loading (here: panics, and
+// leaves the registry as it was).
+func TestRegisterRefusesTakenNumbers(t *testing.T) {
+	before := len(commands)
+	for _, c := range []*command{{kind: CreateNode, name: "again"}, {kind: 99, name: "asked twice", request: wire.CoordAttach}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: registered", c.name)
+				}
+			}()
+			register(c)
+		}()
+	}
+	if len(commands) != before || byKind[99] != nil || byRequest[wire.CoordAttach].kind != Attach {
+		t.Fatal("a refused registration changed the registry")
+	}
+}
