@@ -1,7 +1,10 @@
 package coordsm
 
 import (
+	"os"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -101,5 +104,37 @@ func TestRegisterRefusesTakenNumbers(t *testing.T) {
 	}
 	if len(commands) != before || byKind[99] != nil || byRequest[wire.CoordAttach].kind != Attach {
 		t.Fatal("a refused registration changed the registry")
+	}
+}
+
+// TestCoordinationDocListsEveryKind: the kind table of docs/coordination.md
+// ("Replicated state") has a row for every registered kind and no other.
+func TestCoordinationDocListsEveryKind(t *testing.T) {
+	const path = "../../../../docs/coordination.md"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n| Kind | Operation |\n|---|---|\n")
+	if !ok {
+		t.Fatalf("%s: no \"| Kind | Operation |\" table", path)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "|") || len(cells) < 3 {
+			break
+		}
+		rows[strings.TrimSpace(cells[1])] = true
+	}
+	for _, k := range Kinds() {
+		n := strconv.Itoa(int(k.Kind))
+		if !rows[n] {
+			t.Errorf("%s: the kind table has no row for %s (%s); add \"| %s | %s (its fields) |\"", path, n, k.Name, n, k.Name)
+		}
+		delete(rows, n)
+	}
+	for n := range rows {
+		t.Errorf("%s: the kind table lists %s, which is not a coordination kind", path, n)
 	}
 }
