@@ -45,7 +45,8 @@ const (
 	CoordSessionEnded uint8 = 67 // id 0: this connection's session ended
 )
 
-// Per-operation statuses carried by T (the numbers of fsm.CoordStatus).
+// Per-operation statuses carried by T; the state machine's results carry
+// them too (coordsm.Status is this numbering, not a copy of it).
 const (
 	CoordSuccess            uint16 = 0
 	CoordNotFound           uint16 = 1
@@ -251,6 +252,39 @@ var coordLayouts = []coordLayout{
 }
 
 var coordMessage = []coordField{{"message", ckStr, "what happened and what to do"}}
+
+// CoordOpName is one sub-op and its name in docs/protocol.md ("CreateNode";
+// its constant is Coord followed by the name).
+type CoordOpName struct {
+	Op   uint8
+	Name string
+}
+
+// CoordRequestHas reports whether the request body of sub-op op has the
+// field named field ("path", "name": the names of docs/protocol.md), so
+// that a receiver checks a field in every request that carries it.
+func CoordRequestHas(op uint8, field string) bool {
+	if l := coordLayoutOf(op); l != nil {
+		for _, f := range l.request {
+			if f.name == field {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CoordRequests lists the request sub-ops (K), in number order: a server
+// and an SDK check against it that they serve and send every one.
+func CoordRequests() []CoordOpName {
+	var out []CoordOpName
+	for _, l := range coordLayouts {
+		if l.request != nil {
+			out = append(out, CoordOpName{Op: l.op, Name: l.name})
+		}
+	}
+	return out
+}
 
 func coordLayoutOf(op uint8) *coordLayout {
 	for i := range coordLayouts {

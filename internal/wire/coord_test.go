@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -309,5 +310,40 @@ func TestAllowCoordReplies(t *testing.T) {
 	r.AllowCoordReplies()
 	if err := r.Next(&f); !isCode(err, CodeFrameTooLarge) {
 		t.Fatalf("oversized I after AllowCoordReplies: %v, want frame too large", err)
+	}
+}
+
+// TestCoordRequests: the list servers and SDKs check themselves against
+// holds every request sub-op, in number order, and no notification.
+func TestCoordRequests(t *testing.T) {
+	want := []uint8{CoordCreateNode, CoordAlterNode, CoordDropNode, CoordDescribeNode, CoordAttach, CoordStop,
+		CoordCreateSemaphore, CoordUpdateSemaphore, CoordDeleteSemaphore, CoordAcquire, CoordRelease,
+		CoordDescribeSemaphore, CoordListSessions}
+	got := CoordRequests()
+	if len(got) != len(want) {
+		t.Fatalf("requests %v, want the sub-ops %v", got, want)
+	}
+	for i, r := range got {
+		if r.Op != want[i] || r.Name == "" {
+			t.Errorf("request %d: %+v, want sub-op %d with its name", i, r, want[i])
+		}
+	}
+}
+
+// TestCoordRequestHas: the requests that carry a node path and those that
+// carry a semaphore name, as receivers check them.
+func TestCoordRequestHas(t *testing.T) {
+	withPath := []uint8{CoordCreateNode, CoordAlterNode, CoordDropNode, CoordDescribeNode, CoordAttach, CoordListSessions}
+	withName := []uint8{CoordCreateSemaphore, CoordUpdateSemaphore, CoordDeleteSemaphore, CoordAcquire, CoordRelease, CoordDescribeSemaphore}
+	for _, r := range CoordRequests() {
+		if got, want := CoordRequestHas(r.Op, "path"), slices.Contains(withPath, r.Op); got != want {
+			t.Errorf("%s has a path: %v, want %v", r.Name, got, want)
+		}
+		if got, want := CoordRequestHas(r.Op, "name"), slices.Contains(withName, r.Op); got != want {
+			t.Errorf("%s has a name: %v, want %v", r.Name, got, want)
+		}
+	}
+	if CoordRequestHas(CoordQueued, "order_id") || CoordRequestHas(99, "path") {
+		t.Error("a notification or an unknown sub-op has request fields")
 	}
 }

@@ -111,7 +111,7 @@ func (c *Core) applied(a applied) {
 		return
 	}
 	now := c.clk.Now()
-	b.each(a.res.Results, func(op *fsm.Op, cs cause, res fsm.Result) {
+	b.each(a.res, func(op *fsm.Op, cs cause, res fsm.Result) {
 		switch cs.kind {
 		case causeTakeover:
 			c.takeoverDone(now, b.sealed)

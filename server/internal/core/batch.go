@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // This file holds the batch: the ops one Raft entry proposes, each with the
@@ -90,7 +89,7 @@ func (b *batch) each(results []fsm.Result, fn func(op *fsm.Op, cs cause, res fsm
 // the core.
 type applied struct {
 	b   *batch
-	res *node.Applied
+	res []fsm.Result // one per op when o is Applied
 	o   Outcome
 	err error
 }
@@ -98,5 +97,5 @@ type applied struct {
 // proposal is a batch handed to the log, with the wait for its outcome.
 type proposal struct {
 	b    *batch
-	wait func() (*node.Applied, Outcome, error)
+	wait func() ([]fsm.Result, Outcome, error)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // Coordination nodes on the leader (docs/coordination.md). Everything that
@@ -90,26 +91,24 @@ func coordMessage(status uint16) string {
 	return wire.CoordStatusName(status)
 }
 
-func (c *Core) coordPropose(r Request, kind fsm.OpKind, o *fsm.CoordOp) {
-	c.pending.add(fsm.Op{Kind: kind, Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal, forSession: r.ForSession})
+func (c *Core) coordPropose(r Request, kind coordsm.Kind, o *coordsm.Op) {
+	c.pending.add(fsm.Op{Kind: fsm.OpKind(kind), Coord: o}, cause{kind: causeCoord, c: r.Conn, id: r.ID, principal: r.Principal, forSession: r.ForSession})
+}
+
+// coordProposeOwn adds an op the leader proposes itself (a detach, an
+// expiry, a waiter's timeout): nobody waits for its answer.
+func (c *Core) coordProposeOwn(kind coordsm.Kind, o *coordsm.Op) {
+	c.pending.add(fsm.Op{Kind: fsm.OpKind(kind), Coord: o}, cause{kind: causeCoord})
 }
 
 // coordRequest turns a K request, decoded and checked by the reader, into
-// an fsm op (or a read) for the batch.
+// an fsm op or a read for the batch. The reads (describe node, list
+// sessions, describe semaphore) are the core's own; every other request
+// asks for the coordsm command that declares its sub-op, which says how
+// the request becomes its op.
 func (c *Core) coordRequest(r Request) {
 	b := r.Coord
-	cfg := fsm.NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
-		MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters}
 	switch r.Op {
-	case wire.CoordCreateNode:
-		c.coordPropose(r, fsm.OpCoordCreateNode, &fsm.CoordOp{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordAlterNode:
-		c.coordPropose(r, fsm.OpCoordAlterNode, &fsm.CoordOp{Path: string(b.Path), Config: cfg})
-		return
-	case wire.CoordDropNode:
-		c.coordPropose(r, fsm.OpCoordDropNode, &fsm.CoordOp{Path: string(b.Path)})
-		return
 	case wire.CoordDescribeNode:
 		path := string(b.Path)
 		c.pending.addRead(readReq{c: r.Conn, id: r.ID, fn: func(st *fsm.State) {
@@ -149,8 +148,11 @@ func (c *Core) coordRequest(r Request) {
 			AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordLimitExceeded, &wire.Coord{Message: []byte(quotaMessage(r.Principal, QuotaSessions, q))})
 			return
 		}
-		c.coordPropose(r, fsm.OpCoordAttach, &fsm.CoordOp{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo,
-			TimeoutMs: b.TimeoutMs, Key: string(b.Key), Desc: string(b.Desc)})
+	}
+	cmd, known := coordsm.ForRequest(r.Op)
+	if known && !cmd.InSession {
+		o := cmd.Build(b)
+		c.coordPropose(r, cmd.Kind, &o)
 		return
 	}
 	bind, msg := c.sessions.of(r.Conn, r.ForSession, b.Session)
@@ -166,25 +168,12 @@ func (c *Core) coordRequest(r Request) {
 			return
 		}
 	}
-	o := &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq, Name: string(b.Name), Data: string(b.Data)}
-	switch r.Op {
-	case wire.CoordStop:
-		c.coordPropose(r, fsm.OpCoordStop, &fsm.CoordOp{Session: bind.session, SeqNo: bind.seq})
-	case wire.CoordCreateSemaphore:
-		o.Limit = b.Limit
-		c.coordPropose(r, fsm.OpCoordCreateSem, o)
-	case wire.CoordUpdateSemaphore:
-		c.coordPropose(r, fsm.OpCoordUpdateSem, o)
-	case wire.CoordDeleteSemaphore:
-		o.Data, o.Force = "", b.Flags&wire.CoordFlagForce != 0
-		c.coordPropose(r, fsm.OpCoordDeleteSem, o)
-	case wire.CoordAcquire:
-		o.Count, o.TimeoutMs, o.Ephemeral = b.Count, b.TimeoutMs, b.Flags&wire.CoordFlagEphemeral != 0
-		c.coordPropose(r, fsm.OpCoordAcquire, o)
-	case wire.CoordRelease:
-		o.Data = ""
-		c.coordPropose(r, fsm.OpCoordRelease, o)
-	case wire.CoordDescribeSemaphore:
+	switch {
+	case known:
+		o := cmd.Build(b)
+		o.Session, o.SeqNo = bind.session, bind.seq
+		c.coordPropose(r, cmd.Kind, &o)
+	case r.Op == wire.CoordDescribeSemaphore:
 		c.coordDescribeSem(r, bind, string(b.Name), b.Flags, b.After)
 	default:
 		AnswerCoord(r.Conn, r.ID, r.Op, wire.CoordBadRequest, &wire.Coord{Message: []byte("not a request sub-op")})
@@ -197,7 +186,7 @@ func (c *Core) coordRequest(r Request) {
 func (c *Core) coordDescribeSem(r Request, bind *binding, name string, flags uint8, after uint64) {
 	c.pending.addRead(readReq{c: r.Conn, id: r.ID, fn: func(st *fsm.State) {
 		info, status := st.DescribeSemaphore(bind.path, name, flags&wire.CoordFlagOwners != 0, flags&wire.CoordFlagWaiters != 0)
-		if status != fsm.CoordSuccess {
+		if status != coordsm.Success {
 			AnswerCoord(r.Conn, r.ID, r.Op, uint16(status), nil)
 			return
 		}
@@ -222,7 +211,7 @@ func (c *Core) coordDescribeSem(r Request, bind *binding, name string, flags uin
 // listSessions is one page of a list-sessions answer: the sessions with an
 // id above after, as many as fit in 1 MiB (a frame's bound is 1 MiB + 8 KiB);
 // CoordFlagMore says that the client should ask again after the last one.
-func listSessions(all []fsm.SessionInfo, after uint64) *wire.Coord {
+func listSessions(all []coordsm.SessionInfo, after uint64) *wire.Coord {
 	ans := &wire.Coord{}
 	size := 0
 	for _, s := range all {
@@ -255,7 +244,7 @@ var ListSessionsBudget = wire.MaxCoordData
 // page without data always carries one holder at least (one holder's data is
 // at most 1 MiB), so paging always ends. CoordFlagMoreHolders says that the
 // client should ask again after the last one, without the data.
-func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coord {
+func describePage(info *coordsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coord {
 	ans := &wire.Coord{Limit: info.Limit, Count: info.Count, Version: info.Version}
 	if info.Ephemeral {
 		ans.Flags = wire.CoordFlagEphemeral
@@ -265,7 +254,7 @@ func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coor
 	}
 	size := len(ans.Data)
 	full := false
-	take := func(hs []fsm.Holder) []wire.CoordHolder {
+	take := func(hs []coordsm.Holder) []wire.CoordHolder {
 		var out []wire.CoordHolder
 		for _, h := range hs {
 			if h.OrderID <= after {
@@ -294,20 +283,15 @@ func describePage(info *fsm.SemaphoreInfo, flags uint8, after uint64) *wire.Coor
 // it only while no core runs.
 var DescribeBudget = wire.MaxCoordData
 
-var coordOpOf = map[fsm.OpKind]uint8{
-	fsm.OpCoordCreateNode: wire.CoordCreateNode, fsm.OpCoordAlterNode: wire.CoordAlterNode, fsm.OpCoordDropNode: wire.CoordDropNode,
-	fsm.OpCoordAttach: wire.CoordAttach, fsm.OpCoordStop: wire.CoordStop, fsm.OpCoordCreateSem: wire.CoordCreateSemaphore,
-	fsm.OpCoordUpdateSem: wire.CoordUpdateSemaphore, fsm.OpCoordDeleteSem: wire.CoordDeleteSemaphore,
-	fsm.OpCoordAcquire: wire.CoordAcquire, fsm.OpCoordRelease: wire.CoordRelease,
-}
-
 // coordApplied handles the result of one committed coordination op: first
 // its events (other parties), then the requester's answer.
 func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time) {
+	kind := coordsm.Kind(op.Kind)
+	wop := coordsm.RequestOf(kind)
 	r := res.Coord
 	if r == nil {
 		if cs.c != nil {
-			AnswerCoord(cs.c, cs.id, coordOpOf[op.Kind], wire.CoordBadRequest, nil)
+			AnswerCoord(cs.c, cs.id, wop, wire.CoordBadRequest, nil)
 		}
 		return
 	}
@@ -315,19 +299,19 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 		c.coordEvent(e)
 	}
 	o := op.Coord
-	switch op.Kind {
-	case fsm.OpCoordDetach:
-		if r.Status == fsm.CoordSuccess {
+	switch kind {
+	case coordsm.Detach:
+		if r.Status == coordsm.Success {
 			c.coordArmExpiry(o.Session)
 		}
 		return
-	case fsm.OpCoordExpire:
-		if r.Status == fsm.CoordPreconditionFailed {
+	case coordsm.Expire:
+		if r.Status == coordsm.PreconditionFailed {
 			c.coordArmExpiry(o.Session) // restored meanwhile (no timer then), or not yet due
 		}
 		return
-	case fsm.OpCoordTimeout:
-		if r.Status == fsm.CoordPreconditionFailed {
+	case coordsm.Timeout:
+		if r.Status == coordsm.PreconditionFailed {
 			c.coordRecheckTimeout(o)
 		}
 		return
@@ -335,17 +319,16 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 	if cs.c == nil {
 		return
 	}
-	wop := coordOpOf[op.Kind]
-	if r.Status != fsm.CoordSuccess {
+	if r.Status != coordsm.Success {
 		var body *wire.Coord
-		if r.Status == fsm.CoordBadRequest && (op.Kind == fsm.OpCoordCreateNode || op.Kind == fsm.OpCoordAlterNode) {
+		if r.Status == coordsm.BadRequest && (kind == coordsm.CreateNode || kind == coordsm.AlterNode) {
 			body = &wire.Coord{Message: []byte("configuration: session_grace_period_ms must be greater than self_check_period_ms (after an alter's fields are merged with the current ones), and every limit above 0")}
 		}
 		AnswerCoord(cs.c, cs.id, wop, uint16(r.Status), body)
 		return
 	}
-	switch op.Kind {
-	case fsm.OpCoordAttach:
+	switch kind {
+	case coordsm.Attach:
 		c.removeTimer(c.co.expiry[r.Session])
 		delete(c.co.expiry, r.Session)
 		replaced, added := c.sessions.bind(cs.c, cs.forSession, &binding{session: r.Session, seq: r.SeqNo, path: o.Path, principal: cs.principal})
@@ -356,7 +339,7 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 			c.countSession(cs.principal, 1)
 		}
 		AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Session: r.Session, SeqNo: r.SeqNo})
-	case fsm.OpCoordAcquire:
+	case coordsm.Acquire:
 		switch {
 		case r.Acquired:
 			AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{Flags: wire.CoordFlagAcquired, OrderID: r.OrderID, Count: r.Count})
@@ -372,7 +355,7 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 		default:
 			AnswerCoord(cs.c, cs.id, wop, wire.CoordSuccess, &wire.Coord{})
 		}
-	case fsm.OpCoordRelease:
+	case coordsm.Release:
 		var flags uint8
 		if r.Changed {
 			flags = wire.CoordFlagReleased
@@ -384,10 +367,10 @@ func (c *Core) coordApplied(op *fsm.Op, res fsm.Result, cs cause, now time.Time)
 }
 
 // coordEvent tells the parties of one event.
-func (c *Core) coordEvent(e fsm.CoordEvent) {
+func (c *Core) coordEvent(e coordsm.Event) {
 	k := coordKey{e.Session, e.Name}
 	switch e.Kind {
-	case fsm.EventGranted, fsm.EventAborted, fsm.EventTimedOut:
+	case coordsm.EventGranted, coordsm.EventAborted, coordsm.EventTimedOut:
 		a := c.co.pending[k]
 		if a == nil || a.order != e.OrderID {
 			return // its connection is gone: the client re-sends after a restore
@@ -395,18 +378,18 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 		delete(c.co.pending, k)
 		c.removeTimer(a.timer)
 		switch e.Kind {
-		case fsm.EventGranted:
+		case coordsm.EventGranted:
 			AnswerCoord(a.c, a.id, wire.CoordAcquire, wire.CoordSuccess, &wire.Coord{Flags: wire.CoordFlagAcquired, OrderID: e.OrderID, Count: e.Count})
-		case fsm.EventAborted:
+		case coordsm.EventAborted:
 			AnswerCoord(a.c, a.id, wire.CoordAcquire, wire.CoordAborted, nil)
 		default:
 			AnswerCoord(a.c, a.id, wire.CoordAcquire, wire.CoordSuccess, &wire.Coord{})
 		}
-	case fsm.EventLost:
+	case coordsm.EventLost:
 		if cn, _ := c.sessions.connOf(e.Session); cn != nil {
 			cn.Send(wire.CoordFrame(true, 0, wire.CoordLost, 0, &wire.Coord{Name: []byte(e.Name), OrderID: e.OrderID}))
 		}
-	case fsm.EventSessionEnded:
+	case coordsm.EventSessionEnded:
 		c.removeTimer(c.co.expiry[e.Session])
 		delete(c.co.expiry, e.Session)
 		for pk, a := range c.co.pending {
@@ -424,7 +407,7 @@ func (c *Core) coordEvent(e fsm.CoordEvent) {
 			c.sessions.unbind(cn, e.Session)
 			c.countSession(b.principal, -1)
 		}
-	case fsm.EventChanged:
+	case coordsm.EventChanged:
 		sk := semKey{e.Path, e.Name}
 		for session, w := range c.co.watches[sk] {
 			if (e.Data && w.data) || (e.Owners && w.owners) {
@@ -451,7 +434,7 @@ func (c *Core) coordConnClosed(cn Replier) {
 	for _, b := range c.sessions.dropConn(cn) {
 		c.countSession(b.principal, -1)
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordDetach, Coord: &fsm.CoordOp{Session: b.session, SeqNo: b.seq}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Detach, &coordsm.Op{Session: b.session, SeqNo: b.seq})
 		}
 	}
 	for k, a := range c.co.pending {
@@ -473,7 +456,7 @@ func (c *Core) coordConnClosed(cn Replier) {
 // expiry time in the applied state (batch-time clock), and proposes the
 // expiry when it fires.
 func (c *Core) coordArmExpiry(session uint64) {
-	var info fsm.SessionInfo
+	var info coordsm.SessionInfo
 	var ok bool
 	c.state.Read(func(st *fsm.State) { info, ok = st.Session(session) })
 	if !ok || info.Attached {
@@ -484,7 +467,7 @@ func (c *Core) coordArmExpiry(session uint64) {
 	t := &timer{at: c.clk.Now().Add(wait), fn: func() {
 		delete(c.co.expiry, session)
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Expire, &coordsm.Op{Session: session})
 		}
 	}}
 	c.co.expiry[session] = t
@@ -502,13 +485,13 @@ func (c *Core) coordTakeover(now time.Time) {
 			t := &timer{at: now.Add(time.Duration(max(s.ExpiresAt-clock, 0)) * time.Millisecond), fn: func() {
 				delete(c.co.expiry, session)
 				if c.serving {
-					c.pending.add(fsm.Op{Kind: fsm.OpCoordExpire, Coord: &fsm.CoordOp{Session: session}}, cause{kind: causeCoord})
+					c.coordProposeOwn(coordsm.Expire, &coordsm.Op{Session: session})
 				}
 			}, idx: len(c.timers)}
 			c.timers = append(c.timers, t)
 			c.co.expiry[session] = t
 		}
-		st.CoordWaiters(func(path, name string, w fsm.Holder) {
+		st.CoordWaiters(func(path, name string, w coordsm.Holder) {
 			if left := w.Deadline - clock; left < maxCoordTimer {
 				t := c.coordTimeoutTimer(now.Add(time.Duration(max(left, 0))*time.Millisecond), w.Session, name, w.OrderID)
 				t.idx = len(c.timers)
@@ -527,7 +510,7 @@ const maxCoordTimer = 1 << 40
 func (c *Core) coordTimeoutTimer(at time.Time, session uint64, name string, order uint64) *timer {
 	return &timer{at: at, fn: func() {
 		if c.serving {
-			c.pending.add(fsm.Op{Kind: fsm.OpCoordTimeout, Coord: &fsm.CoordOp{Session: session, Name: name, OrderID: order}}, cause{kind: causeCoord})
+			c.coordProposeOwn(coordsm.Timeout, &coordsm.Op{Session: session, Name: name, OrderID: order})
 		}
 	}}
 }
@@ -535,7 +518,7 @@ func (c *Core) coordTimeoutTimer(at time.Time, session uint64, name string, orde
 // coordRecheckTimeout re-arms a waiter timeout that the state machine found
 // not yet due (the leader's timer ran ahead of the batch clock); a waiter
 // that was granted, released or replaced meanwhile needs nothing.
-func (c *Core) coordRecheckTimeout(o *fsm.CoordOp) {
+func (c *Core) coordRecheckTimeout(o *coordsm.Op) {
 	var path string
 	if s, ok := c.sessionInfo(o.Session); ok {
 		path = s.Path
@@ -554,7 +537,7 @@ func (c *Core) coordRecheckTimeout(o *fsm.CoordOp) {
 	}
 }
 
-func (c *Core) sessionInfo(id uint64) (info fsm.SessionInfo, ok bool) {
+func (c *Core) sessionInfo(id uint64) (info coordsm.SessionInfo, ok bool) {
 	c.state.Read(func(st *fsm.State) { info, ok = st.Session(id) })
 	return info, ok
 }

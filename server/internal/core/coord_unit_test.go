@@ -5,6 +5,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // coord hands the core one coordination request, decoded as the reader
@@ -53,7 +54,7 @@ func TestCoordSessionBoundToItsConnection(t *testing.T) {
 	before := len(h.proposals())
 	h.close(a)
 	ps := h.proposals()
-	if len(ps) != before+1 || len(ps[before]) != 1 || ps[before][0].Kind != fsm.OpCoordDetach {
+	if len(ps) != before+1 || len(ps[before]) != 1 || ps[before][0].Kind != fsm.OpKind(coordsm.Detach) {
 		t.Fatalf("after the close: proposals %v, want one detach", ps[before:])
 	}
 	h.settleAll()
@@ -114,7 +115,7 @@ func TestCoordSessionsNamedOnOneConnection(t *testing.T) {
 		t.Fatalf("after the close: proposals %v, want one batch of two detaches", ps[before:])
 	}
 	for i, op := range ps[before] {
-		if op.Kind != fsm.OpCoordDetach || op.Coord.Session != ids[i] {
+		if op.Kind != fsm.OpKind(coordsm.Detach) || op.Coord.Session != ids[i] {
 			t.Fatalf("detach %d: %v, want session %d", i, op, ids[i])
 		}
 	}

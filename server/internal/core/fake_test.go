@@ -11,7 +11,6 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // The fakes behind the core's ports, and a harness that drives the core's
@@ -38,7 +37,7 @@ type fakeLog struct {
 	lead     Leadership
 }
 
-func (l *fakeLog) Propose(data []byte) func() (*node.Applied, Outcome, error) {
+func (l *fakeLog) Propose(data []byte) func() ([]fsm.Result, Outcome, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, err := fsm.DecodeBatch(data)
@@ -50,7 +49,7 @@ func (l *fakeLog) Propose(data []byte) func() (*node.Applied, Outcome, error) {
 	if len(l.script) > 0 {
 		step, l.script = l.script[0], l.script[1:]
 	}
-	return func() (*node.Applied, Outcome, error) {
+	return func() ([]fsm.Result, Outcome, error) {
 		if step.gate != nil {
 			<-step.gate
 		}
@@ -66,7 +65,7 @@ func (l *fakeLog) Propose(data []byte) func() (*node.Applied, Outcome, error) {
 		case Unknown:
 			return nil, Unknown, errors.New("fake: Outcome unknown")
 		}
-		return &node.Applied{Results: res}, Applied, nil
+		return res, Applied, nil
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // This file holds the core's loop and pipeline: the select loop, sealing and
@@ -24,7 +23,7 @@ type coreEvent struct {
 var (
 	// commitHook runs in the awaiter after a batch committed, before the
 	// core learns its outcome.
-	commitHook func(c *Core, b *batch, res *node.Applied)
+	commitHook func(c *Core, b *batch, res []fsm.Result)
 	// startHook runs when the core starts.
 	startHook func(c *Core)
 )

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
 // Outcome is what became of one proposed batch.
@@ -55,8 +54,9 @@ type Replier interface {
 // ReplicatedLog is Raft as the core uses it.
 type ReplicatedLog interface {
 	// Propose appends one encoded batch (fsm.AppendBatch) to the log. It
-	// returns at once; the entry's outcome comes from wait, which blocks.
-	Propose(data []byte) (wait func() (res *node.Applied, o Outcome, err error))
+	// returns at once; the entry's outcome comes from wait, which blocks:
+	// when it is Applied, the state machine's results, one per op.
+	Propose(data []byte) (wait func() (results []fsm.Result, o Outcome, err error))
 	// Barrier blocks until every entry committed before it is applied.
 	Barrier() error
 	// Leadership is this server's role and current term, read now.

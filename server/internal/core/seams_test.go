@@ -11,8 +11,10 @@ import (
 )
 
 // TestCoreStaysBehindItsSeams: the core reaches connections only through
-// Replier (no sockets, no server package) and never decodes a request body
-// (the connection's reader decodes and checks each one once).
+// Replier (no sockets, no server package), Raft only through its ports
+// (ReplicatedLog, AppliedState: no node package, no hashicorp/raft), and
+// never decodes a request body (the connection's reader decodes and checks
+// each one once).
 func TestCoreStaysBehindItsSeams(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -31,6 +33,9 @@ func TestCoreStaysBehindItsSeams(t *testing.T) {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			if path == "net" || strings.HasSuffix(path, "/server/internal/server") {
 				t.Errorf("%s imports %s: the core answers through Replier only", fset.Position(imp.Pos()), path)
+			}
+			if strings.HasSuffix(path, "/server/internal/node") || strings.HasPrefix(path, "github.com/hashicorp/raft") {
+				t.Errorf("%s imports %s: the core reaches Raft through its ports only (ports.go)", fset.Position(imp.Pos()), path)
 			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/node"
 	"github.com/ticketing-io/ticketing/server/internal/stallhook"
 )
 
@@ -46,7 +45,7 @@ func init() {
 // learns it. When armed and b granted an acquire with wait > 0, it stops the
 // core goroutine first and returns once the core is stopped, so that the
 // outcome is waiting when the core resumes.
-func stallAfterCommit(c *Core, b *batch, res *node.Applied) {
+func stallAfterCommit(c *Core, b *batch, res []fsm.Result) {
 	stall.mu.Lock()
 	if !stall.armed || !grantsWaiter(b, res) {
 		stall.mu.Unlock()
@@ -67,8 +66,8 @@ func stallAfterCommit(c *Core, b *batch, res *node.Applied) {
 
 // grantsWaiter reports whether b granted an acquire whose wait is > 0 (the
 // waiter's wait is fixed before its attempt is proposed).
-func grantsWaiter(b *batch, res *node.Applied) bool {
-	for i, r := range res.Results {
+func grantsWaiter(b *batch, res []fsm.Result) bool {
+	for i, r := range res {
 		if cs := b.causes[i]; cs.kind == causeAttempt && r.Status == fsm.Granted && cs.w.wait > 0 {
 			return true
 		}

@@ -18,23 +18,23 @@ import (
 // allCoordOps has one op of every coordination kind with every field of its
 // kind set to a value that is not zero.
 func allCoordOps() []Op {
-	cfg := NodeConfig{SelfCheckMs: 500, GraceMs: 7000, ReadMode: ReadStrict, AttachMode: AttachRelaxed, MaxSessions: 3, MaxSemaphores: 4, MaxWaiters: 5}
+	cfg := coordsm.NodeConfig{SelfCheckMs: 500, GraceMs: 7000, ReadMode: coordsm.ReadStrict, AttachMode: coordsm.AttachRelaxed, MaxSessions: 3, MaxSemaphores: 4, MaxWaiters: 5}
 	return []Op{
-		{Kind: OpCoordCreateNode, Coord: &CoordOp{Path: "/p", Config: cfg}},
-		{Kind: OpCoordAlterNode, Coord: &CoordOp{Path: "/p", Config: NodeConfig{GraceMs: 8000}}},
-		{Kind: OpCoordAttach, Coord: &CoordOp{Path: "/p", Key: "key", SeqNo: 7, TimeoutMs: 60000, Desc: "worker 1"}},
-		{Kind: OpCoordAttach, Coord: &CoordOp{Path: "/p", Session: 1, Key: "key", SeqNo: 8, TimeoutMs: 60000, Desc: "worker 1"}},
-		{Kind: OpCoordCreateSem, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "sem", Limit: 3, Data: "cfg"}},
-		{Kind: OpCoordUpdateSem, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "sem", Data: "cfg2"}},
-		{Kind: OpCoordAcquire, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "eph", Count: Exclusive, TimeoutMs: WaitForever, Data: "me", Ephemeral: true}},
-		{Kind: OpCoordAcquire, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "sem", Count: 2, TimeoutMs: 100}},
-		{Kind: OpCoordTimeout, Coord: &CoordOp{Session: 1, Name: "sem", OrderID: 9}},
-		{Kind: OpCoordRelease, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "sem"}},
-		{Kind: OpCoordDeleteSem, Coord: &CoordOp{Session: 1, SeqNo: 8, Name: "sem", Force: true}},
-		{Kind: OpCoordDetach, Coord: &CoordOp{Session: 1, SeqNo: 8}},
-		{Kind: OpCoordExpire, Coord: &CoordOp{Session: 1}},
-		{Kind: OpCoordStop, Coord: &CoordOp{Session: 1, SeqNo: 8}},
-		{Kind: OpCoordDropNode, Coord: &CoordOp{Path: "/p"}},
+		{Kind: OpKind(coordsm.CreateNode), Coord: &coordsm.Op{Path: "/p", Config: cfg}},
+		{Kind: OpKind(coordsm.AlterNode), Coord: &coordsm.Op{Path: "/p", Config: coordsm.NodeConfig{GraceMs: 8000}}},
+		{Kind: OpKind(coordsm.Attach), Coord: &coordsm.Op{Path: "/p", Key: "key", SeqNo: 7, TimeoutMs: 60000, Desc: "worker 1"}},
+		{Kind: OpKind(coordsm.Attach), Coord: &coordsm.Op{Path: "/p", Session: 1, Key: "key", SeqNo: 8, TimeoutMs: 60000, Desc: "worker 1"}},
+		{Kind: OpKind(coordsm.CreateSem), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "sem", Limit: 3, Data: "cfg"}},
+		{Kind: OpKind(coordsm.UpdateSem), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "sem", Data: "cfg2"}},
+		{Kind: OpKind(coordsm.Acquire), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "eph", Count: coordsm.Exclusive, TimeoutMs: coordsm.WaitForever, Data: "me", Ephemeral: true}},
+		{Kind: OpKind(coordsm.Acquire), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "sem", Count: 2, TimeoutMs: 100}},
+		{Kind: OpKind(coordsm.Timeout), Coord: &coordsm.Op{Session: 1, Name: "sem", OrderID: 9}},
+		{Kind: OpKind(coordsm.Release), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "sem"}},
+		{Kind: OpKind(coordsm.DeleteSem), Coord: &coordsm.Op{Session: 1, SeqNo: 8, Name: "sem", Force: true}},
+		{Kind: OpKind(coordsm.Detach), Coord: &coordsm.Op{Session: 1, SeqNo: 8}},
+		{Kind: OpKind(coordsm.Expire), Coord: &coordsm.Op{Session: 1}},
+		{Kind: OpKind(coordsm.Stop), Coord: &coordsm.Op{Session: 1, SeqNo: 8}},
+		{Kind: OpKind(coordsm.DropNode), Coord: &coordsm.Op{Path: "/p"}},
 	}
 }
 
@@ -63,9 +63,9 @@ func TestCoordBatchRoundTrip(t *testing.T) {
 		wantCorrupt(t, err, fmt.Sprintf("cut to %d of %d", n, len(enc)))
 	}
 	// Fields not of the kind are not encoded: the op decodes without them.
-	extra := Batch{Time: 1, Ops: []Op{{Kind: OpCoordExpire, Coord: &CoordOp{Session: 1, Name: "ignored", Limit: 9}}}}
+	extra := Batch{Time: 1, Ops: []Op{{Kind: OpKind(coordsm.Expire), Coord: &coordsm.Op{Session: 1, Name: "ignored", Limit: 9}}}}
 	got, err = DecodeBatch(AppendBatch(nil, &extra))
-	if err != nil || !reflect.DeepEqual(got.Ops[0].Coord, &CoordOp{Session: 1}) {
+	if err != nil || !reflect.DeepEqual(got.Ops[0].Coord, &coordsm.Op{Session: 1}) {
 		t.Fatalf("expire with extra fields decoded as %+v, %v", got.Ops[0].Coord, err)
 	}
 }
@@ -73,7 +73,7 @@ func TestCoordBatchRoundTrip(t *testing.T) {
 // TestCoordBatchLayout pins the bytes of one acquire, so that a change of
 // the log format is deliberate.
 func TestCoordBatchLayout(t *testing.T) {
-	b := Batch{Time: 0x0102030405060708, Ops: []Op{{Kind: OpCoordAcquire, Coord: &CoordOp{
+	b := Batch{Time: 0x0102030405060708, Ops: []Op{{Kind: OpKind(coordsm.Acquire), Coord: &coordsm.Op{
 		Session: 5, SeqNo: 2, Name: "s", Count: 1, TimeoutMs: 300, Data: "d", Ephemeral: true}}}}
 	want := []byte{1, 1, 2, 3, 4, 5, 6, 7, 8, 1,
 		42,   // kind
@@ -113,17 +113,17 @@ func TestCoordBatchCorrupt(t *testing.T) {
 func richCoordState(t testing.TB) *State {
 	h := &harness{t: t, s: New(), now: 1_700_000_000_000}
 	h.s.Apply(Batch{Time: h.now, Ops: []Op{acq("ticket", ownerA, 30000)}})
-	h.want(CoordSuccess, OpCoordCreateNode, CoordOp{Path: "/n", Config: NodeConfig{GraceMs: 12345, MaxWaiters: 7}})
+	h.want(coordsm.Success, coordsm.CreateNode, coordsm.Op{Path: "/n", Config: coordsm.NodeConfig{GraceMs: 12345, MaxWaiters: 7}})
 	h.node("/other")
 	a := h.start("/n", "key-a")
 	b := h.start("/n", "")
-	c := h.want(CoordSuccess, OpCoordAttach, CoordOp{Path: "/n", SeqNo: 1, TimeoutMs: 5000, Desc: "c"}).Session
-	h.want(CoordSuccess, OpCoordCreateSem, CoordOp{Session: a, SeqNo: 1, Name: "s", Limit: 3, Data: "config"})
-	h.want(CoordSuccess, OpCoordAcquire, CoordOp{Session: a, SeqNo: 1, Name: "s", Count: 2, Data: "a's"})
+	c := h.want(coordsm.Success, coordsm.Attach, coordsm.Op{Path: "/n", SeqNo: 1, TimeoutMs: 5000, Desc: "c"}).Session
+	h.want(coordsm.Success, coordsm.CreateSem, coordsm.Op{Session: a, SeqNo: 1, Name: "s", Limit: 3, Data: "config"})
+	h.want(coordsm.Success, coordsm.Acquire, coordsm.Op{Session: a, SeqNo: 1, Name: "s", Count: 2, Data: "a's"})
 	h.acquire(b, "s", 2, 60000)
-	h.want(CoordSuccess, OpCoordAcquire, CoordOp{Session: c, SeqNo: 1, Name: "s", Count: Exclusive, TimeoutMs: WaitForever})
-	h.want(CoordSuccess, OpCoordAcquire, CoordOp{Session: b, SeqNo: 1, Name: "eph", Count: 1, Ephemeral: true, Data: "endpoint"})
-	h.want(CoordSuccess, OpCoordDetach, CoordOp{Session: c, SeqNo: 1})
+	h.want(coordsm.Success, coordsm.Acquire, coordsm.Op{Session: c, SeqNo: 1, Name: "s", Count: coordsm.Exclusive, TimeoutMs: coordsm.WaitForever})
+	h.want(coordsm.Success, coordsm.Acquire, coordsm.Op{Session: b, SeqNo: 1, Name: "eph", Count: 1, Ephemeral: true, Data: "endpoint"})
+	h.want(coordsm.Success, coordsm.Detach, coordsm.Op{Session: c, SeqNo: 1})
 	h.start("/other", "")
 	return h.s
 }
@@ -160,9 +160,9 @@ func TestCoordSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("node after reading: %+v", n)
 	}
 	// The protection key survives: a restore with a wrong one is refused.
-	res := r.Apply(Batch{Time: r.LastTime(), Ops: []Op{{Kind: OpCoordAttach, Coord: &CoordOp{Path: "/n", Session: 1, Key: "x", SeqNo: 2, TimeoutMs: 1}},
-		{Kind: OpCoordAttach, Coord: &CoordOp{Path: "/n", Session: 1, Key: "key-a", SeqNo: 2, TimeoutMs: 1}}}})
-	if res[0].Coord.Status != CoordBadSession || res[1].Coord.Status != CoordSuccess {
+	res := r.Apply(Batch{Time: r.LastTime(), Ops: []Op{{Kind: OpKind(coordsm.Attach), Coord: &coordsm.Op{Path: "/n", Session: 1, Key: "x", SeqNo: 2, TimeoutMs: 1}},
+		{Kind: OpKind(coordsm.Attach), Coord: &coordsm.Op{Path: "/n", Session: 1, Key: "key-a", SeqNo: 2, TimeoutMs: 1}}}})
+	if res[0].Coord.Status != coordsm.BadSession || res[1].Coord.Status != coordsm.Success {
 		t.Fatalf("restores after reading: %v, %v", res[0].Coord.Status, res[1].Coord.Status)
 	}
 }
@@ -187,7 +187,7 @@ func TestCoordSnapshotCompatible(t *testing.T) {
 	h := &harness{t: t, s: r, now: r.LastTime()}
 	before := snapshotBytes(t, h.s)
 	h.node("/n")
-	h.want(CoordSuccess, OpCoordDropNode, CoordOp{Path: "/n"})
+	h.want(coordsm.Success, coordsm.DropNode, coordsm.Op{Path: "/n"})
 	if !bytes.Equal(snapshotBytes(t, h.s), before) {
 		t.Fatal("an empty coordination state changed the snapshot bytes")
 	}
@@ -195,7 +195,7 @@ func TestCoordSnapshotCompatible(t *testing.T) {
 	// never go back), so ids are not reused after a snapshot.
 	h.node("/n")
 	id := h.start("/n", "")
-	h.want(CoordSuccess, OpCoordDropNode, CoordOp{Path: "/n"})
+	h.want(coordsm.Success, coordsm.DropNode, coordsm.Op{Path: "/n"})
 	r2, err := ReadSnapshot(bytes.NewReader(snapshotBytes(t, h.s)))
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestCoordSnapshotVersion1(t *testing.T) {
 		t.Fatalf("read from format 1 as %+v, was %+v", b, a)
 	}
 	h := &harness{t: t, s: r, now: r.LastTime()}
-	h.want(CoordSuccess, OpCoordUpdateSem, CoordOp{Session: 1, SeqNo: 1, Name: "s", Data: "new"})
+	h.want(coordsm.Success, coordsm.UpdateSem, coordsm.Op{Session: 1, SeqNo: 1, Name: "s", Data: "new"})
 	if c, _ := r.DescribeSemaphore("/n", "s", false, false); c.Version == 0 {
 		t.Fatal("an update after a format-1 snapshot kept version 0")
 	}
@@ -316,7 +316,7 @@ func coordBatchSeeds() [][]byte {
 
 func coordSnapshotSeeds(t testing.TB) [][]byte {
 	small := New()
-	small.Apply(Batch{Time: 3, Ops: []Op{{Kind: OpCoordCreateNode, Coord: &CoordOp{Path: "/n"}}}})
+	small.Apply(Batch{Time: 3, Ops: []Op{{Kind: OpKind(coordsm.CreateNode), Coord: &coordsm.Op{Path: "/n"}}}})
 	var out [][]byte
 	for _, s := range []*State{small, richCoordState(t)} {
 		var buf bytes.Buffer

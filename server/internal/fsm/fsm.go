@@ -75,7 +75,7 @@ type Op struct {
 	// leader itself.
 	Principal string
 
-	Coord *CoordOp // coordination kinds (package coordsm)
+	Coord *coordsm.Op // coordination kinds (package coordsm)
 }
 
 // Batch is the content of one Raft log entry: operations applied in order at
@@ -141,7 +141,7 @@ type Result struct {
 	Status Status
 	Hold   Hold // Granted, Existing: the hold; Released: the ended hold
 
-	Coord *CoordResult // coordination kinds (Status Done): the per-operation outcome
+	Coord *coordsm.Result // coordination kinds (Status Done): the per-operation outcome
 }
 
 // State is the replicated state. The zero value is not usable; call New.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // TestOpKindsRegistered: every kind is registered once, with an owner, is
@@ -26,15 +28,19 @@ func TestOpKindsRegistered(t *testing.T) {
 			t.Fatalf("kind %d of %v routed to coordination: %v", k.kind, k.owner, isCoordKind(k.kind))
 		}
 	}
-	for _, k := range []OpKind{OpAcquire, OpRelease, OpExpire, OpTakeover, OpReleaseOwner, OpSetCluster, OpAdmit, OpForget,
-		OpCoordCreateNode, OpCoordAlterNode, OpCoordDropNode, OpCoordAttach, OpCoordDetach, OpCoordExpire, OpCoordStop,
-		OpCoordCreateSem, OpCoordUpdateSem, OpCoordDeleteSem, OpCoordAcquire, OpCoordRelease, OpCoordTimeout} {
+	for _, k := range []OpKind{OpAcquire, OpRelease, OpExpire, OpTakeover, OpReleaseOwner, OpSetCluster, OpAdmit, OpForget} {
 		if m[k] == ownerNone {
 			t.Errorf("kind %d is not registered", k)
 		}
 	}
+	for _, k := range []coordsm.Kind{coordsm.CreateNode, coordsm.AlterNode, coordsm.DropNode, coordsm.Attach, coordsm.Detach,
+		coordsm.Expire, coordsm.Stop, coordsm.CreateSem, coordsm.UpdateSem, coordsm.DeleteSem, coordsm.Acquire, coordsm.Release, coordsm.Timeout} {
+		if m[k] != ownerCoordination {
+			t.Errorf("coordination kind %d is not registered to coordination", k)
+		}
+	}
 	// The check refuses a taken kind and a flag bit.
-	if checkKind(m, kindSpec{kind: OpCoordAttach, name: "again", owner: ownerTickets}) == nil {
+	if checkKind(m, kindSpec{kind: OpKind(coordsm.Attach), name: "again", owner: ownerTickets}) == nil {
 		t.Error("a taken kind was accepted")
 	}
 	if checkKind(m, kindSpec{kind: 0x41, name: "flagged", owner: ownerTickets}) == nil {
@@ -51,7 +57,7 @@ func TestEveryOpKindDecodes(t *testing.T) {
 		registered[k.kind] = true
 		b := Batch{Time: 1, Ops: []Op{{Kind: k.kind}}}
 		if k.owner == ownerCoordination {
-			b.Ops[0].Coord = &CoordOp{}
+			b.Ops[0].Coord = &coordsm.Op{}
 		}
 		data := AppendBatch(nil, &b)
 		got, err := DecodeBatch(data)

@@ -23,6 +23,7 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/console"
 	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // This file serves the operator's console (package console) on the HTTP
@@ -382,8 +383,8 @@ func (s *Server) consoleCoordination() *console.Coordination {
 		}
 		for _, n := range nodes {
 			cn := console.CoordNode{Path: n.Path, SelfCheckMs: n.Config.SelfCheckMs, GraceMs: n.Config.GraceMs,
-				ReadMode:    modeName(n.Config.ReadMode, map[uint8]string{fsm.ReadRelaxed: "relaxed", fsm.ReadStrict: "strict"}),
-				AttachMode:  modeName(n.Config.AttachMode, map[uint8]string{fsm.AttachStrict: "strict", fsm.AttachRelaxed: "relaxed"}),
+				ReadMode:    modeName(n.Config.ReadMode, map[uint8]string{coordsm.ReadRelaxed: "relaxed", coordsm.ReadStrict: "strict"}),
+				AttachMode:  modeName(n.Config.AttachMode, map[uint8]string{coordsm.AttachStrict: "strict", coordsm.AttachRelaxed: "relaxed"}),
 				MaxSessions: n.Config.MaxSessions, MaxSemaphores: n.Config.MaxSemaphores, MaxWaiters: n.Config.MaxWaiters,
 				Sessions: []console.Session{}, Semaphores: []console.Semaphore{}}
 			sessions := st.Sessions(n.Path)
@@ -413,7 +414,7 @@ func (s *Server) consoleCoordination() *console.Coordination {
 	return out
 }
 
-func holders(hs []fsm.Holder) ([]console.Holder, int) {
+func holders(hs []coordsm.Holder) ([]console.Holder, int) {
 	out := []console.Holder{}
 	for i, h := range hs {
 		if i == consoleHolders {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/core"
-	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // The reader's side of coordination nodes (docs/coordination.md): a K frame
@@ -23,12 +23,12 @@ import (
 // The state machine checks the same rules again (and the ones that depend
 // on the state, such as a count above the limit).
 func coordFieldError(op uint8, b *wire.Coord) string {
-	switch op {
-	case wire.CoordCreateNode, wire.CoordAlterNode, wire.CoordDropNode, wire.CoordDescribeNode, wire.CoordListSessions, wire.CoordAttach:
-		if !fsm.ValidCoordPath(string(b.Path)) {
+	switch {
+	case wire.CoordRequestHas(op, "path"):
+		if !coordsm.ValidPath(string(b.Path)) {
 			return fmt.Sprintf("path %q: want '/' and non-empty components separated by single '/', at most %d bytes (got %d)", clip(b.Path), wire.MaxCoordPath, len(b.Path))
 		}
-	case wire.CoordCreateSemaphore, wire.CoordUpdateSemaphore, wire.CoordDeleteSemaphore, wire.CoordAcquire, wire.CoordRelease, wire.CoordDescribeSemaphore:
+	case wire.CoordRequestHas(op, "name"):
 		if len(b.Name) == 0 || len(b.Name) > wire.MaxCoordName {
 			return fmt.Sprintf("name: %d bytes, want 1 to %d", len(b.Name), wire.MaxCoordName)
 		}
@@ -36,8 +36,8 @@ func coordFieldError(op uint8, b *wire.Coord) string {
 	switch {
 	case len(b.Data) > wire.MaxCoordData:
 		return fmt.Sprintf("data: %d bytes, at most %d", len(b.Data), wire.MaxCoordData)
-	case op == wire.CoordAttach && (b.TimeoutMs == 0 || b.TimeoutMs > fsm.MaxSessionTimeout):
-		return fmt.Sprintf("timeout_ms: %d, want 1 to %d", b.TimeoutMs, fsm.MaxSessionTimeout)
+	case op == wire.CoordAttach && (b.TimeoutMs == 0 || b.TimeoutMs > coordsm.MaxSessionTimeout):
+		return fmt.Sprintf("timeout_ms: %d, want 1 to %d", b.TimeoutMs, coordsm.MaxSessionTimeout)
 	case op == wire.CoordAttach && len(b.Desc) > wire.MaxCoordDesc:
 		return fmt.Sprintf("description: %d bytes, at most %d", len(b.Desc), wire.MaxCoordDesc)
 	case op == wire.CoordAttach && len(b.Key) > wire.MaxCoordKey:
@@ -46,9 +46,9 @@ func coordFieldError(op uint8, b *wire.Coord) string {
 		return "limit: 0, want at least 1"
 	case op == wire.CoordAcquire && b.Count == 0:
 		return "count: 0, want 1 to the limit (or 2^64-1 for exclusive)"
-	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.ReadMode > fsm.ReadStrict:
+	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.ReadMode > coordsm.ReadStrict:
 		return fmt.Sprintf("read_consistency_mode: %d, want 1 (RELAXED) or 2 (STRICT), or 0 for the default", b.ReadMode)
-	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.AttachMode > fsm.AttachRelaxed:
+	case (op == wire.CoordCreateNode || op == wire.CoordAlterNode) && b.AttachMode > coordsm.AttachRelaxed:
 		return fmt.Sprintf("attach_consistency_mode: %d, want 1 (STRICT) or 2 (RELAXED), or 0 for the default", b.AttachMode)
 	}
 	return ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/core"
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
@@ -35,9 +36,9 @@ func corePorts(s *Server) core.Ports {
 // raftLog is the core's ReplicatedLog on a node's Raft.
 type raftLog struct{ n *node.Node }
 
-func (l raftLog) Propose(data []byte) func() (*node.Applied, core.Outcome, error) {
+func (l raftLog) Propose(data []byte) func() ([]fsm.Result, core.Outcome, error) {
 	f := l.n.Raft().Apply(data, 0)
-	return func() (*node.Applied, core.Outcome, error) {
+	return func() ([]fsm.Result, core.Outcome, error) {
 		err := f.Error()
 		if err != nil {
 			if neverWritten(err) {
@@ -49,7 +50,7 @@ func (l raftLog) Propose(data []byte) func() (*node.Applied, core.Outcome, error
 		if res == nil {
 			return nil, core.Unknown, fmt.Errorf("no result from the state machine")
 		}
-		return res, core.Applied, nil
+		return res.Results, core.Applied, nil
 	}
 }
 

@@ -3,11 +3,12 @@ package server
 import (
 	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
+	"github.com/ticketing-io/ticketing/server/internal/fsm/coordsm"
 )
 
 // CoordSession is session id as this server's applied state has it, with the
 // state's last batch time.
-func CoordSession(s *Server, id uint64) (info fsm.SessionInfo, lastTime int64, ok bool) {
+func CoordSession(s *Server, id uint64) (info coordsm.SessionInfo, lastTime int64, ok bool) {
 	s.node.Read(func(st *fsm.State) {
 		info, ok = st.Session(id)
 		lastTime = st.LastTime()

@@ -1,56 +1,106 @@
 package coordsm
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
 
-// Kind is a coordination op's kind: its number is the kind byte of the op in
-// a log entry, so it never changes. The fsm dispatcher owns the numbering of
-// all kinds and checks that these do not collide with the ticket ones.
-type Kind uint8
-
-// The coordination op kinds and the fields of Op each one uses.
-const (
-	CreateNode Kind = 32 // Path, Config
-	AlterNode  Kind = 33 // Path, Config (0 fields unchanged)
-	DropNode   Kind = 34 // Path
-	Attach     Kind = 35 // Path, Session (0 = start), SeqNo, Key, TimeoutMs, Desc
-	Detach     Kind = 36 // Session, SeqNo: the attaching connection ended
-	Expire     Kind = 37 // Session: leader-proposed, checked against ExpiresAt
-	Stop       Kind = 38 // Session, SeqNo: ended by its client
-	CreateSem  Kind = 39 // Session, SeqNo, Name, Limit, Data
-	UpdateSem  Kind = 40 // Session, SeqNo, Name, Data
-	DeleteSem  Kind = 41 // Session, SeqNo, Name, Force
-	Acquire    Kind = 42 // Session, SeqNo, Name, Count, TimeoutMs, Data, Ephemeral
-	Release    Kind = 43 // Session, SeqNo, Name
-	Timeout    Kind = 44 // Session, Name, OrderID: leader-proposed, checked against the deadline
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
+// Kind is a coordination op's kind: its number is the kind byte of the op in
+// a log entry, so it never changes. Each command's file defines its kind;
+// the fsm dispatcher owns the numbering of all kinds and checks that these
+// do not collide with the ticket ones (docs/design.md lists them all).
+type Kind uint8
+
 // A command is one kind of coordination op: the fields of Op its log entry
-// carries and how it changes the state. Each lives in its own file.
+// carries, how it changes the state, and the client request that asks for
+// it. Each lives in its own file.
 type command struct {
 	kind   Kind
 	name   string
 	fields fieldSet
 	apply  func(a *applier, o *Op) Status
 	doc    string // one sentence: what the op does (docs/design.md lists it)
+
+	// request is the wire sub-op with which a client asks for the op (its
+	// answer carries the same); 0 for the ops only the leader proposes.
+	request uint8
+	// inSession: the request acts for a session its connection attached,
+	// so the op's Session and SeqNo are that attach's, which the leader
+	// fills in, never the request's.
+	inSession bool
+	// build makes the op from a decoded request, Session and SeqNo aside
+	// when inSession. It sets only fields the kind encodes.
+	build func(b *wire.Coord) Op
 }
 
-// commands is every coordination op kind.
-var commands = []*command{
-	&cmdCreateNode, &cmdAlterNode, &cmdDropNode,
-	&cmdAttach, &cmdDetach, &cmdExpire, &cmdStop,
-	&cmdCreateSem, &cmdUpdateSem, &cmdDeleteSem, &cmdAcquire, &cmdRelease, &cmdTimeout,
-}
+// The registry: every command registers itself from its own file (its
+// kind constant, its command and an init calling register), so that adding
+// one touches no list here.
+var (
+	commands  []*command // in kind order
+	byKind    = map[Kind]*command{}
+	byRequest = map[uint8]*command{}
+)
 
-var byKind = func() map[Kind]*command {
-	m := make(map[Kind]*command, len(commands))
-	for _, c := range commands {
-		if m[c.kind] != nil {
-			panic(fmt.Sprintf("coordsm: kind %d defined twice", c.kind))
-		}
-		m[c.kind] = c
+// register adds c; a kind or a request sub-op taken twice is a programming
+// error, found when the package loads.
+func register(c *command) {
+	if byKind[c.kind] != nil {
+		panic(fmt.Sprintf("coordsm: kind %d is both %s and %s", c.kind, byKind[c.kind].name, c.name))
 	}
-	return m
-}()
+	if c.request != 0 {
+		if byRequest[c.request] != nil {
+			panic(fmt.Sprintf("coordsm: request sub-op %d asks for %s and %s", c.request, byRequest[c.request].name, c.name))
+		}
+		byRequest[c.request] = c
+	}
+	byKind[c.kind] = c
+	i, _ := slices.BinarySearchFunc(commands, c.kind, func(x *command, k Kind) int { return cmp.Compare(x.kind, k) })
+	commands = slices.Insert(commands, i, c)
+}
+
+// Request is how a client's request becomes an op: the leader looks it up
+// by the request's sub-op (ForRequest) instead of knowing every command.
+type Request struct {
+	Kind Kind
+	// InSession: the request acts for a session its connection attached;
+	// the op's Session and SeqNo are that attach's, set by the caller.
+	InSession bool
+	build     func(b *wire.Coord) Op
+}
+
+// Build makes the op of decoded request b (Session and SeqNo left zero when
+// InSession).
+func (r Request) Build(b *wire.Coord) Op { return r.build(b) }
+
+// ForRequest returns the command that request sub-op op asks for; false
+// when op asks for no command (a read, or not a request).
+func ForRequest(op uint8) (Request, bool) {
+	c := byRequest[op]
+	if c == nil {
+		return Request{}, false
+	}
+	return Request{Kind: c.kind, InSession: c.inSession, build: c.build}, true
+}
+
+// RequestOf is the sub-op of the request that asks for kind, which its
+// answer carries; 0 for the ops only the leader proposes (detach, expire,
+// timeout).
+func RequestOf(kind Kind) uint8 {
+	if c := byKind[kind]; c != nil {
+		return c.request
+	}
+	return 0
+}
+
+// configOf is the node configuration a create or alter request carries.
+func configOf(b *wire.Coord) NodeConfig {
+	return NodeConfig{SelfCheckMs: b.SelfCheckMs, GraceMs: b.GraceMs, ReadMode: b.ReadMode, AttachMode: b.AttachMode,
+		MaxSessions: b.MaxSessions, MaxSemaphores: b.MaxSemaphores, MaxWaiters: b.MaxWaiters}
+}
 
 // KindInfo describes one op kind, for the dispatcher's registry and the docs.
 type KindInfo struct {

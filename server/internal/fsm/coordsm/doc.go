@@ -9,11 +9,14 @@
 // grant and every queued acquire draws its order id.
 //
 // Each operation is a command in its own file (node_*.go, session_*.go,
-// sem_*.go): its kind number, the fields of Op its log entry carries, and
-// how it changes the state. AppendOp and DecodeOp encode an op's fields;
-// AppendSnapshot and ReadSnapshot write and read the coordination section
-// of a snapshot. The numbers of kinds and statuses are the log's and the
-// wire's and never change.
+// sem_*.go): its kind number, the fields of Op its log entry carries, how
+// it changes the state, and the wire request that asks for it with how the
+// decoded request becomes its op (ForRequest, RequestOf: the leader looks
+// commands up instead of knowing each). AppendOp and DecodeOp encode an
+// op's fields; AppendSnapshot and ReadSnapshot write and read the
+// coordination section of a snapshot. The numbers of kinds are the log's,
+// those of statuses the wire's (Status is that numbering), and never
+// change.
 //
 //	c, tokens := coordsm.New(), uint64(0)
 //	r := c.Apply(now, coordsm.CreateNode, &coordsm.Op{Path: "/locks"}, &tokens)

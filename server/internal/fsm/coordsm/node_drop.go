@@ -3,9 +3,17 @@ package coordsm
 import (
 	"slices"
 	"sort"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
+// DropNode is the command's log kind (never reused); its op carries Path.
+const DropNode Kind = 34
+
+func init() { register(&cmdDropNode) }
+
 var cmdDropNode = command{kind: DropNode, name: "drop node", fields: fPath,
+	request: wire.CoordDropNode, build: func(b *wire.Coord) Op { return Op{Path: string(b.Path)} },
 	doc: "Deletes the node at Path with its semaphores and ends its sessions (told EXPIRED).",
 	apply: func(a *applier, o *Op) Status {
 		n := a.c.nodes[o.Path]

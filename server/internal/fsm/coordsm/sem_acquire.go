@@ -3,9 +3,19 @@ package coordsm
 import (
 	"math"
 	"slices"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
+// Acquire is the command's log kind (never reused); its op carries Session, SeqNo, Name, Count, TimeoutMs, Data, Ephemeral.
+const Acquire Kind = 42
+
+func init() { register(&cmdAcquire) }
+
 var cmdAcquire = command{kind: Acquire, name: "acquire", fields: fSession | fSeqNo | fName | fCount | fTimeout | fData | fEphemeral,
+	request: wire.CoordAcquire, inSession: true, build: func(b *wire.Coord) Op {
+		return Op{Name: string(b.Name), Data: string(b.Data), Count: b.Count, TimeoutMs: b.TimeoutMs, Ephemeral: b.Flags&wire.CoordFlagEphemeral != 0}
+	},
 	doc:   "Takes Count of semaphore Name for the session, or queues for it up to TimeoutMs; an Ephemeral one is created on first use. Order ids come from the fencing-token counter.",
 	apply: onSemaphore(acquireSem)}
 

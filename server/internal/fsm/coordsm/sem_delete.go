@@ -1,7 +1,16 @@
 package coordsm
 
+import "github.com/ticketing-io/ticketing/internal/wire"
+
+// DeleteSem is the command's log kind (never reused); its op carries Session, SeqNo, Name, Force.
+const DeleteSem Kind = 41
+
+func init() { register(&cmdDeleteSem) }
+
 var cmdDeleteSem = command{kind: DeleteSem, name: "delete semaphore", fields: fSession | fSeqNo | fName | fForce,
-	doc: "Deletes semaphore Name: refused while held or awaited unless Force, which aborts its waiters and takes its owners' holds.",
+	request: wire.CoordDeleteSemaphore, inSession: true,
+	build: func(b *wire.Coord) Op { return Op{Name: string(b.Name), Force: b.Flags&wire.CoordFlagForce != 0} },
+	doc:   "Deletes semaphore Name: refused while held or awaited unless Force, which aborts its waiters and takes its owners' holds.",
 	apply: onSemaphore(func(a *applier, n *node, _ *session, sem *semaphore, o *Op) Status {
 		c, r := a.c, a.r
 		if sem == nil {

@@ -1,8 +1,16 @@
 package coordsm
 
+import "github.com/ticketing-io/ticketing/internal/wire"
+
 import "slices"
 
+// Release is the command's log kind (never reused); its op carries Session, SeqNo, Name.
+const Release Kind = 43
+
+func init() { register(&cmdRelease) }
+
 var cmdRelease = command{kind: Release, name: "release", fields: fSession | fSeqNo | fName,
+	request: wire.CoordRelease, inSession: true, build: func(b *wire.Coord) Op { return Op{Name: string(b.Name)} },
 	doc: "Ends the session's hold on, or wait for, semaphore Name and grants the waiters that now fit.",
 	apply: onSemaphore(func(a *applier, n *node, ss *session, sem *semaphore, _ *Op) Status {
 		r := a.r

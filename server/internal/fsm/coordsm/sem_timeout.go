@@ -2,6 +2,11 @@ package coordsm
 
 import "slices"
 
+// Timeout is the command's log kind (never reused); its op carries Session, Name, OrderID: leader-proposed, checked against the deadline.
+const Timeout Kind = 44
+
+func init() { register(&cmdTimeout) }
+
 var cmdTimeout = command{kind: Timeout, name: "timeout", fields: fSession | fName | fOrder,
 	doc: "Proposed by the leader: ends the queued acquire OrderID of the session once the batch time has reached its deadline.",
 	apply: func(a *applier, o *Op) Status {

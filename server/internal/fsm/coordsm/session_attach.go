@@ -1,6 +1,17 @@
 package coordsm
 
+import "github.com/ticketing-io/ticketing/internal/wire"
+
+// Attach is the command's log kind (never reused); its op carries Path, Session (0 = start), SeqNo, Key, TimeoutMs, Desc.
+const Attach Kind = 35
+
+func init() { register(&cmdAttach) }
+
 var cmdAttach = command{kind: Attach, name: "attach", fields: fPath | fSession | fSeqNo | fKey | fTimeout | fDesc,
+	// The one session op whose session and seq_no are the request's own.
+	request: wire.CoordAttach, build: func(b *wire.Coord) Op {
+		return Op{Path: string(b.Path), Session: b.Session, SeqNo: b.SeqNo, TimeoutMs: b.TimeoutMs, Key: string(b.Key), Desc: string(b.Desc)}
+	},
 	doc: "Starts a session on the node at Path (Session 0) or attaches an existing one with its protection key and a seq_no not below its last.",
 	apply: func(a *applier, o *Op) Status {
 		c, r := a.c, a.r

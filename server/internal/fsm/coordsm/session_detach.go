@@ -1,5 +1,10 @@
 package coordsm
 
+// Detach is the command's log kind (never reused); its op carries Session, SeqNo: the attaching connection ended.
+const Detach Kind = 36
+
+func init() { register(&cmdDetach) }
+
 var cmdDetach = command{kind: Detach, name: "detach", fields: fSession | fSeqNo,
 	doc: "Marks the session detached (its connection ended); it expires after its timeout unless attached again.",
 	apply: func(a *applier, o *Op) Status {

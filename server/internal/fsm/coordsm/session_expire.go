@@ -5,6 +5,11 @@ import (
 	"sort"
 )
 
+// Expire is the command's log kind (never reused); its op carries Session: leader-proposed, checked against ExpiresAt.
+const Expire Kind = 37
+
+func init() { register(&cmdExpire) }
+
 var cmdExpire = command{kind: Expire, name: "expire", fields: fSession,
 	doc: "Proposed by the leader: ends a detached session whose expiry the batch time has reached.",
 	apply: func(a *applier, o *Op) Status {

@@ -1,13 +1,18 @@
 package coordsm
 
 import (
-	"math"
-
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
-// Limits that are not part of a node's configuration (the sizes are the
-// wire's, defined once there).
+// Limits that are not part of a node's configuration. The sizes are the
+// protocol's, defined once in package wire rather than here: the reader
+// refuses a larger field naming it, the SDKs check them before sending, and
+// the state machine applies the same bounds, so that a request the wire
+// carries is never refused later for its size alone and no second
+// definition can drift. They are rules of the replicated state too (an op
+// over them applies as BadRequest, a snapshot over them is corrupt), so
+// changing one changes how logged ops apply: TestLimitsOfTheLog pins them.
+// The session timeout's bound is the state machine's own.
 const (
 	MaxPath           = wire.MaxCoordPath
 	MaxName           = wire.MaxCoordName
@@ -19,53 +24,30 @@ const (
 
 // Exclusive is the acquire count that takes a semaphore's whole limit; it is
 // granted only when nothing is held. Shared holds use count 1.
-const Exclusive = math.MaxUint64
+const Exclusive = wire.CoordExclusive
 
 // WaitForever as an acquire's TimeoutMs queues without a deadline.
-const WaitForever = math.MaxUint64
+const WaitForever = wire.CoordWaitForever
 
-// Status is the per-operation status of a coordination operation; the
-// numbers are the wire's.
+// Status is the per-operation status of a coordination operation: the
+// wire's status, which the leader sends as it is, so there is one
+// numbering.
 type Status uint16
 
 const (
-	Success            Status = 0
-	NotFound           Status = 1
-	AlreadyExists      Status = 2
-	BadRequest         Status = 3
-	PreconditionFailed Status = 4
-	Aborted            Status = 5
-	SessionExpired     Status = 6
-	BadSession         Status = 7
-	Unauthorized       Status = 8
-	LimitExceeded      Status = 9
+	Success            = Status(wire.CoordSuccess)
+	NotFound           = Status(wire.CoordNotFound)
+	AlreadyExists      = Status(wire.CoordAlreadyExists)
+	BadRequest         = Status(wire.CoordBadRequest)
+	PreconditionFailed = Status(wire.CoordPreconditionFailed)
+	Aborted            = Status(wire.CoordAborted)
+	SessionExpired     = Status(wire.CoordSessionExpired)
+	BadSession         = Status(wire.CoordBadSession)
+	Unauthorized       = Status(wire.CoordUnauthorized)
+	LimitExceeded      = Status(wire.CoordLimitExceeded)
 )
 
-func (c Status) String() string {
-	switch c {
-	case Success:
-		return "SUCCESS"
-	case NotFound:
-		return "NOT_FOUND"
-	case AlreadyExists:
-		return "ALREADY_EXISTS"
-	case BadRequest:
-		return "BAD_REQUEST"
-	case PreconditionFailed:
-		return "PRECONDITION_FAILED"
-	case Aborted:
-		return "ABORTED"
-	case SessionExpired:
-		return "SESSION_EXPIRED"
-	case BadSession:
-		return "BAD_SESSION"
-	case Unauthorized:
-		return "UNAUTHORIZED"
-	case LimitExceeded:
-		return "LIMIT_EXCEEDED"
-	}
-	return "UNKNOWN"
-}
+func (c Status) String() string { return wire.CoordStatusName(uint16(c)) }
 
 // Consistency modes of a node's configuration (0 = default in a create,
 // unchanged in an alter).
@@ -151,11 +133,12 @@ const (
 	EventChanged      EventKind = 6 // a semaphore's Data and/or Owners changed (both when deleted)
 )
 
-// Why a session ended (EventSessionEnded.Reason).
+// Why a session ended (EventSessionEnded.Reason): the wire's reasons, which
+// the leader sends as they are.
 const (
-	EndExpired uint8 = 1 // timed out while detached
-	EndStopped uint8 = 2 // its client stopped it
-	EndDropped uint8 = 3 // its node was dropped (reported to clients as EXPIRED)
+	EndExpired = wire.CoordEndExpired // timed out while detached
+	EndStopped = wire.CoordEndStopped // its client stopped it
+	EndDropped = wire.CoordEndDropped // its node was dropped (reported to clients as EXPIRED)
 )
 
 // Event is one consequence of an op for someone other than its requester.
