@@ -52,6 +52,34 @@ func FreePort(t testing.TB) string {
 	return addr
 }
 
+var (
+	secretsMu sync.Mutex
+	secrets   = map[testing.TB]string{}
+)
+
+// RaftSecretFile returns the file of a cluster secret made for test t by
+// ticketd's own generator (mode 0600): the same file for every call of one
+// test, so that its servers form one cluster.
+func RaftSecretFile(t testing.TB) string {
+	t.Helper()
+	secretsMu.Lock()
+	defer secretsMu.Unlock()
+	if f, ok := secrets[t]; ok {
+		return f
+	}
+	f := filepath.Join(t.TempDir(), "raft-secret")
+	if err := server.WriteNewRaftSecret(f, false); err != nil {
+		t.Fatalf("make the cluster secret: %v", err)
+	}
+	secrets[t] = f
+	t.Cleanup(func() {
+		secretsMu.Lock()
+		delete(secrets, t)
+		secretsMu.Unlock()
+	})
+	return f
+}
+
 // Logger returns a logger for test servers: silent unless TICKETING_TEST_LOG
 // is set (then debug level to stderr).
 func Logger() *slog.Logger {
@@ -70,6 +98,9 @@ func Config(t testing.TB, id, dir string) server.Config {
 	cfg.RaftAddr = FreePort(t)
 	cfg.HTTPAddr = FreePort(t)
 	cfg.DataDir = dir
+	// Peers prove the cluster secret, as every multi-server setup does;
+	// every server of one test shares it.
+	cfg.RaftSecretFile = RaftSecretFile(t)
 	// Production's failure detection (500 ms), stated here so that tests
 	// keep it if the default changes: not so fast that a race-detector
 	// build on a busy 2-core machine loses its leader.
