@@ -9,10 +9,10 @@ package crashtest
 
 import (
 	"crypto/ecdsa"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
