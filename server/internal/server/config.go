@@ -398,8 +398,9 @@ func (c *Config) peersReason() string {
 	switch {
 	case c.Join:
 		return "join"
-	case c.InitialClusterState == "existing":
-		return `initial_cluster_state = "existing"`
+	case c.InitialClusterState == "existing" && c.RestoreFile == "":
+		return `initial_cluster_state = "existing": it waits to be added to a cluster. ` +
+			`That is ticketd's default when cluster flags or a config file are given without a bootstrap list; a server of its own sets initial_cluster_state = "new"`
 	}
 	for _, peer := range c.Bootstrap {
 		if peer.ID != c.NodeID {
