@@ -412,7 +412,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("examples/ticketd.toml: %v", err)
 	}
-	if c.NodeID != "n1" || len(c.Bootstrap) != 3 || c.AdvertiseRaftAddr != "10.0.0.1:5226" || !c.TLS.Enabled() || !c.RaftTLS.Enabled() {
+	if c.NodeID != "n1" || len(c.Bootstrap) != 3 || c.AdvertiseRaftAddr != "10.0.0.1:5226" || !c.TLS.Enabled() || !c.RaftTLS.Enabled() || c.ClusterName != "prod" {
 		t.Errorf("unexpected example config: %+v", c)
 	}
 }
