@@ -8,6 +8,7 @@ package crashtest
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -382,4 +383,92 @@ func TestRaftTLSClusterNameRefusesOtherCluster(t *testing.T) {
 	if tok := grantKey(t, c.addrs(), "beta/1", 2); tok <= last {
 		t.Fatalf("token %d, not above %d", tok, last)
 	}
+}
+
+// TestSquatterOnMemberAddressRefused: while a follower is down, a local
+// process listens on its Raft address without the secret. The leader's
+// dials reach it; whether it accepts at once or sends a challenge with a
+// made-up proof, the leader refuses it, saying so, and sends it neither
+// its own proof nor any Raft message: both directions prove.
+func TestSquatterOnMemberAddressRefused(t *testing.T) {
+	c, id := threeNodes(t)
+	li := c.leader()
+	leader, f := c.procs[li], c.procs[(li+1)%3]
+	cluster := clusterBytes(t, id)
+	f.stop()
+	for _, tc := range []struct {
+		name      string
+		challenge bool
+		want      string
+	}{
+		{"accepts without a challenge", false, "accepted the connection without proving the cluster secret"},
+		{"challenges with a made-up proof", true, "did not prove the cluster secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", f.raftAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			leaked := make(chan int, 16)
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go squat(conn, f.id, cluster, tc.challenge, leaked)
+				}
+			}()
+			waitFor(t, startTimeout, "the leader refuses the squatter", func() bool { return strings.Contains(leader.log(), tc.want) }, leader)
+			ln.Close()
+			for {
+				select {
+				case n := <-leaked:
+					if n > 0 {
+						t.Fatalf("the leader sent the squatter %d bytes after the handshake", n)
+					}
+					continue
+				default:
+				}
+				break
+			}
+		})
+	}
+	f.start()
+	grantKey(t, c.addrs(), "squatter/after", 1)
+}
+
+// squat answers one connection as the member id would without the secret:
+// it reads the version 3 hello, accepts at once or challenges with a proof
+// of nothing, then reports how many bytes the dialer sent after that.
+func squat(conn net.Conn, id string, cluster [16]byte, challenge bool, leaked chan<- int) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	head := make([]byte, 24)
+	if _, err := io.ReadFull(conn, head); err != nil || head[4] != 3 {
+		return
+	}
+	if _, err := io.ReadFull(conn, make([]byte, int(head[23])+8+1+32)); err != nil {
+		return
+	}
+	var answer []byte
+	if challenge {
+		answer = append([]byte("TKRC"), 3, 2, byte(len(id)))
+		answer = append(answer, id...)
+		answer = append(answer, make([]byte, 32)...) // nonce
+		answer = append(answer, 1)
+		answer = append(answer, make([]byte, 32)...) // a proof of nothing
+	} else {
+		answer = append([]byte("TKRC"), 3, 0)
+		answer = append(answer, cluster[:]...)
+		answer = append(answer, hsSettled, byte(len(id)))
+		answer = append(answer, id...)
+		answer = append(answer, make([]byte, 8+2)...) // incarnation, empty reason
+	}
+	if _, err := conn.Write(answer); err != nil {
+		return
+	}
+	n, _ := io.Copy(io.Discard, conn)
+	leaked <- int(n)
 }
