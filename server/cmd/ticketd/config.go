@@ -201,6 +201,12 @@ func loadCmdline(args []string, usage io.Writer) (server.Config, *cmdline, error
 			errs = append(errs, err)
 		}
 	}
+	if cl.exportFile != "" {
+		// --export-backup reads a stopped server's data directory and starts
+		// nothing: how the server joins its cluster, and how its Raft peers
+		// authenticate, do not matter to it.
+		cfg.InitialClusterState, cfg.Bootstrap, cfg.Join = "new", nil, false
+	}
 	if cfg.InitialClusterState == "" && !cfg.Join {
 		// A server bootstraps on its own only when given a bootstrap list,
 		// or when it runs with no cluster settings at all (the first command
