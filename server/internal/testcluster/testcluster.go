@@ -54,27 +54,28 @@ func FreePort(t testing.TB) string {
 
 var (
 	secretsMu sync.Mutex
-	secrets   = map[testing.TB]string{}
+	secrets   = map[string]string{} // by top-level test name
 )
 
 // RaftSecretFile returns the file of a cluster secret made for test t by
 // ticketd's own generator (mode 0600): the same file for every call of one
-// test, so that its servers form one cluster.
+// top-level test and its subtests, so that their servers form one cluster.
 func RaftSecretFile(t testing.TB) string {
 	t.Helper()
+	top, _, _ := strings.Cut(t.Name(), "/")
 	secretsMu.Lock()
 	defer secretsMu.Unlock()
-	if f, ok := secrets[t]; ok {
+	if f, ok := secrets[top]; ok {
 		return f
 	}
 	f := filepath.Join(t.TempDir(), "raft-secret")
 	if err := server.WriteNewRaftSecret(f, false); err != nil {
 		t.Fatalf("make the cluster secret: %v", err)
 	}
-	secrets[t] = f
-	t.Cleanup(func() {
+	secrets[top] = f
+	t.Cleanup(func() { // the file goes with t's temporary directory
 		secretsMu.Lock()
-		delete(secrets, t)
+		delete(secrets, top)
 		secretsMu.Unlock()
 	})
 	return f
