@@ -112,6 +112,7 @@ fuzz ./server/internal/fsm FuzzDecodeBatch
 fuzz ./server/internal/fsm FuzzReadSnapshot
 fuzz ./server/cmd/ticketd FuzzLoadConfigFile 20000x
 fuzz ./server/internal/node FuzzReadHandshake
+fuzz ./server/internal/node FuzzReadAnswer
 fuzz ./server/internal/logstore FuzzDecodeEntry
 fuzz ./server/internal/logstore FuzzScanTail 20000x
 fuzz ./internal/wire FuzzDecodeCoord

@@ -95,6 +95,31 @@ func (ca *CA) IssueSAN(t testing.TB, name string, dns []string, uris []*url.URL)
 	return ca.write(t, name+".crt", "CERTIFICATE", der), ca.write(t, name+".key", "PRIVATE KEY", keyDER)
 }
 
+// IssueRaft makes a Raft certificate for server id, as docs/deployment.md
+// has operators make them: the subject CN and the URI SAN
+// ticketing://node/ID name the node id; with a cluster name, the URI SAN is
+// ticketing://CLUSTER/node/ID instead (ticketd's cluster_name). The files
+// are CLUSTER-ID.crt and .key (ID.crt without a cluster).
+func (ca *CA) IssueRaft(t testing.TB, cluster, id string) (certFile, keyFile string) {
+	t.Helper()
+	u, file := &url.URL{Scheme: "ticketing", Host: "node", Path: "/" + id}, id
+	if cluster != "" {
+		u, file = &url.URL{Scheme: "ticketing", Host: cluster, Path: "/node/" + id}, cluster+"-"+id
+	}
+	certFile, keyFile = ca.IssueSAN(t, id, nil, []*url.URL{u})
+	// IssueSAN names the files after the CN: give each cluster's its own.
+	for _, f := range []*string{&certFile, &keyFile} {
+		renamed := filepath.Join(ca.dir, file+filepath.Ext(*f))
+		if renamed != *f {
+			if err := os.Rename(*f, renamed); err != nil {
+				t.Fatal(err)
+			}
+			*f = renamed
+		}
+	}
+	return certFile, keyFile
+}
+
 // TLSCert issues a certificate named name and returns it loaded, for a
 // tls.Config.
 func (ca *CA) TLSCert(t testing.TB, name string) tls.Certificate {

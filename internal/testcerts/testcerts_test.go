@@ -42,3 +42,21 @@ func TestIssueVerifies(t *testing.T) {
 		t.Error("TLSCert")
 	}
 }
+
+func TestIssueRaftNamesNodeAndCluster(t *testing.T) {
+	ca := New(t)
+	for _, tc := range []struct{ cluster, want string }{{"", "ticketing://node/n2"}, {"alpha", "ticketing://alpha/node/n2"}, {"beta", "ticketing://beta/node/n2"}} {
+		certFile, keyFile := ca.IssueRaft(t, tc.cluster, "n2")
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leaf.Subject.CommonName != "n2" || len(leaf.URIs) != 1 || leaf.URIs[0].String() != tc.want {
+			t.Fatalf("cluster %q: CN %q, URIs %v; want n2 and %s", tc.cluster, leaf.Subject.CommonName, leaf.URIs, tc.want)
+		}
+	}
+}

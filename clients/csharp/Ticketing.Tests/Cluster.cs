@@ -83,11 +83,15 @@ namespace Ticketing.Tests
                 raft[i] = "127.0.0.1:" + FreePort();
             }
             var boot = string.Join(",", Enumerable.Range(0, n).Select(i => "n" + (i + 1) + "=" + raft[i]));
+            // The servers prove a cluster secret to each other, made by ticketd's own generator.
+            var secret = Path.Combine(dir, "raft-secret");
+            NewRaftSecret(secret);
             args = new string[n][];
             for (int i = 0; i < n; i++)
             {
                 var a = new List<string> { "--node-id", "n" + (i + 1), "--listen", Addrs[i], "--raft-listen", raft[i],
-                    "--http-listen", "", "--data-dir", Path.Combine(dir, "n" + (i + 1)), "--bootstrap", boot, "--log-level", "warn" };
+                    "--http-listen", "", "--data-dir", Path.Combine(dir, "n" + (i + 1)), "--bootstrap", boot,
+                    "--raft-secret-file", secret, "--log-level", "warn" };
                 a.AddRange(extra);
                 args[i] = a.ToArray();
                 procs.Add(null);
@@ -97,6 +101,24 @@ namespace Ticketing.Tests
         }
 
         public string AddrList { get { return string.Join(",", Addrs); } }
+
+        /// Writes a fresh cluster secret to file with "ticketd new-raft-secret", as docs/deployment.md says.
+        static void NewRaftSecret(string file)
+        {
+            var psi = new ProcessStartInfo(Binary())
+            {
+                UseShellExecute = false,
+                RedirectStandardOutput = true,
+                RedirectStandardError = true,
+                Arguments = "new-raft-secret " + Quote(file),
+            };
+            using (var p = Process.Start(psi))
+            {
+                var output = p.StandardOutput.ReadToEnd() + p.StandardError.ReadToEnd();
+                p.WaitForExit();
+                if (p.ExitCode != 0) throw new InvalidOperationException("ticketd new-raft-secret failed: " + output);
+            }
+        }
 
         void Start(int i)
         {

@@ -19,6 +19,7 @@ import (
 
 	ticketing "github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/server/internal/freeport"
+	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 
 // node is one server process started by the benchmark.
@@ -37,8 +38,11 @@ type cluster struct {
 	bin       string   // ticketd, or os.Executable() for serve
 	binPrefix []string // {"serve", "-cpuprofile", ...} for the serve mode
 	token     string
-	nodes     []*node
-	logf      func(string, ...any)
+	// secretFile is the cluster secret its servers prove to each other
+	// (made by ticketd's generator); empty for a single server.
+	secretFile string
+	nodes      []*node
+	logf       func(string, ...any)
 }
 
 // freePorts picks n distinct free TCP ports on 127.0.0.1 below the
@@ -56,6 +60,13 @@ func startCluster(ctx context.Context, bin string, prefix []string, n int, token
 			return nil, err
 		}
 		c := &cluster{root: root, bin: bin, binPrefix: prefix, token: token, logf: logf}
+		if n > 1 {
+			c.secretFile = filepath.Join(root, "raft-secret")
+			if err := server.WriteNewRaftSecret(c.secretFile, false); err != nil {
+				os.RemoveAll(root)
+				return nil, err
+			}
+		}
 		ports, err := freePorts(3 * n)
 		if err != nil {
 			os.RemoveAll(root)
@@ -113,7 +124,7 @@ func (c *cluster) args(i int) []string {
 		for _, p := range c.nodes {
 			peers = append(peers, p.id+"="+p.raftAddr)
 		}
-		a = append(a, "--bootstrap", strings.Join(peers, ","))
+		a = append(a, "--bootstrap", strings.Join(peers, ","), "--raft-secret-file", c.secretFile)
 	}
 	if c.token != "" {
 		a = append(a, "--client-token", c.token)

@@ -37,6 +37,7 @@ func serveMain(args []string) int {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level")
 	bootstrap := fs.String("bootstrap", "", "ID=RAFTADDR,...")
+	fs.StringVar(&cfg.RaftSecretFile, "raft-secret-file", "", "the cluster secret's `file` (raft_secret_file)")
 	var tokens stringList
 	fs.Var(&tokens, "client-token", "client token (repeatable)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this server to `file` (until SIGTERM)")

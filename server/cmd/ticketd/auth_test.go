@@ -22,6 +22,7 @@ import (
 
 // authFile is a configuration with principals, as in docs/deployment.md.
 const authFile = `
+initial_cluster_state = "new"
 client_tokens = ["legacy"]
 
 [auth]
@@ -240,7 +241,7 @@ func TestSIGHUPReloadsQuotas(t *testing.T) {
 	if err := os.WriteFile(file, []byte(withQuota(1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig([]string{"--config", file}, io.Discard)
+	cfg, err := loadConfig([]string{"--config", file, "--initial-cluster-state", "new"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,9 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.RaftTLS.CertFile, "raft-tls-cert", "", "Raft TLS certificate `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.KeyFile, "raft-tls-key", "", "Raft TLS private key `file` (PEM)")
 	fs.StringVar(&v.RaftTLS.CAFile, "raft-tls-ca", "", "CA `file` (PEM) that servers verify each other's Raft certificates with")
-	fs.BoolVar(&v.RaftInsecure, "raft-insecure", false, "allow a non-loopback Raft address without --raft-tls-*: peers are then not authenticated (a network only the servers reach)")
+	fs.StringVar(&v.RaftSecretFile, "raft-secret-file", "", "`file` holding the cluster secret that Raft peers prove (ticketd new-raft-secret FILE makes one; mode 0600)")
+	fs.StringVar(&v.ClusterName, "cluster-name", "", "with --raft-tls-*: the cluster `name` a peer's certificate must carry (URI SAN ticketing://NAME/node/ID)")
+	fs.BoolVar(&v.RaftInsecure, "raft-insecure", false, "accept Raft peers that prove neither --raft-secret-file nor --raft-tls-*: anyone who reaches the Raft port can claim a member's id (a network only the servers reach)")
 	fs.StringVar(&v.LogLevel, "log-level", def.LogLevel, "log `level`: debug, info, warn or error")
 	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
 
@@ -113,16 +115,22 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"raft-tls-cert", func(c *server.Config) error { c.RaftTLS.CertFile = v.RaftTLS.CertFile; return nil }},
 		{"raft-tls-key", func(c *server.Config) error { c.RaftTLS.KeyFile = v.RaftTLS.KeyFile; return nil }},
 		{"raft-tls-ca", func(c *server.Config) error { c.RaftTLS.CAFile = v.RaftTLS.CAFile; return nil }},
+		{"raft-secret-file", func(c *server.Config) error { c.RaftSecretFile = v.RaftSecretFile; return nil }},
+		{"cluster-name", func(c *server.Config) error { c.ClusterName = v.ClusterName; return nil }},
 		{"raft-insecure", func(c *server.Config) error { c.RaftInsecure = v.RaftInsecure; return nil }},
 		{"log-level", func(c *server.Config) error { c.LogLevel = v.LogLevel; return nil }},
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: ticketd [flags]
        ticketd hash-token < token-file     (prints token_sha256 for a principal)
+       ticketd new-raft-secret [--rotate] FILE
+                                           (writes a fresh cluster secret, mode 0600)
 
 ticketd serves tickets (fenced, leased locks) replicated with Raft.
 With no flags it runs a single-node server on 127.0.0.1 (client port 5225,
-Raft 5226, HTTP 5227) with its data in ./ticketd-data.
+HTTP 5227) with its data in ./ticketd-data. A server without Raft peer
+authentication (--raft-secret-file or --raft-tls-*) runs alone and opens
+no Raft listener; servers of a cluster share a secret or a CA.
 
 Settings come from the defaults, then the --config file, then the flags
 given on the command line, later ones winning. SIGHUP reloads client_tokens
@@ -192,6 +200,12 @@ func loadCmdline(args []string, usage io.Writer) (server.Config, *cmdline, error
 		if err := s.apply(&cfg); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if cl.exportFile != "" {
+		// --export-backup reads a stopped server's data directory and starts
+		// nothing: how the server joins its cluster, and how its Raft peers
+		// authenticate, do not matter to it.
+		cfg.InitialClusterState, cfg.Bootstrap, cfg.Join = "new", nil, false
 	}
 	if cfg.InitialClusterState == "" && !cfg.Join {
 		// A server bootstraps on its own only when given a bootstrap list,

@@ -136,18 +136,32 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: "raft_tls needs ca",
 		},
 		{
-			name: "non-loopback raft address without peer authentication",
+			name: "waiting to be added without peer authentication",
 			args: func(*testing.T) []string {
 				return []string{"--raft-listen", "10.0.0.1:5226"}
 			},
-			wantErr: `raft_listen "10.0.0.1:5226" is not a loopback address`,
+			wantErr: `(initial_cluster_state = "existing": it waits to be added to a cluster.`,
 		},
 		{
-			name: "non-loopback raft advertise address without peer authentication",
+			name: "loopback bootstrap list without peer authentication",
 			args: func(*testing.T) []string {
-				return []string{"--raft-listen", "0.0.0.0:5226", "--raft-advertise", "10.0.0.1:5226"}
+				return []string{"--node-id", "n1", "--bootstrap", "n1=127.0.0.1:5226,n2=127.0.0.1:6226"}
 			},
-			wantErr: `raft_listen "0.0.0.0:5226" is not a loopback address`,
+			wantErr: `(a bootstrap list with other servers), but its Raft peers are not authenticated`,
+		},
+		{
+			name: "cluster_name without raft_tls",
+			args: func(*testing.T) []string {
+				return []string{"--cluster-name", "alpha", "--raft-secret-file", "s", "--initial-cluster-state", "new"}
+			},
+			wantErr: `cluster_name binds Raft certificates to the cluster and needs [raft_tls]`,
+		},
+		{
+			name: "cluster_name not a DNS label",
+			args: func(*testing.T) []string {
+				return []string{"--cluster-name", "Alpha/1", "--raft-secret-file", "s", "--initial-cluster-state", "new"}
+			},
+			wantErr: `cluster_name "Alpha/1": use 1 to 63 lowercase letters`,
 		},
 		{
 			name:    "restore with join",
@@ -161,8 +175,8 @@ func TestLoadConfig(t *testing.T) {
 		},
 		{
 			name:  "single dash flags and join",
-			args:  func(*testing.T) []string { return []string{"-node-id=n4", "-join"} },
-			want:  func(c *server.Config) { c.NodeID = "n4"; c.Join = true },
+			args:  func(*testing.T) []string { return []string{"-node-id=n4", "-join", "-raft-secret-file=/s"} },
+			want:  func(c *server.Config) { c.NodeID = "n4"; c.Join = true; c.RaftSecretFile = "/s" },
 			state: "-",
 		},
 		{
@@ -190,9 +204,9 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "flag set to its default still overrides file",
 			args: func(*testing.T) []string {
-				return []string{"--config", writeFile(t, `node_id = "n9"`+"\n"+`data_dir = "/x"`), "--node-id", "n1"}
+				return []string{"--config", writeFile(t, `node_id = "n9"`+"\n"+`data_dir = "/x"`+"\n"+`raft_secret_file = "/s"`), "--node-id", "n1"}
 			},
-			want: func(c *server.Config) { c.DataDir = "/x" },
+			want: func(c *server.Config) { c.DataDir = "/x"; c.RaftSecretFile = "/s" },
 		},
 		{
 			name: "flag bootstrap overrides file bootstrap",
@@ -376,7 +390,7 @@ func TestLoadConfig(t *testing.T) {
 // TestLoadConfigFlagOrderIrrelevant checks that precedence does not depend on
 // where --config stands among the flags.
 func TestLoadConfigFlagOrderIrrelevant(t *testing.T) {
-	p := writeFile(t, "node_id = \"file\"\n")
+	p := writeFile(t, "node_id = \"file\"\nraft_secret_file = \"/s\"\n")
 	for _, args := range [][]string{
 		{"--node-id", "flag", "--config", p},
 		{"--config", p, "--node-id", "flag"},
@@ -398,7 +412,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("examples/ticketd.toml: %v", err)
 	}
-	if c.NodeID != "n1" || len(c.Bootstrap) != 3 || c.AdvertiseRaftAddr != "10.0.0.1:5226" || !c.TLS.Enabled() || !c.RaftTLS.Enabled() {
+	if c.NodeID != "n1" || len(c.Bootstrap) != 3 || c.AdvertiseRaftAddr != "10.0.0.1:5226" || !c.TLS.Enabled() || !c.RaftTLS.Enabled() || c.ClusterName != "prod" {
 		t.Errorf("unexpected example config: %+v", c)
 	}
 }
@@ -508,7 +522,8 @@ func TestInitialClusterStateDefault(t *testing.T) {
 		{[]string{"--config", writeFile(t, "node_id = \"n1\"\nbootstrap = [{id = \"n1\", raft_addr = \"127.0.0.1:1\"}]\n"), "--initial-cluster-state", "existing"}, "existing"},
 		{[]string{"--restore", "b.snap", "--restore-min-token", "77"}, "new"},
 	} {
-		c, err := loadConfig(tc.args, io.Discard)
+		// A server that waits to be added needs peer authentication.
+		c, err := loadConfig(append(tc.args, "--raft-secret-file", "/s"), io.Discard)
 		if err != nil || c.InitialClusterState != tc.want {
 			t.Errorf("%q: state %q, %v; want %q", tc.args, c.InitialClusterState, err, tc.want)
 		}
@@ -539,7 +554,7 @@ func TestConsoleSetting(t *testing.T) {
 	if err != nil || c.HTTP.Console {
 		t.Fatalf("default: console %v, %v", c.HTTP.Console, err)
 	}
-	file := writeFile(t, "[http]\nconsole = true\n")
+	file := writeFile(t, "initial_cluster_state = \"new\"\n[http]\nconsole = true\n")
 	if c, err = loadConfig([]string{"--config", file}, io.Discard); err != nil || !c.HTTP.Console {
 		t.Fatalf("[http] console = true: console %v, %v", c.HTTP.Console, err)
 	}

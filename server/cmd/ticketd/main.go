@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	if len(args) > 0 && args[0] == "hash-token" {
 		return hashToken(args[1:], stdin, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "new-raft-secret" {
+		return newRaftSecret(args[1:], stdout, stderr)
+	}
 	// Registered before the server starts, so that a SIGHUP arriving early
 	// is a reload, not the default action (ending the process).
 	hup := make(chan os.Signal, 1)
@@ -130,6 +133,42 @@ func hashToken(args []string, in io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, server.HashToken(tok))
+	return 0
+}
+
+// newRaftSecret implements `ticketd new-raft-secret [--rotate] FILE`: it
+// writes a fresh cluster secret to FILE (mode 0600). With --rotate FILE
+// holds the cluster's secret already, and the new one goes above it: the
+// first of the two rolling restarts of a rotation (docs/deployment.md).
+func newRaftSecret(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ticketd new-raft-secret", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rotate := fs.Bool("rotate", false, "FILE holds the current secret: write a new one above it and keep the current one as the previous one")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: ticketd new-raft-secret [--rotate] FILE\n\nWrites a fresh cluster secret to FILE (mode 0600) for raft_secret_file; copy it to every server of the cluster.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	file := fs.Arg(0)
+	if err := server.WriteNewRaftSecret(file, *rotate); err != nil {
+		fmt.Fprintf(stderr, "ticketd new-raft-secret: %v\n", err)
+		return 1
+	}
+	if *rotate {
+		fmt.Fprintf(stdout, "wrote a new cluster secret to %s, above the current one (kept as the previous one). Copy the file to every server and restart them one at a time; "+
+			"once all run with it, remove its second line everywhere and restart them one at a time again\n", file)
+	} else {
+		fmt.Fprintf(stdout, "wrote a new cluster secret to %s (mode 0600). Copy it to every server of the cluster (mode 0600, owned by the user ticketd runs as) and set raft_secret_file\n", file)
+	}
 	return 0
 }
 

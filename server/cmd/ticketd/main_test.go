@@ -39,7 +39,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	go func() {
 		code <- run(ctx, []string{
 			"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "",
-			"--data-dir", t.TempDir(), "--node-id", "solo", "--log-level", "debug",
+			"--data-dir", t.TempDir(), "--node-id", "solo", "--initial-cluster-state", "new", "--log-level", "debug",
 		}, &stdout, &stderr, func(s *server.Server) { addrs <- s.ClientAddr() })
 	}()
 	var addr net.Addr
@@ -83,7 +83,7 @@ func TestRunStartupErrors(t *testing.T) {
 		{"config error", []string{"--node-id", ""}, "ticketd: invalid configuration: node_id is empty"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined: -nope"},
 		{"restore of a file that is not a backup", []string{"--restore", garbage, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", t.TempDir()}, "not a valid Ticketing snapshot"},
-		{"port in use", []string{"--listen", busy.Addr().String(), "--raft-listen", "127.0.0.1:0", "--http-listen", "", "--data-dir", t.TempDir()}, "ticketd: listen for clients on " + busy.Addr().String()},
+		{"port in use", []string{"--listen", busy.Addr().String(), "--raft-listen", "127.0.0.1:0", "--initial-cluster-state", "new", "--http-listen", "", "--data-dir", t.TempDir()}, "ticketd: listen for clients on " + busy.Addr().String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,7 +87,7 @@ token_sha256 = [%q]
 		}
 		p.cmd = exec.Command(ticketdBin, "--config", conf, "--node-id", p.id, "--listen", p.client, "--raft-listen", p.raft,
 			"--http-listen", p.http, "--data-dir", filepath.Join(dir, p.id), "--bootstrap", strings.Join(boot, ","),
-			"--initial-cluster-state", "new", "--log-level", "info")
+			"--raft-secret-file", testcluster.RaftSecretFile(t), "--initial-cluster-state", "new", "--log-level", "info")
 		p.cmd.Stdout, p.cmd.Stderr = log, log
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -10,7 +10,9 @@ package crashtest
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -31,9 +33,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
-// Handshake constants as docs/design.md describes the frame (version 2).
+// Handshake constants as docs/design.md describes the frame (version 3).
 const (
 	hsKindRaft  = 1
 	hsKindProbe = 2
@@ -47,20 +51,58 @@ type forgedPeer struct {
 	state   byte
 	cluster [16]byte
 	tls     *tls.Config // nil: plain TCP
+	// secret, when set, is what the peer proves in handshake version 3
+	// (the cluster's, or a wrong one); without it the hello says it proves
+	// nothing. version 2 speaks the handshake of ticketd before secrets.
+	secret  []byte
+	version byte
 	closed  chan struct{}
 }
 
 func (f *forgedPeer) hello(kind byte) []byte {
-	b := append([]byte("TKRC"), 2, kind)
+	v := f.version
+	if v == 0 {
+		v = 3
+	}
+	b := append([]byte("TKRC"), v, kind)
 	b = append(b, f.cluster[:]...)
 	b = append(b, f.state, byte(len(f.id)))
 	b = append(b, f.id...)
-	return binary.BigEndian.AppendUint64(b, 0xF0F0F0F0)
+	b = binary.BigEndian.AppendUint64(b, 0xF0F0F0F0)
+	if v >= 3 {
+		auth := byte(0)
+		if f.secret != nil {
+			auth = 1
+		}
+		b = append(b, auth)
+		nonce := make([]byte, 32)
+		rand.Read(nonce)
+		b = append(b, nonce...)
+	}
+	return b
 }
 
-// exchange dials addr, says hello, and reads the reply: the peer's cluster
-// and, when it refused, its reason.
+// peerProof is the proof of the cluster secret as docs/design.md defines
+// it: HMAC-SHA256 keyed by the secret over the role, the dialer's hello
+// and the acceptor's challenge up to its proofs.
+func peerProof(secret []byte, role string, hello, challengeHead []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("ticketing raft peer proof\x00" + role + "\x00"))
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(hello))))
+	h.Write(hello)
+	h.Write(challengeHead)
+	return h.Sum(nil)
+}
+
+// exchange dials addr, says hello (answering a challenge with the proof
+// of f.secret), and reads the reply: the peer's cluster and, when it
+// refused, its reason. challenged says whether the peer asked for a proof.
 func (f *forgedPeer) exchange(addr string, kind byte, timeout time.Duration) (net.Conn, [16]byte, string, error) {
+	c, cluster, reason, _, err := f.exchangeChallenged(addr, kind, timeout)
+	return c, cluster, reason, err
+}
+
+func (f *forgedPeer) exchangeChallenged(addr string, kind byte, timeout time.Duration) (net.Conn, [16]byte, string, bool, error) {
 	var cluster [16]byte
 	d := &net.Dialer{Timeout: timeout}
 	var c net.Conn
@@ -71,35 +113,66 @@ func (f *forgedPeer) exchange(addr string, kind byte, timeout time.Duration) (ne
 		c, err = d.Dial("tcp", addr)
 	}
 	if err != nil {
-		return nil, cluster, "", err
+		return nil, cluster, "", false, err
+	}
+	fail := func(err error) (net.Conn, [16]byte, string, bool, error) {
+		c.Close()
+		return nil, cluster, "", false, err
 	}
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write(f.hello(kind)); err != nil {
-		c.Close()
-		return nil, cluster, "", err
+	hello := f.hello(kind)
+	if _, err := c.Write(hello); err != nil {
+		return fail(err)
 	}
-	head := make([]byte, 24)
+	head := make([]byte, 6)
 	if _, err := io.ReadFull(c, head); err != nil {
-		c.Close()
-		return nil, cluster, "", fmt.Errorf("read the reply: %w", err)
+		return fail(fmt.Errorf("read the answer: %w", err))
 	}
-	copy(cluster[:], head[6:22])
-	rest := make([]byte, int(head[23])+8+2)
+	challenged := head[4] >= 3 && head[5] == 2
+	if challenged {
+		// "TKRC" 3 2 id:str8 nonce:[32] n:u8 proof:[32]*n
+		n := make([]byte, 1)
+		if _, err := io.ReadFull(c, n); err != nil {
+			return fail(err)
+		}
+		rest := make([]byte, int(n[0])+32+1)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			return fail(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 32*int(rest[len(rest)-1]))); err != nil {
+			return fail(err)
+		}
+		challengeHead := append(append(append([]byte(nil), head...), n...), rest[:len(rest)-1]...)
+		secret := f.secret
+		if secret == nil {
+			secret = []byte("no secret at all")
+		}
+		if _, err := c.Write(append([]byte{1}, peerProof(secret, "dialer", hello, challengeHead)...)); err != nil {
+			return fail(err)
+		}
+		if _, err := io.ReadFull(c, head); err != nil {
+			return fail(fmt.Errorf("read the reply after the proof: %w", err))
+		}
+	}
+	body := make([]byte, 18)
+	if _, err := io.ReadFull(c, body); err != nil {
+		return fail(fmt.Errorf("read the reply: %w", err))
+	}
+	copy(cluster[:], body[:16])
+	rest := make([]byte, int(body[17])+8+2)
 	if _, err := io.ReadFull(c, rest); err != nil {
-		c.Close()
-		return nil, cluster, "", err
+		return fail(err)
 	}
 	reason := make([]byte, binary.BigEndian.Uint16(rest[len(rest)-2:]))
 	if _, err := io.ReadFull(c, reason); err != nil {
-		c.Close()
-		return nil, cluster, "", err
+		return fail(err)
 	}
 	if head[5] != 0 {
 		c.Close()
-		return nil, cluster, string(reason), errRefusedByPeer
+		return nil, cluster, string(reason), challenged, errRefusedByPeer
 	}
 	c.SetDeadline(time.Time{})
-	return c, cluster, "", nil
+	return c, cluster, "", challenged, nil
 }
 
 var errRefusedByPeer = errors.New("refused by the peer")
@@ -141,8 +214,9 @@ func clusterBytes(t *testing.T, hexID string) [16]byte {
 	return id
 }
 
-// TestRaftPortRefusesNonMembers: an intruder on the Raft port (no peer
-// authentication: loopback) claims made-up node ids with the cluster's ID
+// TestRaftPortRefusesNonMembers: an intruder on the Raft port that holds
+// the cluster secret (a server of the cluster, misconfigured) claims
+// made-up node ids with the cluster's ID
 // read from the handshake, hundreds of times, and sends RequestVotes with
 // the leadership-transfer flag. None becomes a participant, nothing is
 // written to the log, no term changes, and the cluster keeps granting.
@@ -153,7 +227,7 @@ func TestRaftPortRefusesNonMembers(t *testing.T) {
 	before := statusOf(t, leader)
 	cluster := clusterBytes(t, id)
 	for i := 0; i < 200; i++ {
-		f := &forgedPeer{id: fmt.Sprintf("intruder-%d", i), state: hsSettled, cluster: cluster}
+		f := &forgedPeer{id: fmt.Sprintf("intruder-%d", i), state: hsSettled, cluster: cluster, secret: clusterSecret(t)}
 		p := c.procs[i%3]
 		if conn, _, reason, err := f.exchange(p.raftAddr, hsKindRaft, 5*time.Second); err == nil {
 			conn.Close()
@@ -163,7 +237,7 @@ func TestRaftPortRefusesNonMembers(t *testing.T) {
 		}
 	}
 	for _, p := range c.procs {
-		f := &forgedPeer{id: "intruder", state: hsSettled, cluster: cluster}
+		f := &forgedPeer{id: "intruder", state: hsSettled, cluster: cluster, secret: clusterSecret(t)}
 		if resp, err := f.requestVote(p.raftAddr, before.Term+100); err == nil {
 			t.Fatalf("%s answered a RequestVote from a non-member: %+v", p.id, resp)
 		}
@@ -189,7 +263,7 @@ func TestEmptyServerNeverVotes(t *testing.T) {
 	p := newProc(t, "e1", t.TempDir(), "--initial-cluster-state", "existing")
 	p.start()
 	waitFor(t, startTimeout, "e1 waits to be added", func() bool { return strings.Contains(p.log(), "waiting to be added") }, p)
-	f := &forgedPeer{id: "c1", state: hsSettled, cluster: [16]byte{1, 2, 3}}
+	f := &forgedPeer{id: "c1", state: hsSettled, cluster: [16]byte{1, 2, 3}, secret: clusterSecret(t)}
 	resp, err := f.requestVote(p.raftAddr, 7)
 	if err == nil {
 		t.Fatalf("the empty server answered a RequestVote: granted=%v", resp.Granted)
@@ -198,7 +272,7 @@ func TestEmptyServerNeverVotes(t *testing.T) {
 		t.Fatalf("refusal %v; want it to say the empty server does not vote", err)
 	}
 	// A peer without a cluster ID is not even let in.
-	g := &forgedPeer{id: "c2", state: 1}
+	g := &forgedPeer{id: "c2", state: 1, secret: clusterSecret(t)}
 	if _, _, reason, err := g.exchange(p.raftAddr, hsKindRaft, 5*time.Second); err == nil || !strings.Contains(reason, "data directory is empty") {
 		t.Fatalf("a peer without a cluster ID was let in by an empty server: %q %v", reason, err)
 	}
@@ -308,7 +382,9 @@ func TestRaftTLSBindsCertificateToNodeID(t *testing.T) {
 			cn, uri = "raft server "+id, "ticketing://node/"+id
 		}
 		cert, key := pki.issue(t, cn, uri)
-		ps = append(ps, newProc(t, id, base, "--config", cfgFile, "--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", pki.caFile))
+		p := newProc(t, id, base, "--config", cfgFile, "--raft-tls-cert", cert, "--raft-tls-key", key, "--raft-tls-ca", pki.caFile)
+		p.noSecret = true // authenticated by raft_tls alone
+		ps = append(ps, p)
 	}
 	for _, p := range ps {
 		p.extra = append(p.extra, "--bootstrap", peers(ps...))
@@ -353,9 +429,9 @@ func TestRaftTLSBindsCertificateToNodeID(t *testing.T) {
 	grantKey(t, c.addrs(), "tls/1", 2)
 }
 
-// TestRaftAuthRequiredAtStart: ticketd refuses raft_tls without a CA, and a
-// non-loopback Raft address without peer authentication unless
-// raft_insecure says so, in which case it warns at every start.
+// TestRaftAuthRequiredAtStart: ticketd refuses raft_tls without a CA, and
+// a server meant to have peers without peer authentication (on loopback
+// too) unless raft_insecure says so, in which case it warns at every start.
 func TestRaftAuthRequiredAtStart(t *testing.T) {
 	pki := newTestPKI(t)
 	cert, key := pki.issue(t, "s1", "")
@@ -366,11 +442,17 @@ func TestRaftAuthRequiredAtStart(t *testing.T) {
 		want  string
 	}{
 		{"raft_tls without ca", []string{"--raft-tls-cert", cert, "--raft-tls-key", key}, "raft_tls needs ca"},
-		{"wildcard raft address without peer authentication", []string{"--raft-listen", "0.0.0.0" + port, "--raft-advertise", "127.0.0.1" + port}, "is not a loopback address"},
+		{"loopback bootstrap list without peer authentication", []string{"--bootstrap", "s1=127.0.0.1" + port + ",s2=" + freePort(t)}, "its Raft peers are not authenticated"},
+		{"waiting to be added without peer authentication", []string{"--join"}, "its Raft peers are not authenticated"},
+		{"cluster_name without raft_tls", []string{"--cluster-name", "alpha", "--raft-insecure"}, "cluster_name binds Raft certificates to the cluster and needs [raft_tls]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProc(t, "s1", t.TempDir(), tc.extra...)
+			p.noSecret = true
+			if tc.name == "loopback bootstrap list without peer authentication" {
+				p.raftAddr = "127.0.0.1" + port
+			}
 			p.start()
 			waitExit(t, p)
 			if p.exitCode() == 0 || !strings.Contains(p.log(), tc.want) {
@@ -380,13 +462,25 @@ func TestRaftAuthRequiredAtStart(t *testing.T) {
 	}
 	t.Run("raft_insecure", func(t *testing.T) {
 		p := newProc(t, "s1", t.TempDir(), "--raft-listen", "0.0.0.0"+port, "--raft-advertise", "127.0.0.1"+port, "--raft-insecure")
+		p.noSecret = true
 		for start := 1; start <= 2; start++ {
 			p.start()
 			p.mustReady()
-			if !strings.Contains(p.log(), "raft_insecure: Raft peers are not authenticated") {
+			if !strings.Contains(p.log(), "raft_insecure: Raft peers that prove nothing are accepted") {
 				t.Fatalf("start %d: no warning about raft_insecure\n%s", start, p.logTail(10))
 			}
 			p.stop()
 		}
 	})
+}
+
+// clusterSecret is the first secret of the test's shared raft_secret_file.
+func clusterSecret(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(testcluster.RaftSecretFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return []byte(line)
 }

@@ -39,6 +39,11 @@ type proc struct {
 	asUser   *syscall.Credential // run as this user (tests of file permissions)
 	asIs     bool                // no --initial-cluster-state: ticketd's default applies
 	bin      string              // the ticketd binary; empty: the one TestMain built
+	// secret is the raft_secret_file; empty: the test's shared one
+	// (testcluster.RaftSecretFile), given to this ticketd unless noSecret
+	// (or an older ticketd, or another user, runs).
+	secret   string
+	noSecret bool
 
 	starts  int
 	logFile string
@@ -75,6 +80,11 @@ func (p *proc) args() []string {
 	}
 	if !decided {
 		a = append(a, "--initial-cluster-state", "new")
+	}
+	if p.secret != "" {
+		a = append(a, "--raft-secret-file", p.secret)
+	} else if !p.noSecret && p.bin == "" && p.asUser == nil {
+		a = append(a, "--raft-secret-file", testcluster.RaftSecretFile(p.t))
 	}
 	return append(a, p.extra...)
 }

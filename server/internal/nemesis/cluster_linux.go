@@ -115,6 +115,12 @@ func startCluster(ctx context.Context, bin, dir string, n int, started func(*Clu
 			_ = c.Close() // the start's error is the one to report
 		}
 	}()
+	// Every server proves the cluster secret, made by ticketd's own
+	// generator, to its peers, as a deployment's servers do.
+	secretFile := filepath.Join(dir, "raft-secret")
+	if out, err := exec.Command(bin, "new-raft-secret", secretFile).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ticketd new-raft-secret: %v: %s", err, out)
+	}
 	var peers []string
 	for i := 0; i < n; i++ {
 		peers = append(peers, fmt.Sprintf("{ id = %q, raft_addr = %q }", fmt.Sprintf("n%d", i+1), fmt.Sprintf("%s:%d", nt.Addr(i), raftPort)))
@@ -134,18 +140,16 @@ func startCluster(ctx context.Context, bin, dir string, n int, started func(*Clu
 		}
 		nd.mounted = true
 		nd.cfg = filepath.Join(nd.dir, "ticketd.toml")
-		// raft_insecure: the advertised Raft address is in the harness's
-		// own namespaces, which nothing outside the test reaches.
 		conf := ClusterConfig + fmt.Sprintf(`node_id = %q
 listen = "127.0.0.1:%d"
 advertise = "%s:%d"
 raft_listen = "127.0.0.1:%d"
 raft_advertise = "%s:%d"
-raft_insecure = true
+raft_secret_file = %q
 http_listen = "127.0.0.1:%d"
 data_dir = %q
 bootstrap = [%s]
-`, nd.ID, clientPort, nt.Addr(i), clientPort, raftPort, nt.Addr(i), raftPort, httpPort, nd.dataDir(), strings.Join(peers, ", "))
+`, nd.ID, clientPort, nt.Addr(i), clientPort, raftPort, nt.Addr(i), raftPort, secretFile, httpPort, nd.dataDir(), strings.Join(peers, ", "))
 		if err := os.WriteFile(nd.cfg, []byte(conf), 0o600); err != nil {
 			return nil, err
 		}

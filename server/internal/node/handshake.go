@@ -17,18 +17,25 @@ var ErrRefused = errors.New("raft connection refused")
 // then run the check below and close the connection when it fails. Raft's
 // own bytes follow only on an accepted connection.
 //
-//	hello: "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64]
-//	reply: "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
+//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [auth:u8 nonce:[32]]
+//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
+//	challenge: "TKRC" 3 2 id:str8 nonce:[32] n:u8 proof:[32]*n   (acceptor, when the hello has auth 1)
+//	proof:     n:u8 proof:[32]*n                                   (dialer, answering the challenge)
 //
 // Version 2 adds the incarnation; version 1 (older ticketd) is read with
-// incarnation 0 (unknown). The acceptor replies in the version of the hello,
-// so an older dialer reads the reply. An older acceptor refuses a version 2
-// hello by closing the connection unanswered; the dialer then says hello
-// once more in version 1 (see hello).
+// incarnation 0 (unknown). Version 3 adds the cluster secret's
+// challenge-response (peerauth.go): a hello with auth 1 is answered with a
+// challenge instead of a reply, the dialer sends its proof, and only then
+// the acceptor runs its checks and replies. The acceptor replies in the
+// version of the hello, so an older dialer reads the reply. An older
+// acceptor refuses a newer hello by closing the connection unanswered; the
+// dialer then says hello once more in the older versions (see hello),
+// unless it requires the cluster secret, which older versions cannot prove.
 var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
 
 const (
-	handshakeVersion   = 2
+	handshakeVersion   = 3
+	handshakeVersionV2 = 2
 	handshakeVersionV1 = 1
 	kindRaft           = 1 // a Raft connection
 	kindProbe          = 2 // members add asks who is there; no Raft traffic follows
@@ -66,6 +73,10 @@ type peerInfo struct {
 	// Version is the handshake version the frame was read in, or is to be
 	// written in (0 means the current one).
 	Version byte
+	// Auth (hello, version 3): authSecret when the sender proves the
+	// cluster secret; Nonce is its half of the challenge.
+	Auth  byte
+	Nonce [nonceSize]byte
 }
 
 func (p peerInfo) version() byte {
@@ -89,7 +100,12 @@ func appendIdentity(b []byte, p peerInfo) []byte {
 func appendHello(b []byte, kind byte, me peerInfo) []byte {
 	b = append(b, handshakeMagic[:]...)
 	b = append(b, me.version(), kind)
-	return appendIdentity(b, me)
+	b = appendIdentity(b, me)
+	if me.version() >= 3 {
+		b = append(b, me.Auth)
+		b = append(b, me.Nonce[:]...)
+	}
+	return b
 }
 
 // appendReply writes me's reply in me.Version (0: the current one).
@@ -116,51 +132,79 @@ var errNoHandshake = errors.New("the peer closed the connection without a handsh
 // readHandshake reads a hello (reply=false) or a reply: the byte after the
 // version is the kind or the verdict. p.Version is the frame's version.
 func readHandshake(r io.Reader, reply bool) (p peerInfo, second byte, reason string, err error) {
-	var head [4 + 1 + 1 + 16 + 1 + 1]byte
+	if p.Version, second, err = readHead(r); err != nil {
+		return p, 0, "", err
+	}
+	p, reason, err = readBody(r, p.Version, reply)
+	return p, second, reason, err
+}
+
+// readHead reads the magic, the version and the byte after it.
+func readHead(r io.Reader) (version, second byte, err error) {
+	var head [6]byte
 	// The magic first, on its own: something that is not a ticketd (a
 	// client dialling the Raft port by mistake) is cut off at once rather
 	// than left waiting for bytes it will never send.
 	if n, err := io.ReadFull(r, head[:4]); err != nil {
 		if n == 0 && !isTimeout(err) {
-			return p, 0, "", fmt.Errorf("read handshake: %w (%w)", errNoHandshake, err)
+			return 0, 0, fmt.Errorf("read handshake: %w (%w)", errNoHandshake, err)
 		}
-		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		return 0, 0, fmt.Errorf("read handshake: %w", err)
 	}
 	if [4]byte(head[:4]) != handshakeMagic {
-		return p, 0, "", fmt.Errorf("the peer did not start with a Ticketing Raft handshake (an older ticketd, or not ticketd at all)")
+		return 0, 0, fmt.Errorf("the peer did not start with a Ticketing Raft handshake (an older ticketd, or not ticketd at all)")
 	}
 	if _, err = io.ReadFull(r, head[4:]); err != nil {
-		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		return 0, 0, fmt.Errorf("read handshake: %w", err)
 	}
 	if head[4] < handshakeVersionV1 || head[4] > handshakeVersion {
-		return p, 0, "", fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd versions %d to %d: run the same ticketd version on every server", head[4], handshakeVersionV1, handshakeVersion)
+		return 0, 0, fmt.Errorf("the peer speaks Raft handshake version %d, this ticketd versions %d to %d: run the same ticketd version on every server", head[4], handshakeVersionV1, handshakeVersion)
 	}
-	p.Version = head[4]
-	second = head[5]
-	copy(p.Cluster[:], head[6:22])
-	p.State = head[22]
-	id := make([]byte, head[23])
+	return head[4], head[5], nil
+}
+
+// readBody reads the rest of a hello or a reply of the given version.
+func readBody(r io.Reader, version byte, reply bool) (p peerInfo, reason string, err error) {
+	p.Version = version
+	var head [16 + 1 + 1]byte
+	if _, err = io.ReadFull(r, head[:]); err != nil {
+		return p, "", fmt.Errorf("read handshake: %w", err)
+	}
+	copy(p.Cluster[:], head[:16])
+	p.State = head[16]
+	id := make([]byte, head[17])
 	if _, err = io.ReadFull(r, id); err != nil {
-		return p, 0, "", fmt.Errorf("read handshake: %w", err)
+		return p, "", fmt.Errorf("read handshake: %w", err)
 	}
 	p.ID = string(id)
 	if p.Version >= 2 {
 		var inc [8]byte
 		if _, err = io.ReadFull(r, inc[:]); err != nil {
-			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		p.Incarnation = binary.BigEndian.Uint64(inc[:])
+	}
+	if !reply && p.Version >= 3 {
+		var auth [1 + nonceSize]byte
+		if _, err = io.ReadFull(r, auth[:]); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		if auth[0] > authSecret {
+			return p, "", fmt.Errorf("the peer's handshake names an unknown authentication %d: run the same ticketd version on every server", auth[0])
+		}
+		p.Auth = auth[0]
+		copy(p.Nonce[:], auth[1:])
 	}
 	if reply {
 		var n [2]byte
 		if _, err = io.ReadFull(r, n[:]); err != nil {
-			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		txt := make([]byte, binary.BigEndian.Uint16(n[:]))
 		if _, err = io.ReadFull(r, txt); err != nil {
-			return p, 0, "", fmt.Errorf("read handshake: %w", err)
+			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		reason = string(txt)
 	}
-	return p, second, reason, nil
+	return p, reason, nil
 }

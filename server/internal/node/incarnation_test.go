@@ -224,8 +224,8 @@ func TestIncarnationFile(t *testing.T) {
 
 // TestHandshakeVersion1Peers: an older ticketd (handshake version 1, no
 // incarnation) still connects both ways. Its hello is answered in version 1;
-// when it refuses a version 2 hello by closing the connection, the dialer
-// says hello again in version 1. Its incarnation reads as 0 (unknown).
+// when it refuses a version 3 hello and then a version 2 hello by closing
+// the connection, the dialer says hello again in version 1. Its incarnation reads as 0 (unknown).
 func TestHandshakeVersion1Peers(t *testing.T) {
 	var l syncBuf
 	n := openSingle(t, "s1", &l)
@@ -278,8 +278,8 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 	if err != nil || ps.NodeID != "old" || !ps.Empty || ps.Incarnation != 0 {
 		t.Fatalf("probe of an older ticketd: %+v, %v", ps, err)
 	}
-	if v1, v2 := <-versions, <-versions; v1 != handshakeVersion || v2 != handshakeVersionV1 {
-		t.Fatalf("hello versions sent: %d then %d; want %d then %d", v1, v2, handshakeVersion, handshakeVersionV1)
+	if v3, v2, v1 := <-versions, <-versions, <-versions; v3 != handshakeVersion || v2 != handshakeVersionV2 || v1 != handshakeVersionV1 {
+		t.Fatalf("hello versions sent: %d, %d, %d; want %d, %d, %d", v3, v2, v1, handshakeVersion, handshakeVersionV2, handshakeVersionV1)
 	}
 }
 

@@ -116,6 +116,9 @@ var ErrJoinRefused = errors.New("members add refused")
 // waiting with an empty data directory, then records it as a participant
 // so that it is accepted while it catches up. Call it before AddVoter.
 func (n *Node) PrepareJoin(id, addr string) error {
+	if err := n.checkMayGrow(); err != nil {
+		return err
+	}
 	if n.raft.State() != raft.Leader {
 		return raft.ErrNotLeader
 	}

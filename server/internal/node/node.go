@@ -40,6 +40,19 @@ type Config struct {
 	Restoring bool
 	// TLS, when set, secures Raft traffic (server and client side).
 	TLS *tls.Config
+	// ClusterName, with TLS, is the cluster a peer's certificate must name
+	// (URI SAN ticketing://NAME/node/ID).
+	ClusterName string
+	// RaftSecrets are the cluster secrets (at most MaxRaftSecrets: the
+	// current one and, while it is replaced, the previous one): every peer
+	// proves one of them before any Raft message, and so does this server.
+	RaftSecrets [][]byte
+	// Insecure accepts peers that prove no secret (raft_insecure).
+	Insecure bool
+	// NoRaftListener: this server runs alone, without peer
+	// authentication: it opens no Raft listener and dials no peer, and a
+	// data directory whose configuration lists other servers is refused.
+	NoRaftListener bool
 
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -131,6 +144,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.fresh = !existing
 	if err := n.startRaft(rc, newest.state); err != nil {
+		return nil, err
+	}
+	if err := n.checkAlone(); err != nil {
+		n.raft.Shutdown()
 		return nil, err
 	}
 	if err := n.foundOrJoin(); err != nil {

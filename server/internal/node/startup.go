@@ -160,14 +160,19 @@ func openTransport(cfg Config, id *identity, hlog hclog.Logger) (*clusterStream,
 	if err != nil {
 		return nil, nil, fmt.Errorf("raft advertise address %q: %w", cfg.Advertise, err)
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen for Raft on %s: %w", cfg.RaftAddr, err)
+	var ln net.Listener
+	if !cfg.NoRaftListener {
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return nil, nil, fmt.Errorf("listen for Raft on %s: %w", cfg.RaftAddr, err)
+		}
+		if cfg.Advertise == cfg.RaftAddr && adv.Port == 0 {
+			adv = ln.Addr().(*net.TCPAddr) // tests listen on :0
+		}
 	}
-	if cfg.Advertise == cfg.RaftAddr && adv.Port == 0 {
-		adv = ln.Addr().(*net.TCPAddr) // tests listen on :0
+	if len(cfg.RaftSecrets) > MaxRaftSecrets {
+		return nil, nil, fmt.Errorf("%d Raft secrets given: at most %d (the current one and the previous one)", len(cfg.RaftSecrets), MaxRaftSecrets)
 	}
-	stream := newClusterStream(ln, adv, cfg.TLS, id)
+	stream := newClusterStream(ln, adv, cfg.TLS, id, peerAuth{secrets: cfg.RaftSecrets, insecure: cfg.Insecure}, cfg.ClusterName)
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 		// 1 turns off hashicorp/raft's pipelined replication: after a

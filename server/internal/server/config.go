@@ -116,9 +116,20 @@ type Config struct {
 	// subject CN, or a URI SAN ticketing://node/ID), and refuses a peer
 	// whose certificate names another id.
 	RaftTLS TLSFiles `toml:"raft_tls"`
-	// RaftInsecure allows Raft on a non-loopback address without raft_tls:
-	// anyone who reaches the Raft port can then claim a member's node id.
-	// Only for a network that nothing but the cluster's servers reach.
+	// RaftSecretFile names the cluster secret's file (one line; a second
+	// line, the previous secret, while it is replaced): every peer proves
+	// that it holds the secret before any Raft message, without sending
+	// it. The file must not be readable by group or others.
+	RaftSecretFile string `toml:"raft_secret_file"`
+	// ClusterName, with raft_tls, binds Raft certificates to this cluster:
+	// a peer's certificate must carry the URI SAN
+	// ticketing://NAME/node/ID, so that a certificate from the same CA for
+	// a server of another cluster is refused.
+	ClusterName string `toml:"cluster_name"`
+	// RaftInsecure accepts Raft peers that authenticate neither with
+	// raft_tls nor with raft_secret_file: anyone who reaches the Raft port
+	// can then claim a member's node id. Only for a network that nothing
+	// but the cluster's servers reach.
 	RaftInsecure bool `toml:"raft_insecure"`
 
 	// Auth names principals with roles and key prefixes (auth.go).
@@ -345,25 +356,71 @@ func (c *Config) checkClientAuth(p *problems) {
 	c.Auth.validate(c, p.add)
 }
 
-// checkTLS checks the certificate files of both ports, and that Raft
-// traffic is authenticated unless it stays on loopback or is declared
-// insecure.
+// checkTLS checks the certificate files of both ports, and that Raft peers
+// are authenticated (raft_tls or raft_secret_file) whenever this server is
+// to have any, unless raft_insecure says they need not be. Loopback is no
+// exception: any local process can reach a loopback port.
 func (c *Config) checkTLS(p *problems) {
 	p.checkTLSPair("tls", c.TLS)
 	p.checkTLSPair("raft_tls", c.RaftTLS)
 	if c.RaftTLS.Enabled() && c.RaftTLS.CAFile == "" {
 		p.add("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
 	}
-	if !c.RaftTLS.Enabled() && !c.RaftInsecure {
-		for _, a := range []struct{ key, addr string }{{"raft_listen", c.RaftAddr}, {"raft_advertise", c.AdvertiseRaftAddr}} {
-			if a.addr != "" && !IsLoopback(a.addr) {
-				p.add("%s %q is not a loopback address, and Raft peers are not authenticated: anyone who reaches it could claim a member's node id. "+
-					"Set [raft_tls] with cert, key and ca (each server's certificate naming its node id, see docs/deployment.md), "+
-					"or raft_insecure = true on a network that only the cluster's servers reach", a.key, a.addr)
-				break
-			}
+	if c.ClusterName != "" {
+		if !validClusterName(c.ClusterName) {
+			p.add("cluster_name %q: use 1 to 63 lowercase letters, digits and '-', beginning and ending with a letter or digit (it is the host of the URI SAN ticketing://NAME/node/ID)", c.ClusterName)
+		}
+		if !c.RaftTLS.Enabled() {
+			p.add("cluster_name binds Raft certificates to the cluster and needs [raft_tls]: set raft_tls, or remove cluster_name")
 		}
 	}
+	if !c.RaftAuthenticated() && !c.RaftInsecure && c.hasPeers() {
+		p.add("this server is configured to be part of a cluster (%s), but its Raft peers are not authenticated: anyone who reaches its Raft port, on loopback too, could claim a member's node id. "+
+			"Make a secret with ticketd new-raft-secret FILE, copy it to every server (mode 0600) and set raft_secret_file (--raft-secret-file); "+
+			"or set [raft_tls] with cert, key and ca (each server's certificate naming its node id, see docs/deployment.md); "+
+			"or raft_insecure = true on a network that only the cluster's servers reach", c.peersReason())
+	}
+}
+
+// RaftAuthenticated reports whether Raft peers prove who they are (raft_tls
+// or raft_secret_file).
+func (c *Config) RaftAuthenticated() bool { return c.RaftTLS.Enabled() || c.RaftSecretFile != "" }
+
+// RunsAlone reports whether this server opens no Raft listener: it has no
+// peer authentication (nor raft_insecure), so it may not have peers.
+func (c *Config) RunsAlone() bool { return !c.RaftAuthenticated() && !c.RaftInsecure }
+
+// hasPeers reports whether this server is configured to have Raft peers: a
+// bootstrap list with other servers, or waiting to be added.
+func (c *Config) hasPeers() bool { return c.peersReason() != "" }
+
+func (c *Config) peersReason() string {
+	switch {
+	case c.Join:
+		return "join"
+	case c.InitialClusterState == "existing" && c.RestoreFile == "":
+		return `initial_cluster_state = "existing": it waits to be added to a cluster. ` +
+			`That is ticketd's default when cluster flags or a config file are given without a bootstrap list; a server of its own sets initial_cluster_state = "new"`
+	}
+	for _, peer := range c.Bootstrap {
+		if peer.ID != c.NodeID {
+			return "a bootstrap list with other servers"
+		}
+	}
+	return ""
+}
+
+// validClusterName: a DNS label in lowercase.
+func validClusterName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *problems) checkTLSPair(name string, t TLSFiles) {
@@ -422,19 +479,4 @@ func (c *Config) checkLogLevel(p *problems) {
 	default:
 		p.add("log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
-}
-
-// IsLoopback reports whether the host of addr (host:port) is a loopback
-// address or localhost. An empty or unspecified host listens on every
-// interface, so it is not.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -85,6 +85,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var raftSecrets [][]byte
+	if cfg.RaftSecretFile != "" {
+		if raftSecrets, err = ReadRaftSecrets(cfg.RaftSecretFile); err != nil {
+			return nil, err
+		}
+	}
 	clientTLS, err := clientTLSConfig(cfg.TLS)
 	if err != nil {
 		return nil, err
@@ -119,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 	s.node, err = node.Open(node.Config{
 		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
+		ClusterName: cfg.ClusterName, RaftSecrets: raftSecrets, Insecure: cfg.RaftInsecure, NoRaftListener: cfg.RunsAlone(),
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
 	})
@@ -166,11 +173,18 @@ func New(cfg Config) (*Server, error) {
 	s.goRun(s.watchLeadership)
 	s.goRun(s.pinger)
 	s.goRun(s.acceptLoop)
-	if cfg.RaftInsecure && !cfg.RaftTLS.Enabled() {
-		s.log.Warn("raft_insecure: Raft peers are not authenticated; anyone who reaches the Raft address can claim a member's node id and disrupt or join the cluster. Set [raft_tls] with cert, key and ca",
-			"raft", s.node.RaftAddr())
+	raftListen := s.node.RaftAddr()
+	switch {
+	case cfg.RaftInsecure:
+		s.log.Warn("raft_insecure: Raft peers that prove nothing are accepted; anyone who reaches the Raft address can claim a member's node id and disrupt or join the cluster. "+
+			"Set raft_secret_file (ticketd new-raft-secret FILE) or [raft_tls] on every server, then remove raft_insecure",
+			"raft", raftListen)
+	case cfg.RunsAlone():
+		raftListen = "none"
+		s.log.Info("no Raft peer authentication configured: this server runs alone and opens no Raft listener. " +
+			"To grow it, give every server the same raft_secret_file (ticketd new-raft-secret FILE) or [raft_tls]")
 	}
-	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(),
+	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", raftListen,
 		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
 }

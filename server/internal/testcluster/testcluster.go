@@ -52,6 +52,35 @@ func FreePort(t testing.TB) string {
 	return addr
 }
 
+var (
+	secretsMu sync.Mutex
+	secrets   = map[string]string{} // by top-level test name
+)
+
+// RaftSecretFile returns the file of a cluster secret made for test t by
+// ticketd's own generator (mode 0600): the same file for every call of one
+// top-level test and its subtests, so that their servers form one cluster.
+func RaftSecretFile(t testing.TB) string {
+	t.Helper()
+	top, _, _ := strings.Cut(t.Name(), "/")
+	secretsMu.Lock()
+	defer secretsMu.Unlock()
+	if f, ok := secrets[top]; ok {
+		return f
+	}
+	f := filepath.Join(t.TempDir(), "raft-secret")
+	if err := server.WriteNewRaftSecret(f, false); err != nil {
+		t.Fatalf("make the cluster secret: %v", err)
+	}
+	secrets[top] = f
+	t.Cleanup(func() { // the file goes with t's temporary directory
+		secretsMu.Lock()
+		delete(secrets, top)
+		secretsMu.Unlock()
+	})
+	return f
+}
+
 // Logger returns a logger for test servers: silent unless TICKETING_TEST_LOG
 // is set (then debug level to stderr).
 func Logger() *slog.Logger {
@@ -70,6 +99,9 @@ func Config(t testing.TB, id, dir string) server.Config {
 	cfg.RaftAddr = FreePort(t)
 	cfg.HTTPAddr = FreePort(t)
 	cfg.DataDir = dir
+	// Peers prove the cluster secret, as every multi-server setup does;
+	// every server of one test shares it.
+	cfg.RaftSecretFile = RaftSecretFile(t)
 	// Production's failure detection (500 ms), stated here so that tests
 	// keep it if the default changes: not so fast that a race-detector
 	// build on a busy 2-core machine loses its leader.

@@ -115,10 +115,14 @@ final class Ticketd implements AutoCloseable {
             nodes.add(nd);
             boot.append(boot.length() > 0 ? "," : "").append(nd.id).append('=').append(nd.raftAddr);
         }
+        // The servers prove a cluster secret to each other, made by ticketd's own generator.
+        Path secret = root.resolve("raft-secret");
+        newRaftSecret(secret);
         for (Node nd : nodes) {
             List<String> cmd = new ArrayList<>(List.of(binary().toString(),
                     "-node-id", nd.id, "-listen", nd.addr, "-raft-listen", nd.raftAddr, "-http-listen", "",
-                    "-data-dir", nd.dir.resolve("data").toString(), "-bootstrap", boot.toString(), "-log-level", "warn"));
+                    "-data-dir", nd.dir.resolve("data").toString(), "-bootstrap", boot.toString(),
+                    "-raft-secret-file", secret.toString(), "-log-level", "warn"));
             cmd.addAll(List.of(extra));
             nd.proc = new ProcessBuilder(cmd).redirectErrorStream(true)
                     .redirectOutput(nd.dir.resolve("log.txt").toFile()).start();
@@ -129,6 +133,15 @@ final class Ticketd implements AutoCloseable {
     Ticketd probeToken(String t) {
         token = t;
         return this;
+    }
+
+    /** Writes a fresh cluster secret to file with "ticketd new-raft-secret", as docs/deployment.md says. */
+    static void newRaftSecret(Path file) throws Exception {
+        Process p = new ProcessBuilder(binary().toString(), "new-raft-secret", file.toString()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new AssertionError("ticketd new-raft-secret failed: " + out);
+        }
     }
 
     /** token_sha256 of a principal, made by "ticketd hash-token" as docs/deployment.md says. */
