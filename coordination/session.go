@@ -614,8 +614,9 @@ func (s *Session) current(ctx context.Context) (*link, error) {
 // restore when its connection was lost; an unsafe one reports
 // ErrIndeterminate. A request whose connection the server ended twice with
 // an error (E) before it said anything about the request is not sent a
-// third time: it may be what ends the connections. Every answer confirms
-// the session (its deadline).
+// third time: it may be what ends the connections. An answer that follows
+// a commit confirms the session (moves its deadline); a refusal the server
+// may make without one (wire.CoordConfirmsSession) does not.
 func (s *Session) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
 	return s.doEach(ctx, what, op, body, safe, note, nil)
 }
@@ -667,7 +668,7 @@ func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.
 		if err != nil {
 			return wire.Coord{}, err
 		}
-		if st != wire.CoordSessionExpired && st != wire.CoordBadSession {
+		if wire.CoordConfirmsSession(st) {
 			s.confirm(l, sent)
 		}
 		return ans, statusError(what, st, ans.Message)
