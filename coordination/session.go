@@ -274,7 +274,7 @@ func stopOn(c coordlink.Conn, id uint64) {
 // Answers on a connection that is not the session's current one do not
 // count. s.mu is held.
 func (s *Session) confirmLocked(l *link, sent time.Time) {
-	if s.ended != nil || l == nil || l != s.l || !sent.After(s.confirmed) {
+	if s.ended != nil || l == nil || l != s.l || l.givenUp || !sent.After(s.confirmed) {
 		return
 	}
 	s.confirmed = sent
@@ -327,6 +327,9 @@ func (s *Session) checkDeadlineLocked() *link {
 	}
 	l := s.l
 	if l != nil && s.state == Attached {
+		// A late answer on it confirms nothing: the session restores on
+		// the next link and gets a fresh Context there.
+		l.givenUp = true
 		return l
 	}
 	return nil
@@ -377,15 +380,45 @@ func (s *Session) attachBody(id, seq uint64) *wire.Coord {
 // ID is the session's id.
 func (s *Session) ID() uint64 { return s.id }
 
-// Context ends when the session ends; context.Cause then says why
-// (ErrSessionExpired, ErrClosed).
-func (s *Session) Context() context.Context { return s.ctx }
-
-// State is the session's current state.
-func (s *Session) State() State {
+// Context ends when the client can no longer rely on the session's holds:
+// at the session's conservative deadline (no answer that follows a commit
+// for timeout × 0.99 − 100 ms since the send time of the last answered
+// request: the server might expire the session soon; docs/coordination.md,
+// "The client's deadline"), or when the session ends. context.Cause says
+// which: ErrDeadlinePassed, ErrSessionExpired, ErrClosed. Watching it is
+// enough to stop in time: every lease and leadership of the session ends
+// with it. Its Err checks the deadline when called, so a process that was
+// paused past the deadline sees it ended at once, before any timer runs.
+//
+// After the deadline the session restores itself when it can; once it is
+// ATTACHED again, Context returns a new context (the ended one stays
+// ended), and holds come back only from new answers (acquire or campaign
+// again).
+func (s *Session) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state
+	if s.holds == nil || s.ended != nil {
+		return s.ctx // ended: its cause says why the session ended
+	}
+	return &holdContext{Context: s.holds, s: s}
+}
+
+// State is the session's current state. It checks the deadline when
+// called: a session whose deadline has passed is never reported ATTACHED,
+// even before the deadline's timer has run (a process resumed after a
+// pause).
+func (s *Session) State() State {
+	s.mu.Lock()
+	l := s.checkDeadlineLocked()
+	st := s.state
+	if st == Attached && s.holds != nil && s.holds.Err() != nil {
+		st = Detached // the restore that follows is under way
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.fail(errDeadlinePassed)
+	}
+	return st
 }
 
 func (s *Session) setState(st State) { s.states <- st } // s.mu may be held: the channel is large and drained
