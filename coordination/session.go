@@ -119,6 +119,7 @@ type Session struct {
 	holdsCancel context.CancelCauseFunc
 	timer       *time.Timer
 	withdrawing map[string]chan struct{} // names whose wait is being withdrawn in the background
+	callbacks   callbackQueue            // the caller's callbacks (OnQueued), off the connection's reader
 	grace       time.Duration            // the node's session grace period, as last described
 
 	unsubscribe func()         // ends the session's subscription to the broker's notifications
@@ -768,8 +769,10 @@ func Timeout(d time.Duration) AcquireOption {
 func Data(b []byte) AcquireOption { return func(o *acquireOpts) { o.data = b } }
 
 // OnQueued calls fn when the acquire is queued, with its order id (again
-// after a restore re-sent it). fn runs on the connection's reader and must
-// not block.
+// after a restore re-sent it), before AcquireSemaphore returns. fn runs on
+// a goroutine of the session's, one callback at a time, never on the
+// connection's reader: a slow fn delays its session's other callbacks and
+// the return of its acquire, never the answers of other sessions.
 func OnQueued(fn func(orderID uint64)) AcquireOption { return func(o *acquireOpts) { o.onQueued = fn } }
 
 // Lease is a hold on a semaphore.
@@ -907,15 +910,22 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 		}
 	}
 	var note func(wire.Frame)
+	var queued atomic.Bool // a callback of this acquire was queued
 	if o.onQueued != nil {
 		note = func(f wire.Frame) {
 			var q wire.Coord
 			if wire.DecodeCoord(&f, &q) == nil && f.Op == wire.CoordQueued {
-				o.onQueued(q.OrderID)
+				queued.Store(true)
+				s.callbacks.push(func() { o.onQueued(q.OrderID) })
 			}
 		}
 	}
 	ans, err := s.doEach(ctx, "acquire "+name, wire.CoordAcquire, b, true, note, before)
+	if queued.Load() {
+		// OnQueued runs before the acquire returns, as when it ran on
+		// the reader; waiting here costs this caller only.
+		<-s.callbacks.flushed()
+	}
 	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrIndeterminate)) {
 		// Withdraw the wait (or a grant that raced with the cancel).
 		s.withdraw(name)

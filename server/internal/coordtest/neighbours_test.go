@@ -1,0 +1,113 @@
+package coordtest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing/coordination"
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+)
+
+// neighbours starts n sessions of c on path (one broker connection: the
+// server carries them all on it), each holding an ephemeral semaphore of
+// its own. ended counts the leases that end and the sessions that stop
+// being ATTACHED; the sessions and leases are returned for the checks.
+type neighbours struct {
+	sessions []*coordination.Session
+	leases   []*coordination.Lease
+
+	mu     sync.Mutex
+	losses []string // what ended, in words
+}
+
+func startNeighbours(t *testing.T, ctx context.Context, c *coordination.Client, path string, n int, timeout time.Duration) *neighbours {
+	t.Helper()
+	nb := &neighbours{}
+	for i := range n {
+		s := session(t, c, path, coordination.WithTimeout(timeout), coordination.WithStateCallback(func(st coordination.State) {
+			if st != coordination.Attached {
+				nb.lost(fmt.Sprintf("session %d: %v", i, st))
+			}
+		}))
+		l, err := s.AcquireSemaphore(ctx, fmt.Sprintf("own-%d", i), coordination.Ephemeral())
+		if err != nil {
+			t.Fatalf("neighbour %d: %v", i, err)
+		}
+		context.AfterFunc(l.Context(), func() { nb.lost(fmt.Sprintf("lease %d: %v", i, context.Cause(l.Context()))) })
+		nb.sessions = append(nb.sessions, s)
+		nb.leases = append(nb.leases, l)
+	}
+	return nb
+}
+
+func (nb *neighbours) lost(what string) {
+	nb.mu.Lock()
+	nb.losses = append(nb.losses, what)
+	nb.mu.Unlock()
+}
+
+// check fails the test if a neighbour lost its lease or its attachment.
+func (nb *neighbours) check(t *testing.T, while string) {
+	t.Helper()
+	for i, l := range nb.leases {
+		if err := l.Context().Err(); err != nil {
+			nb.lost(fmt.Sprintf("lease %d at the check: %v", i, context.Cause(l.Context())))
+		}
+	}
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if len(nb.losses) > 0 {
+		t.Fatalf("%s, %d neighbours' leases or sessions ended: %v", while, len(nb.losses), nb.losses)
+	}
+}
+
+// A session's OnQueued callback that blocks for 5 s delays nothing of the
+// 20 other sessions on the broker's connection: the connection's reader
+// goes on reading their answers and the server's pings, so none of their
+// leases ends and none of them detaches.
+func TestBlockingCallbackDelaysOnlyItsSession(t *testing.T) {
+	cl := testcluster.Start(t, 1, productionPings)
+	c := newClient(t, cl.AddrList())
+	ctx := ctxT(t)
+	if err := c.CreateNode(ctx, "/cb", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	nb := startNeighbours(t, ctx, c, "/cb", 20, 2*time.Second)
+
+	holder := session(t, c, "/cb")
+	if err := holder.CreateSemaphore(ctx, "busy", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.AcquireSemaphore(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := session(t, c, "/cb")
+	var ran atomic.Bool
+	started := make(chan struct{})
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireSemaphore(ctx, "busy", coordination.OnQueued(func(uint64) {
+			close(started)
+			time.Sleep(5 * time.Second) // the careless callback under test
+			ran.Store(true)
+		}))
+		acquired <- err
+	}()
+	recv(t, ctx, started)
+	// The grant comes while the callback blocks; the acquire returns only
+	// after its callback ran.
+	if err := holder.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, ctx, acquired); err != nil {
+		t.Fatalf("the waiter's acquire: %v", err)
+	}
+	if !ran.Load() {
+		t.Fatal("the acquire returned before its OnQueued callback ran")
+	}
+	nb.check(t, "after a session's callback blocked for 5 s")
+}
