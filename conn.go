@@ -223,6 +223,8 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		}
 		nc = tn
 	}
+	live := &liveConn{Conn: nc}
+	nc = live
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -252,6 +254,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
 		c.semOther = make(chan struct{}, min(h.maxIn, 1<<24))
 	}
+	live.owner.Store(c) // from now on every read renews the silence deadline
 	wg.Add(2)
 	go c.readLoop(wg)
 	go c.writeLoop(wg)
@@ -342,6 +345,36 @@ func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reade
 // considered dead: 3 ping intervals.
 func (c *conn) silence() time.Duration { return 3 * c.interval }
 
+// liveConn is a connection whose every read, once its owner is set, first
+// moves the read deadline to the silence bound from now: liveness is bytes,
+// not frames. A server sending a large answer on a slow link is alive while
+// its bytes arrive, though its pings wait behind that answer.
+type liveConn struct {
+	net.Conn
+	owner atomic.Pointer[conn]
+}
+
+func (l *liveConn) Read(p []byte) (int, error) {
+	if c := l.owner.Load(); c != nil {
+		c.renewReadDeadline()
+	}
+	return l.Conn.Read(p)
+}
+
+// renewReadDeadline gives the server the silence bound from now to send its
+// next byte; after a failed write, only what is left of the drain. Under mu,
+// so that a failed write's shorter drain deadline is never overwritten by a
+// later one.
+func (c *conn) renewReadDeadline() {
+	c.mu.Lock()
+	dl := time.Now().Add(c.silence())
+	if c.werr != nil {
+		dl = c.drainBy
+	}
+	c.nc.SetReadDeadline(dl)
+	c.mu.Unlock()
+}
+
 // writeTimeout bounds one write.
 func (c *conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Second) }
 
@@ -350,15 +383,7 @@ func (c *conn) readLoop(wg *sync.WaitGroup) {
 	var f wire.Frame
 	quiet := c.silence()
 	for {
-		// Under mu, so that a failed write's shorter drain deadline is never
-		// overwritten by a later one.
-		c.mu.Lock()
-		dl := time.Now().Add(quiet)
-		if c.werr != nil {
-			dl = c.drainBy
-		}
-		c.nc.SetReadDeadline(dl)
-		c.mu.Unlock()
+		// Every read from the socket renews the deadline (liveConn).
 		if err := c.r.Next(&f); err != nil {
 			c.fail(c.readFailure(err, quiet))
 			return
