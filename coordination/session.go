@@ -338,12 +338,17 @@ func (s *Session) checkDeadlineLocked() *link {
 
 // keepAlive confirms the session when nothing else has for a third of its
 // deadline's span: a describe of its node, answered after a commit, on the
-// session's connection.
+// session's connection. While none is answered (the connection's bytes are
+// held up behind a large request, say), another goes out every sixth of
+// the span, without waiting for the first: whichever was sent last before
+// the link cleared moves the deadline, so a connection busy with one large
+// request for up to about half the span never costs the session its holds.
 func (s *Session) keepAlive() {
 	span := deadlineSpan(s.timeout)
 	every := max(span/3, time.Millisecond)
 	t := time.NewTimer(every / 2)
 	defer t.Stop()
+	var lastSent time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -351,26 +356,40 @@ func (s *Session) keepAlive() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		l, since := s.l, time.Since(s.confirmed)
+		l, due := s.l, s.confirmed.Add(every)
 		s.mu.Unlock()
-		if l != nil && since >= every {
-			ctx, cancel := context.WithTimeout(s.ctx, span)
-			st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
-			cancel()
-			if err == nil && st == wire.CoordSuccess {
-				s.mu.Lock()
-				s.confirmLocked(l, sent)
-				if ans.GraceMs > 0 {
-					s.grace = time.Duration(ans.GraceMs) * time.Millisecond
-				}
-				s.mu.Unlock()
-			}
+		now := time.Now()
+		again := lastSent.Add(every / 2)
+		if l != nil && !now.Before(due) && !now.Before(again) {
+			lastSent = now
+			again = now.Add(every / 2)
+			go s.keepAliveOn(l, span)
 		}
 		s.mu.Lock()
-		next := every - time.Since(s.confirmed)
+		due = s.confirmed.Add(every)
 		s.mu.Unlock()
-		t.Reset(max(next, every/4, time.Millisecond))
+		if due.Before(again) {
+			due = again
+		}
+		t.Reset(max(time.Until(due), time.Millisecond))
 	}
+}
+
+// keepAliveOn sends one keep-alive on l and confirms the session with its
+// answer.
+func (s *Session) keepAliveOn(l *link, span time.Duration) {
+	ctx, cancel := context.WithTimeout(s.ctx, span)
+	defer cancel()
+	st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
+	if err != nil || st != wire.CoordSuccess {
+		return
+	}
+	s.mu.Lock()
+	s.confirmLocked(l, sent)
+	if ans.GraceMs > 0 {
+		s.grace = time.Duration(ans.GraceMs) * time.Millisecond
+	}
+	s.mu.Unlock()
 }
 
 func (s *Session) attachBody(id, seq uint64) *wire.Coord {

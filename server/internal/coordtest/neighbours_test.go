@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/coordination"
+	"github.com/ticketing-io/ticketing/server/internal/nemesis"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
@@ -110,4 +111,42 @@ func TestBlockingCallbackDelaysOnlyItsSession(t *testing.T) {
 		t.Fatal("the acquire returned before its OnQueued callback ran")
 	}
 	nb.check(t, "after a session's callback blocked for 5 s")
+}
+
+// One session's 1 MiB requests, through a link of 600 KiB/s (some 1.7 s a
+// request), take none of the 30 other sessions on the broker's connection
+// down: the server counts the request's bytes as the client's sign of life
+// while its pong waits behind the request, and the neighbours' keep-alives
+// go out between the large requests, so none of their leases ends and none
+// of them detaches.
+func TestLargeRequestsOnASlowLinkSpareTheNeighbours(t *testing.T) {
+	_, ps, viaProxy := proxied(t, 1)
+	c, err := newCoordClient(t, viaProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateNode(ctx, "/big", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	// Deadline 2.87 s: longer than one large request on the link.
+	nb := startNeighbours(t, ctx, c, "/big", 30, 3*time.Second)
+	sender := session(t, c, "/big", coordination.WithTimeout(10*time.Second))
+	if err := sender.CreateSemaphore(ctx, "blob", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps[0].Set(nemesis.LinkMode{Rate: 600 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	for i := range 5 {
+		data[0] = byte(i)
+		if err := sender.UpdateSemaphore(ctx, "blob", data); err != nil {
+			t.Fatalf("update %d of 1 MiB: %v", i, err)
+		}
+	}
+	ps[0].Set(nemesis.LinkMode{})
+	nb.check(t, "after 5 requests of 1 MiB at 600 KiB/s")
 }
