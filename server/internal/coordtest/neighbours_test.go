@@ -150,3 +150,54 @@ func TestLargeRequestsOnASlowLinkSpareTheNeighbours(t *testing.T) {
 	ps[0].Set(nemesis.LinkMode{})
 	nb.check(t, "after 5 requests of 1 MiB at 600 KiB/s")
 }
+
+// Three sessions sending 1 MiB requests at once through the same slow link
+// still spare the neighbours: the connection lets one large request at a
+// time on its way, so a keep-alive waits behind one large frame at most,
+// not behind all of them.
+func TestConcurrentLargeRequestsSpareTheNeighbours(t *testing.T) {
+	_, ps, viaProxy := proxied(t, 1)
+	c, err := newCoordClient(t, viaProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateNode(ctx, "/big", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	nb := startNeighbours(t, ctx, c, "/big", 20, 3*time.Second)
+	var senders []*coordination.Session
+	for i := range 3 {
+		s := session(t, c, "/big", coordination.WithTimeout(30*time.Second))
+		if err := s.CreateSemaphore(ctx, fmt.Sprintf("blob-%d", i), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		senders = append(senders, s)
+	}
+	if err := ps[0].Set(nemesis.LinkMode{Rate: 600 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, len(senders))
+	for i, s := range senders {
+		go func() {
+			data := make([]byte, 1<<20)
+			for j := range 2 {
+				data[0] = byte(j)
+				if err := s.UpdateSemaphore(ctx, fmt.Sprintf("blob-%d", i), data); err != nil {
+					errs <- fmt.Errorf("sender %d, update %d of 1 MiB: %w", i, j, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range senders {
+		if err := recv(t, ctx, errs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps[0].Set(nemesis.LinkMode{})
+	nb.check(t, "after 3 sessions sent 2 requests of 1 MiB each at once at 600 KiB/s")
+}
