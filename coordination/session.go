@@ -339,10 +339,12 @@ func (s *Session) checkDeadlineLocked() *link {
 // keepAlive confirms the session when nothing else has for a third of its
 // deadline's span: a describe of its node, answered after a commit, on the
 // session's connection. While none is answered (the connection's bytes are
-// held up behind a large request, say), another goes out every sixth of
-// the span, without waiting for the first: whichever was sent last before
-// the link cleared moves the deadline, so a connection busy with one large
-// request for up to about half the span never costs the session its holds.
+// held up behind a large request, say), another goes out every twelfth of
+// the span, without waiting for the first: the one sent last before the
+// link cleared moves the deadline, so the session keeps its holds while
+// the link is held up by one large request at a time for up to about
+// eleven twelfths of the span, less a commit (the connection lets one large
+// request at a time on its way).
 func (s *Session) keepAlive() {
 	span := deadlineSpan(s.timeout)
 	every := max(span/3, time.Millisecond)
@@ -359,10 +361,10 @@ func (s *Session) keepAlive() {
 		l, due := s.l, s.confirmed.Add(every)
 		s.mu.Unlock()
 		now := time.Now()
-		again := lastSent.Add(every / 2)
+		again := lastSent.Add(every / 4)
 		if l != nil && !now.Before(due) && !now.Before(again) {
 			lastSent = now
-			again = now.Add(every / 2)
+			again = now.Add(every / 4)
 			go s.keepAliveOn(l, span)
 		}
 		s.mu.Lock()

@@ -143,9 +143,11 @@ func TestLargeRequestsOnASlowLinkSpareTheNeighbours(t *testing.T) {
 	data := make([]byte, 1<<20)
 	for i := range 5 {
 		data[0] = byte(i)
+		began := time.Now()
 		if err := sender.UpdateSemaphore(ctx, "blob", data); err != nil {
 			t.Fatalf("update %d of 1 MiB: %v", i, err)
 		}
+		t.Logf("update %d of 1 MiB answered in %v", i, time.Since(began).Round(time.Millisecond))
 	}
 	ps[0].Set(nemesis.LinkMode{})
 	nb.check(t, "after 5 requests of 1 MiB at 600 KiB/s")
