@@ -169,7 +169,9 @@ func TestConcurrentLargeRequestsSpareTheNeighbours(t *testing.T) {
 	if err := c.CreateNode(ctx, "/big", coordination.NodeConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	nb := startNeighbours(t, ctx, c, "/big", 20, 3*time.Second)
+	// Deadline 3.86 s: room for one large request on the link and its
+	// commit on a loaded machine, not for three in a row.
+	nb := startNeighbours(t, ctx, c, "/big", 20, 4*time.Second)
 	var senders []*coordination.Session
 	for i := range 3 {
 		s := session(t, c, "/big", coordination.WithTimeout(30*time.Second))
