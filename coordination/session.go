@@ -79,8 +79,10 @@ func deadlineSpan(timeout time.Duration) time.Duration {
 // WithDescription sets the session's description (up to 1024 bytes).
 func WithDescription(d string) SessionOption { return func(s *Session) { s.desc = d } }
 
-// WithStateCallback calls fn, on its own goroutine and in order, at every
-// state change. fn should return promptly: up to 64 changes are buffered.
+// WithStateCallback calls fn at every state change, in order, one call at
+// a time, on a goroutine of the session's (never on the connection's
+// reader): a slow fn delays only its later calls, which wait in a queue,
+// never the session or the other sessions on its connection.
 func WithStateCallback(fn func(State)) SessionOption { return func(s *Session) { s.onState = fn } }
 
 // Session is a coordination session on one node. It reconnects and
@@ -95,7 +97,7 @@ type Session struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	states chan State
+	states callbackQueue // the state callback's calls, in order
 	done   chan struct{} // the run loop ended
 
 	mu       sync.Mutex
@@ -130,7 +132,7 @@ type Session struct {
 // Session starts a session on the node at path.
 func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption) (*Session, error) {
 	s := &Session{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16),
-		states: make(chan State, 64), done: make(chan struct{}),
+		done: make(chan struct{}),
 		leases: make(map[string]*Lease), watches: make(map[*watch]struct{})}
 	for _, o := range opts {
 		o(s)
@@ -176,7 +178,6 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	s.mu.Lock()
 	s.confirmLocked(l, sent)
 	s.mu.Unlock()
-	go s.notifyStates()
 	s.setState(Attached)
 	go s.run()
 	go s.keepAlive()
@@ -443,13 +444,11 @@ func (s *Session) State() State {
 	return st
 }
 
-func (s *Session) setState(st State) { s.states <- st } // s.mu may be held: the channel is large and drained
-
-func (s *Session) notifyStates() {
-	for st := range s.states {
-		if s.onState != nil {
-			s.onState(st)
-		}
+// setState queues the state callback's call; it never blocks (s.mu may be
+// held, and the connection's reader may be the caller).
+func (s *Session) setState(st State) {
+	if fn := s.onState; fn != nil {
+		s.states.push(func() { fn(st) })
 	}
 }
 
@@ -591,7 +590,6 @@ func (s *Session) end(err error) {
 	s.leases = map[string]*Lease{}
 	s.fireWatchesLocked()
 	s.setState(Expired)
-	close(s.states)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
