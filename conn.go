@@ -89,6 +89,9 @@ type call struct {
 	res       chan answer
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
+	// large: a request above largeRequest that holds the connection's
+	// large slot until its first answer (under the conn's mu).
+	large bool
 
 	// A coordination request (K): its sub-op (which in-flight pool it
 	// counts against), and the function that gets its notifications: Queued
@@ -151,6 +154,10 @@ type conn struct {
 	// acquires can never take the slots a release needs.
 	semAcq   chan struct{}
 	semOther chan struct{}
+	// largeSlot lets one request above largeRequest at a time be on its
+	// way to the server: small frames (pongs, keep-alives, other
+	// requests) then wait behind one large frame at most.
+	largeSlot chan struct{}
 	born     time.Time
 
 	mu      sync.Mutex
@@ -227,6 +234,8 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		}
 		nc = tn
 	}
+	live := &liveConn{Conn: nc}
+	nc = live
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -246,8 +255,9 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
 		pending: make(map[uint32]*call),
 		watches: make(map[uint32]func(wire.Frame)),
-		wsig:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		wsig:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		largeSlot: make(chan struct{}, 1),
 	}
 	if c.interval <= 0 {
 		// The server sends no pings (Y interval 0): without our own, a
@@ -259,6 +269,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
 		c.semOther = make(chan struct{}, min(h.maxIn, 1<<24))
 	}
+	live.owner.Store(c) // from now on every read renews the silence deadline
 	wg.Add(2)
 	go c.readLoop(wg)
 	go c.writeLoop(wg)
@@ -350,6 +361,36 @@ func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reade
 // considered dead: 3 ping intervals.
 func (c *conn) silence() time.Duration { return 3 * c.interval }
 
+// liveConn is a connection whose every read, once its owner is set, first
+// moves the read deadline to the silence bound from now: liveness is bytes,
+// not frames. A server sending a large answer on a slow link is alive while
+// its bytes arrive, though its pings wait behind that answer.
+type liveConn struct {
+	net.Conn
+	owner atomic.Pointer[conn]
+}
+
+func (l *liveConn) Read(p []byte) (int, error) {
+	if c := l.owner.Load(); c != nil {
+		c.renewReadDeadline()
+	}
+	return l.Conn.Read(p)
+}
+
+// renewReadDeadline gives the server the silence bound from now to send its
+// next byte; after a failed write, only what is left of the drain. Under mu,
+// so that a failed write's shorter drain deadline is never overwritten by a
+// later one.
+func (c *conn) renewReadDeadline() {
+	c.mu.Lock()
+	dl := time.Now().Add(c.silence())
+	if c.werr != nil {
+		dl = c.drainBy
+	}
+	c.nc.SetReadDeadline(dl)
+	c.mu.Unlock()
+}
+
 // writeTimeout bounds one write.
 func (c *conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Second) }
 
@@ -358,15 +399,7 @@ func (c *conn) readLoop(wg *sync.WaitGroup) {
 	var f wire.Frame
 	quiet := c.silence()
 	for {
-		// Under mu, so that a failed write's shorter drain deadline is never
-		// overwritten by a later one.
-		c.mu.Lock()
-		dl := time.Now().Add(quiet)
-		if c.werr != nil {
-			dl = c.drainBy
-		}
-		c.nc.SetReadDeadline(dl)
-		c.mu.Unlock()
+		// Every read from the socket renews the deadline (liveConn).
 		if err := c.r.Next(&f); err != nil {
 			c.fail(c.readFailure(err, quiet))
 			return
@@ -463,6 +496,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		return nil
 	}
 	delete(c.pending, f.ID)
+	c.freeLargeLocked(cl)
 	if sem := c.slots(cl.typ, cl.op); sem != nil {
 		<-sem
 	}
@@ -622,6 +656,9 @@ func (c *conn) fail(f *connFailure) {
 	c.failure = f
 	pend := c.pending
 	c.pending = nil
+	for _, cl := range pend {
+		c.freeLargeLocked(cl)
+	}
 	c.watches = nil
 	c.wbuf = nil
 	c.mu.Unlock()
@@ -706,12 +743,26 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 			}
 		}
 	}
+	large := cl.large
+	if large {
+		if err := c.takeLarge(ctx); err != nil {
+			if sem != nil && !errors.Is(err, errConnGone) {
+				<-sem
+			}
+			return err
+		}
+	}
 	c.mu.Lock()
 	if c.failure != nil || c.werr != nil {
 		failed := c.failure != nil
 		c.mu.Unlock()
-		if sem != nil && !failed {
-			<-sem
+		if !failed {
+			if sem != nil {
+				<-sem
+			}
+			if large {
+				<-c.largeSlot
+			}
 		}
 		return errConnGone
 	}
@@ -719,6 +770,9 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 		c.mu.Unlock()
 		if sem != nil {
 			<-sem
+		}
+		if large {
+			<-c.largeSlot
 		}
 		return err
 	}
@@ -741,6 +795,34 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 	c.mu.Unlock()
 	c.signal()
 	return nil
+}
+
+// largeRequest is the size above which a request takes the connection's
+// large slot: on a slow link a 1 MiB frame takes seconds, and frames queued
+// behind several of them would wait for all.
+const largeRequest = 64 << 10
+
+// takeLarge waits for the connection's large slot. errConnGone: the
+// connection ended meanwhile.
+func (c *conn) takeLarge(ctx context.Context) error {
+	select {
+	case c.largeSlot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return errConnGone
+	}
+}
+
+// freeLargeLocked gives the large slot back once cl's request has been
+// answered (Q or final: the server has read all of it) or its connection
+// ended. c.mu is held.
+func (c *conn) freeLargeLocked(cl *call) {
+	if cl.large {
+		cl.large = false
+		<-c.largeSlot
+	}
 }
 
 // abandonedAcquires reports whether acquires whose callers left still wait

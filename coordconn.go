@@ -43,6 +43,7 @@ func (c *conn) coordNotice(f *wire.Frame) (done bool, fl *connFailure) {
 			c.mu.Unlock()
 			return true, &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("a coordination Queued for request id %d, which is not a coordination request in flight", f.ID)}
 		}
+		c.freeLargeLocked(cl) // the server has read all of it
 		note := cl.note
 		if cl.abandoned {
 			note = nil

@@ -170,6 +170,7 @@ func (b *Broker) dialDedicated(ctx context.Context, onEvent func(wire.Frame)) (*
 func (c *conn) Call(ctx context.Context, stop <-chan struct{}, op uint8, body *wire.Coord, note func(wire.Frame), watch bool) (wire.Frame, time.Time, error) {
 	cl := newCall(wire.TypeCoord, "")
 	cl.op, cl.note, cl.watch = op, note, watch
+	cl.large = len(body.Data) > largeRequest
 	// From the first coordination request on, answers may be longer than
 	// a ticket frame (a semaphore's data, up to 1 MiB).
 	c.r.AllowCoordReplies()

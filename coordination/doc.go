@@ -23,12 +23,14 @@
 // returned as an error matching its sentinel (ErrNotFound, ...).
 //
 // A Lease's Token is its order id: a fencing token from the same strictly
-// increasing counter as ticket tokens. A Lease's Context (and an Election's
-// leadership context) ends at the session's conservative deadline — the
-// send time of the last request the server answered, plus the session
-// timeout, less 1 % and 100 ms — whatever the connection does, so that the
-// client gives a hold up before the server can hand it to anyone else
-// (docs/coordination.md, "The client's deadline").
+// increasing counter as ticket tokens. The Session's Context, every Lease's
+// Context and an Election's leadership context end at the session's
+// conservative deadline — the send time of the last request the server
+// answered after a commit, plus the session timeout, less 1 % and 100 ms —
+// whatever the connection does, so that the client gives a hold up before
+// the server can hand it to anyone else (docs/coordination.md, "The
+// client's deadline"). Watching the Session's Context is enough to stop in
+// time; after a restore, Context returns a new one.
 //
 // The recipes (Mutex, Election, Discovery, Publication) keep their
 // semaphores in a name space of their own ("recipe/<kind>/<name>") with a

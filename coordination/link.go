@@ -26,6 +26,9 @@ type link struct {
 	c      coordlink.Conn
 	shared bool   // the broker's connection: session requests name the session
 	id     uint64 // shared: the session the requests speak for (set once attached)
+	// givenUp: the session's deadline passed while it used this link
+	// (set under the session's lock); answers on it confirm nothing more.
+	givenUp bool
 
 	mu   sync.Mutex
 	err  error

@@ -79,8 +79,10 @@ func deadlineSpan(timeout time.Duration) time.Duration {
 // WithDescription sets the session's description (up to 1024 bytes).
 func WithDescription(d string) SessionOption { return func(s *Session) { s.desc = d } }
 
-// WithStateCallback calls fn, on its own goroutine and in order, at every
-// state change. fn should return promptly: up to 64 changes are buffered.
+// WithStateCallback calls fn at every state change, in order, one call at
+// a time, on a goroutine of the session's (never on the connection's
+// reader): a slow fn delays only its later calls, which wait in a queue,
+// never the session or the other sessions on its connection.
 func WithStateCallback(fn func(State)) SessionOption { return func(s *Session) { s.onState = fn } }
 
 // Session is a coordination session on one node. It reconnects and
@@ -95,7 +97,7 @@ type Session struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	states chan State
+	states callbackQueue // the state callback's calls, in order
 	done   chan struct{} // the run loop ended
 
 	mu       sync.Mutex
@@ -119,6 +121,7 @@ type Session struct {
 	holdsCancel context.CancelCauseFunc
 	timer       *time.Timer
 	withdrawing map[string]chan struct{} // names whose wait is being withdrawn in the background
+	callbacks   callbackQueue            // the caller's callbacks (OnQueued), off the connection's reader
 	grace       time.Duration            // the node's session grace period, as last described
 
 	unsubscribe func()         // ends the session's subscription to the broker's notifications
@@ -129,7 +132,7 @@ type Session struct {
 // Session starts a session on the node at path.
 func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption) (*Session, error) {
 	s := &Session{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16),
-		states: make(chan State, 64), done: make(chan struct{}),
+		done: make(chan struct{}),
 		leases: make(map[string]*Lease), watches: make(map[*watch]struct{})}
 	for _, o := range opts {
 		o(s)
@@ -175,7 +178,6 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	s.mu.Lock()
 	s.confirmLocked(l, sent)
 	s.mu.Unlock()
-	go s.notifyStates()
 	s.setState(Attached)
 	go s.run()
 	go s.keepAlive()
@@ -274,7 +276,7 @@ func stopOn(c coordlink.Conn, id uint64) {
 // Answers on a connection that is not the session's current one do not
 // count. s.mu is held.
 func (s *Session) confirmLocked(l *link, sent time.Time) {
-	if s.ended != nil || l == nil || l != s.l || !sent.After(s.confirmed) {
+	if s.ended != nil || l == nil || l != s.l || l.givenUp || !sent.After(s.confirmed) {
 		return
 	}
 	s.confirmed = sent
@@ -327,6 +329,9 @@ func (s *Session) checkDeadlineLocked() *link {
 	}
 	l := s.l
 	if l != nil && s.state == Attached {
+		// A late answer on it confirms nothing: the session restores on
+		// the next link and gets a fresh Context there.
+		l.givenUp = true
 		return l
 	}
 	return nil
@@ -334,12 +339,19 @@ func (s *Session) checkDeadlineLocked() *link {
 
 // keepAlive confirms the session when nothing else has for a third of its
 // deadline's span: a describe of its node, answered after a commit, on the
-// session's connection.
+// session's connection. While none is answered (the connection's bytes are
+// held up behind a large request, say), another goes out every twelfth of
+// the span, without waiting for the first: the one sent last before the
+// link cleared moves the deadline, so the session keeps its holds while
+// the link is held up by one large request at a time for up to about
+// eleven twelfths of the span, less a commit (the connection lets one large
+// request at a time on its way).
 func (s *Session) keepAlive() {
 	span := deadlineSpan(s.timeout)
 	every := max(span/3, time.Millisecond)
 	t := time.NewTimer(every / 2)
 	defer t.Stop()
+	var lastSent time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -347,26 +359,40 @@ func (s *Session) keepAlive() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		l, since := s.l, time.Since(s.confirmed)
+		l, due := s.l, s.confirmed.Add(every)
 		s.mu.Unlock()
-		if l != nil && since >= every {
-			ctx, cancel := context.WithTimeout(s.ctx, span)
-			st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
-			cancel()
-			if err == nil && st == wire.CoordSuccess {
-				s.mu.Lock()
-				s.confirmLocked(l, sent)
-				if ans.GraceMs > 0 {
-					s.grace = time.Duration(ans.GraceMs) * time.Millisecond
-				}
-				s.mu.Unlock()
-			}
+		now := time.Now()
+		again := lastSent.Add(every / 4)
+		if l != nil && !now.Before(due) && !now.Before(again) {
+			lastSent = now
+			again = now.Add(every / 4)
+			go s.keepAliveOn(l, span)
 		}
 		s.mu.Lock()
-		next := every - time.Since(s.confirmed)
+		due = s.confirmed.Add(every)
 		s.mu.Unlock()
-		t.Reset(max(next, every/4, time.Millisecond))
+		if due.Before(again) {
+			due = again
+		}
+		t.Reset(max(time.Until(due), time.Millisecond))
 	}
+}
+
+// keepAliveOn sends one keep-alive on l and confirms the session with its
+// answer.
+func (s *Session) keepAliveOn(l *link, span time.Duration) {
+	ctx, cancel := context.WithTimeout(s.ctx, span)
+	defer cancel()
+	st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
+	if err != nil || st != wire.CoordSuccess {
+		return
+	}
+	s.mu.Lock()
+	s.confirmLocked(l, sent)
+	if ans.GraceMs > 0 {
+		s.grace = time.Duration(ans.GraceMs) * time.Millisecond
+	}
+	s.mu.Unlock()
 }
 
 func (s *Session) attachBody(id, seq uint64) *wire.Coord {
@@ -377,24 +403,52 @@ func (s *Session) attachBody(id, seq uint64) *wire.Coord {
 // ID is the session's id.
 func (s *Session) ID() uint64 { return s.id }
 
-// Context ends when the session ends; context.Cause then says why
-// (ErrSessionExpired, ErrClosed).
-func (s *Session) Context() context.Context { return s.ctx }
-
-// State is the session's current state.
-func (s *Session) State() State {
+// Context ends when the client can no longer rely on the session's holds:
+// at the session's conservative deadline (no answer that follows a commit
+// for timeout × 0.99 − 100 ms since the send time of the last answered
+// request: the server might expire the session soon; docs/coordination.md,
+// "The client's deadline"), or when the session ends. context.Cause says
+// which: ErrDeadlinePassed, ErrSessionExpired, ErrClosed. Watching it is
+// enough to stop in time: every lease and leadership of the session ends
+// with it. Its Err checks the deadline when called, so a process that was
+// paused past the deadline sees it ended at once, before any timer runs.
+//
+// After the deadline the session restores itself when it can; once it is
+// ATTACHED again, Context returns a new context (the ended one stays
+// ended), and holds come back only from new answers (acquire or campaign
+// again).
+func (s *Session) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state
+	if s.holds == nil || s.ended != nil {
+		return s.ctx // ended: its cause says why the session ended
+	}
+	return &holdContext{Context: s.holds, s: s}
 }
 
-func (s *Session) setState(st State) { s.states <- st } // s.mu may be held: the channel is large and drained
+// State is the session's current state. It checks the deadline when
+// called: a session whose deadline has passed is never reported ATTACHED,
+// even before the deadline's timer has run (a process resumed after a
+// pause).
+func (s *Session) State() State {
+	s.mu.Lock()
+	l := s.checkDeadlineLocked()
+	st := s.state
+	if st == Attached && s.holds != nil && s.holds.Err() != nil {
+		st = Detached // the restore that follows is under way
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.fail(errDeadlinePassed)
+	}
+	return st
+}
 
-func (s *Session) notifyStates() {
-	for st := range s.states {
-		if s.onState != nil {
-			s.onState(st)
-		}
+// setState queues the state callback's call; it never blocks (s.mu may be
+// held, and the connection's reader may be the caller).
+func (s *Session) setState(st State) {
+	if fn := s.onState; fn != nil {
+		s.states.push(func() { fn(st) })
 	}
 }
 
@@ -536,7 +590,6 @@ func (s *Session) end(err error) {
 	s.leases = map[string]*Lease{}
 	s.fireWatchesLocked()
 	s.setState(Expired)
-	close(s.states)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
@@ -614,8 +667,9 @@ func (s *Session) current(ctx context.Context) (*link, error) {
 // restore when its connection was lost; an unsafe one reports
 // ErrIndeterminate. A request whose connection the server ended twice with
 // an error (E) before it said anything about the request is not sent a
-// third time: it may be what ends the connections. Every answer confirms
-// the session (its deadline).
+// third time: it may be what ends the connections. An answer that follows
+// a commit confirms the session (moves its deadline); a refusal the server
+// may make without one (wire.CoordConfirmsSession) does not.
 func (s *Session) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
 	return s.doEach(ctx, what, op, body, safe, note, nil)
 }
@@ -667,7 +721,7 @@ func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.
 		if err != nil {
 			return wire.Coord{}, err
 		}
-		if st != wire.CoordSessionExpired && st != wire.CoordBadSession {
+		if wire.CoordConfirmsSession(st) {
 			s.confirm(l, sent)
 		}
 		return ans, statusError(what, st, ans.Message)
@@ -734,8 +788,10 @@ func Timeout(d time.Duration) AcquireOption {
 func Data(b []byte) AcquireOption { return func(o *acquireOpts) { o.data = b } }
 
 // OnQueued calls fn when the acquire is queued, with its order id (again
-// after a restore re-sent it). fn runs on the connection's reader and must
-// not block.
+// after a restore re-sent it), before AcquireSemaphore returns. fn runs on
+// a goroutine of the session's, one callback at a time, never on the
+// connection's reader: a slow fn delays its session's other callbacks and
+// the return of its acquire, never the answers of other sessions.
 func OnQueued(fn func(orderID uint64)) AcquireOption { return func(o *acquireOpts) { o.onQueued = fn } }
 
 // Lease is a hold on a semaphore.
@@ -873,15 +929,22 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 		}
 	}
 	var note func(wire.Frame)
+	var queued atomic.Bool // a callback of this acquire was queued
 	if o.onQueued != nil {
 		note = func(f wire.Frame) {
 			var q wire.Coord
 			if wire.DecodeCoord(&f, &q) == nil && f.Op == wire.CoordQueued {
-				o.onQueued(q.OrderID)
+				queued.Store(true)
+				s.callbacks.push(func() { o.onQueued(q.OrderID) })
 			}
 		}
 	}
 	ans, err := s.doEach(ctx, "acquire "+name, wire.CoordAcquire, b, true, note, before)
+	if queued.Load() {
+		// OnQueued runs before the acquire returns, as when it ran on
+		// the reader; waiting here costs this caller only.
+		<-s.callbacks.flushed()
+	}
 	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrIndeterminate)) {
 		// Withdraw the wait (or a grant that raced with the cancel).
 		s.withdraw(name)

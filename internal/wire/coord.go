@@ -573,6 +573,23 @@ func CoordStatusName(s uint16) string {
 	return fmt.Sprintf("status %d", s)
 }
 
+// CoordConfirmsSession reports whether a final T answer with status moves
+// its session's deadline (docs/protocol.md, "A coordination session's
+// deadline"). Only statuses that a server sends after the request's commit
+// (for a read, the commit of the entry it was read after) count: that
+// commit proves the session's leader had the request. BAD_REQUEST,
+// UNAUTHORIZED and LIMIT_EXCEEDED may be answered by a connection's reader
+// or by the leader before any commit, so also by a leader that was deposed
+// meanwhile; SESSION_EXPIRED and BAD_SESSION say that the session is not
+// this connection's.
+func CoordConfirmsSession(status uint16) bool {
+	switch status {
+	case CoordSuccess, CoordNotFound, CoordAlreadyExists, CoordPreconditionFailed, CoordAborted:
+		return true
+	}
+	return false
+}
+
 // Exclusive and forever, as the u64 values of count and timeout_ms.
 const (
 	CoordExclusive   = math.MaxUint64

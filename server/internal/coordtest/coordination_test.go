@@ -259,10 +259,14 @@ func TestSessionExpiresWithoutServer(t *testing.T) {
 	select {
 	case <-a.Context().Done():
 	case <-ctx.Done():
-		t.Fatal("session did not end")
+		t.Fatal("the session's context did not end")
 	}
-	if l.Context().Err() == nil || a.State() != coordination.Expired {
-		t.Fatal("lease alive after its session expired")
+	if l.Context().Err() == nil || a.State() == coordination.Attached {
+		t.Fatalf("lease alive, or session %v, after the session's context ended", a.State())
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the session expires", func() bool { return a.State() == coordination.Expired })
+	if cause := context.Cause(a.Context()); !errors.Is(cause, coordination.ErrSessionExpired) {
+		t.Fatalf("an expired session's context: cause %v, want ErrSessionExpired", cause)
 	}
 	if _, err := a.AcquireSemaphore(ctx, "s"); !errors.Is(err, coordination.ErrSessionExpired) {
 		t.Fatalf("acquire on an expired session: %v", err)

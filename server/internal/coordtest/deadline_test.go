@@ -181,6 +181,7 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 	var ended atomic.Int64 // when the old holder's context ended (UnixNano)
 	stop := context.AfterFunc(held, func() { ended.Store(time.Now().UnixNano()) })
 	defer stop()
+	sessionCtx := a.Context() // what a program that watches only its session watches
 	cutAt := time.Now()
 	for _, p := range ps {
 		switch cut {
@@ -214,5 +215,65 @@ func oneCut(t *testing.T, direct *coordination.Client, ps []*nemesis.Proxy, viaP
 	}
 	if st := a.State(); st == coordination.Attached {
 		t.Fatalf("%s: the old holder's session still reports %v", name, st)
+	}
+	if sessionCtx.Err() == nil {
+		t.Fatalf("%s (%s): the other session was granted while the old holder's session context was still live", name, cut)
+	}
+	if cause := context.Cause(sessionCtx); !errors.Is(cause, coordination.ErrDeadlinePassed) && !errors.Is(cause, coordination.ErrSessionExpired) {
+		t.Fatalf("%s: the old holder's session context ended with %v, want ErrDeadlinePassed or ErrSessionExpired", name, cause)
+	}
+}
+
+// TestSessionContextRenewedByARestore: a session black-holed past its
+// client deadline, but not past the server's expiry, sees its Context end
+// (ErrDeadlinePassed) and, once the link is back and the session restored,
+// gets a fresh one; the ended one stays ended.
+func TestSessionContextRenewedByARestore(t *testing.T) {
+	cl, ps, viaProxy := proxied(t, 1)
+	ctx := ctxT(t)
+	c, err := newCoordClient(t, viaProxy, ticketing.WithDialTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = cl
+	if err := c.CreateNode(ctx, "/renew", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends the silent connection within 3 ping intervals and
+	// expires the session its timeout after that: the link comes back
+	// well before, as soon as the client's deadline has passed.
+	a, err := c.Session(ctx, "/renew", coordination.WithTimeout(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	first := a.Context()
+	ps[0].Set(nemesis.LinkMode{Stall: true})
+	select {
+	case <-first.Done():
+	case <-ctx.Done():
+		t.Fatal("the session's context outlived its deadline")
+	}
+	if st := a.State(); st == coordination.Attached {
+		t.Fatalf("the session's context ended but State is %v", st)
+	}
+	ps[0].Set(nemesis.LinkMode{})
+	if cause := context.Cause(first); !errors.Is(cause, coordination.ErrDeadlinePassed) {
+		t.Fatalf("the first context ended with %v, want ErrDeadlinePassed", cause)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the session is restored", func() bool { return a.State() != coordination.Detached })
+	if st := a.State(); st != coordination.Attached {
+		t.Fatalf("after the link came back the session is %v, want ATTACHED", st)
+	}
+	second := a.Context()
+	if err := second.Err(); err != nil {
+		t.Fatalf("the restored session's context: %v (cause %v), want a live one", err, context.Cause(second))
+	}
+	if first.Err() == nil {
+		t.Fatal("the first context came back to life")
+	}
+	if err := a.CreateSemaphore(ctx, "s", 1, nil); err != nil {
+		t.Fatalf("the restored session's request: %v", err)
 	}
 }

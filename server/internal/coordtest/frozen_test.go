@@ -22,8 +22,9 @@ const frozenChildEnv = "COORD_FROZEN_LEADER_AT"
 
 // TestFrozenLeaderResumesWithoutLeadership: a leader process frozen
 // (SIGSTOP) past its session timeout, while another session takes the
-// leadership, finds its leadership context already ended at the first
-// check after it resumes, before any timer of its own has had to run.
+// leadership, finds its session's state not ATTACHED, its session context
+// and its leadership context already ended, at the first checks after it
+// resumes, before any timer of its own has had to run.
 func TestFrozenLeaderResumesWithoutLeadership(t *testing.T) {
 	if addr := os.Getenv(frozenChildEnv); addr != "" {
 		frozenLeader(addr)
@@ -111,12 +112,13 @@ func frozenLeader(addr string) {
 	fmt.Println("leading", lead.Token)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		// The first thing done after the resume: what a job loop checks
+		// The first things done after the resume: what a job loop checks
 		// before its next unit of work.
-		if err := lead.Context.Err(); err != nil {
+		st, sessionErr, leadErr := s.State(), s.Context().Err(), lead.Context.Err()
+		if st != coordination.Attached && sessionErr != nil && leadErr != nil {
 			fmt.Println("ended", context.Cause(lead.Context))
 		} else {
-			fmt.Println("live")
+			fmt.Println("live: state", st, "session context", sessionErr, "leadership context", leadErr)
 		}
 	}
 }

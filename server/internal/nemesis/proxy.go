@@ -14,6 +14,9 @@ type LinkMode struct {
 	// jitter in [0, Jitter) before forwarding it (per direction, in order):
 	// a slow link.
 	Delay, Jitter time.Duration
+	// Rate, when above 0, limits each direction of each connection to
+	// that many bytes a second: a slow link.
+	Rate int
 	// Stall forwards nothing while set; connections stay open (a silent
 	// peer: packets lost until the link comes back).
 	Stall bool
@@ -186,14 +189,29 @@ func (p *Proxy) serve(c net.Conn) {
 // pipe copies src to dst chunk by chunk, applying the mode before each write.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
+	var paced time.Time // with a Rate: when the bytes forwarded so far may all have passed
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if !p.hold(dst) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			for off := 0; off < n; {
+				end := n
+				if rate := p.Mode().Rate; rate > 0 {
+					// Pieces of about 1/50 s: the link's bytes flow
+					// evenly rather than in bursts of a whole chunk.
+					end = min(n, off+max(rate/50, 1))
+					if now := time.Now(); paced.Before(now) {
+						paced = now
+					}
+					paced = paced.Add(time.Duration(end-off) * time.Second / time.Duration(rate))
+					time.Sleep(time.Until(paced)) // the link's speed
+				}
+				if _, werr := dst.Write(buf[off:end]); werr != nil {
+					return
+				}
+				off = end
 			}
 		}
 		if err != nil {

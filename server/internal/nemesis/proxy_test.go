@@ -136,3 +136,42 @@ func TestProxyCutEndsStalledConnection(t *testing.T) {
 		t.Fatalf("read on a cut, stalled connection: %v, want the connection closed", err)
 	}
 }
+
+// A Rate paces each direction: bytes arrive whole and in order, never
+// faster than the rate allows (the pacing sleeps, so this bound is the
+// mechanism's, not the machine's speed).
+func TestProxyRateLimitsEachDirection(t *testing.T) {
+	p := newTestProxy(t, echoServer(t))
+	const rate = 256 << 10
+	if err := p.Set(LinkMode{Rate: rate}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := make([]byte, 128<<10)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	began := time.Now()
+	go c.Write(msg)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	for i := range got {
+		if got[i] != msg[i] {
+			t.Fatalf("byte %d differs after the round trip", i)
+		}
+	}
+	// Each direction paces the message; the first piece of each goes
+	// after one piece's time, so the round trip takes at least the
+	// message's time at the rate.
+	if least := time.Duration(len(msg)) * time.Second / rate; took < least {
+		t.Fatalf("128 KiB went through a %d B/s link and back in %v, under %v", rate, took, least)
+	}
+}

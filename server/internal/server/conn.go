@@ -48,7 +48,7 @@ type conn struct {
 
 	ready  atomic.Bool   // hello answered with Y: pings start then
 	cutOff atomic.Bool   // a slow consumer: read nothing more from it
-	rx     atomic.Uint64 // frames received; the pinger watches it move
+	rx     atomic.Uint64 // reads that brought bytes; the pinger watches it move
 	pingRx uint64        // pinger only
 	missed int           // pinger only
 	// pingGroup is the group of connections it is pinged with, and
@@ -242,7 +242,10 @@ func (c *conn) serve() {
 	}()
 	go c.writeLoop()
 
-	r := wire.NewReader(c.nc)
+	// Liveness is bytes, not frames: a client sending a large request on a
+	// slow link is alive while its bytes arrive, though its pong waits
+	// behind that request.
+	r := wire.NewReader(rxCounter{c})
 	var f wire.Frame
 	c.nc.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	if err := r.Next(&f); err != nil {
@@ -260,18 +263,28 @@ func (c *conn) serve() {
 			if errors.As(err, &big) && !c.cutOff.Load() {
 				// Skipped whole: the connection is in step, so only this
 				// request fails (coord.go).
-				c.rx.Add(1)
 				c.refuseOversized(big)
 				continue
 			}
 			c.readFailed(err, false)
 			return
 		}
-		c.rx.Add(1)
 		if c.cutOff.Load() || !c.handle(&f) {
 			return
 		}
 	}
+}
+
+// rxCounter reads the connection's socket and counts every read that
+// brought bytes: the sign of life the pinger looks for.
+type rxCounter struct{ c *conn }
+
+func (r rxCounter) Read(p []byte) (int, error) {
+	n, err := r.c.nc.Read(p)
+	if n > 0 {
+		r.c.rx.Add(1)
+	}
+	return n, err
 }
 
 func (c *conn) readFailed(err error, inHello bool) {

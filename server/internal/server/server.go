@@ -518,7 +518,7 @@ func (s *Server) pingable(p int64) []*conn {
 
 // pingGroup pings, for part p of the interval, the connections of its group
 // that are past their hello and joined before the part began, and ends
-// those that have not answered for two intervals.
+// those from which no byte arrived for two intervals.
 func (s *Server) pingGroup(p int64, nonce uint64) {
 	for _, c := range s.pingable(p) {
 		if !c.ready.Load() {
@@ -531,7 +531,7 @@ func (s *Server) pingGroup(p int64, nonce uint64) {
 			c.pingRx, c.missed = rx, 0
 		}
 		if c.missed > 2 { // two whole intervals since an unanswered ping
-			c.fatalErr(wire.CodePingTimeout, "no answer to the server's pings")
+			c.fatalErr(wire.CodePingTimeout, "nothing received for two ping intervals after an unanswered ping")
 			continue
 		}
 		c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
