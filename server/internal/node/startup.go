@@ -149,6 +149,11 @@ func (n *Node) learnParticipants(local *fsm.State) error {
 		for _, id := range local.Participants() {
 			n.id.known[id] = local.Incarnation(id)
 		}
+		last, err := n.store.LastIndex()
+		if err != nil {
+			return damaged(logStorePath(n.cfg.Dir), err)
+		}
+		n.id.knownUpTo = last
 	}
 	return nil
 }

@@ -1,0 +1,108 @@
+package crashtest
+
+// Data directories that come back older than what the cluster counted on:
+// a removed member's directory put back after its id was added again, a
+// log store lost beside the pre-upgrade log it was migrated from, and a
+// copied directory. Each is refused, naming the fix, and tokens keep rising
+// (docs/design.md, "Which faults keep tokens rising").
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// waitRefusedOrServing waits until refused holds, or one of ps serves
+// clients; a server that serves fails the test with the token it grants
+// (at or below last: tokens went backwards).
+func waitRefusedOrServing(t *testing.T, what string, last uint64, refused func() bool, ps ...*proc) {
+	t.Helper()
+	var serving *proc
+	waitFor(t, startTimeout, what, func() bool {
+		for _, p := range ps {
+			if p.running() && serves(p.client) {
+				serving = p
+				return true
+			}
+		}
+		return refused()
+	}, ps...)
+	for _, p := range ps {
+		if serving == nil && p.running() && serves(p.client) {
+			serving = p
+		}
+	}
+	if serving != nil {
+		var addrs []string
+		for _, p := range ps {
+			addrs = append(addrs, p.client)
+		}
+		tok := grantKey(t, addrs, "stale/probe", 250)
+		t.Fatalf("%s serves as leader (token %d granted; %d tokens were granted before): a stale data directory counted towards a majority\n%s",
+			serving.id, tok, last, serving.logTail(20))
+	}
+}
+
+// TestReaddedIDRefusesItsOldDirectory: members remove n3 and the documented
+// replacement (an empty directory, join, members add: a new incarnation);
+// n2 stops; 20 grants on n1 and the new n3; n1 and n3 stop; n3's directory
+// from before its removal is put back, and n3 and n2 start. n2 knows n3 by
+// its new incarnation and refuses the old directory as a lost disk: the two
+// elect no leader (before, they did, and granted token 6 again). Once n1 is
+// back, tokens continue above the 20 grants.
+func TestReaddedIDRefusesItsOldDirectory(t *testing.T) {
+	c, id := threeNodes(t)
+	n1, n2, n3 := c.procs[0], c.procs[1], c.procs[2]
+	all := strings.Join(c.addrs(), ",")
+	for i := 0; i < 5; i++ {
+		grantKey(t, c.addrs(), fmt.Sprintf("before/%d", i), byte(i))
+	}
+	if c.procs[c.leader()] == n3 {
+		if code, out, errs := ctl(t, "--addr", all, "leader", "transfer", "n1"); code != 0 {
+			t.Fatalf("leader transfer to n1: %d %s %s", code, out, errs)
+		}
+	}
+	n3.stop()
+	before := n3.dataDir + ".before-removal"
+	if err := os.Rename(n3.dataDir, before); err != nil { // moved, not copied: the same directory
+		t.Fatal(err)
+	}
+	replaceDisk(t, n3, all)
+	waitFor(t, startTimeout, "the new n3 caught up", func() bool {
+		st, err := adminStatus(n3.client)
+		return err == nil && st.ClusterID == id
+	}, n1, n2, n3)
+
+	n2.kill()
+	var last uint64
+	for i := 0; i < 20; i++ {
+		last = grantKey(t, []string{n1.client, n3.client}, fmt.Sprintf("after/%d", i), byte(i))
+	}
+	n1.kill()
+	n3.kill()
+	if err := os.Rename(n3.dataDir, n3.dataDir+".replacement"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(before, n3.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	n3.start()
+	n2.start()
+	const why = "older data directory of a node id that was removed and added back"
+	waitRefusedOrServing(t, "n2 refuses n3's old directory", last, func() bool { return strings.Contains(n2.log(), why) }, n2, n3)
+	for _, want := range []string{"ticketctl members remove n3", "never start that directory again"} {
+		if !strings.Contains(n2.log(), want) {
+			t.Errorf("n2's refusal does not say %q:\n%s", want, n2.logTail(10))
+		}
+	}
+	n1.start()
+	if tok := grantKey(t, []string{n1.client, n2.client}, "after/next", 99); tok <= last {
+		t.Fatalf("token %d granted after %d: tokens went backwards", tok, last)
+	}
+	for i := 0; i < 20; i++ {
+		if holder(t, []string{n1.client, n2.client}, fmt.Sprintf("after/%d", i)) == 0 {
+			t.Fatalf("after/%d lost its grant", i)
+		}
+	}
+}
