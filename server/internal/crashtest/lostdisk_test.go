@@ -9,6 +9,7 @@ package crashtest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -103,6 +104,48 @@ func TestReaddedIDRefusesItsOldDirectory(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		if holder(t, []string{n1.client, n2.client}, fmt.Sprintf("after/%d", i)) == 0 {
 			t.Fatalf("after/%d lost its grant", i)
+		}
+	}
+}
+
+// TestLostLogStoreBesideMigratedLogIsRefused: after the rolling upgrade that
+// migrated raft.db into the log store (raft.db.migrated kept, as the docs
+// allow), n2 stops; 20 grants; n1 and n3 stop; n3's log store (raft/wal)
+// is lost. n3 must not start from raft.db.migrated, the log as it was
+// before the upgrade: it refuses, naming the file (before, it migrated that
+// log again and, with n2, granted 20 tokens a second time). Once n1 is
+// back, tokens continue above the 20 grants.
+func TestLostLogStoreBesideMigratedLogIsRefused(t *testing.T) {
+	ps, c := rollingUpgrade(t, lastBoltTicketd(t), nil)
+	n1, n2, n3 := ps[0], ps[1], ps[2]
+	n2.kill()
+	var last uint64
+	for i := 0; i < 20; i++ {
+		last = grantKey(t, []string{n1.client, n3.client}, fmt.Sprintf("upgraded/%d", i), byte(i))
+	}
+	n1.kill()
+	n3.kill()
+	if err := os.RemoveAll(filepath.Join(n3.raftDir(), "wal")); err != nil {
+		t.Fatal(err)
+	}
+	n3.start()
+	n2.start()
+	waitRefusedOrServing(t, "n3 refuses its data directory", last, func() bool { return !n3.running() }, n2, n3)
+	for _, want := range []string{"data directory damaged", "raft.db.migrated", "lost its log"} {
+		if !strings.Contains(n3.log(), want) {
+			t.Errorf("n3's refusal does not say %q:\n%s", want, n3.logTail(10))
+		}
+	}
+	if n3.exitCode() == 0 {
+		t.Errorf("n3 exited with status 0 after refusing its data directory")
+	}
+	n1.start()
+	if tok := grantKey(t, []string{n1.client, n2.client}, "upgraded/next", 99); tok <= last {
+		t.Fatalf("token %d granted after %d: tokens went backwards", tok, last)
+	}
+	for i := 0; i < 20; i++ {
+		if holder(t, c.addrs()[:2], fmt.Sprintf("upgraded/%d", i)) == 0 {
+			t.Fatalf("upgraded/%d lost its grant", i)
 		}
 	}
 }
