@@ -63,6 +63,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.BoolVar(&v.Join, "join", false, "start with an empty data directory and wait to be added by the leader (ticketctl members add); refused when the data directory holds state")
 	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save or --export-backup) into a new single-node cluster with a new cluster ID; the data directory must be empty")
 	fs.StringVar(&minToken, "restore-min-token", "", "with --restore: resume tokens above `N` (or the backup's last token, if larger) instead of the time-based floor")
+	fs.BoolVar(&v.DataDirMoved, "data-dir-moved", false, "for one start: the data directory was moved whole while ticketd was stopped and the original will never be started (ticketd refuses a directory that is not where it was created: it may be an older copy)")
 	fs.StringVar(&cl.exportFile, "export-backup", "", "write the state of this server's data directory (the server must be stopped) to `file` as a backup, and exit")
 	fs.Var(&tokens, "client-token", "`token` a client must present; repeat for several (default: no authentication)")
 	fs.StringVar(&v.TLS.CertFile, "tls-cert", "", "client listener TLS certificate `file` (PEM)")
@@ -105,6 +106,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 			c.RestoreMinToken = n
 			return nil
 		}},
+		{"data-dir-moved", func(c *server.Config) error { c.DataDirMoved = v.DataDirMoved; return nil }},
 		{"client-token", func(c *server.Config) error { c.ClientTokens = append([]string(nil), tokens...); return nil }},
 		{"tls-cert", func(c *server.Config) error { c.TLS.CertFile = v.TLS.CertFile; return nil }},
 		{"tls-key", func(c *server.Config) error { c.TLS.KeyFile = v.TLS.KeyFile; return nil }},

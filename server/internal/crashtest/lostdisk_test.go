@@ -9,6 +9,7 @@ package crashtest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,6 +147,57 @@ func TestLostLogStoreBesideMigratedLogIsRefused(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		if holder(t, c.addrs()[:2], fmt.Sprintf("upgraded/%d", i)) == 0 {
 			t.Fatalf("upgraded/%d lost its grant", i)
+		}
+	}
+}
+
+// TestCopiedDirectoryPutBackIsRefused: n3's data directory is copied
+// (cp -a) while it is stopped; later, after n2 stopped and 20 grants went
+// to n1 and n3, n1 and n3 stop and the copy is put back in n3's place. n3
+// refuses to start on the copy, naming --data-dir-moved and the lost-disk
+// procedure (before, n3 and n2 elected a leader and granted token 6 again
+// after 26). Once n1 is back, tokens continue above the 20 grants.
+func TestCopiedDirectoryPutBackIsRefused(t *testing.T) {
+	c, _ := threeNodes(t)
+	n1, n2, n3 := c.procs[0], c.procs[1], c.procs[2]
+	for i := 0; i < 5; i++ {
+		grantKey(t, c.addrs(), fmt.Sprintf("before/%d", i), byte(i))
+	}
+	n3.stop()
+	copied := n3.dataDir + ".copy"
+	if out, err := exec.Command("cp", "-a", n3.dataDir, copied).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	n3.start()
+	n3.mustReady()
+	n2.kill()
+	var last uint64
+	for i := 0; i < 20; i++ {
+		last = grantKey(t, []string{n1.client, n3.client}, fmt.Sprintf("after/%d", i), byte(i))
+	}
+	n1.kill()
+	n3.kill()
+	if err := os.RemoveAll(n3.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(copied, n3.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	n3.start()
+	n2.start()
+	waitRefusedOrServing(t, "n3 refuses the copy", last, func() bool { return !n3.running() }, n2, n3)
+	for _, want := range []string{"data directory copied or moved", "--data-dir-moved", "lost disk"} {
+		if !strings.Contains(n3.log(), want) {
+			t.Errorf("n3's refusal does not say %q:\n%s", want, n3.logTail(10))
+		}
+	}
+	n1.start()
+	if tok := grantKey(t, []string{n1.client, n2.client}, "after/next", 99); tok <= last {
+		t.Fatalf("token %d granted after %d: tokens went backwards", tok, last)
+	}
+	for i := 0; i < 20; i++ {
+		if holder(t, []string{n1.client, n2.client}, fmt.Sprintf("after/%d", i)) == 0 {
+			t.Fatalf("after/%d lost its grant", i)
 		}
 	}
 }

@@ -38,6 +38,10 @@ type Config struct {
 	// Restoring: the caller restores a backup into this new cluster, which
 	// sets the cluster ID; the first leader does not set one of its own.
 	Restoring bool
+	// DirMoved: the operator confirms that Dir, found away from where it
+	// was created (LOCATION), is the directory itself moved whole while
+	// ticketd was stopped, not a copy (see place.go).
+	DirMoved bool
 	// TLS, when set, secures Raft traffic (server and client side).
 	TLS *tls.Config
 

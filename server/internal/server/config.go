@@ -102,6 +102,10 @@ type Config struct {
 	// new single-node cluster with a new cluster ID: the data directory must
 	// be empty. Grow the cluster afterwards with ticketctl members add.
 	RestoreFile string `toml:"-"`
+	// DataDirMoved confirms, for one start, that the data directory was
+	// moved whole while ticketd was stopped (it is not a copy): ticketd
+	// otherwise refuses a directory that is not where it was created.
+	DataDirMoved bool `toml:"-"`
 	// RestoreMinToken, when not zero, replaces the restore's time-based
 	// token floor: tokens resume above max(RestoreMinToken, the backup's
 	// last token).
