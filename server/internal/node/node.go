@@ -28,6 +28,9 @@ type Config struct {
 	// Bootstrap lists the voters of a new cluster; empty means this node
 	// alone. Used only with InitialState "new" and an empty Dir.
 	Bootstrap []Peer
+	// BootstrapAbsent names servers of Bootstrap that will never start:
+	// founding does not wait for their answer (they stay voters).
+	BootstrapAbsent []string
 	// InitialState says what an empty Dir means: "new" bootstraps a new
 	// cluster, "existing" waits to be added by a leader (ticketctl members
 	// add). Empty means "new" unless Join is set.

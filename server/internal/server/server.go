@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.node, err = node.Open(node.Config{
 		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: raftTLS,
+		Bootstrap: cfg.Bootstrap, BootstrapAbsent: cfg.BootstrapAbsent, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: raftTLS,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
 	})
