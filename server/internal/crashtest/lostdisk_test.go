@@ -201,3 +201,44 @@ func TestCopiedDirectoryPutBackIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreRefusesAMembersDataDirectory: --restore on a server of a live
+// cluster, its Raft state moved aside within the data directory (as the
+// docs used to show), is refused, naming the state it found: a restored
+// cluster must never run beside the one it replaces (before, it started,
+// and a key was then held in both clusters). With the old state moved out
+// of the data directory the restore runs, with a new cluster ID.
+func TestRestoreRefusesAMembersDataDirectory(t *testing.T) {
+	c, id := threeNodes(t)
+	n3 := c.procs[2]
+	grantKey(t, c.addrs(), "held", 1)
+	file := filepath.Join(t.TempDir(), "backup.snap")
+	backupOf(t, strings.Join(c.addrs(), ","), file)
+	n3.stop()
+	aside := filepath.Join(n3.dataDir, "raft.before-restore")
+	if err := os.Rename(n3.raftDir(), aside); err != nil {
+		t.Fatal(err)
+	}
+	n3.extra = []string{"--restore", file}
+	n3.start()
+	waitExit(t, n3)
+	for _, want := range []string{"refusing to restore", "holds a cluster's state", filepath.Join(aside, "CLUSTER"), "Stop every server of that cluster first"} {
+		if !strings.Contains(n3.log(), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, n3.logTail(5))
+		}
+	}
+	if written, _ := os.ReadDir(n3.raftDir()); n3.exitCode() == 0 || len(written) > 0 {
+		t.Fatalf("the refused restore exited %d or wrote to %s", n3.exitCode(), n3.raftDir())
+	}
+	// The cluster runs on without n3 meanwhile; moved out of the data
+	// directory (the old cluster stopped first, in real life), the
+	// restore makes a new cluster.
+	if err := os.Rename(aside, n3.dataDir+".before-restore"); err != nil {
+		t.Fatal(err)
+	}
+	n3.start()
+	n3.mustReady()
+	if st := statusOf(t, n3); st.ClusterID == id || len(st.ClusterID) != 32 {
+		t.Fatalf("the restored cluster has ID %q; the old one was %s", st.ClusterID, id)
+	}
+}
