@@ -44,7 +44,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.SetOutput(out)
 
 	var v server.Config
-	var bootstrap, minToken string
+	var bootstrap, absent, minToken string
 	var tokens stringList
 	cl := &cmdline{}
 
@@ -60,9 +60,11 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
 	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list or with no config file and no cluster flags, else existing)")
 	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (used only with --initial-cluster-state new and an empty data directory)")
+	fs.StringVar(&absent, "bootstrap-absent", "", "servers of --bootstrap that will never start, as `ID,...`: founding the new cluster does not wait for them (they stay voters; the rest must be a majority)")
 	fs.BoolVar(&v.Join, "join", false, "start with an empty data directory and wait to be added by the leader (ticketctl members add); refused when the data directory holds state")
 	fs.StringVar(&v.RestoreFile, "restore", "", "load a backup `file` (ticketctl snapshot save or --export-backup) into a new single-node cluster with a new cluster ID; the data directory must be empty")
 	fs.StringVar(&minToken, "restore-min-token", "", "with --restore: resume tokens above `N` (or the backup's last token, if larger) instead of the time-based floor")
+	fs.BoolVar(&v.DataDirMoved, "data-dir-moved", false, "for one start: the data directory was moved whole while ticketd was stopped and the original will never be started (ticketd refuses a directory that is not where it was created: it may be an older copy)")
 	fs.StringVar(&cl.exportFile, "export-backup", "", "write the state of this server's data directory (the server must be stopped) to `file` as a backup, and exit")
 	fs.Var(&tokens, "client-token", "`token` a client must present; repeat for several (default: no authentication)")
 	fs.StringVar(&v.TLS.CertFile, "tls-cert", "", "client listener TLS certificate `file` (PEM)")
@@ -96,6 +98,15 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 			c.Bootstrap = peers
 			return nil
 		}},
+		{"bootstrap-absent", func(c *server.Config) error {
+			c.BootstrapAbsent = nil
+			for _, id := range strings.Split(absent, ",") {
+				if id = strings.TrimSpace(id); id != "" {
+					c.BootstrapAbsent = append(c.BootstrapAbsent, id)
+				}
+			}
+			return nil
+		}},
 		{"initial-cluster-state", func(c *server.Config) error { c.InitialClusterState = v.InitialClusterState; return nil }},
 		{"join", func(c *server.Config) error { c.Join = v.Join; return nil }},
 		{"restore", func(c *server.Config) error { c.RestoreFile = v.RestoreFile; return nil }},
@@ -107,6 +118,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 			c.RestoreMinToken = n
 			return nil
 		}},
+		{"data-dir-moved", func(c *server.Config) error { c.DataDirMoved = v.DataDirMoved; return nil }},
 		{"client-token", func(c *server.Config) error { c.ClientTokens = append([]string(nil), tokens...); return nil }},
 		{"tls-cert", func(c *server.Config) error { c.TLS.CertFile = v.TLS.CertFile; return nil }},
 		{"tls-key", func(c *server.Config) error { c.TLS.KeyFile = v.TLS.KeyFile; return nil }},

@@ -299,6 +299,34 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: `bootstrap does not list this server's node_id "n3"`,
 		},
 		{
+			name: "bootstrap absent: this server",
+			args: func(*testing.T) []string {
+				return []string{"--bootstrap", "n1=127.0.0.1:5226,n2=127.0.0.1:6226,n3=127.0.0.1:7226", "--bootstrap-absent", "n1"}
+			},
+			wantErr: `bootstrap_absent names this server ("n1")`,
+		},
+		{
+			name: "bootstrap absent: not listed",
+			args: func(*testing.T) []string {
+				return []string{"--bootstrap", "n1=127.0.0.1:5226,n2=127.0.0.1:6226,n3=127.0.0.1:7226", "--bootstrap-absent", "n4"}
+			},
+			wantErr: `bootstrap_absent names "n4", which is not in bootstrap`,
+		},
+		{
+			name: "bootstrap absent: no majority left",
+			args: func(*testing.T) []string {
+				return []string{"--bootstrap", "n1=127.0.0.1:5226,n2=127.0.0.1:6226,n3=127.0.0.1:7226", "--bootstrap-absent", "n2,n3"}
+			},
+			wantErr: "bootstrap_absent leaves 1 of the 3 servers of bootstrap",
+		},
+		{
+			name: "bootstrap absent: a two-server list",
+			args: func(*testing.T) []string {
+				return []string{"--bootstrap", "n1=127.0.0.1:5226,n2=127.0.0.1:6226", "--bootstrap-absent", "n2"}
+			},
+			wantErr: "bootstrap_absent leaves 1 of the 2 servers of bootstrap",
+		},
+		{
 			name:    "bootstrap with join",
 			args:    func(*testing.T) []string { return []string{"--join", "--bootstrap", "n1=127.0.0.1:5226"} },
 			wantErr: "bootstrap and join are exclusive",

@@ -91,7 +91,9 @@ func runCorruptCases(t *testing.T, lf logFile, cases []corruptCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(base, fmt.Sprintf("case%d", i))
 			copyDir(t, p.dataDir, filepath.Join(dir, "n1", "data"))
-			q := newProc(t, "n1", dir)
+			// The copy stands for the server's own directory: said so, it
+			// is checked for damage rather than refused as a copy.
+			q := newProc(t, "n1", dir, "--data-dir-moved")
 			q.client, q.raftAddr, q.httpAddr = p.client, p.raftAddr, p.httpAddr
 			tc.corrupt(t, filepath.Join(q.dataDir, rel), info.Size())
 			q.start()

@@ -19,16 +19,26 @@ import (
 // these states, and MigrateBolt finishes the job from it:
 //
 //	raft.db (and perhaps a partial wal.migrating)  -> migrate from raft.db
-//	raft.db.migrated and wal.migrating, no wal     -> migrate again from raft.db.migrated
+//	raft.db.migrated and MIGRATING, no wal         -> migrate again from raft.db.migrated
 //	wal (and raft.db.migrated)                     -> done
+//
+// MIGRATING is the migration's own marker: written before raft.db is
+// renamed, removed only once wal is in place. raft.db.migrated is read
+// only while it is there (or, from a version before the marker, while
+// wal.migrating is): once the migration finished, raft.db.migrated is the
+// log as it was before the upgrade, and a directory that has it but not
+// wal lost its log store. Reading the old file then would bring back the
+// pre-upgrade log, and with it tokens granted again; MigrateBolt refuses,
+// naming both (a *DamageError).
 //
 // raft.db and wal never both exist by MigrateBolt's doing; if they do, the
 // directory was changed by hand (or by an older ticketd) and it refuses.
 const (
-	BoltFile     = "raft.db"
-	RetiredBolt  = "raft.db.migrated"
-	StoreDir     = "wal"
-	migratingDir = "wal.migrating"
+	BoltFile      = "raft.db"
+	RetiredBolt   = "raft.db.migrated"
+	StoreDir      = "wal"
+	migratingDir  = "wal.migrating"
+	MigratingMark = "MIGRATING"
 )
 
 // stableKeys are the stable-store keys hashicorp/raft uses (its
@@ -83,9 +93,19 @@ func MigrateBolt(raftDir string, open func(path string) (Legacy, error), opts Op
 			db, store, BoltFile, store, db, db, store)
 	case nonEmpty(db):
 		src = db
-	case exists(retired) && !Exists(store):
+	case exists(retired) && !Exists(store) && (exists(m.path(MigratingMark)) || exists(tmp)):
 		src = retired
+	case exists(retired) && !Exists(store):
+		return false, damage(store, fmt.Errorf("the Raft log store is missing, and %s is the log from before the upgrade that migrated it (that migration finished): "+
+			"it lacks every entry written since and is never read again. This directory lost its log: rebuild the server as a new member "+
+			"(ticketctl members remove, an empty data directory, --join, ticketctl members add); do not rename %s back",
+			retired, RetiredBolt))
 	default:
+		// Nothing to migrate; a crash may have left the marker after wal
+		// was in place (the migration had finished) or an unused store.
+		if err := os.Remove(m.path(MigratingMark)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
 		if err := os.RemoveAll(tmp); err != nil {
 			return false, err
 		}
@@ -100,6 +120,14 @@ func MigrateBolt(raftDir string, open func(path string) (Legacy, error), opts Op
 			_ = old.Close()
 		}
 	}()
+	// The marker first: from here on a crash leaves raft.db.migrated to be
+	// read again only while the marker says the migration is unfinished.
+	if err := writeMark(m.path(MigratingMark)); err != nil {
+		return false, err
+	}
+	if err := syncDir(raftDir); err != nil {
+		return false, err
+	}
 	if err := os.RemoveAll(tmp); err != nil {
 		return false, err
 	}
@@ -126,7 +154,26 @@ func MigrateBolt(raftDir string, open func(path string) (Legacy, error), opts Op
 	if err := os.Rename(tmp, store); err != nil {
 		return false, err
 	}
+	if err := syncDir(raftDir); err != nil {
+		return false, err
+	}
+	if err := os.Remove(m.path(MigratingMark)); err != nil {
+		return false, err
+	}
 	return true, syncDir(raftDir)
+}
+
+// writeMark creates the file path, empty, and fsyncs it.
+func writeMark(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // copyInto copies old's entries (from the first after the last gap: a

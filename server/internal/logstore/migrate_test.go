@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,7 @@ func openBolt(path string) (Legacy, error) {
 
 func checkMigrated(t *testing.T, dir string, first, last uint64) {
 	t.Helper()
-	if exists(filepath.Join(dir, BoltFile)) || !exists(filepath.Join(dir, RetiredBolt)) || exists(filepath.Join(dir, migratingDir)) {
+	if exists(filepath.Join(dir, BoltFile)) || !exists(filepath.Join(dir, RetiredBolt)) || exists(filepath.Join(dir, migratingDir)) || exists(filepath.Join(dir, MigratingMark)) {
 		t.Fatalf("after the migration: %v", ls(dir))
 	}
 	s := open(t, StorePath(dir))
@@ -134,6 +135,49 @@ func TestMigrateBoltAfterACrash(t *testing.T) {
 		migrate(t, dir)
 		checkMigrated(t, dir, 1, 300)
 	})
+	t.Run("retrying, before the new copy began", func(t *testing.T) {
+		dir := boltDir(t, 1, 300)
+		migrate(t, dir)
+		// raft.db retired, the marker still there, nothing copied yet.
+		if err := os.RemoveAll(StorePath(dir)); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeMark(filepath.Join(dir, MigratingMark)); err != nil {
+			t.Fatal(err)
+		}
+		migrate(t, dir)
+		checkMigrated(t, dir, 1, 300)
+	})
+	t.Run("after wal was in place", func(t *testing.T) {
+		dir := boltDir(t, 1, 300)
+		migrate(t, dir)
+		if err := writeMark(filepath.Join(dir, MigratingMark)); err != nil {
+			t.Fatal(err)
+		}
+		if migrate(t, dir) {
+			t.Fatal("migrated again after the migration finished")
+		}
+		checkMigrated(t, dir, 1, 300)
+	})
+}
+
+// TestMigrationSourceNeverReadAgain: once the migration finished, a
+// directory whose log store is gone is refused, naming raft.db.migrated,
+// rather than migrated again from the log as it was before the upgrade.
+func TestMigrationSourceNeverReadAgain(t *testing.T) {
+	dir := boltDir(t, 1, 100)
+	migrate(t, dir)
+	if err := os.RemoveAll(StorePath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := MigrateBolt(dir, openBolt, Options{SegmentSize: testSegment})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), RetiredBolt) || !strings.Contains(err.Error(), "lost its log") {
+		t.Fatalf("a lost log store beside the migrated raft.db: %v", err)
+	}
+	if exists(StorePath(dir)) || !exists(filepath.Join(dir, RetiredBolt)) {
+		t.Fatalf("the refusal changed the directory: %s", ls(dir))
+	}
+	t.Logf("refused: %v", err)
 }
 
 // raft.db next to a migrated store: put back by hand or by an older

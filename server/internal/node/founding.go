@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +63,11 @@ const (
 // part and refuses one that lost its data. A server of the list that does
 // not answer (stalled, down, not started yet) may be the one that holds the
 // history, so founding waits for it: a new cluster forms once all its
-// servers have started.
+// servers have started. The operator may name servers that will never
+// start (BootstrapAbsent): their answer is not waited for, but one that
+// does answer is heard (a settled one still means waiting to be added).
+// The configuration keeps every server of the list, so founders given
+// different absent lists still write the same first entry.
 func (n *Node) found() {
 	var lastReport time.Time
 	for {
@@ -84,11 +89,13 @@ func (n *Node) found() {
 				answers <- answer{p, ps, err}
 			}()
 		}
-		var missing []string
+		var missing, skipped []string
 		incs := map[string]uint64{}
 		for range others {
 			a := <-answers
 			switch {
+			case a.err != nil && slices.Contains(n.cfg.BootstrapAbsent, a.peer.ID):
+				skipped = append(skipped, a.peer.ID)
 			case a.err != nil:
 				missing = append(missing, a.peer.ID)
 			case a.ps.Settled:
@@ -102,6 +109,10 @@ func (n *Node) found() {
 			}
 		}
 		if len(missing) == 0 {
+			if len(skipped) > 0 {
+				n.cfg.Logger.Warn("founding a new cluster without the servers of the bootstrap list named absent: they stay voters, and count as failed until they start",
+					"absent", strings.Join(skipped, ","))
+			}
 			// Every founder is recorded as a participant with the
 			// incarnation it answered with, when the first leader sets the
 			// ID: a founder that stalls before it learns the ID is still

@@ -70,6 +70,7 @@ type identity struct {
 	settledPeer    string
 	settledCluster fsm.ClusterID
 	known          map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
+	knownUpTo      uint64            // the last index of that log
 	conns          map[*hsConn]fsm.ClusterID
 	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
@@ -206,6 +207,16 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	if p.State == stateSettled {
+		if rec := m.incarnationOf(p.ID); rec != 0 && p.Incarnation != 0 && rec != p.Incarnation {
+			// The cluster recorded another data directory for this node id:
+			// the id was removed and added back, and this is a directory
+			// from before (put back, or a server never stopped). It lacks
+			// what the cluster committed since, and its vote could elect a
+			// leader without it.
+			return fmt.Sprintf("%s shows data directory incarnation %016x, but cluster %s recorded %016x for %s: it is an older data directory of a node id that was removed and added back, a lost disk that must not vote or count towards a majority. "+
+				"Stop it and never start that directory again. To bring %s back: ticketctl members remove %s; empty its data directory and start it with --join; ticketctl members add %s RAFTADDR",
+				p.ID, p.Incarnation, FormatClusterID(me.Cluster), rec, p.ID, p.ID, p.ID, p.ID)
+		}
 		m.mu.Lock()
 		delete(m.admitting, p.ID) // caught up: from now on it is an ordinary member
 		m.mu.Unlock()
@@ -321,20 +332,27 @@ func (m *identity) participant(id string) bool {
 	return m.fsm.state.Admitted(id)
 }
 
-// incarnationOf returns the incarnation recorded with participant id: from
-// the applied state, else from this directory's log at start; 0 if none.
+// incarnationOf returns the incarnation recorded with participant id; 0 if
+// none. Until Raft has applied the whole log this directory held at start,
+// the log is newer than the applied state (the newest snapshot, at first):
+// a member removed and added back since has its new incarnation there.
 func (m *identity) incarnationOf(id string) uint64 {
+	m.mu.Lock()
+	inc := m.known[id]
+	upTo := m.knownUpTo
+	m.mu.Unlock()
+	if r := m.r.Load(); upTo > 0 && (r == nil || r.AppliedIndex() < upTo) {
+		return inc
+	}
 	if m.fsm != nil {
 		m.fsm.mu.RLock()
-		ok, inc := m.fsm.state.Admitted(id), m.fsm.state.Incarnation(id)
+		ok, applied := m.fsm.state.Admitted(id), m.fsm.state.Incarnation(id)
 		m.fsm.mu.RUnlock()
 		if ok {
-			return inc
+			return applied
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.known[id]
+	return inc
 }
 
 func (m *identity) configIDAt(addr string) string {

@@ -140,6 +140,7 @@ func TestYoungClusterSurvivesFirstLeaderBeforeFollowerAppliedID(t *testing.T) {
 // provisional participant only with the incarnation recorded for it; a
 // participant without the ID and with another incarnation (its directory
 // lost its data and started again) or none (an older ticketd) is refused.
+// A settled participant with another incarnation is refused as well.
 func TestLaggingParticipantNeedsItsIncarnation(t *testing.T) {
 	var l syncBuf
 	n := openSingle(t, "s1", &l)
@@ -158,6 +159,18 @@ func TestLaggingParticipantNeedsItsIncarnation(t *testing.T) {
 		}
 		if !c.ok && !strings.Contains(reason, "lost data") {
 			t.Errorf("refusal without the reason: %q", reason)
+		}
+	}
+	// A settled participant too: another incarnation is an older directory
+	// of a node id that was removed and added back. None (an older ticketd)
+	// is not compared.
+	for inc, ok := range map[uint64]bool{42: true, 43: false, 0: true} {
+		reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: n.Cluster(), Incarnation: inc}, "")
+		if (reason == "") != ok {
+			t.Errorf("settled participant p1 (recorded incarnation 42) with incarnation %d: refusal %q, want accepted %v", inc, reason, ok)
+		}
+		if !ok && !strings.Contains(reason, "ticketctl members remove p1") {
+			t.Errorf("refusal without the fix: %q", reason)
 		}
 	}
 }

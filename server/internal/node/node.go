@@ -28,6 +28,9 @@ type Config struct {
 	// Bootstrap lists the voters of a new cluster; empty means this node
 	// alone. Used only with InitialState "new" and an empty Dir.
 	Bootstrap []Peer
+	// BootstrapAbsent names servers of Bootstrap that will never start:
+	// founding does not wait for their answer (they stay voters).
+	BootstrapAbsent []string
 	// InitialState says what an empty Dir means: "new" bootstraps a new
 	// cluster, "existing" waits to be added by a leader (ticketctl members
 	// add). Empty means "new" unless Join is set.
@@ -38,6 +41,10 @@ type Config struct {
 	// Restoring: the caller restores a backup into this new cluster, which
 	// sets the cluster ID; the first leader does not set one of its own.
 	Restoring bool
+	// DirMoved: the operator confirms that Dir, found away from where it
+	// was created (LOCATION), is the directory itself moved whole while
+	// ticketd was stopped, not a copy (see place.go).
+	DirMoved bool
 	// TLS, when set, secures Raft traffic (server and client side).
 	TLS *tls.Config
 	// ClusterName, with TLS, is the cluster a peer's certificate must name

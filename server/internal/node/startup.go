@@ -51,10 +51,14 @@ func openDataDir(dir string) error {
 	return checkWritable(dir)
 }
 
-// openIdentity reads who this data directory is, its cluster ID (CLUSTER)
-// and its incarnation (INCARNATION), and checks them against whether it
-// holds Raft state (existing) and against the configuration.
+// openIdentity reads who this data directory is, its place (LOCATION), its
+// cluster ID (CLUSTER) and its incarnation (INCARNATION), and checks them
+// against whether it holds Raft state (existing) and against the
+// configuration.
 func openIdentity(cfg Config, existing bool, m *stateMachine) (*identity, error) {
+	if err := checkLocation(cfg.Dir, existing, cfg.DirMoved, cfg.Logger); err != nil {
+		return nil, err
+	}
 	cluster, err := readClusterFile(cfg.Dir)
 	if err != nil {
 		return nil, accessOr(cfg.Dir, damaged(clusterPath(cfg.Dir), err))
@@ -149,6 +153,11 @@ func (n *Node) learnParticipants(local *fsm.State) error {
 		for _, id := range local.Participants() {
 			n.id.known[id] = local.Incarnation(id)
 		}
+		last, err := n.store.LastIndex()
+		if err != nil {
+			return damaged(logStorePath(n.cfg.Dir), err)
+		}
+		n.id.knownUpTo = last
 	}
 	return nil
 }

@@ -256,6 +256,57 @@ func TestRestartLearnsParticipantsFromTheLog(t *testing.T) {
 	}
 }
 
+// TestRestartKnowsAReaddedIncarnationFromTheLog: a participant admitted
+// before the newest snapshot, then removed and added back with another
+// directory after it, is known by its new incarnation before any leader
+// applies the log: its old directory, settled, is refused meanwhile.
+func TestRestartKnowsAReaddedIncarnationFromTheLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s1")
+	var l syncBuf
+	n, err := Open(singleConfig(dir, &l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "cluster ID", func() bool { return n.Cluster() != (fsm.ClusterID{}) })
+	apply := func(ops ...fsm.Op) {
+		t.Helper()
+		b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: ops}
+		if err := n.Raft().Apply(fsm.AppendBatch(nil, &b), 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(fsm.Op{Kind: fsm.OpAdmit, NodeID: "p1", Incarnation: 42})
+	if err := n.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	apply(fsm.Op{Kind: fsm.OpForget, NodeID: "p1"})
+	apply(fsm.Op{Kind: fsm.OpAdmit, NodeID: "p1", Incarnation: 43})
+	cluster := n.Cluster()
+	n.Close()
+
+	cfg := singleConfig(dir, &l)
+	cfg.ElectionTimeout, cfg.HeartbeatTimeout = time.Hour, time.Hour // no leader: nothing is applied
+	n, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.Raft().State() == raft.Leader {
+		t.Fatal("a leader was elected; the test needs none")
+	}
+	var applied uint64
+	n.Read(func(s *fsm.State) { applied = s.Incarnation("p1") })
+	if applied != 42 {
+		t.Fatalf("the snapshot's state has p1 with incarnation %d; the test needs 42", applied)
+	}
+	if inc := n.id.incarnationOf("p1"); inc != 43 {
+		t.Fatalf("participant added back after the snapshot: incarnation %d, want 43", inc)
+	}
+	if reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: cluster, Incarnation: 42}, ""); !strings.Contains(reason, "removed and added back") {
+		t.Fatalf("p1's old directory: refusal %q", reason)
+	}
+}
+
 // TestSnapshotsKeepUpWithAGrowingState: while every operation adds a
 // ticket, snapshots are still taken (each after as many operations as the
 // previous one held), so a restart replays at most about half the tickets

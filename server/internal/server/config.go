@@ -94,6 +94,11 @@ type Config struct {
 	// Empty means a single-node cluster of this server alone. Used only with
 	// InitialClusterState "new" and an empty data directory.
 	Bootstrap []Peer `toml:"bootstrap"`
+	// BootstrapAbsent names servers of Bootstrap that will never start (a
+	// host lost before the cluster first formed): founding does not wait
+	// for them. They stay voters of the new cluster's configuration, and
+	// the others must be a majority of it.
+	BootstrapAbsent []string `toml:"bootstrap_absent"`
 	// Join is InitialClusterState "existing" that also refuses a data
 	// directory holding state: it waits until the leader adds it.
 	Join bool `toml:"join"`
@@ -102,6 +107,10 @@ type Config struct {
 	// new single-node cluster with a new cluster ID: the data directory must
 	// be empty. Grow the cluster afterwards with ticketctl members add.
 	RestoreFile string `toml:"-"`
+	// DataDirMoved confirms, for one start, that the data directory was
+	// moved whole while ticketd was stopped (it is not a copy): ticketd
+	// otherwise refuses a directory that is not where it was created.
+	DataDirMoved bool `toml:"-"`
 	// RestoreMinToken, when not zero, replaces the restore's time-based
 	// token floor: tokens resume above max(RestoreMinToken, the backup's
 	// last token).
@@ -310,6 +319,9 @@ func (c *Config) checkClusterStart(p *problems) {
 	if len(c.Bootstrap) > 0 {
 		c.checkBootstrap(p)
 	}
+	if len(c.BootstrapAbsent) > 0 {
+		c.checkBootstrapAbsent(p)
+	}
 	if c.RestoreFile != "" && (len(c.Bootstrap) > 1 || c.Join) {
 		p.add("restore makes a single-node cluster: start it without bootstrap peers or join, then add members")
 	}
@@ -343,6 +355,34 @@ func (c *Config) checkBootstrap(p *problems) {
 	}
 	if !self {
 		p.add("bootstrap does not list this server's node_id %q", c.NodeID)
+	}
+}
+
+// checkBootstrapAbsent checks the servers founding does not wait for: each
+// one of the bootstrap list, other than this server, and the rest a
+// majority of the list (they elect the first leader on their own).
+func (c *Config) checkBootstrapAbsent(p *problems) {
+	if c.InitialClusterState == "existing" || c.Join {
+		p.add("bootstrap_absent is used only to found a new cluster (initial_cluster_state = \"new\" with a bootstrap list)")
+	}
+	listed := map[string]bool{}
+	for _, peer := range c.Bootstrap {
+		listed[peer.ID] = true
+	}
+	absent := map[string]bool{}
+	for _, id := range c.BootstrapAbsent {
+		switch {
+		case id == c.NodeID:
+			p.add("bootstrap_absent names this server (%q): list only servers of bootstrap that will never start", id)
+		case !listed[id]:
+			p.add("bootstrap_absent names %q, which is not in bootstrap", id)
+		case absent[id]:
+			p.add("bootstrap_absent names %q twice", id)
+		}
+		absent[id] = true
+	}
+	if n := len(c.Bootstrap); n-len(absent) <= n/2 {
+		p.add("bootstrap_absent leaves %d of the %d servers of bootstrap: the servers that start must be a majority of the list", n-len(absent), n)
 	}
 }
 

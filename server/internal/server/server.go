@@ -124,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.node, err = node.Open(node.Config{
 		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
-		Bootstrap: cfg.Bootstrap, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", TLS: raftTLS,
+		Bootstrap: cfg.Bootstrap, BootstrapAbsent: cfg.BootstrapAbsent, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: raftTLS,
 		ClusterName: cfg.ClusterName, RaftSecrets: raftSecrets, Insecure: cfg.RaftInsecure, NoRaftListener: cfg.RunsAlone(),
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
@@ -625,18 +625,35 @@ func readBackup(file string) (*fsm.State, error) {
 	return st, nil
 }
 
-// checkEmptyForRestore refuses a restore into a data directory that holds anything.
+// checkEmptyForRestore refuses a restore into a data directory that holds
+// anything in raft/, or a cluster's state anywhere else (raft/ moved aside
+// within it): the server it belongs to was a member of a cluster, and a
+// restored cluster must never run beside that one.
 func checkEmptyForRestore(raftDir string, cfg Config) error {
 	entries, err := os.ReadDir(raftDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("restore: read data directory: %w", err)
 	}
 	if len(entries) > 0 {
 		return fmt.Errorf("refusing to restore %s: the data directory %s already holds state (%s); restore into an empty data directory (nothing was changed)",
 			cfg.RestoreFile, cfg.DataDir, entries[0].Name())
+	}
+	aside, err := os.ReadDir(cfg.DataDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("restore: read data directory: %w", err)
+	}
+	for _, e := range aside {
+		if !e.IsDir() {
+			continue
+		}
+		for _, marker := range []string{"CLUSTER", "MEMBER"} {
+			held := filepath.Join(cfg.DataDir, e.Name(), marker)
+			if _, err := os.Stat(held); err == nil {
+				return fmt.Errorf("refusing to restore %s: the data directory %s holds a cluster's state (%s): this server was a member of a cluster, and a restored cluster is a new one that must never run beside it (clients given both would be granted a key twice). "+
+					"Stop every server of that cluster first (or make sure it is gone), then move %s out of the data directory and run the restore again (nothing was changed)",
+					cfg.RestoreFile, cfg.DataDir, held, filepath.Join(cfg.DataDir, e.Name()))
+			}
+		}
 	}
 	return nil
 }
