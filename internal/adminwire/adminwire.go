@@ -95,6 +95,27 @@ type Member struct {
 	Leader     bool   `json:"leader"`
 }
 
+// MemberAdded is the answer to op "members.add". The server is added as a
+// learner (a non-voter: it receives the log but counts towards no
+// majority) and the leader promotes it to voter once it has caught up; the
+// answer comes when it is a voter, or after a few seconds while it is still
+// a learner. Repeating the request is safe: it adds nothing twice, and
+// waits again.
+type MemberAdded struct {
+	Voter bool `json:"voter"`
+	// LearnerIndex: the Raft index of the configuration that made it a
+	// learner; 0 when the request found it a member already.
+	LearnerIndex uint64 `json:"learner_index"`
+	// PromotedIndex: the index of the configuration that made it a voter
+	// (for a voter promoted under an earlier leader, of the configuration
+	// in force); 0 while it is a learner.
+	PromotedIndex uint64 `json:"promoted_index"`
+	// MatchIndex is the last log index the server acknowledged to the
+	// leader, CommitIndex the leader's commit index: how far it has to go.
+	MatchIndex  uint64 `json:"match_index"`
+	CommitIndex uint64 `json:"commit_index"`
+}
+
 // TransferReply is the answer to op "leader.transfer".
 type TransferReply struct {
 	LeaderID string `json:"leader_id"`

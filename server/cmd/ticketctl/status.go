@@ -103,7 +103,11 @@ func runStatus(e *env) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER\tLEADER")
 		for _, m := range s.Members {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), yesNo(m.Voter), yesNo(m.Leader))
+			voter := "yes"
+			if !m.Voter {
+				voter = "learner" // a non-voter is a server catching up before its promotion
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), voter, yesNo(m.Leader))
 		}
 		_ = tw.Flush() // to the terminal: nowhere else to report a failed write
 	})
