@@ -91,8 +91,14 @@ type Member struct {
 	// takeover as leader; empty (left out of the JSON) for a member that
 	// never led.
 	ClientAddr string `json:"client_addr,omitempty"`
-	Voter      bool   `json:"voter"`
+	Voter      bool   `json:"voter"` // false: a learner, catching up before its promotion
 	Leader     bool   `json:"leader"`
+	// In the leader's answer only, for the other members: the last log
+	// index the member acknowledged in this term (a learner is promoted
+	// once it reaches the commit index), and whether the leader heard from
+	// it within the election timeout.
+	MatchIndex uint64 `json:"match_index,omitempty"`
+	Reachable  *bool  `json:"reachable,omitempty"`
 }
 
 // MemberAdded is the answer to op "members.add". The server is added as a

@@ -143,6 +143,10 @@ func TestEndToEndThreeNodes(t *testing.T) {
 	if !added.OK || !slices.Contains(c.ClientAddrs(), added.Leader) {
 		t.Errorf("members add: %+v", added)
 	}
+	// It joined as a learner and was promoted once it had caught up.
+	if added.Voter == nil || !*added.Voter || added.LearnerIndex == 0 || added.PromotedIndex <= added.LearnerIndex {
+		t.Errorf("members add did not report a learner promoted to voter: %+v", added)
+	}
 	var st statusResult
 	out := mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader))
 	decodeOne(t, out, &st)

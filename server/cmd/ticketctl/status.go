@@ -47,6 +47,9 @@ type memberResult struct {
 	ClientAddr string `json:"client_addr"`
 	Voter      bool   `json:"voter"`
 	Leader     bool   `json:"leader"`
+	// Only when the server asked leads: see adminwire.Member.
+	MatchIndex uint64 `json:"match_index,omitempty"`
+	Reachable  *bool  `json:"reachable,omitempty"`
 }
 
 func runStatus(e *env) error {
@@ -105,7 +108,12 @@ func runStatus(e *env) error {
 		for _, m := range s.Members {
 			voter := "yes"
 			if !m.Voter {
-				voter = "learner" // a non-voter is a server catching up before its promotion
+				// A non-voter is a server catching up before its promotion;
+				// the leader knows how far it has come.
+				voter = "learner"
+				if m.Reachable != nil {
+					voter = fmt.Sprintf("learner (at %d of %d)", m.MatchIndex, s.CommitIndex)
+				}
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), voter, yesNo(m.Leader))
 		}

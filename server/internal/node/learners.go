@@ -147,6 +147,18 @@ func (t ackingTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAdd
 	return err
 }
 
+// Progress is what this leader last heard from member id in its term: the
+// log index it acknowledged, and whether that was within the election
+// timeout. ok is false when this server does not lead.
+func (n *Node) Progress(id string) (match uint64, reachable, ok bool) {
+	if n.raft.State() != raft.Leader {
+		return 0, false, false
+	}
+	term := n.raft.CurrentTerm()
+	a := n.rep.ack(raft.ServerID(id), term)
+	return a.match, n.rep.heardFrom(raft.ServerID(id), term, n.raft.ReloadableConfig().ElectionTimeout), true
+}
+
 // resumesJoin (leader only): p is the empty data directory of a learner of
 // the configuration, the very directory (incarnation) recorded when
 // members add admitted it. The leader that added it failed before it caught

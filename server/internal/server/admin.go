@@ -223,8 +223,14 @@ func (s *Server) Status() Status {
 	st.LeaderAddr = addrs[string(lid)]
 	if f := r.GetConfiguration(); f.Error() == nil {
 		for _, m := range f.Configuration().Servers {
-			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), RaftAddr: string(m.Address),
-				ClientAddr: addrs[string(m.ID)], Voter: m.Suffrage == raft.Voter, Leader: m.ID == lid})
+			ms := MemberStatus{ID: string(m.ID), RaftAddr: string(m.Address),
+				ClientAddr: addrs[string(m.ID)], Voter: m.Suffrage == raft.Voter, Leader: m.ID == lid}
+			if string(m.ID) != s.cfg.NodeID {
+				if match, reachable, ok := s.node.Progress(string(m.ID)); ok {
+					ms.MatchIndex, ms.Reachable = match, &reachable
+				}
+			}
+			st.Members = append(st.Members, ms)
 		}
 	}
 	return st
