@@ -181,8 +181,8 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 	return s, err
 }
 
-// MemberAdded is the answer to AddMember: whether the server is a voter
-// yet, the Raft indexes of the configurations that made it a learner and a
+// MemberAdded is the answer to AddMember: whether the server is still a
+// learner, the Raft indexes of the configurations that made it a learner and a
 // voter, and how far its log has come (MatchIndex of the leader's
 // CommitIndex). docs/protocol.md (Admin requests) describes each field.
 type MemberAdded = adminwire.MemberAdded
@@ -190,8 +190,8 @@ type MemberAdded = adminwire.MemberAdded
 // AddMember adds the server with the given id and raft address (leader
 // only): as a learner, which receives the log but counts towards no
 // majority, promoted to voter by the leader once it has caught up. It
-// returns once the server is a voter, or after a few seconds with Voter
-// false while it is still catching up; calling it again is safe (it adds
+// returns once the server is a voter, or after a few seconds with Learner
+// true while it is still catching up; calling it again is safe (it adds
 // nothing twice) and waits again. If the answer is lost after the request
 // was sent (the connection ended, no answer within DefaultAnswerGrace, ctx
 // ended) the error matches ErrIndeterminate: the change may have been

@@ -104,11 +104,13 @@ type Member struct {
 // MemberAdded is the answer to op "members.add". The server is added as a
 // learner (a non-voter: it receives the log but counts towards no
 // majority) and the leader promotes it to voter once it has caught up; the
-// answer comes when it is a voter, or after a few seconds while it is still
-// a learner. Repeating the request is safe: it adds nothing twice, and
-// waits again.
+// answer comes when it is a voter, or after a few seconds while it is
+// still a learner. Repeating the request is safe: it adds nothing twice,
+// and waits again. A server from before learners answers {} once it has
+// added a voter: every field zero, Learner false.
 type MemberAdded struct {
-	Voter bool `json:"voter"`
+	// Learner: the server is still a learner (not yet caught up).
+	Learner bool `json:"learner"`
 	// LearnerIndex: the Raft index of the configuration that made it a
 	// learner; 0 when the request found it a member already.
 	LearnerIndex uint64 `json:"learner_index"`

@@ -129,11 +129,11 @@ func runMembersAdd(e *env, id, raftAddr string, wait time.Duration) error {
 		if learnerIndex == 0 {
 			learnerIndex = added.LearnerIndex
 		}
-		if added.Voter || !time.Now().Before(end) {
+		if !added.Learner || !time.Now().Before(end) {
 			break
 		}
 	}
-	voter := added.Voter
+	voter := !added.Learner
 	res := membersResult{Op: "add", ID: id, RaftAddr: raftAddr, Leader: leader, OK: voter, Voter: &voter, LearnerIndex: learnerIndex, PromotedIndex: added.PromotedIndex}
 	if !voter {
 		le := &learnerError{id: id, raftAddr: raftAddr, leader: leader, wait: wait, added: added}
@@ -143,10 +143,13 @@ func runMembersAdd(e *env, id, raftAddr string, wait time.Duration) error {
 		return le
 	}
 	return e.emit(res, func(w io.Writer) {
-		if learnerIndex != 0 {
+		switch {
+		case learnerIndex != 0:
 			fmt.Fprintf(w, "added member %s (raft %s) as a learner at index %d, promoted to voter at index %d, via leader %s\n", id, raftAddr, learnerIndex, added.PromotedIndex, leader)
-		} else {
+		case added.PromotedIndex != 0:
 			fmt.Fprintf(w, "member %s (raft %s) is a voter (configuration index %d), via leader %s\n", id, raftAddr, added.PromotedIndex, leader)
+		default: // a server from before learners: it added a voter at once
+			fmt.Fprintf(w, "added member %s (raft %s) via leader %s\n", id, raftAddr, leader)
 		}
 	})
 }

@@ -93,7 +93,7 @@ func (s *Server) adminDo(req adminwire.Request) (uint16, any) {
 			return fail(err)
 		}
 		s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", j.Voter, "learner_index", j.LearnerIndex, "promoted_index", j.PromotedIndex)
-		return adminwire.StatusOK, adminwire.MemberAdded{Voter: j.Voter, LearnerIndex: j.LearnerIndex, PromotedIndex: j.PromotedIndex, MatchIndex: j.Match, CommitIndex: j.Commit}
+		return adminwire.StatusOK, adminwire.MemberAdded{Learner: !j.Voter, LearnerIndex: j.LearnerIndex, PromotedIndex: j.PromotedIndex, MatchIndex: j.Match, CommitIndex: j.Commit}
 	case adminwire.OpMembersRemove:
 		if req.ID == "" {
 			return fail(fmt.Errorf("members.remove needs id"))
