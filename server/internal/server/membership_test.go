@@ -2,11 +2,15 @@ package server_test
 
 import (
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/cutproxy"
+	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
@@ -52,4 +56,48 @@ func TestMembersRemoveKeepsAReachableMajority(t *testing.T) {
 	}
 	r := testcluster.Hello(t, c.Addr(l), "")
 	expect(t, r.Final(r.Acquire("after-remove", testcluster.Owner(1), 0, 60)), wire.TypeGranted)
+}
+
+// TestLearnerShownUntilPromoted: a server added while its Raft traffic
+// cannot reach it stays a learner (status, console), and is promoted once
+// it can catch up.
+func TestLearnerShownUntilPromoted(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) { cfg.HTTP.Console = true }))
+	l := c.LeaderIndex(t)
+	cfg := testcluster.Config(t, "n4", filepath.Join(t.TempDir(), "n4"))
+	cfg.Join = true
+	s4, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s4.Close() })
+	proxy := cutproxy.Start(t, s4.RaftAddr())
+	proxy.HoldAfter(1) // the probe passes, Raft traffic is held
+	code, ans := admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, proxy.Addr()))
+	if code != 0 || ans["learner"] != true || ans["learner_index"] == float64(0) || ans["promoted_index"] != float64(0) {
+		t.Fatalf("members.add of a server that cannot catch up: %d %v; want a learner", code, ans)
+	}
+	_, st := admin(t, c.Addr(l), `{"op":"status"}`)
+	if m := memberEntry(st, "n4"); m == nil || m["voter"] != false {
+		t.Fatalf("n4 in the leader's status: %v; want a learner", m)
+	}
+	url := "http://" + c.Server(l).HTTPAddr().String() + "/console/cluster"
+	_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
+	i := strings.Index(body, `<tr class="member" data-id="n4">`)
+	if i < 0 {
+		t.Fatalf("the console lists no n4:\n%s", body)
+	}
+	if row := body[i : i+strings.Index(body[i:], "</tr>")]; !strings.Contains(row, "<td>learner</td>") || !strings.Contains(row, "learner, log at 0 of") {
+		t.Errorf("the console's row of n4 does not show a learner: %s", row)
+	}
+	proxy.Release()
+	testcluster.WaitFor(t, 20*time.Second, "n4 promoted once it can catch up", func() bool {
+		_, st := admin(t, c.Addr(l), `{"op":"status"}`)
+		m := memberEntry(st, "n4")
+		return m != nil && m["voter"] == true
+	})
+	// Asked again, members.add reports the voter and adds nothing.
+	if code, ans = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, proxy.Addr())); code != 0 || ans["learner"] != false || ans["learner_index"] != float64(0) || ans["promoted_index"] == float64(0) {
+		t.Fatalf("members.add of a voter: %d %v", code, ans)
+	}
 }
