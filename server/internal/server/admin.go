@@ -121,6 +121,9 @@ func (s *Server) adminDo(req adminwire.Request) (uint16, any) {
 			if addr == "" {
 				return fail(fmt.Errorf("no member with id %q", req.ID))
 			}
+			if !s.isVoter(req.ID) {
+				return fail(fmt.Errorf("leadership transfer: %s is a learner, catching up before its promotion to voter, and only a voter leads: wait until ticketctl status shows it a voter", req.ID))
+			}
 			s.transferTo.Store(&req.ID)
 			f = r.LeadershipTransferToServer(raft.ServerID(req.ID), raft.ServerAddress(addr))
 		}
@@ -190,6 +193,19 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 }
 
 func (s *Server) isMember(id string) bool { return s.memberRaftAddr(id) != "" }
+
+func (s *Server) isVoter(id string) bool {
+	f := s.node.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, m := range f.Configuration().Servers {
+		if string(m.ID) == id {
+			return m.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
 
 func (s *Server) memberRaftAddr(id string) string {
 	f := s.node.Raft().GetConfiguration()

@@ -81,6 +81,9 @@ func TestLearnerShownUntilPromoted(t *testing.T) {
 	if m := memberEntry(st, "n4"); m == nil || m["voter"] != false {
 		t.Fatalf("n4 in the leader's status: %v; want a learner", m)
 	}
+	if code, ans = admin(t, c.Addr(l), `{"op":"leader.transfer","id":"n4"}`); code != 2 || !strings.Contains(fmt.Sprint(ans["error"]), "n4 is a learner") {
+		t.Errorf("leader.transfer to a learner: %d %v; want refused", code, ans)
+	}
 	url := "http://" + c.Server(l).HTTPAddr().String() + "/console/cluster"
 	_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
 	i := strings.Index(body, `<tr class="member" data-id="n4">`)
