@@ -160,6 +160,20 @@ func TestEndToEndThreeNodes(t *testing.T) {
 	}) {
 		t.Errorf("n4 is not a voter after members add: %+v", st.Members)
 	}
+	// members list asks the leader, which knows every member's progress.
+	var list membersListResult
+	decodeOne(t, mustCtl(t, exitOK, viaFollower, "members", "list", "-o", "json"), &list)
+	if list.Role != "leader" || list.Leader != c.Addr(leader) || len(list.Members) != 4 {
+		t.Errorf("members list: %+v", list)
+	}
+	for _, m := range list.Members {
+		if !m.Voter || !m.Leader && (m.Reachable == nil || !*m.Reachable || m.MatchIndex == 0) {
+			t.Errorf("members list, member %s: %+v", m.ID, m)
+		}
+	}
+	if out := mustCtl(t, exitOK, viaFollower, "members", "list"); !strings.Contains(out, "SUFFRAGE") || !strings.Contains(out, "voter") {
+		t.Errorf("members list:\n%s", out)
+	}
 	mustCtl(t, exitOK, all, "members", "remove", "n4")
 	decodeOne(t, mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader)), &st)
 	if len(st.Members) != 3 {

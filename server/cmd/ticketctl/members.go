@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"text/tabwriter"
 	"time"
 
 	"github.com/ticketing-io/ticketing"
@@ -14,13 +15,13 @@ import (
 
 var membersCmd = &command{
 	name:    "members",
-	args:    "add ID RAFTADDR [--wait DUR] | remove ID",
-	summary: "add a server (started with --join; a learner until it has caught up, then a voter) or remove one; sent to the leader",
+	args:    "add ID RAFTADDR [--wait DUR] | remove ID | list",
+	summary: "add a server (started with --join; a learner until it has caught up, then a voter), remove one, or list them; sent to the leader",
 	setup: func(fs *flag.FlagSet) runFunc {
 		wait := fs.Duration("wait", time.Minute, "members add: how long to wait for the new server's promotion from learner to voter")
 		return func(e *env, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("members needs a subcommand: add ID RAFTADDR, or remove ID")
+				return usageErrorf("members needs a subcommand: add ID RAFTADDR, remove ID, or list")
 			}
 			switch sub, rest := args[0], args[1:]; sub {
 			case "add":
@@ -39,8 +40,13 @@ var membersCmd = &command{
 					return usageErrorf("members remove takes one ID, got %d arguments", len(rest))
 				}
 				return runMembersRemove(e, rest[0])
+			case "list":
+				if len(rest) != 0 {
+					return usageErrorf("members list takes no arguments, got %d", len(rest))
+				}
+				return runMembersList(e)
 			default:
-				return usageErrorf("unknown members subcommand %q: want add or remove", sub)
+				return usageErrorf("unknown members subcommand %q: want add, remove or list", sub)
 			}
 		}
 	},
@@ -64,7 +70,11 @@ members remove ID removes a server (stop it after). A voter's removal is
 refused when the voters left would not include a majority that the leader
 hears from: remove the silent voters first, or add a server before.
 
-Both are sent to the leader: ticketctl follows a follower's answer naming
+members list prints the leader's view of the members: voter or learner,
+and for each other member the last log index it acknowledged (of the
+leader's commit index) and whether the leader hears from it.
+
+They are sent to the leader: ticketctl follows a follower's answer naming
 the leader, and tries the --addr addresses in turn. The command's time
 limit is --timeout plus --wait.
 
@@ -166,5 +176,81 @@ func runMembersRemove(e *env, id string) error {
 	res := membersResult{Op: "remove", ID: id, Leader: leader, OK: true}
 	return e.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "removed member %s via leader %s\n", id, leader)
+	})
+}
+
+type membersListResult struct {
+	Leader      string         `json:"leader"` // client address of the node that answered
+	Role        string         `json:"role"`   // its role: "leader", else the progress columns are unknown
+	CommitIndex uint64         `json:"commit_index"`
+	Members     []memberResult `json:"members"`
+}
+
+// runMembersList prints the members as the leader sees them (a follower's
+// view when no leader answers): only the leader knows each one's progress.
+func runMembersList(e *env) error {
+	ctx, cancel := e.context(0)
+	defer cancel()
+	status := func(addr string) (ticketing.Status, error) {
+		a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
+		if err != nil {
+			return ticketing.Status{}, err
+		}
+		defer a.Close()
+		return a.Status(ctx)
+	}
+	var st ticketing.Status
+	var from string
+	var errs []error
+	for _, addr := range e.addrList() {
+		s, err := status(addr)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ticketing.ErrUnauthenticated) || errors.Is(err, ticketing.ErrPermissionDenied) {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if from == "" {
+			st, from = s, addr
+		}
+		if s.Role == "leader" {
+			st, from = s, addr
+			break
+		}
+		if s.LeaderAddr != "" {
+			if ls, err := status(s.LeaderAddr); err == nil && ls.Role == "leader" {
+				st, from = ls, s.LeaderAddr
+				break
+			}
+		}
+	}
+	if from == "" {
+		if len(errs) == 0 {
+			return usageErrorf("--addr is empty")
+		}
+		return errors.Join(errs...)
+	}
+	res := membersListResult{Leader: from, Role: st.Role, CommitIndex: st.CommitIndex, Members: []memberResult{}}
+	for _, m := range st.Members {
+		res.Members = append(res.Members, memberResult(m))
+	}
+	return e.emit(res, func(w io.Writer) {
+		if st.Role != "leader" {
+			fmt.Fprintf(w, "no leader answered; the view of %s (%s), without the members' progress\n", from, st.Role)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tSUFFRAGE\tLEADER\tLOG\tREACHABLE")
+		for _, m := range st.Members {
+			suffrage, log, reach := "voter", "-", "-"
+			if !m.Voter {
+				suffrage = "learner"
+			}
+			if m.Reachable != nil {
+				log, reach = fmt.Sprintf("%d of %d", m.MatchIndex, st.CommitIndex), yesNo(*m.Reachable)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, suffrage, yesNo(m.Leader), log, reach)
+		}
+		_ = tw.Flush() // to the terminal: nowhere else to report a failed write
 	})
 }
