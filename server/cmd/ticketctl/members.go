@@ -63,8 +63,8 @@ add waits up to --wait (default 1m) for that and prints the Raft index of
 the promotion. If the server is still a learner then, the command says so
 and exits with code 2: the leader (or the next one, should the leader
 fail) still promotes it once it has caught up; follow it with ticketctl
-status (VOTER column), or run the same members add again to wait again (it
-adds nothing twice).
+members list, or run the same members add again to wait again (it adds
+nothing twice).
 
 members remove ID removes a server (stop it after). A voter's removal is
 refused when the voters left would not include a majority that the leader
@@ -110,7 +110,7 @@ type learnerError struct {
 
 func (e *learnerError) Error() string {
 	return fmt.Sprintf("%s (raft %s) is a learner, not yet a voter, after --wait %v: its log has reached index %d of the leader's commit index %d. "+
-		"The leader promotes it once it has caught up (also after a leader change); follow it with ticketctl status (VOTER column), "+
+		"The leader promotes it once it has caught up (also after a leader change); follow it with ticketctl members list, "+
 		"or run ticketctl members add %s %s again to wait again",
 		e.id, e.raftAddr, e.wait, e.added.MatchIndex, e.added.CommitIndex, e.id, e.raftAddr)
 }
