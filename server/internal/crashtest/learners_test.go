@@ -17,7 +17,19 @@ import (
 // config file, an empty data directory, --join. It returns once it waits.
 func joining(t *testing.T, c *cluster, id string) *proc {
 	t.Helper()
-	p := newProc(t, id, t.TempDir(), c.procs[0].extra[0], c.procs[0].extra[1], "--join")
+	// The cluster's own settings (config file, peer credentials...), without
+	// what only a founding server takes.
+	var extra []string
+	for i := 0; i < len(c.procs[0].extra); i++ {
+		switch a := c.procs[0].extra[i]; {
+		case a == "--bootstrap" || a == "--initial-cluster-state":
+			i++ // and its value
+		case strings.HasPrefix(a, "--bootstrap=") || strings.HasPrefix(a, "--initial-cluster-state="):
+		default:
+			extra = append(extra, a)
+		}
+	}
+	p := newProc(t, id, t.TempDir(), append(extra, "--join")...)
 	p.start()
 	waitFor(t, startTimeout, id+" waits to be added", func() bool { return strings.Contains(p.log(), "waiting to be added") }, p)
 	return p
