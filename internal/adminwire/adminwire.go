@@ -114,9 +114,9 @@ type MemberAdded struct {
 	// LearnerIndex: the Raft index of the configuration that made it a
 	// learner; 0 when the request found it a member already.
 	LearnerIndex uint64 `json:"learner_index"`
-	// PromotedIndex: the index of the configuration that made it a voter
-	// (for a voter promoted under an earlier leader, of the configuration
-	// in force); 0 while it is a learner.
+	// PromotedIndex: the index of the configuration that made it a voter,
+	// when the leader answering promoted it; 0 while it is a learner, and
+	// for a voter promoted under an earlier leader.
 	PromotedIndex uint64 `json:"promoted_index"`
 	// MatchIndex is the last log index the server acknowledged to the
 	// leader, CommitIndex the leader's commit index: how far it has to go.

@@ -157,9 +157,9 @@ func runMembersAdd(e *env, id, raftAddr string, wait time.Duration) error {
 		case learnerIndex != 0:
 			fmt.Fprintf(w, "added member %s (raft %s) as a learner at index %d, promoted to voter at index %d, via leader %s\n", id, raftAddr, learnerIndex, added.PromotedIndex, leader)
 		case added.PromotedIndex != 0:
-			fmt.Fprintf(w, "member %s (raft %s) is a voter (configuration index %d), via leader %s\n", id, raftAddr, added.PromotedIndex, leader)
-		default: // a server from before learners: it added a voter at once
-			fmt.Fprintf(w, "added member %s (raft %s) via leader %s\n", id, raftAddr, leader)
+			fmt.Fprintf(w, "member %s (raft %s) is a voter, promoted at index %d, via leader %s\n", id, raftAddr, added.PromotedIndex, leader)
+		default: // promoted under an earlier leader, or added by a server from before learners
+			fmt.Fprintf(w, "member %s (raft %s) is a voter, via leader %s\n", id, raftAddr, leader)
 		}
 	})
 }

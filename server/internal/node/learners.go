@@ -46,23 +46,51 @@ type replicaAck struct {
 // follower's match index to itself; the transport sees every successful
 // AppendEntries and InstallSnapshot, which is the same information.
 type replication struct {
-	mu       sync.Mutex
-	acks     map[raft.ServerID]replicaAck
+	mu   sync.Mutex
+	acks map[raft.ServerID]replicaAck
+	// epochs: bumped when a server id is added or removed, so that an
+	// answer to a request sent to an earlier member under that id (one
+	// removed since) never counts for the new one.
+	epochs   map[raft.ServerID]uint64
 	promoted map[string]uint64 // learner id -> index of the configuration that made it a voter
-	changed  chan struct{}     // closed (and replaced) at every promotion
-	wake     chan struct{}     // a check is wanted now (leadership gained, learner added)
+	// promoting: the learner whose promotion this leader has proposed and
+	// not yet seen committed ("" when none).
+	promoting string
+	changed   chan struct{} // closed (and replaced) when a promotion ends
+	wake      chan struct{} // a check is wanted now (leadership gained, learner added)
 }
 
 func newReplication() *replication {
-	return &replication{acks: map[raft.ServerID]replicaAck{}, promoted: map[string]uint64{},
+	return &replication{acks: map[raft.ServerID]replicaAck{}, epochs: map[raft.ServerID]uint64{}, promoted: map[string]uint64{},
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
-// acked records that id's log matches the leader's up to match (in term).
-func (p *replication) acked(id raft.ServerID, term, match uint64) {
+// epoch is id's epoch now: taken before a request is sent, passed to
+// acked with its answer.
+func (p *replication) epoch(id raft.ServerID) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epochs[id]
+}
+
+// reset forgets everything about id: it is being added anew, or removed.
+func (p *replication) reset(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epochs[raft.ServerID(id)]++
+	delete(p.acks, raft.ServerID(id))
+	delete(p.promoted, id)
+}
+
+// acked records that id's log matches the leader's up to match (in term),
+// answering a request sent in epoch.
+func (p *replication) acked(id raft.ServerID, epoch, term, match uint64) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.epochs[id] != epoch {
+		return // sent to a member removed since
+	}
 	a := p.acks[id]
 	switch {
 	case term > a.term:
@@ -105,20 +133,31 @@ func (p *replication) kick() {
 	}
 }
 
-func (p *replication) recordPromotion(id string, index uint64) {
+func (p *replication) startPromotion(id string) {
 	p.mu.Lock()
-	p.promoted[id] = index
+	p.promoting = id
+	p.mu.Unlock()
+}
+
+// endPromotion records how a promotion ended: at index, or failed (0).
+func (p *replication) endPromotion(id string, index uint64) {
+	p.mu.Lock()
+	if index != 0 {
+		p.promoted[id] = index
+	}
+	p.promoting = ""
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
 }
 
 // promotion returns the index at which this leader promoted id (0: it did
-// not), and a channel closed at the next promotion.
-func (p *replication) promotion(id string) (uint64, <-chan struct{}) {
+// not), whether its promotion is under way, and a channel closed when a
+// promotion ends.
+func (p *replication) promotion(id string) (uint64, bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.promoted[id], p.changed
+	return p.promoted[id], p.promoting == id, p.changed
 }
 
 // ackingTransport is Raft's transport with every successful replication
@@ -130,19 +169,21 @@ type ackingTransport struct {
 }
 
 func (t ackingTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	epoch := t.rep.epoch(id)
 	err := t.voteGate.AppendEntries(id, target, args, resp)
 	if err == nil && resp.Success {
 		// A heartbeat (no previous entry, no entries) proves only that the
 		// server answers: match 0 never lowers what was recorded.
-		t.rep.acked(id, args.Term, args.PrevLogEntry+uint64(len(args.Entries)))
+		t.rep.acked(id, epoch, args.Term, args.PrevLogEntry+uint64(len(args.Entries)))
 	}
 	return err
 }
 
 func (t ackingTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	epoch := t.rep.epoch(id)
 	err := t.voteGate.InstallSnapshot(id, target, args, resp, data)
 	if err == nil && resp.Success {
-		t.rep.acked(id, args.Term, args.LastLogIndex)
+		t.rep.acked(id, epoch, args.Term, args.LastLogIndex)
 	}
 	return err
 }

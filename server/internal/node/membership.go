@@ -127,21 +127,23 @@ type Joined struct {
 	// learner; 0 when this call found it a member already.
 	LearnerIndex uint64
 	// PromotedIndex is the index of the configuration that made it a
-	// voter, when this leader promoted it; for a voter promoted by an
-	// earlier leader, the index of the configuration in force.
+	// voter, when this leader promoted it (0 for one promoted by an
+	// earlier leader).
 	PromotedIndex uint64
 	// Match is the last log index the learner acknowledged to this leader
 	// and Commit the leader's commit index: how far it has to go.
 	Match, Commit uint64
 }
 
-// configuration returns the latest configuration and its index.
-func (n *Node) configuration() (raft.Configuration, uint64, error) {
+// configuration returns the latest configuration. (Raft does not say at
+// which index it was made: the changes below pass prevIndex 0, and each
+// check reads the configuration again.)
+func (n *Node) configuration() (raft.Configuration, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return raft.Configuration{}, 0, err
+		return raft.Configuration{}, err
 	}
-	return f.Configuration(), f.Index(), nil
+	return f.Configuration(), nil
 }
 
 func findServer(c raft.Configuration, id string) (raft.Server, bool) {
@@ -162,21 +164,33 @@ func (n *Node) AddMember(id, addr string, wait time.Duration) (Joined, error) {
 	if n.raft.State() != raft.Leader {
 		return Joined{}, raft.ErrNotLeader
 	}
-	conf, confIndex, err := n.configuration()
+	conf, err := n.configuration()
 	if err != nil {
 		return Joined{}, err
 	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
 	var res Joined
 	if s, ok := findServer(conf, id); ok {
 		if string(s.Address) != addr {
 			return Joined{}, fmt.Errorf("%w: %s is already a member, at %s, not %s. If it moved, remove it first (ticketctl members remove %s), then add it back", ErrJoinRefused, id, s.Address, addr, id)
 		}
 		if s.Suffrage == raft.Voter {
-			idx, _ := n.rep.promotion(id)
-			if idx == 0 {
-				idx = confIndex
+			// Promoted by this leader (the index is known once the
+			// promotion is committed) or by an earlier one (index 0).
+			for {
+				idx, promoting, changed := n.rep.promotion(id)
+				if !promoting {
+					return Joined{Voter: true, PromotedIndex: idx, Commit: n.raft.CommitIndex()}, nil
+				}
+				select {
+				case <-changed:
+				case <-deadline.C:
+					return Joined{Voter: true, Commit: n.raft.CommitIndex()}, nil
+				case <-n.done:
+					return Joined{}, raft.ErrRaftShutdown
+				}
 			}
-			return Joined{Voter: true, PromotedIndex: idx, Commit: n.raft.CommitIndex()}, nil
 		}
 		// A learner: added by an earlier members add, maybe under an
 		// earlier leader. This leader promotes it once it has caught up.
@@ -184,7 +198,8 @@ func (n *Node) AddMember(id, addr string, wait time.Duration) (Joined, error) {
 		if err := n.prepareJoin(conf, id, addr); err != nil {
 			return Joined{}, err
 		}
-		f := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), confIndex, joinTimeout)
+		n.rep.reset(id) // what was heard from an earlier member under this id counts for nothing
+		f := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, joinTimeout)
 		if err := f.Error(); err != nil {
 			return Joined{}, fmt.Errorf("add %s at %s as a learner: %w", id, addr, err)
 		}
@@ -192,10 +207,8 @@ func (n *Node) AddMember(id, addr string, wait time.Duration) (Joined, error) {
 		n.cfg.Logger.Info("learner added; it becomes a voter once it has caught up", "node", id, "raft_addr", addr, "index", res.LearnerIndex)
 	}
 	n.rep.kick()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
 	for {
-		idx, changed := n.rep.promotion(id)
+		idx, _, changed := n.rep.promotion(id)
 		if idx != 0 {
 			res.Voter, res.PromotedIndex = true, idx
 			res.Match = n.rep.ack(raft.ServerID(id), n.raft.CurrentTerm()).match
@@ -268,7 +281,7 @@ func (n *Node) promoteLearners() {
 			prevCommit = 0
 			continue // woken again when this server next leads
 		}
-		conf, confIndex, err := n.configuration()
+		conf, err := n.configuration()
 		if err != nil {
 			continue
 		}
@@ -292,12 +305,14 @@ func (n *Node) promoteLearners() {
 				if !n.rep.caughtUp(s.ID, term, prevCommit, recent) {
 					continue
 				}
-				f := n.raft.AddVoter(s.ID, s.Address, confIndex, joinTimeout)
+				n.rep.startPromotion(string(s.ID))
+				f := n.raft.AddVoter(s.ID, s.Address, 0, joinTimeout)
 				if err := f.Error(); err != nil {
+					n.rep.endPromotion(string(s.ID), 0)
 					n.cfg.Logger.Warn("promoting a caught-up learner failed; retried at the next check", "node", s.ID, "err", err)
-					break // the configuration changed under it: read it again
+					break
 				}
-				n.rep.recordPromotion(string(s.ID), f.Index())
+				n.rep.endPromotion(string(s.ID), f.Index())
 				n.cfg.Logger.Info("learner caught up, promoted to voter", "node", s.ID, "index", f.Index(), "caught_up_to", prevCommit)
 				break // one change at a time: the next check reads the new configuration
 			}
@@ -311,7 +326,7 @@ func (n *Node) promoteLearners() {
 // majority of voters this leader can reach, or nil: etcd's strict
 // reconfiguration check. A learner's removal changes no majority.
 func (n *Node) CheckRemove(id string) error {
-	conf, _, err := n.configuration()
+	conf, err := n.configuration()
 	if err != nil {
 		return err
 	}
@@ -344,6 +359,7 @@ func (n *Node) CheckRemove(id string) error {
 
 // Forget drops a removed member from the participants (leader only).
 func (n *Node) Forget(id string) error {
+	n.rep.reset(id)
 	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpForget, NodeID: id}}}
 	return n.raft.Apply(fsm.AppendBatch(nil, &b), handshakeTimeout).Error()
 }

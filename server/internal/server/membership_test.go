@@ -103,4 +103,24 @@ func TestLearnerShownUntilPromoted(t *testing.T) {
 	if code, ans = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, proxy.Addr())); code != 0 || ans["learner"] != false || ans["learner_index"] != float64(0) || ans["promoted_index"] == float64(0) {
 		t.Fatalf("members.add of a voter: %d %v", code, ans)
 	}
+	// Removed, and added back under the same id with a new empty
+	// directory that cannot catch up: a learner again, whatever this
+	// leader promoted under that id before.
+	if code, ans = admin(t, c.Addr(l), `{"op":"members.remove","id":"n4"}`); code != 0 {
+		t.Fatalf("members.remove n4: %d %v", code, ans)
+	}
+	s4.Close()
+	cfg = testcluster.Config(t, "n4", filepath.Join(t.TempDir(), "n4-again"))
+	cfg.Join = true
+	s4again, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s4again.Close() })
+	proxy2 := cutproxy.Start(t, s4again.RaftAddr())
+	proxy2.HoldAfter(1)
+	code, ans = admin(t, c.Addr(l), fmt.Sprintf(`{"op":"members.add","id":"n4","raft_addr":%q}`, proxy2.Addr()))
+	if code != 0 || ans["learner"] != true || ans["learner_index"] == float64(0) {
+		t.Fatalf("members.add of n4 again, unreachable: %d %v; want a learner", code, ans)
+	}
 }
