@@ -219,13 +219,13 @@ func (m jState) steps(r joinRules) []jStep {
 				n.s[i].last = tok
 			}
 			n.maxAck = max(n.maxAck, tok)
-			add(fmt.Sprintf("n%d grants token %d, acknowledged by %v", l+1, tok, names(ackers)), n, bad)
+			add(fmt.Sprintf("n%d grants token %d, acknowledged by %v", l+1, tok, joinNames(ackers)), n, bad)
 		}
 	}
 	return out
 }
 
-func names(is []int) string {
+func joinNames(is []int) string {
 	var s []string
 	for _, i := range is {
 		s = append(s, fmt.Sprintf("n%d", i+1))
