@@ -184,13 +184,25 @@ func (a *Admin) Status(ctx context.Context) (Status, error) {
 	return s, err
 }
 
-// AddMember adds a voter with the given id and raft address (leader only);
-// it returns once the configuration change is committed. If the answer is
-// lost after the request was sent (the connection ended, no answer within
-// DefaultAnswerGrace, ctx ended) the error matches ErrIndeterminate: the
-// change may have been applied; check Status before repeating it.
-func (a *Admin) AddMember(ctx context.Context, id, raftAddr string) error {
-	return a.do(ctx, adminwire.Request{Op: adminwire.OpMembersAdd, ID: id, RaftAddr: raftAddr}, nil, true)
+// MemberAdded is the answer to AddMember: whether the server is still a
+// learner, the Raft indexes of the configurations that made it a learner and a
+// voter, and how far its log has come (MatchIndex of the leader's
+// CommitIndex). docs/protocol.md (Admin requests) describes each field.
+type MemberAdded = adminwire.MemberAdded
+
+// AddMember adds the server with the given id and raft address (leader
+// only): as a learner, which receives the log but counts towards no
+// majority, promoted to voter by the leader once it has caught up. It
+// returns once the server is a voter, or after a few seconds with Learner
+// true while it is still catching up; calling it again is safe (it adds
+// nothing twice) and waits again. If the answer is lost after the request
+// was sent (the connection ended, no answer within DefaultAnswerGrace, ctx
+// ended) the error matches ErrIndeterminate: the change may have been
+// applied; call AddMember again, or check Status.
+func (a *Admin) AddMember(ctx context.Context, id, raftAddr string) (MemberAdded, error) {
+	var out MemberAdded
+	err := a.do(ctx, adminwire.Request{Op: adminwire.OpMembersAdd, ID: id, RaftAddr: raftAddr}, &out, true)
+	return out, err
 }
 
 // RemoveMember removes the server with the given id (leader only). A lost

@@ -201,7 +201,7 @@ func TestAdmin(t *testing.T) {
 		len(st.Members) != 1 || st.Members[0].RaftAddr != "10.0.0.1:7000" || !st.Members[0].Voter {
 		t.Errorf("status: %+v", st)
 	}
-	err = a.AddMember(ctx, "n4", "10.0.0.4:7000")
+	_, err = a.AddMember(ctx, "n4", "10.0.0.4:7000")
 	var nl *NotLeaderError
 	if !errors.Is(err, ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderAddr != "10.0.0.2:5225" {
 		t.Errorf("AddMember on a follower: %v", err)
@@ -258,7 +258,7 @@ func TestAdminLostAnswerIsIndeterminate(t *testing.T) {
 	})
 	ctx := ctxFor(t)
 	ops := map[string]func(a *Admin) error{
-		"members.add":     func(a *Admin) error { return a.AddMember(ctx, "n4", "127.0.0.1:7004") },
+		"members.add":     func(a *Admin) error { _, err := a.AddMember(ctx, "n4", "127.0.0.1:7004"); return err },
 		"members.remove":  func(a *Admin) error { return a.RemoveMember(ctx, "n4") },
 		"leader.transfer": func(a *Admin) error { _, err := a.TransferLeader(ctx, ""); return err },
 		"status":          func(a *Admin) error { _, err := a.Status(ctx); return err },

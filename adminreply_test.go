@@ -51,7 +51,7 @@ func TestAdminRequestBytes(t *testing.T) {
 		want string
 	}{
 		{func() error { _, err := a.Status(ctx); return err }, `{"op":"status"}`},
-		{func() error { return a.AddMember(ctx, "n4", "10.0.0.4:5226") }, `{"id":"n4","op":"members.add","raft_addr":"10.0.0.4:5226"}`},
+		{func() error { _, err := a.AddMember(ctx, "n4", "10.0.0.4:5226"); return err }, `{"id":"n4","op":"members.add","raft_addr":"10.0.0.4:5226"}`},
 		{func() error { return a.RemoveMember(ctx, "n4") }, `{"id":"n4","op":"members.remove"}`},
 		{func() error { _, err := a.TransferLeader(ctx, ""); return err }, `{"op":"leader.transfer"}`},
 		{func() error { _, err := a.TransferLeader(ctx, "n2"); return err }, `{"id":"n2","op":"leader.transfer"}`},

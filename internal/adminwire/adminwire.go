@@ -91,8 +91,37 @@ type Member struct {
 	// takeover as leader; empty (left out of the JSON) for a member that
 	// never led.
 	ClientAddr string `json:"client_addr,omitempty"`
-	Voter      bool   `json:"voter"`
+	Voter      bool   `json:"voter"` // false: a learner, catching up before its promotion
 	Leader     bool   `json:"leader"`
+	// In the leader's answer only, for the other members: the last log
+	// index the member acknowledged in this term (a learner is promoted
+	// once it reaches the commit index), and whether the leader heard from
+	// it within the election timeout.
+	MatchIndex uint64 `json:"match_index,omitempty"`
+	Reachable  *bool  `json:"reachable,omitempty"`
+}
+
+// MemberAdded is the answer to op "members.add". The server is added as a
+// learner (a non-voter: it receives the log but counts towards no
+// majority) and the leader promotes it to voter once it has caught up; the
+// answer comes when it is a voter, or after a few seconds while it is
+// still a learner. Repeating the request is safe: it adds nothing twice,
+// and waits again. A server from before learners answers {} once it has
+// added a voter: every field zero, Learner false.
+type MemberAdded struct {
+	// Learner: the server is still a learner (not yet caught up).
+	Learner bool `json:"learner"`
+	// LearnerIndex: the Raft index of the configuration that made it a
+	// learner; 0 when the request found it a member already.
+	LearnerIndex uint64 `json:"learner_index"`
+	// PromotedIndex: the index of the configuration that made it a voter,
+	// when the leader answering promoted it; 0 while it is a learner, and
+	// for a voter promoted under an earlier leader.
+	PromotedIndex uint64 `json:"promoted_index"`
+	// MatchIndex is the last log index the server acknowledged to the
+	// leader, CommitIndex the leader's commit index: how far it has to go.
+	MatchIndex  uint64 `json:"match_index"`
+	CommitIndex uint64 `json:"commit_index"`
 }
 
 // TransferReply is the answer to op "leader.transfer".

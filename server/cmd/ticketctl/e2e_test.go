@@ -143,6 +143,10 @@ func TestEndToEndThreeNodes(t *testing.T) {
 	if !added.OK || !slices.Contains(c.ClientAddrs(), added.Leader) {
 		t.Errorf("members add: %+v", added)
 	}
+	// It joined as a learner and was promoted once it had caught up.
+	if added.Voter == nil || !*added.Voter || added.LearnerIndex == 0 || added.PromotedIndex <= added.LearnerIndex {
+		t.Errorf("members add did not report a learner promoted to voter: %+v", added)
+	}
 	var st statusResult
 	out := mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader))
 	decodeOne(t, out, &st)
@@ -155,6 +159,20 @@ func TestEndToEndThreeNodes(t *testing.T) {
 		return m.ID == "n4" && m.Voter
 	}) {
 		t.Errorf("n4 is not a voter after members add: %+v", st.Members)
+	}
+	// members list asks the leader, which knows every member's progress.
+	var list membersListResult
+	decodeOne(t, mustCtl(t, exitOK, viaFollower, "members", "list", "-o", "json"), &list)
+	if list.Role != "leader" || list.Leader != c.Addr(leader) || len(list.Members) != 4 {
+		t.Errorf("members list: %+v", list)
+	}
+	for _, m := range list.Members {
+		if !m.Voter || !m.Leader && (m.Reachable == nil || !*m.Reachable || m.MatchIndex == 0) {
+			t.Errorf("members list, member %s: %+v", m.ID, m)
+		}
+	}
+	if out := mustCtl(t, exitOK, viaFollower, "members", "list"); !strings.Contains(out, "SUFFRAGE") || !strings.Contains(out, "voter") {
+		t.Errorf("members list:\n%s", out)
 	}
 	mustCtl(t, exitOK, all, "members", "remove", "n4")
 	decodeOne(t, mustCtl(t, exitOK, "status", "-o", "json", "--addr", c.Addr(leader)), &st)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
@@ -405,5 +407,46 @@ func TestSnapshotSaveFake(t *testing.T) {
 				t.Errorf("left files behind: %v", entries)
 			}
 		})
+	}
+}
+
+// TestMembersAddStillLearner: a server that has not caught up within
+// --wait is reported as a learner, exit code 2 (code "learner"), with how
+// far it is and what to do; the request is repeated while --wait lasts.
+func TestMembersAddStillLearner(t *testing.T) {
+	var asked atomic.Int32
+	leader := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		if _, err := c.AcceptHello(faketicketd.Ready{NodeID: "n1"}); err != nil {
+			return
+		}
+		for {
+			f, err := c.ReadType(wire.TypeAdmin)
+			if err != nil {
+				return
+			}
+			idx := 0
+			if asked.Add(1) == 1 {
+				idx = 12 // only the first request adds it
+			}
+			c.Send(wire.Frame{Type: wire.TypeAdminReply, ID: f.ID, Text: []byte(fmt.Sprintf(`{"learner":true,"learner_index":%d,"promoted_index":0,"match_index":3,"commit_index":40}`, idx))})
+		}
+	})
+	code, stdout, stderr := ctl(t, "members", "add", "n4", "10.0.0.4:5226", "--addr", leader.Addr(), "--wait", "300ms")
+	if code != exitNotAcquired {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitNotAcquired, stdout, stderr)
+	}
+	for _, want := range []string{"is a learner, not yet a voter", "index 3 of the leader's commit index 40", "members add n4 10.0.0.4:5226 again"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "as a learner at index 12") {
+		t.Errorf("stdout does not report the learner's index: %s", stdout)
+	}
+	code, stdout, _ = ctl(t, "members", "add", "n4", "10.0.0.4:5226", "--addr", leader.Addr(), "--wait", "0s", "-o", "json")
+	var got errorResult
+	decodeOne(t, stdout, &got)
+	if code != exitNotAcquired || got.Code != "learner" {
+		t.Errorf("-o json: exit %d, %+v", code, got)
 	}
 }

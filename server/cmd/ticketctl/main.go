@@ -26,7 +26,7 @@ import (
 const (
 	exitOK            = 0
 	exitError         = 1 // any other error, usage errors and authentication failures included
-	exitNotAcquired   = 2 // not acquired within the wait, or release: not held
+	exitNotAcquired   = 2 // not acquired within the wait, release: not held, members add: still a learner
 	exitCapacity      = 3 // rejected by a server capacity limit
 	exitIndeterminate = 4 // outcome unknown: the answer was lost
 	exitPermission    = 5 // the server refused the request for this token's principal
@@ -393,7 +393,7 @@ func (e *env) fail(err error) int {
 
 type errorResult struct {
 	Error string `json:"error"`
-	Code  string `json:"code"` // not_acquired, not_held, capacity, indeterminate, permission_denied, wrong_cluster or error
+	Code  string `json:"code"` // not_acquired, not_held, learner, capacity, indeterminate, permission_denied, wrong_cluster or error
 }
 
 // classify maps an error to the exit code and the JSON code name.
@@ -405,6 +405,8 @@ func classify(err error) (int, string) {
 		return exitNotAcquired, "not_acquired"
 	case errors.Is(err, ticketing.ErrNotHeld):
 		return exitNotAcquired, "not_held"
+	case errors.Is(err, errStillLearner):
+		return exitNotAcquired, "learner"
 	case errors.Is(err, ticketing.ErrCapacity):
 		return exitCapacity, "capacity"
 	case errors.Is(err, ticketing.ErrIndeterminate):
@@ -485,7 +487,9 @@ Exit codes:
      client certificate) (code "error"); a server of another cluster than
      --cluster-id (code "wrong_cluster")
   2  acquire: not acquired within --wait (code "not_acquired");
-     release: the token does not hold the key (code "not_held")
+     release: the token does not hold the key (code "not_held");
+     members add: the server is still a learner after --wait (code
+     "learner")
   3  rejected by a server capacity limit (code "capacity")
   4  indeterminate: the answer was lost; an acquire may or may not have
      been granted (code "indeterminate")

@@ -175,7 +175,8 @@ func TestCommandArgumentErrors(t *testing.T) {
 		{[]string{"members", "add", "n4"}, "members add takes ID RAFTADDR"},
 		{[]string{"members", "add", "n4", "nohost"}, `RAFTADDR "nohost" is not host:port`},
 		{[]string{"members", "remove"}, "members remove takes one ID"},
-		{[]string{"members", "list"}, `unknown members subcommand "list"`},
+		{[]string{"members", "show"}, `unknown members subcommand "show": want add, remove or list`},
+		{[]string{"members", "list", "n4"}, "members list takes no arguments"},
 		{[]string{"leader"}, "leader needs the subcommand transfer"},
 		{[]string{"leader", "transfer", "n1", "n2"}, "leader transfer takes at most one ID"},
 	}

@@ -47,6 +47,9 @@ type memberResult struct {
 	ClientAddr string `json:"client_addr"`
 	Voter      bool   `json:"voter"`
 	Leader     bool   `json:"leader"`
+	// Only when the server asked leads: see adminwire.Member.
+	MatchIndex uint64 `json:"match_index,omitempty"`
+	Reachable  *bool  `json:"reachable,omitempty"`
 }
 
 func runStatus(e *env) error {
@@ -103,7 +106,16 @@ func runStatus(e *env) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER\tLEADER")
 		for _, m := range s.Members {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), yesNo(m.Voter), yesNo(m.Leader))
+			voter := "yes"
+			if !m.Voter {
+				// A non-voter is a server catching up before its promotion;
+				// the leader knows how far it has come.
+				voter = "learner"
+				if m.Reachable != nil {
+					voter = fmt.Sprintf("learner (at %d of %d)", m.MatchIndex, s.CommitIndex)
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), voter, yesNo(m.Leader))
 		}
 		_ = tw.Flush() // to the terminal: nowhere else to report a failed write
 	})

@@ -9,6 +9,9 @@
 // insensitive), which works for PostgreSQL's and MySQL's text protocols:
 // arm it with a word that no other statement of the test contains, such as
 // "commit".
+//
+// It can also hold connections (HoldAfter): accept them and forward
+// nothing, as a Raft peer sees a server whose network lost the route.
 package cutproxy
 
 import (
@@ -56,6 +59,10 @@ type Proxy struct {
 	fired chan struct{}
 	conns map[*link]struct{}
 	wg    sync.WaitGroup
+
+	holding bool       // HoldAfter: connections past passes are held
+	passes  int        // connections still forwarded before holding starts
+	held    []net.Conn // accepted and never forwarded
 }
 
 // Start listens on a free loopback port and forwards every connection to
@@ -88,9 +95,38 @@ func (p *Proxy) CutAt(phase Phase, match string) <-chan struct{} {
 	return p.fired
 }
 
+// HoldAfter forwards the next n new connections, then holds every later
+// one: accepted, never forwarded nor read, as a network that lost the
+// route looks to a peer that is already connected. Connections already
+// forwarded are left alone. Release ends the hold.
+func (p *Proxy) HoldAfter(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding, p.passes = true, n
+}
+
+// Release closes the held connections and forwards new ones again.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	held := p.held
+	p.holding, p.held = false, nil
+	p.mu.Unlock()
+	for _, c := range held {
+		c.Close()
+	}
+}
+
+// Held is how many connections are held now.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}
+
 // Close stops accepting and cuts every connection.
 func (p *Proxy) Close() {
 	p.ln.Close()
+	p.Release()
 	p.mu.Lock()
 	for l := range p.conns {
 		l.cut()
@@ -121,6 +157,18 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		hold := p.holding && p.passes == 0
+		if p.holding && p.passes > 0 {
+			p.passes--
+		}
+		if hold {
+			p.held = append(p.held, c)
+		}
+		p.mu.Unlock()
+		if hold {
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"testing"
@@ -451,5 +453,70 @@ func TestMarkReadCutIsNeitherRefusal(t *testing.T) {
 				t.Errorf("class %v: want a class an idempotent body is retried on", retry.Classify(err))
 			}
 		})
+	}
+}
+
+// TestHoldAfter: the connections allowed through are forwarded, later ones
+// are accepted and get nothing back, and Release closes them.
+func TestHoldAfter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p := cutproxy.Start(t, ln.Addr().String())
+	p.HoldAfter(1)
+	echo := func(c net.Conn) error {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		buf := make([]byte, 4)
+		_, err := io.ReadFull(c, buf)
+		return err
+	}
+	through, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer through.Close()
+	if err := echo(through); err != nil {
+		t.Fatalf("the connection let through: %v", err)
+	}
+	held, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := echo(held); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a held connection: %v, want no answer", err)
+	}
+	if err := echo(through); err != nil {
+		t.Fatalf("the connection let through, after the hold began: %v", err)
+	}
+	if p.Held() != 1 {
+		t.Fatalf("%d connections held, want 1", p.Held())
+	}
+	p.Release()
+	held.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := held.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a released connection is not closed: %v", err)
+	}
+	again, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if err := echo(again); err != nil {
+		t.Fatalf("a connection after Release: %v", err)
 	}
 }

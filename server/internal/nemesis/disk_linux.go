@@ -202,7 +202,8 @@ func (n *nemesis) replaceDisk(ctx context.Context, i int) error {
 		if in, err := member(a); err != nil || in {
 			return err
 		}
-		return a.AddMember(ctx, nd.ID, raftAddr)
+		_, err := a.AddMember(ctx, nd.ID, raftAddr)
+		return err
 	})
 }
 

@@ -72,11 +72,11 @@ func TestHandshakeRefusesOtherCluster(t *testing.T) {
 	idB := b.Cluster()
 	var lc syncBuf
 	c := openSingle(t, "c1", &lc)
-	if err := a.PrepareJoin("c2", c.RaftAddr()); err == nil || !strings.Contains(err.Error(), `is "c1", not "c2"`) {
-		t.Fatalf("PrepareJoin of a misnamed server: %v", err)
+	if _, err := a.AddMember("c2", c.RaftAddr(), 0); err == nil || !strings.Contains(err.Error(), `is "c1", not "c2"`) {
+		t.Fatalf("AddMember of a misnamed server: %v", err)
 	}
-	if err := a.PrepareJoin("c1", c.RaftAddr()); err == nil || !strings.Contains(err.Error(), "holds the data of cluster") {
-		t.Fatalf("PrepareJoin of another cluster's server: %v", err)
+	if _, err := a.AddMember("c1", c.RaftAddr(), 0); err == nil || !strings.Contains(err.Error(), "holds the data of cluster") {
+		t.Fatalf("AddMember of another cluster's server: %v", err)
 	}
 	a.Raft().AddVoter("b1", raft.ServerAddress(b.RaftAddr()), 0, 0) // not committed: b never acks
 	waitUntil(t, "refusals logged", func() bool {

@@ -239,6 +239,9 @@ func (m *identity) check(p peerInfo, dialed string) string {
 	if admitting && inc == p.Incarnation && m.isLeader() {
 		return ""
 	}
+	if m.isLeader() && m.resumesJoin(p) {
+		return "" // a learner whose members add a leader change interrupted (learners.go)
+	}
 	if m.participant(p.ID) {
 		if rec := m.incarnationOf(p.ID); p.State == stateProvisional && rec != 0 && rec == p.Incarnation {
 			// The same data directory that took part, without the cluster

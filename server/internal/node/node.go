@@ -85,6 +85,7 @@ type Node struct {
 	snaps     *raft.FileSnapshotStore
 	stream    *clusterStream
 	id        *identity
+	rep       *replication // followers' acknowledgements; learners' promotions
 	fresh     bool
 	obsCh     chan raft.Observation
 	obs       *raft.Observer
@@ -110,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := openDataDir(cfg.Dir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsm: &stateMachine{nodeID: cfg.ID, state: fsm.New()}, done: make(chan struct{})}
+	n := &Node{cfg: cfg, fsm: &stateMachine{nodeID: cfg.ID, state: fsm.New()}, rep: newReplication(), done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {

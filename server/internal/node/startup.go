@@ -266,7 +266,7 @@ func (n *Node) startRaft(rc *raft.Config, start *fsm.State) error {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
 	gate := newVoteGate(healthTransport{n.transport, health}, n.id.mayVote, n.done)
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, gate)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, ackingTransport{gate, n.rep})
 	if err != nil {
 		return fmt.Errorf("start Raft: %w", err)
 	}

@@ -21,6 +21,12 @@ import (
 
 const adminTimeout = 30 * time.Second
 
+// memberAddWait bounds how long members.add waits for the new learner's
+// promotion before it answers that it is still a learner: well within a
+// client's answer grace (DefaultAnswerGrace), so the answer is never lost
+// to a client that gave up. ticketctl repeats the request to wait longer.
+const memberAddWait = 5 * time.Second
+
 // Status is this node's view of the cluster, the answer to the status op.
 type Status = adminwire.Status
 
@@ -80,21 +86,23 @@ func (s *Server) adminDo(req adminwire.Request) (uint16, any) {
 		}
 		// The server there must be the one named, waiting with an empty
 		// data directory: not a typo, not another cluster's member, not a
-		// member that lost its data.
-		if err := s.node.PrepareJoin(req.ID, req.RaftAddr); err != nil {
+		// member that lost its data. It joins as a learner; the answer
+		// comes once it is a voter, or after memberAddWait.
+		j, err := s.node.AddMember(req.ID, req.RaftAddr, memberAddWait)
+		if err != nil {
 			return fail(err)
 		}
-		if err := r.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, adminTimeout).Error(); err != nil {
-			return fail(fmt.Errorf("add %s at %s: %w", req.ID, req.RaftAddr, err))
-		}
-		s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr)
-		return adminwire.StatusOK, struct{}{}
+		s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", j.Voter, "learner_index", j.LearnerIndex, "promoted_index", j.PromotedIndex)
+		return adminwire.StatusOK, adminwire.MemberAdded{Learner: !j.Voter, LearnerIndex: j.LearnerIndex, PromotedIndex: j.PromotedIndex, MatchIndex: j.Match, CommitIndex: j.Commit}
 	case adminwire.OpMembersRemove:
 		if req.ID == "" {
 			return fail(fmt.Errorf("members.remove needs id"))
 		}
 		if !s.isMember(req.ID) {
 			return fail(fmt.Errorf("no member with id %q", req.ID))
+		}
+		if err := s.node.CheckRemove(req.ID); err != nil {
+			return fail(err)
 		}
 		if err := r.RemoveServer(raft.ServerID(req.ID), 0, adminTimeout).Error(); err != nil {
 			return fail(fmt.Errorf("remove %s: %w", req.ID, err))
@@ -112,6 +120,9 @@ func (s *Server) adminDo(req adminwire.Request) (uint16, any) {
 			addr := s.memberRaftAddr(req.ID)
 			if addr == "" {
 				return fail(fmt.Errorf("no member with id %q", req.ID))
+			}
+			if !s.isVoter(req.ID) {
+				return fail(fmt.Errorf("leadership transfer: %s is a learner, catching up before its promotion to voter, and only a voter leads: wait until ticketctl status shows it a voter", req.ID))
 			}
 			s.transferTo.Store(&req.ID)
 			f = r.LeadershipTransferToServer(raft.ServerID(req.ID), raft.ServerAddress(addr))
@@ -183,6 +194,19 @@ func (s *Server) sendSnapshot(c *conn, id uint32) {
 
 func (s *Server) isMember(id string) bool { return s.memberRaftAddr(id) != "" }
 
+func (s *Server) isVoter(id string) bool {
+	f := s.node.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, m := range f.Configuration().Servers {
+		if string(m.ID) == id {
+			return m.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
 func (s *Server) memberRaftAddr(id string) string {
 	f := s.node.Raft().GetConfiguration()
 	if f.Error() != nil {
@@ -215,8 +239,14 @@ func (s *Server) Status() Status {
 	st.LeaderAddr = addrs[string(lid)]
 	if f := r.GetConfiguration(); f.Error() == nil {
 		for _, m := range f.Configuration().Servers {
-			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), RaftAddr: string(m.Address),
-				ClientAddr: addrs[string(m.ID)], Voter: m.Suffrage == raft.Voter, Leader: m.ID == lid})
+			ms := MemberStatus{ID: string(m.ID), RaftAddr: string(m.Address),
+				ClientAddr: addrs[string(m.ID)], Voter: m.Suffrage == raft.Voter, Leader: m.ID == lid}
+			if string(m.ID) != s.cfg.NodeID {
+				if match, reachable, ok := s.node.Progress(string(m.ID)); ok {
+					ms.MatchIndex, ms.Reachable = match, &reachable
+				}
+			}
+			st.Members = append(st.Members, ms)
 		}
 	}
 	return st

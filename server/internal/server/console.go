@@ -321,6 +321,10 @@ func (s *Server) consoleCluster() *console.Cluster {
 			default:
 				cm.Health, cm.OK = "reachable", true
 			}
+			if !m.Voter && m.Reachable != nil {
+				// A learner: promoted once its log reaches the commit index.
+				cm.Health += fmt.Sprintf("; learner, log at %d of %d", m.MatchIndex, st.CommitIndex)
+			}
 			c.Members = append(c.Members, cm)
 		}
 	})

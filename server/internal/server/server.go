@@ -568,7 +568,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.ln.Close()
 	r := s.node.Raft()
 	if r.State() == raft.Leader {
-		if cf := r.GetConfiguration(); cf.Error() == nil && len(cf.Configuration().Servers) > 1 {
+		if cf := r.GetConfiguration(); cf.Error() == nil && voters(cf.Configuration()) > 1 {
 			if err := r.LeadershipTransfer().Error(); err != nil {
 				s.log.Warn("leadership transfer before shutdown failed", "err", err)
 			}
@@ -580,6 +580,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	return s.stopAll(ctx)
+}
+
+// voters counts the voters of c: leadership goes only to a voter, never to
+// a learner still catching up.
+func voters(c raft.Configuration) int {
+	n := 0
+	for _, m := range c.Servers {
+		if m.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Server) stopAll(ctx context.Context) error {
