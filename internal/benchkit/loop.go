@@ -68,6 +68,7 @@ type LoopConfig struct {
 	Mode      LoopMode
 	OpTimeout time.Duration // a pair shares one context of twice this
 	MaxOps    int64         // iterations at most
+	Interval  time.Duration // > 0: start one pair per interval (paced), else closed loop
 }
 
 // LockLoop acquires and releases key until the window ends (or ctx, or
@@ -75,9 +76,16 @@ type LoopConfig struct {
 // acquire is followed by a 20 ms pause so that a broken server is not
 // hammered.
 func LockLoop(ctx context.Context, l Lock, key string, win Window, cfg LoopConfig, check HeldCheck, rec *Recorder) {
+	next := time.Now()
 	for it := int64(0); it < cfg.MaxOps; it++ {
 		if ctx.Err() != nil || !time.Now().Before(win.End) {
 			return
+		}
+		if cfg.Interval > 0 {
+			if !SleepUntil(ctx, next, win.End) {
+				return
+			}
+			next = next.Add(cfg.Interval)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*cfg.OpTimeout)
 		t0 := time.Now()
