@@ -78,6 +78,9 @@ if ! "$golangci_lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VER
 fi
 echo "== golangci-lint"
 "$golangci_lint" run $GO_PKGS
+for m in bench/redis bench/multigroup; do # modules outside go.work
+  (cd "$m" && GOWORK=off "$golangci_lint" run --config ../../.golangci.yml ./...)
+done
 
 echo "== alert rules (promtool check rules, promtool test rules)"
 promtool check rules deploy/prometheus/alerts.yml

@@ -158,7 +158,7 @@ func startGroup(dir string, id int) (*group, error) {
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
 	if err != nil {
-		w.Close()
+		_ = w.Close() // the error being returned is the one to report
 		return nil, err
 	}
 	cfg := raft.DefaultConfig()
@@ -174,13 +174,13 @@ func startGroup(dir string, id int) (*group, error) {
 	fsm := &grantFSM{tokens: map[string]uint64{}}
 	r, err := raft.NewRaft(cfg, fsm, w, w, snaps, trans)
 	if err != nil {
-		w.Close()
+		_ = w.Close() // the error being returned is the one to report
 		return nil, err
 	}
 	boot := raft.Configuration{Servers: []raft.Server{{ID: cfg.LocalID, Address: addr}}}
 	if err := r.BootstrapCluster(boot).Error(); err != nil {
 		r.Shutdown()
-		w.Close()
+		_ = w.Close() // the error being returned is the one to report
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	return &group{raft: r, log: w, fsm: fsm}, nil
