@@ -44,6 +44,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type options struct {
 	groups   []int
 	workers  int
+	perGroup int // > 0: workers = perGroup × groups instead of workers
 	keys     int
 	duration time.Duration
 	warmup   time.Duration
@@ -73,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	groups := fs.String("groups", "1,2,4,8", "comma-separated group counts to run, one after another")
 	var o options
 	fs.IntVar(&o.workers, "workers", 64, "workers in all, spread evenly over the groups (each Apply waits for its commit)")
+	fs.IntVar(&o.perGroup, "per-group", 0, "when > 0: this many workers per group (N groups get N times as many), instead of -workers in all")
 	fs.IntVar(&o.keys, "keys", 1024, "keys in all; key k lives in group k mod N")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured window per group count")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured run-in per group count")
@@ -89,8 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		o.groups = append(o.groups, n)
 	}
-	if o.workers < 1 || o.keys < 1 || o.duration <= 0 || o.warmup < 0 {
-		fmt.Fprintln(stderr, "multigroup: -workers and -keys must be >= 1, -duration > 0, -warmup >= 0")
+	if o.workers < 1 || o.perGroup < 0 || o.keys < 1 || o.duration <= 0 || o.warmup < 0 {
+		fmt.Fprintln(stderr, "multigroup: -workers and -keys must be >= 1, -per-group >= 0, -duration > 0, -warmup >= 0")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -208,8 +210,12 @@ func waitLeaders(ctx context.Context, gs []*group) error {
 	return nil
 }
 
-// measure runs n groups with o.workers workers for warmup+duration.
+// measure runs n groups with o.workers workers (o.perGroup×n when set)
+// for warmup+duration.
 func measure(ctx context.Context, o options, n int) (*row, error) {
+	if o.perGroup > 0 {
+		o.workers = o.perGroup * n
+	}
 	root := o.dir
 	if root == "" {
 		d, err := os.MkdirTemp("", "multigroup-")

@@ -44,3 +44,19 @@ func TestBadGroupsFlag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", rc, stderr.String())
 	}
 }
+
+func TestPerGroupScalesWorkers(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	args := []string{"-groups", "2", "-per-group", "3", "-duration", "200ms", "-warmup", "50ms", "-json"}
+	if rc := run(args, &stdout, &stderr); rc != 0 {
+		t.Fatalf("exit %d\n%s", rc, stderr.String())
+	}
+	var r row
+	if err := json.NewDecoder(&stdout).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Workers != 6 || r.Ops <= 0 {
+		t.Fatalf("workers=%d ops=%d, want 6 workers and some ops", r.Workers, r.Ops)
+	}
+}
