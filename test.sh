@@ -53,6 +53,13 @@ if ! command -v promtool >/dev/null 2>&1; then
   need prometheus
 fi
 
+# The Redis benchmark driver (bench/redis) is tested against a real
+# redis-server, Debian's package; its test never skips.
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "== installing redis-server (for the Redis benchmark driver's test)"
+  need redis-server
+fi
+
 # Every Go module of the checkout, through go.work: the client module (the
 # root), the native-pgx fence module and the server module (ticketd, tools
 # and every end-to-end, crash and fault test).
@@ -71,6 +78,9 @@ if ! "$golangci_lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VER
 fi
 echo "== golangci-lint"
 "$golangci_lint" run $GO_PKGS
+for m in bench/redis bench/multigroup; do # modules outside go.work
+  (cd "$m" && GOWORK=off "$golangci_lint" run --config ../../.golangci.yml ./...)
+done
 
 echo "== alert rules (promtool check rules, promtool test rules)"
 promtool check rules deploy/prometheus/alerts.yml
@@ -83,6 +93,12 @@ trap 'rm -f "$log"' EXIT
 # package lines go to the terminal.
 status=0
 go test -race -count=1 -timeout 25m -v $GO_PKGS >"$log" 2>&1 || status=$?
+# The small benchmark modules kept out of go.work so that their dependencies
+# (go-redis, raft-wal) never reach the client or server modules. bench/etcd
+# is left to its own README (it builds etcd and runs for minutes).
+for m in bench/redis bench/multigroup; do
+  (cd "$m" && GOWORK=off go vet ./... && GOWORK=off go test -race -count=1 -timeout 10m -v ./...) >>"$log" 2>&1 || status=$?
+done
 grep -E '^(ok|FAIL|panic:)' "$log" || true
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)

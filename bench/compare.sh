@@ -47,7 +47,17 @@
 #                       pair is retried only while the retry and the pairs
 #                       still to come (at the average time per try so far)
 #                       fit in it, so that quick mode ends within 15 minutes
+#   REDIS_NODES ["1"]   node counts with a Redis run in each pair ("" for none;
+#                       Redis replicates asynchronously, so 1 is the only
+#                       comparable count)
+#   REDIS_ROWS ["w128 contended single"]  rows that get the Redis run (one
+#                       shared go-redis client; its pool is sized to the workers)
 #   OUT                 output .jsonl
+#
+# Redis: one redis-server (Debian's package, installed with apt-get when
+# missing) started by redisbench with appendonly yes and appendfsync always,
+# its data dir under $TMPDIR like the others'; the pair is then Ticketing,
+# etcd, Redis, and accepted only when all three runs were quiet.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -62,7 +72,8 @@ quick)
 *)
 	echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
-: "${NODES:=1 3}" "${HOLD_NODES=$NODES}" "${CONN_NODES=$NODES}" "${ROWS=w128 w128c4 w128c16 contended single}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}"
+: "${NODES:=1 3}" "${HOLD_NODES=$NODES}" "${CONN_NODES=$NODES}" "${ROWS=w128 w128c4 w128c16 contended single}" "${MAX_OTHER:=0.3}" "${HC_WARMUP:=2s}" \
+	"${REDIS_NODES=1}" "${REDIS_ROWS=w128 contended single}"
 OUT=${OUT:-$ROOT/bench/compare/results/compare-$MODE-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 
@@ -89,6 +100,13 @@ echo "compare: building into $BIN" >&2
 go build -o "$BIN/ticketbench" ./server/cmd/ticketbench || exit 1
 go build -o "$BIN/ticketd" ./server/cmd/ticketd || exit 1 # ticketbench finds it next to itself
 (cd bench/etcd && GOWORK=off go build -o "$BIN/etcdbench" ./cmd/etcdbench) || exit 1
+if [ -n "$REDIS_NODES" ]; then
+	if ! command -v redis-server >/dev/null; then
+		echo "compare: installing redis-server (Debian's package) for the Redis runs" >&2
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null || exit 1
+	fi
+	(cd bench/redis && GOWORK=off go build -o "$BIN/redisbench" ./cmd/redisbench) || exit 1
+fi
 
 busy_cores() { # machine busy cores over 2 s, from /proc/stat (nothing of ours runs)
 	local a b busy=0 i
@@ -143,6 +161,7 @@ one() {
 	local sys=$1 nodes=$2 wl=$3 line bin=$BIN/ticketbench
 	shift 3
 	[ "$sys" = etcd ] && bin=$BIN/etcdbench
+	[ "$sys" = redis ] && bin=$BIN/redisbench
 	echo "compare: $sys nodes=$nodes $wl $*" >&2
 	line=$("$bin" -q -json -nodes "$nodes" -workload "$wl" -duration "$DURATION" "$@")
 	local rc=$?
@@ -153,7 +172,9 @@ one() {
 	echo "$line"
 }
 # pair NODES WORKLOAD [common args] -- [ticketing args] -- [etcd args]:
-# Ticketing then etcd, repeated until both had < MAX_OTHER other load.
+# Ticketing then etcd (then Redis, with the etcd args, when WITH_REDIS=1),
+# repeated until every run had < MAX_OTHER other load.
+WITH_REDIS=0
 pair() {
 	local nodes=$1 wl=$2
 	shift 2
@@ -163,21 +184,26 @@ pair() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do targs+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
 	eargs=("$@")
-	local try best=99 bt="" be="" t e ot oe worst
+	local try best=99 bt="" be="" br="" t e r="" ot oe or=0 worst
 	for try in $(seq 1 "$TRIES"); do
 		wait_quiet
 		TRIES_DONE=$((TRIES_DONE + 1))
 		t=$(one ticketing "$nodes" "$wl" "${cargs[@]}" "${targs[@]}") || { failed=$((failed + 1)); PAIRS_LEFT=$((PAIRS_LEFT - 1)); return; }
 		e=$(one etcd "$nodes" "$wl" "${cargs[@]}" "${eargs[@]}") || { failed=$((failed + 1)); PAIRS_LEFT=$((PAIRS_LEFT - 1)); return; }
+		if [ "$WITH_REDIS" = 1 ]; then
+			r=$(one redis "$nodes" "$wl" "${cargs[@]}" "${eargs[@]}") || { failed=$((failed + 1)); PAIRS_LEFT=$((PAIRS_LEFT - 1)); return; }
+			or=$(other_of "$r")
+		fi
 		ot=$(other_of "$t"); oe=$(other_of "$e")
-		worst=$(awk -v a="$ot" -v b="$oe" 'BEGIN { print (a > b ? a : b) }')
-		if lt "$worst" "$best"; then best=$worst bt=$t be=$e; fi
+		worst=$(awk -v a="$ot" -v b="$oe" -v c="$or" 'BEGIN { m = (a > b ? a : b); print (c > m ? c : m) }')
+		if lt "$worst" "$best"; then best=$worst bt=$t be=$e br=$r; fi
 		if lt "$worst" "$MAX_OTHER"; then
-			echo "compare: pair accepted (other load $ot / $oe cores)" >&2
+			echo "compare: pair accepted (other load $ot / $oe / $or cores)" >&2
 			break
 		fi
 		printf '%s\n%s\n' "$t" "$e" >>"$REJECTED"
-		echo "compare: pair rejected, other load $ot / $oe cores (try $try/$TRIES)" >&2
+		[ -n "$r" ] && printf '%s\n' "$r" >>"$REJECTED"
+		echo "compare: pair rejected, other load $ot / $oe / $or cores (try $try/$TRIES)" >&2
 		if [ "$try" -lt "$TRIES" ] && ! may_retry; then
 			echo "compare: no time left in the budget (${BUDGET}s) for another try; keeping the least disturbed" >&2
 			break
@@ -188,6 +214,7 @@ pair() {
 		echo "compare: no quiet pair for nodes=$nodes $wl ${cargs[*]}; kept the least disturbed (other load $best cores)" >&2
 	fi
 	printf '%s\n%s\n' "$bt" "$be" >>"$OUT"
+	[ -n "$br" ] && printf '%s\n' "$br" >>"$OUT"
 }
 echo "compare: mode=$MODE reps=$REPS nodes=[$NODES] duration=$DURATION warmup=$WARMUP hold_n=$HOLD_N etcd_hold_n=$ETCD_HOLD_N conns=$CONNS max_other=$MAX_OTHER tries=$TRIES -> $OUT" >&2
 for nodes in $NODES; do
@@ -195,11 +222,13 @@ for nodes in $NODES; do
 		echo "compare: === nodes=$nodes pass $rep/$REPS" >&2
 		wait_quiet
 		"$BIN/ticketbench" -q -json -workload fsync -warmup 1s -duration "$DURATION" >>"$OUT" || failed=$((failed + 1))
-		has "$ROWS" w128 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 1 -- -conns 1
-		has "$ROWS" w128c4 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 4 -- -conns 4
-		has "$ROWS" w128c16 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 16 -- -conns 16
-		has "$ROWS" contended && pair "$nodes" contended -clients 16 -warmup "$WARMUP"
-		has "$ROWS" single && pair "$nodes" uncontended -clients 1 -warmup "$WARMUP"
+		redis_for() { WITH_REDIS=0; has "$REDIS_NODES" "$nodes" && has "$REDIS_ROWS" "$1" && WITH_REDIS=1; }
+		redis_for w128; has "$ROWS" w128 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 1 -- -conns 1
+		redis_for w128c4; has "$ROWS" w128c4 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 4 -- -conns 4
+		redis_for w128c16; has "$ROWS" w128c16 && pair "$nodes" uncontended -clients 128 -warmup "$WARMUP" -- -conns 16 -- -conns 16
+		redis_for contended; has "$ROWS" contended && pair "$nodes" contended -clients 16 -warmup "$WARMUP"
+		redis_for single; has "$ROWS" single && pair "$nodes" uncontended -clients 1 -warmup "$WARMUP"
+		WITH_REDIS=0
 		if has "$HOLD_NODES" "$nodes"; then
 			pair "$nodes" hold -warmup "$HC_WARMUP" -- -n "$HOLD_N" -- -n "$ETCD_HOLD_N"
 		fi
@@ -215,7 +244,7 @@ MD=${OUT%.jsonl}.md
 {
 	echo "Mode $MODE, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), duration $DURATION after $WARMUP warm-up, $REPS pass(es), pairs accepted below $MAX_OTHER cores of other load (up to $TRIES tries), $((SECONDS - START)) s."
 	echo
-	go run ./bench/compare -title "Ticketing vs etcd ($MODE)" "$OUT"
+	go run ./bench/compare -title "Ticketing vs etcd and Redis ($MODE)" "$OUT"
 } | tee "$MD"
 echo "compare: results in $OUT and $MD; $failed run(s) failed" >&2
 [ "$failed" -eq 0 ]

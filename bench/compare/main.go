@@ -1,14 +1,16 @@
-// Command compare reads the JSON lines that ticketbench and etcdbench print
-// with -json (one object per run, the same schema, "system" telling them
-// apart) and prints a markdown table with Ticketing/etcd ratios.
+// Command compare reads the JSON lines that ticketbench, etcdbench and
+// redisbench print with -json (one object per run, the same schema,
+// "system" telling them apart) and prints a markdown table with
+// Ticketing/etcd ratios, and Ticketing/Redis ratios where Redis ran.
 //
 //	go run ./bench/compare results.jsonl
 //
 // Runs are paired per row (workload, nodes, clients): the k-th Ticketing
 // result of a row with the k-th etcd result of that row, which
 // bench/compare.sh runs back to back (A B A B), so every ratio printed
-// comes from one pass of the same run. Nothing here imports etcd: the main
-// module does not depend on it.
+// comes from one pass of the same run; the k-th Redis result of a row joins
+// that pair. Nothing here imports etcd or Redis: the main module does not
+// depend on them.
 package main
 
 import (
@@ -71,7 +73,7 @@ type rowKey struct {
 // connsOf reads how many client connections (Brokers, clientv3.Clients) a
 // run's workers shared; 0 when the run does not say.
 func connsOf(r *result) int {
-	for _, k := range []string{"brokers", "clientv3_clients"} {
+	for _, k := range []string{"brokers", "clientv3_clients", "redis_clients"} {
 		if v, ok := r.noteFloat(k); ok {
 			return int(v)
 		}
@@ -95,10 +97,11 @@ func fsyncFloor(results []*result) (float64, bool) {
 	return v[(len(v)-1)/2], true
 }
 
-// pair is one Ticketing run and the etcd run made next to it.
+// pair is one Ticketing run and the etcd run made next to it, and the
+// Redis run made with them when the row has one.
 type pair struct {
 	rep     int
-	t, e    *result
+	t, e, r *result
 	missing string
 }
 
@@ -177,9 +180,12 @@ func pairs(results []*result) (map[rowKey][]pair, []rowKey) {
 	}
 	out := map[rowKey][]pair{}
 	for k, m := range byRow {
-		t, e := m["ticketing"], m["etcd"]
+		t, e, rd := m["ticketing"], m["etcd"], m["redis"]
 		for i := 0; i < max(len(t), len(e)); i++ {
 			p := pair{rep: i + 1}
+			if i < len(rd) {
+				p.r = rd[i]
+			}
 			if i < len(t) {
 				p.t = t[i]
 			} else {
@@ -216,7 +222,7 @@ type metric struct {
 	name   string
 	unit   string
 	get    func(*result) (float64, bool)
-	target func(t, e *result) (string, bool, bool) // text, met, applicable
+	target func(t, e, r *result) (string, bool, bool) // text, met, applicable
 }
 
 func fixed(f func(*result) float64) func(*result) (float64, bool) {
@@ -252,8 +258,8 @@ var cpuCores = []metric{
 var floor float64
 
 func metricsFor(k rowKey) (string, []metric) {
-	ratioTarget := func(min float64) func(t, e *result) (string, bool, bool) {
-		return func(t, e *result) (string, bool, bool) {
+	ratioTarget := func(min float64) func(t, e, r *result) (string, bool, bool) {
+		return func(t, e, r *result) (string, bool, bool) {
 			if e == nil || e.OpsPerSec == 0 {
 				return fmt.Sprintf("≥%gx etcd", min), false, false
 			}
@@ -268,7 +274,7 @@ func metricsFor(k rowKey) (string, []metric) {
 		}
 		ms := []metric{
 			{"pair p50", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }),
-				func(t, e *result) (string, bool, bool) {
+				func(t, e, r *result) (string, bool, bool) {
 					txt := fmt.Sprintf("≤%gx etcd", maxRatio)
 					if e == nil || e.Latency.P50 == 0 {
 						return txt, false, false
@@ -279,7 +285,14 @@ func metricsFor(k rowKey) (string, []metric) {
 			{"pairs/s", "/s", fixed(func(r *result) float64 { return r.OpsPerSec }), nil},
 		}
 		if k.nodes == 1 {
-			ms[1].target = func(t, e *result) (string, bool, bool) {
+			ms = append(ms, metric{"pair p50, against Redis", "ms", fixed(func(r *result) float64 { return r.Latency.P50 }),
+				func(t, e, r *result) (string, bool, bool) {
+					if r == nil || r.Latency.P50 == 0 {
+						return "≤ Redis pair p50", false, false
+					}
+					return fmt.Sprintf("≤ Redis pair p50 (%.3f ms)", r.Latency.P50), t.Latency.P50 <= r.Latency.P50, true
+				}})
+			ms[1].target = func(t, e, r *result) (string, bool, bool) {
 				if floor == 0 {
 					return "≤ 2x fsync floor", false, false
 				}
@@ -295,7 +308,7 @@ func metricsFor(k rowKey) (string, []metric) {
 		if k.conns != 1 && k.conns != 4 {
 			target = nil // the targets are for one shared connection and for 4
 		}
-		p99Target := func(t, e *result) (string, bool, bool) {
+		p99Target := func(t, e, r *result) (string, bool, bool) {
 			if e == nil {
 				return "< etcd p50", false, false
 			}
@@ -318,7 +331,7 @@ func metricsFor(k rowKey) (string, []metric) {
 		}
 		if k.nodes == 1 {
 			ms[0].target = ratioTarget(15)
-			ms[2].target = func(t, e *result) (string, bool, bool) { return "< 15 ms", t.Acquire.P99 < 15, true }
+			ms[2].target = func(t, e, r *result) (string, bool, bool) { return "< 15 ms", t.Acquire.P99 < 15, true }
 		}
 		return fmt.Sprintf("contended, %d clients, %d conn(s)", k.clients, k.conns), append(append(ms, cpuCores...), cpuPerOp, genCPUPerOp)
 	case k.workload == "hold":
@@ -326,7 +339,7 @@ func metricsFor(k rowKey) (string, []metric) {
 			{"held N", "", func(r *result) (float64, bool) { return r.noteFloat("held") }, nil},
 			{"RSS at N, all servers", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / (1 << 20) }), nil},
 			{"RSS at N, per server", "MiB", fixed(func(r *result) float64 { return float64(r.RSS) / float64(max(r.Nodes, 1)) / (1 << 20) }),
-				func(t, e *result) (string, bool, bool) {
+				func(t, e, r *result) (string, bool, bool) {
 					n, _ := t.noteFloat("held")
 					if n < 1_000_000 {
 						return "1M held: < 1 GiB", false, false
@@ -335,7 +348,7 @@ func metricsFor(k rowKey) (string, []metric) {
 				}},
 			{"RSS per held ticket", "B", func(r *result) (float64, bool) { return r.noteFloat("rss_per_held_lock_bytes") }, nil},
 			{"restart", "s", func(r *result) (float64, bool) { return r.noteFloat("restart_s") },
-				func(t, e *result) (string, bool, bool) {
+				func(t, e, r *result) (string, bool, bool) {
 					v, ok := t.noteFloat("restart_s")
 					return "< 10 s", ok && v < 10, ok
 				}},
@@ -347,13 +360,13 @@ func metricsFor(k rowKey) (string, []metric) {
 			{"RSS idle, before the connections, per server", "MiB", func(r *result) (float64, bool) {
 				v, ok := r.noteFloat("rss_before_idle")
 				return v / float64(max(r.Nodes, 1)) / (1 << 20), ok
-			}, func(t, e *result) (string, bool, bool) {
+			}, func(t, e, r *result) (string, bool, bool) {
 				v, ok := t.noteFloat("rss_before_idle")
 				return "< 64 MiB", ok && v/float64(max(t.Nodes, 1)) < 64<<20, ok
 			}},
 			{"acquire p50", "ms", fixed(func(r *result) float64 { return r.Acquire.P50 }), nil},
 			{"acquire p99", "ms", fixed(func(r *result) float64 { return r.Acquire.P99 }),
-				func(t, e *result) (string, bool, bool) {
+				func(t, e, r *result) (string, bool, bool) {
 					n, _ := t.noteFloat("n")
 					if n < 10_000 {
 						return "10k conns: < 50 ms", false, false
@@ -413,7 +426,7 @@ func noise(r *result) string {
 }
 
 // cell is one metric of one pair, formatted.
-type cell struct{ t, e, ratio, target, met, noise string }
+type cell struct{ t, e, ratio, target, met, noise, r, ratioR, noiseR string }
 
 func evaluate(m metric, p pair) cell {
 	var tv, ev float64
@@ -424,9 +437,15 @@ func evaluate(m metric, p pair) cell {
 	if p.e != nil {
 		ev, eok = m.get(p.e)
 	}
-	c := cell{t: num(tv, tok), e: num(ev, eok), ratio: ratio(tv, ev, tok, eok), noise: noise(p.t) + "/" + noise(p.e)}
+	var rv float64
+	var rok bool
+	if p.r != nil {
+		rv, rok = m.get(p.r)
+	}
+	c := cell{t: num(tv, tok), e: num(ev, eok), ratio: ratio(tv, ev, tok, eok), noise: noise(p.t) + "/" + noise(p.e),
+		r: num(rv, rok), ratioR: ratio(tv, rv, tok, rok), noiseR: noise(p.r)}
 	if m.target != nil && p.t != nil {
-		txt, ok, applicable := m.target(p.t, p.e)
+		txt, ok, applicable := m.target(p.t, p.e, p.r)
 		c.target = txt
 		switch {
 		case !applicable:
@@ -449,25 +468,35 @@ func unitOf(m metric) string {
 
 // summary is one line per row and metric, the runs side by side
 // ("run 1 / run 2"), each ratio from its own run.
-func summary(ps map[rowKey][]pair, keys []rowKey) string {
+func summary(ps map[rowKey][]pair, keys []rowKey, withRedis bool) string {
 	var sb strings.Builder
-	sb.WriteString("| nodes | row | metric | Ticketing | etcd | Ticketing/etcd | target | met |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| nodes | row | metric | Ticketing | etcd | Ticketing/etcd | target | met |")
+	sep := "|---|---|---|---|---|---|---|---|"
+	if withRedis {
+		sb.WriteString(" Redis | Ticketing/Redis |")
+		sep += "---|---|"
+	}
+	sb.WriteString("\n" + sep + "\n")
 	for _, k := range keys {
 		name, ms := metricsFor(k)
 		for _, m := range ms {
-			var t, e, r, met []string
+			var t, e, r, met, rd, rr []string
 			target := ""
 			for _, p := range ps[k] {
 				c := evaluate(m, p)
 				t, e, r = append(t, c.t), append(e, c.e), append(r, c.ratio)
+				rd, rr = append(rd, c.r), append(rr, c.ratioR)
 				if c.target != "" {
 					target, _, _ = strings.Cut(c.target, " (") // the per-run detail is below
 					met = append(met, c.met)
 				}
 			}
-			fmt.Fprintf(&sb, "| %d | %s | %s%s | %s | %s | %s | %s | %s |\n", k.nodes, name, m.name, unitOf(m),
+			fmt.Fprintf(&sb, "| %d | %s | %s%s | %s | %s | %s | %s | %s |", k.nodes, name, m.name, unitOf(m),
 				strings.Join(t, " / "), strings.Join(e, " / "), strings.Join(r, " / "), target, strings.Join(met, " / "))
+			if withRedis {
+				fmt.Fprintf(&sb, " %s | %s |", strings.Join(rd, " / "), strings.Join(rr, " / "))
+			}
+			sb.WriteString("\n")
 		}
 	}
 	return sb.String()
@@ -476,16 +505,25 @@ func summary(ps map[rowKey][]pair, keys []rowKey) string {
 func render(title string, results []*result) string {
 	floor, _ = fsyncFloor(results)
 	ps, keys := pairs(results)
+	withRedis := false
+	for _, r := range results {
+		withRedis = withRedis || r.System == "redis"
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "### %s\n\n", title)
 	sb.WriteString("Each cell lists the runs in order (run 1 / run 2 / ...); each ratio is Ticketing/etcd of the same run.\n\n")
 	if f, ok := fsyncFloor(results); ok {
 		fmt.Fprintf(&sb, "Disk floor in this run (ticketbench -workload fsync, 4 KiB append + fdatasync, queue depth 1): p50 %.3f ms (median of the floor runs).\n\n", f)
 	}
-	sb.WriteString(summary(ps, keys))
+	sb.WriteString(summary(ps, keys, withRedis))
 	sb.WriteString("\n#### Per run, with machine noise\n\n")
-	sb.WriteString("| nodes | row | metric | run | Ticketing | etcd | Ticketing/etcd | target | met | noise T/E |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| nodes | row | metric | run | Ticketing | etcd | Ticketing/etcd | target | met | noise T/E |")
+	sep := "|---|---|---|---|---|---|---|---|---|---|"
+	if withRedis {
+		sb.WriteString(" Redis | Ticketing/Redis | noise R |")
+		sep += "---|---|---|"
+	}
+	sb.WriteString("\n" + sep + "\n")
 	var notes []string
 	for _, k := range keys {
 		name, ms := metricsFor(k)
@@ -495,6 +533,9 @@ func render(title string, results []*result) string {
 			}
 			if p.e != nil && p.e.Errors > 0 {
 				notes = append(notes, fmt.Sprintf("%d node(s) %s run %d: etcd had %d errors", k.nodes, name, p.rep, p.e.Errors))
+			}
+			if p.r != nil && p.r.Errors > 0 {
+				notes = append(notes, fmt.Sprintf("%d node(s) %s run %d: Redis had %d errors", k.nodes, name, p.rep, p.r.Errors))
 			}
 			if k.workload == "hold" && p.t != nil && p.e != nil {
 				tn, _ := p.t.noteFloat("held")
@@ -512,10 +553,19 @@ func render(title string, results []*result) string {
 			}
 			for _, m := range ms {
 				c := evaluate(m, p)
-				fmt.Fprintf(&sb, "| %d | %s | %s%s | %d | %s | %s | %s | %s | %s | %s |\n",
+				fmt.Fprintf(&sb, "| %d | %s | %s%s | %d | %s | %s | %s | %s | %s | %s |",
 					k.nodes, name, m.name, unitOf(m), p.rep, c.t, c.e, c.ratio, c.target, c.met, c.noise)
+				if withRedis {
+					fmt.Fprintf(&sb, " %s | %s | %s |", c.r, c.ratioR, c.noiseR)
+				}
+				sb.WriteString("\n")
 			}
 		}
+	}
+	if withRedis {
+		sb.WriteString("\nRedis is one redis-server with appendonly yes and appendfsync always (every grant on disk before its answer), " +
+			"the lock built as its careful users build it (SET NX PX and a per-key INCR fencing counter in one Lua script, compare-and-delete release), " +
+			"run right after the etcd run of the same pair; it has no 3-node row (its replication is asynchronous).\n")
 	}
 	sb.WriteString("\nRatios are Ticketing/etcd of the same run (the two measured back to back); " +
 		"for latencies and memory lower is better. *noise* is other_cpu_cores: CPU used by other processes on the shared machine during the window (of 2 cores).\n")

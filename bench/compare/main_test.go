@@ -49,3 +49,37 @@ func TestRenderPairsAndTargets(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderRedisBesideEtcd(t *testing.T) {
+	lines := []string{
+		`{"system":"ticketing","workload":"uncontended","nodes":1,"clients":1,"ops":1000,"latency_ms":{"p50":0.5},"acquire_latency_ms":{"p50":0.25},"notes":"brokers=1 other_cpu_cores=0.01"}`,
+		`{"system":"etcd","workload":"uncontended","nodes":1,"clients":1,"latency_ms":{"p50":1},"acquire_latency_ms":{"p50":0.5},"notes":"clientv3_clients=1 other_cpu_cores=0.02"}`,
+		`{"system":"redis","workload":"uncontended","nodes":1,"clients":1,"latency_ms":{"p50":0.4},"acquire_latency_ms":{"p50":0.2},"notes":"redis_clients=1 pool=1 other_cpu_cores=0.03"}`,
+		`{"system":"ticketing","workload":"uncontended","nodes":3,"clients":1,"latency_ms":{"p50":1.2},"notes":"brokers=1"}`,
+		`{"system":"etcd","workload":"uncontended","nodes":3,"clients":1,"latency_ms":{"p50":2.4},"notes":"clientv3_clients=1"}`,
+	}
+	var rs []*result
+	for _, l := range lines {
+		r, err := parse(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	out := render("t", rs)
+	for _, want := range []string{
+		"| target | met | Redis | Ticketing/Redis |",
+		"| 1 | single client, uncontended | pair p50 (ms) | 0.500 | 1.00 | 0.50x | ≤0.45x etcd | **no** | 0.400 | 1.25x |",
+		"| 1 | single client, uncontended | pair p50, against Redis (ms) | 1 | 0.500 | 1.00 | 0.50x | ≤ Redis pair p50 (0.400 ms) | **no** | 0.01/0.02 | 0.400 | 1.25x | 0.03 |",
+		"| 3 | single client, uncontended | pair p50 (ms) | 1.20 | 2.40 | 0.50x | ≤0.55x etcd | yes | – | – |",
+		"appendfsync always",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	// Without Redis results the tables keep their columns.
+	if out := render("t", rs[:2]); strings.Contains(out, "Ticketing/Redis") {
+		t.Errorf("Redis columns without Redis results:\n%s", out)
+	}
+}

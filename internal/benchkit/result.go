@@ -1,10 +1,12 @@
 // Package benchkit holds what the Ticketing load generator (server/cmd/ticketbench)
-// and the etcd comparison benchmark (bench/etcd) share: the JSON result
+// and the comparison benchmarks (bench/etcd, bench/redis) share: the lock
+// workload's worker loop (LockLoop) and its token checks, the JSON result
 // schema and its printing, nearest-rank latency percentiles, /proc readers
 // for server RSS and CPU, and a bounded parallel loop.
 //
-// bench/etcd is a separate module; it may still import this package because
-// the internal rule is by import path (github.com/ticketing-io/ticketing/...).
+// bench/etcd and bench/redis are separate modules; they may still import
+// this package because the internal rule is by import path
+// (github.com/ticketing-io/ticketing/...).
 package benchkit
 
 import (
@@ -19,7 +21,7 @@ import (
 // (bench/compare) can join them. Figures without a key go into Notes as
 // key=value.
 type Result struct {
-	System           string      `json:"system"`   // "ticketing" or "etcd"
+	System           string      `json:"system"`   // "ticketing", "etcd", "redis" (or "disk" for the fsync floor)
 	Workload         string      `json:"workload"` // uncontended|contended|hold|connections
 	Nodes            int         `json:"nodes"`
 	Clients          int         `json:"clients"`    // active workers

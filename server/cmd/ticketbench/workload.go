@@ -15,8 +15,8 @@ import (
 
 // Workload names (the same as etcdbench's).
 const (
-	Uncontended = "uncontended"
-	Contended   = "contended"
+	Uncontended = benchkit.Uncontended
+	Contended   = benchkit.Contended
 	Hold        = "hold"
 	Connections = "connections"
 )
@@ -174,100 +174,20 @@ func (b *bench) close() {
 	_ = benchkit.Parallel(context.Background(), len(brs), 64, func(i int) error { return brs[i].Close() }) // Close returns nil
 }
 
-type loopMode int
-
-const (
-	countPairs    loopMode = iota // ops = acquire+release pairs completed in the window
-	countAcquires                 // ops = grants (handoffs) in the window
-)
-
-// heldCheck is the safety check made while holding a ticket.
-type heldCheck interface {
-	enter(tok uint64) bool
-	leave()
+// brokerLock is Ticketing's lock as benchkit.LockLoop drives it: one
+// Acquire call with the workload's wait and lease, the ticket's token, and
+// its Release.
+type brokerLock struct {
+	br          *ticketing.Broker
+	wait, lease time.Duration
 }
 
-// perKeyCheck: one worker per key; its tokens must strictly increase.
-type perKeyCheck struct{ last uint64 }
-
-func (c *perKeyCheck) enter(tok uint64) bool { ok := tok > c.last; c.last = tok; return ok }
-func (c *perKeyCheck) leave()                {}
-
-// sharedKeyCheck: many workers on one key; at most one holder at a time and
-// tokens strictly increasing in grant order.
-type sharedKeyCheck struct {
-	holders atomic.Int32
-	mu      sync.Mutex
-	last    uint64
-}
-
-func (c *sharedKeyCheck) enter(tok uint64) bool {
-	ok := c.holders.Add(1) == 1
-	c.mu.Lock()
-	if tok <= c.last {
-		ok = false
-	} else {
-		c.last = tok
+func (l brokerLock) Acquire(ctx context.Context, key string) (uint64, func(context.Context) error, error) {
+	t, err := l.br.Acquire(ctx, key, l.wait, l.lease, 0)
+	if err != nil {
+		return 0, nil, err
 	}
-	c.mu.Unlock()
-	return ok
-}
-func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
-
-// lockLoop acquires and releases key until the window ends (or ctx, or
-// MaxOps iterations). Each pair has one context of 2×OpTimeout.
-func (b *bench) lockLoop(ctx context.Context, br *ticketing.Broker, key string, win benchkit.Window, mode loopMode, check heldCheck, rec *benchkit.Recorder) {
-	cfg := b.cfg
-	for it := int64(0); it < cfg.MaxOps; it++ {
-		if ctx.Err() != nil || !time.Now().Before(win.End) {
-			return
-		}
-		// One context per pair (as etcdbench), bounding acquire and release.
-		pctx, cancel := context.WithTimeout(ctx, 2*cfg.OpTimeout)
-		t0 := time.Now()
-		t, err := br.Acquire(pctx, key, cfg.Wait, cfg.Lease, 0)
-		t1 := time.Now()
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			if !t1.Before(win.Start) && t0.Before(win.End) {
-				rec.Fail("acquire", err)
-			}
-			pause := time.Now().Add(20 * time.Millisecond)
-			if pause.After(win.End) {
-				pause = win.End
-			}
-			sleepTo(ctx.Done(), pause)
-			continue
-		}
-		if !check.enter(t.Token()) && !t1.Before(win.Start) {
-			rec.Violations++
-		}
-		if mode == countAcquires && win.In(t1) {
-			rec.Ops++
-			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
-		}
-		check.leave()
-		err = t.Release(pctx)
-		t2 := time.Now()
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if !t2.Before(win.Start) && t0.Before(win.End) {
-				rec.Fail("release", err)
-			}
-			continue
-		}
-		if mode == countPairs && win.In(t2) {
-			rec.Ops++
-			rec.Pair = append(rec.Pair, t2.Sub(t0))
-			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
-		}
-	}
+	return t.Token(), t.Release, nil
 }
 
 // Run executes the configured workload and returns its result.
@@ -321,10 +241,10 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	if err != nil {
 		return nil, fmt.Errorf("brokers: %w", err)
 	}
-	mode := countPairs
-	var shared *sharedKeyCheck
+	lc := benchkit.LoopConfig{Mode: benchkit.CountPairs, OpTimeout: cfg.OpTimeout, MaxOps: cfg.MaxOps}
+	var shared *benchkit.SharedKeyCheck
 	if cfg.Workload == Contended {
-		mode, shared = countAcquires, &sharedKeyCheck{}
+		lc.Mode, shared = benchkit.CountAcquires, &benchkit.SharedKeyCheck{}
 	}
 	start := time.Now().Add(cfg.Warmup)
 	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
@@ -334,19 +254,19 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	for i := 0; i < C; i++ {
 		recs[i] = &benchkit.Recorder{}
 		var key string
-		var check heldCheck
+		var check benchkit.HeldCheck
 		switch cfg.Workload {
 		case Contended:
 			key, check = cfg.Prefix+"/contended", shared
 		case Hold:
-			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &perKeyCheck{}
+			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
 		default:
-			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &perKeyCheck{}
+			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
 		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			b.lockLoop(ctx, brs[i%nConn], key, win, mode, check, recs[i])
+			benchkit.LockLoop(ctx, brokerLock{brs[i%nConn], cfg.Wait, cfg.Lease}, key, win, lc, check, recs[i])
 		}(i)
 	}
 	wg.Wait()
@@ -356,7 +276,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	}
 
 	r := &benchkit.Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, mode == countAcquires)
+	violations, samples := r.AddRecorders(recs, win, lc.Mode == benchkit.CountAcquires)
 	r.ServerRSSBytes = met.rssEnd
 	if r.ServerRSSBytes == 0 {
 		r.ServerRSSBytes = b.env.rss()

@@ -19,8 +19,8 @@ import (
 
 // Workload names.
 const (
-	Uncontended = "uncontended"
-	Contended   = "contended"
+	Uncontended = benchkit.Uncontended
+	Contended   = benchkit.Contended
 	Hold        = "hold"
 	Connections = "connections"
 )
@@ -210,155 +210,46 @@ func (b *bench) close() {
 	}
 }
 
-// loopMode says what one iteration of lockLoop counts.
-type loopMode int
-
-const (
-	countPairs    loopMode = iota // ops = lock+unlock pairs completed in the window
-	countAcquires                 // ops = acquisitions (handoffs) in the window
-)
-
-// heldCheck is called while the lock is held with its fencing token; it
-// returns false on a safety violation. leave is called just before Unlock.
-type heldCheck interface {
-	enter(tok int64) bool
-	leave()
+// workerLock is etcd's lock recipe as benchkit.LockLoop drives it, for one
+// worker: its own session (a lease kept alive by the client) and a Mutex on
+// its key; the fencing token is the Mutex key's create revision.
+type workerLock struct {
+	b    *bench
+	cli  *clientv3.Client
+	sess *concurrency.Session
+	m    *concurrency.Mutex
 }
 
-// perKeyCheck: one worker per key, tokens must strictly increase.
-type perKeyCheck struct{ last int64 }
+// errSessionLost: the worker's lease ended (keepalives starved); the worker
+// carries on with a new session, and the loss is counted as an error.
+var errSessionLost = errors.New("session lease lost")
 
-func (c *perKeyCheck) enter(tok int64) bool {
-	ok := tok > c.last
-	c.last = tok
-	return ok
-}
-func (c *perKeyCheck) leave() {}
-
-// sharedKeyCheck: many workers on one key. At most one holder at a time, and
-// tokens must strictly increase in acquisition order (checked under the
-// lock itself, so the order is the lock's order).
-type sharedKeyCheck struct {
-	holders atomic.Int32
-	mu      sync.Mutex
-	last    int64
-}
-
-func (c *sharedKeyCheck) enter(tok int64) bool {
-	ok := c.holders.Add(1) == 1
-	c.mu.Lock()
-	if tok <= c.last {
-		ok = false
-	}
-	if tok > c.last {
-		c.last = tok
-	}
-	c.mu.Unlock()
-	return ok
-}
-func (c *sharedKeyCheck) leave() { c.holders.Add(-1) }
-
-// lockLoop repeatedly acquires and releases key with its own session until
-// the window ends (or ctx is done, or MaxOpsPerWorker iterations).
-func (b *bench) lockLoop(ctx context.Context, cli *clientv3.Client, sess *concurrency.Session,
-	key string, win benchkit.Window, mode loopMode, check heldCheck, interval time.Duration, rec *benchkit.Recorder) {
-	cfg := b.cfg
-	m := concurrency.NewMutex(sess, key)
-	next := time.Now()
-	for it := int64(0); it < cfg.MaxOpsPerWorker; it++ {
-		if ctx.Err() != nil || !time.Now().Before(win.End) {
-			return
-		}
-		if interval > 0 {
-			if d := time.Until(next); d > 0 {
-				if !sleepUntil(ctx, next, win.End) {
-					return
-				}
-			}
-			next = next.Add(interval)
-		}
-		select {
-		case <-sess.Done():
-			// Lease lost (e.g. keepalives starved): that is an error; carry on
-			// with a fresh session.
-			if time.Now().After(win.Start) {
-				rec.Fail("session", errors.New("session lease lost"))
-			}
-			ns, err := b.newSession(cli)
-			if err != nil {
-				rec.Fail("new session", err)
-				sleepUntil(ctx, time.Now().Add(100*time.Millisecond), win.End)
-				continue
-			}
-			sess = ns
-			m = concurrency.NewMutex(sess, key)
-		default:
-		}
-
-		// One context per pair, bounding Lock and Unlock (as ticketbench).
-		pctx, cancel := context.WithTimeout(ctx, 2*cfg.OpTimeout)
-		t0 := time.Now()
-		err := m.Lock(pctx)
-		t1 := time.Now()
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			if !t1.Before(win.Start) && t0.Before(win.End) {
-				rec.Fail("lock", err)
-			}
-			m = concurrency.NewMutex(sess, key)
-			sleepUntil(ctx, time.Now().Add(20*time.Millisecond), win.End)
-			continue
-		}
-		tok := createRev(m)
-		if !check.enter(tok) && !t1.Before(win.Start) {
-			rec.Violations++
-		}
-		if mode == countAcquires && win.In(t1) {
-			rec.Ops++
-			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
-		}
-		check.leave()
-		err = m.Unlock(pctx)
-		t2 := time.Now()
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if !t2.Before(win.Start) && t0.Before(win.End) {
-				rec.Fail("unlock", err)
-			}
-			m = concurrency.NewMutex(sess, key)
-			continue
-		}
-		if mode == countPairs && win.In(t2) {
-			rec.Ops++
-			rec.Pair = append(rec.Pair, t2.Sub(t0))
-			rec.Acquire = append(rec.Acquire, t1.Sub(t0))
-		}
-	}
-}
-
-// sleepUntil sleeps until t; false if ctx ended or t is past limit.
-func sleepUntil(ctx context.Context, t, limit time.Time) bool {
-	if !t.Before(limit) {
-		t = limit
-	}
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
+func (w *workerLock) Acquire(ctx context.Context, key string) (uint64, func(context.Context) error, error) {
 	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return t.Before(limit)
+	case <-w.sess.Done():
+		ns, err := w.b.newSession(w.cli)
+		if err != nil {
+			return 0, nil, fmt.Errorf("new session: %w", err)
+		}
+		w.sess, w.m = ns, nil
+		return 0, nil, errSessionLost
+	default:
 	}
+	if w.m == nil {
+		w.m = concurrency.NewMutex(w.sess, key)
+	}
+	if err := w.m.Lock(ctx); err != nil {
+		w.m = nil
+		return 0, nil, err
+	}
+	release := func(ctx context.Context) error {
+		if err := w.m.Unlock(ctx); err != nil {
+			w.m = nil
+			return err
+		}
+		return nil
+	}
+	return uint64(createRev(w.m)), release, nil
 }
 
 // meter samples server and client CPU over the window and RSS at its end.
@@ -373,9 +264,9 @@ func startMeter(ctx context.Context, pids []int, win benchkit.Window) *meter {
 	m := &meter{pids: pids, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		sleepUntil(ctx, win.Start, win.Start.Add(time.Hour))
+		benchkit.SleepUntil(ctx, win.Start, win.Start.Add(time.Hour))
 		m.cpu0 = benchkit.SampleCPU(pids)
-		sleepUntil(ctx, win.End, win.End.Add(time.Hour))
+		benchkit.SleepUntil(ctx, win.End, win.End.Add(time.Hour))
 		m.cpu1 = benchkit.SampleCPU(pids)
 		m.rssEnd = benchkit.SumRSS(pids)
 	}()
@@ -433,11 +324,10 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	if cfg.Rate > 0 {
 		interval = time.Duration(float64(C) / cfg.Rate * float64(time.Second))
 	}
-	mode := countPairs
-	var shared *sharedKeyCheck
+	lc := benchkit.LoopConfig{Mode: benchkit.CountPairs, OpTimeout: cfg.OpTimeout, MaxOps: cfg.MaxOpsPerWorker, Interval: interval}
+	var shared *benchkit.SharedKeyCheck
 	if cfg.Workload == Contended {
-		mode = countAcquires
-		shared = &sharedKeyCheck{}
+		lc.Mode, shared = benchkit.CountAcquires, &benchkit.SharedKeyCheck{}
 	}
 
 	start := time.Now().Add(cfg.Warmup)
@@ -448,23 +338,23 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	for i := 0; i < C; i++ {
 		recs[i] = &benchkit.Recorder{}
 		var key string
-		var check heldCheck
+		var check benchkit.HeldCheck
 		switch cfg.Workload {
 		case Contended:
 			key, check = cfg.Prefix+"/contended", shared
 		case Hold:
-			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &perKeyCheck{}
+			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
 		default:
-			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &perKeyCheck{}
+			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
 		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			// Spread the first requests of a paced loop over one interval.
 			if interval > 0 {
-				sleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.End)
+				benchkit.SleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.End)
 			}
-			b.lockLoop(ctx, clients[i%nConn], sessions[i], key, win, mode, check, interval, recs[i])
+			benchkit.LockLoop(ctx, &workerLock{b: b, cli: clients[i%nConn], sess: sessions[i]}, key, win, lc, check, recs[i])
 		}(i)
 	}
 	wg.Wait()
@@ -474,7 +364,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	}
 
 	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, mode == countAcquires)
+	violations, samples := r.AddRecorders(recs, win, lc.Mode == benchkit.CountAcquires)
 	r.ServerRSSBytes = met.rssEnd
 
 	notes := []string{
@@ -566,7 +456,7 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	}
 	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held.Load(), cfg.N, nSess, fill.Seconds())
 	// Let the apply loop and GC settle before reading RSS.
-	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
+	benchkit.SleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
 	rssFilled := benchkit.SumRSS(b.env.ServerPids)
 
 	return b.runLoops(ctx, func(r *benchkit.Result) {
@@ -606,7 +496,7 @@ func (b *bench) runConnections(ctx context.Context) (*benchkit.Result, error) {
 		}
 	}
 	setup := time.Since(t0)
-	sleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
+	benchkit.SleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
 	rssIdle := benchkit.SumRSS(b.env.ServerPids)
 	b.env.Logf("etcdbench: connections: %d idle clients up in %.1fs", len(idle), setup.Seconds())
 	return b.runLoops(ctx, func(r *benchkit.Result) {
