@@ -67,9 +67,9 @@ func TestDiscoveryAcrossLeaderChange(t *testing.T) {
 		if err := c.CreateNode(ctx, "/svc", coordination.NodeConfig{SessionGracePeriod: 60 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		a := session(t, c, "/svc", coordination.WithTimeout(5*time.Second))
-		b := session(t, c, "/svc", coordination.WithTimeout(5*time.Second))
-		w := session(t, c, "/svc", coordination.WithTimeout(5*time.Second))
+		a := session(t, c, "/svc", coordination.WithTimeout(leaderChangeTimeout))
+		b := session(t, c, "/svc", coordination.WithTimeout(leaderChangeTimeout))
+		w := session(t, c, "/svc", coordination.WithTimeout(leaderChangeTimeout))
 		if eps, err := w.Discovery("api").List(ctx); err != nil || len(eps) != 0 {
 			t.Fatalf("list of an unregistered service: %v %v", eps, err)
 		}
@@ -123,8 +123,8 @@ func TestPublicationAcrossLeaderChange(t *testing.T) {
 		if err := c.CreateNode(ctx, "/cfg", coordination.NodeConfig{SessionGracePeriod: 60 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		pub := session(t, c, "/cfg", coordination.WithTimeout(5*time.Second))
-		sub := session(t, c, "/cfg", coordination.WithTimeout(5*time.Second))
+		pub := session(t, c, "/cfg", coordination.WithTimeout(leaderChangeTimeout))
+		sub := session(t, c, "/cfg", coordination.WithTimeout(leaderChangeTimeout))
 		if _, err := sub.Publication("limits").Get(ctx); !errors.Is(err, coordination.ErrNotFound) {
 			t.Fatalf("get of an unpublished value: %v", err)
 		}
