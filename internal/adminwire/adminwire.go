@@ -81,6 +81,9 @@ type Status struct {
 	ClusterID    string   `json:"cluster_id"`
 	Participants []string `json:"participants"`
 	Members      []Member `json:"members"`
+	// Version is the answering server's release (its ticketd --version);
+	// empty (left out) from a server older than this field.
+	Version string `json:"version,omitempty"`
 }
 
 // Member is one server of the cluster configuration.

@@ -58,7 +58,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		t.Fatalf("exit code %d after clean shutdown:\n%s", c, stderr.String())
 	}
 	logs := stderr.String()
-	for _, want := range []string{`msg="ticketd started"`, "node=solo", "data_dir=", "msg=stopped", "ticketd version"} {
+	for _, want := range []string{`msg="ticketd started"`, "node=solo", "data_dir=", "msg=stopped", "version=", "commit=", "raft_tls=false"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}

@@ -35,8 +35,8 @@ const PageSize = 50
 
 // Options wire the console to a server.
 type Options struct {
-	// NodeID names the server rendering the pages.
-	NodeID string
+	// NodeID names the server rendering the pages; Version is its release.
+	NodeID, Version string
 	// Local describes the rendering server's own state (role and
 	// readiness), shown on every page beside the leader's view.
 	Local func() string
@@ -123,7 +123,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if page == PageTickets {
 		q.Prefix, q.After = qv.Get("prefix"), qv.Get("after")
 	}
-	d := pageData{NodeID: h.o.NodeID, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
+	d := pageData{NodeID: h.o.NodeID, Version: h.o.Version, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
 		At: time.Now().UTC().Format(time.RFC3339)}
 	d.links(qv)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -149,6 +149,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // pageData is what the templates see.
 type pageData struct {
 	NodeID, Local, Page string
+	Version             string
 	Title, At           string
 	Nav                 []string
 	Query               Query

@@ -37,6 +37,7 @@ type Cluster struct {
 	Held          int            `json:"held"`
 	Waiters       int64          `json:"waiters"`
 	ClusterID     string         `json:"cluster_id"`
+	Version       string         `json:"version"` // the leader's release
 	Ready         bool           `json:"ready"`
 	Health        string         `json:"health"` // "ready", else why not
 	Members       []Member       `json:"members"`

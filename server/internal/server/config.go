@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ticketing-io/ticketing/server/internal/buildinfo"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
@@ -147,6 +148,9 @@ type Config struct {
 
 	LogLevel string       `toml:"log_level"`
 	Logger   *slog.Logger `toml:"-"`
+	// Build is the running binary's build (ticketd fills it); empty, New
+	// reads it from the binary without a stamped version.
+	Build buildinfo.Info `toml:"-"`
 }
 
 // The smallest values Validate accepts. Raft needs its leader lease (half
@@ -204,6 +208,9 @@ func (c *Config) Validate() error {
 	c.checkLogLevel(&p)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Build == (buildinfo.Info{}) {
+		c.Build = buildinfo.Read("")
 	}
 	if len(p) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(p...))

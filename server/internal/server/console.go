@@ -192,7 +192,7 @@ func (s *Server) consoleHandler() http.Handler {
 	if s.console == nil {
 		return nil
 	}
-	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Local: s.consoleLocal, Authorize: s.consoleAuthorize, Read: s.consoleRead})
+	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Version: s.cfg.Build.Version, Local: s.consoleLocal, Authorize: s.consoleAuthorize, Read: s.consoleRead})
 }
 
 // httpConnKey carries the HTTP request's connection in its context, so that
@@ -298,7 +298,7 @@ func (s *Server) consoleCluster() *console.Cluster {
 	ready, why := s.ready()
 	c := &console.Cluster{NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: st.LastToken, Held: st.Held,
-		Waiters: s.core.Waiters(), ClusterID: st.ClusterID, Ready: ready, Health: "ready",
+		Waiters: s.core.Waiters(), ClusterID: st.ClusterID, Version: st.Version, Ready: ready, Health: "ready",
 		LeaderChanges: s.console.leaderChanges()}
 	if !ready {
 		c.Health = "not ready: " + strings.TrimSpace(why)

@@ -170,8 +170,9 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("raft_insecure: Raft peers are not authenticated; anyone who reaches the Raft address can claim a member's node id and disrupt or join the cluster. Set [raft_tls] with cert, key and ca",
 			"raft", s.node.RaftAddr())
 	}
-	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(),
-		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
+	s.log.Info("ticketd started", "node", cfg.NodeID, "version", s.cfg.Build.Version, "commit", s.cfg.Build.Commit, "go", s.cfg.Build.Go,
+		"listen", s.ln.Addr().String(), "raft", s.node.RaftAddr(), "http", cfg.HTTPAddr, "data_dir", cfg.DataDir,
+		"tls", clientTLS != nil, "raft_tls", raftTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
 }
 
