@@ -291,3 +291,56 @@ func scrape(t *testing.T, httpAddr string) map[string]string {
 	}
 	return out
 }
+
+// TestAlertsHaveRunbooks: every alert of alerts.yml has a summary, a
+// description and a runbook_url pointing at a section of
+// docs/deployment.md that exists.
+func TestAlertsHaveRunbooks(t *testing.T) {
+	rules, err := os.ReadFile(filepath.Join(deployDir(t), "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(deployDir(t), "..", "docs", "deployment.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if h, ok := strings.CutPrefix(line, "#"); ok {
+			anchors[githubAnchor(strings.TrimLeft(h, "# "))] = true
+		}
+	}
+	const prefix = "https://github.com/ticketing-io/ticketing/blob/main/docs/deployment.md#"
+	alerts := 0
+	for _, rule := range strings.Split(string(rules), "  - alert: ")[1:] {
+		alerts++
+		name, _, _ := strings.Cut(rule, "\n")
+		for _, field := range []string{"summary: '", "description: '", "runbook_url: '" + prefix} {
+			if !strings.Contains(rule, "\n      "+field) {
+				t.Errorf("alert %s has no %s...", name, field)
+			}
+		}
+		_, after, _ := strings.Cut(rule, "runbook_url: '"+prefix)
+		anchor, _, _ := strings.Cut(after, "'")
+		if anchor != strings.ToLower(name) || !anchors[anchor] {
+			t.Errorf("alert %s: runbook anchor %q, want %q, a section of docs/deployment.md", name, anchor, strings.ToLower(name))
+		}
+	}
+	if alerts < 10 {
+		t.Fatalf("found %d alerts in alerts.yml; the reading is broken", alerts)
+	}
+}
+
+// githubAnchor is the anchor GitHub gives a Markdown heading.
+func githubAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
