@@ -64,6 +64,17 @@ func (f *connFailure) what() string {
 
 func (f *connFailure) closed() bool { return f.kind == failClosed }
 
+// shuttingDown reports whether the server ended the session because it is
+// stopping (E 11): a draining leader answers every request it proposed
+// before, so an acquire still pending was not granted, or (from a server
+// that does not drain) was granted to its owner, which an acquire sent
+// again with the same owner gets back (docs/protocol.md, How a connection
+// ends).
+func (f *connFailure) shuttingDown() bool {
+	var se *ServerError
+	return f.kind == failServerError && errors.As(f.cause, &se) && se.Code == CodeShuttingDown
+}
+
 // explained reports whether what() already says everything the cause says.
 func (f *connFailure) explained() bool {
 	return f.kind == failServerError || f.kind == failNotLeader || f.kind == failClosed
@@ -622,7 +633,9 @@ func (c *conn) fail(f *connFailure) {
 	for _, cl := range pend {
 		// Before the caller hears of it: an ErrIndeterminate returned to
 		// the caller then always has its release-by-owner under way.
-		if cl.typ == wire.TypeAcquire && !f.closed() && c.hooks != nil {
+		// An acquire the server's shutdown interrupted is sent again by its
+		// caller (Acquire), which releases by owner itself if it cannot.
+		if cl.typ == wire.TypeAcquire && !f.closed() && (!f.shuttingDown() || cl.abandoned) && c.hooks != nil {
 			c.hooks.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span))
 		}
 		if !cl.abandoned {
