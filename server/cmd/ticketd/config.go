@@ -74,6 +74,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.RaftTLS.CAFile, "raft-tls-ca", "", "CA `file` (PEM) that servers verify each other's Raft certificates with")
 	fs.BoolVar(&v.RaftInsecure, "raft-insecure", false, "allow a non-loopback Raft address without --raft-tls-*: peers are then not authenticated (a network only the servers reach)")
 	fs.StringVar(&v.LogLevel, "log-level", def.LogLevel, "log `level`: debug, info, warn or error")
+	fs.StringVar(&v.LogFormat, "log-format", "text", "log `format`: text (key=value) or json (one object a line)")
 	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
 
 	specs := []flagSpec{
@@ -115,6 +116,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"raft-tls-ca", func(c *server.Config) error { c.RaftTLS.CAFile = v.RaftTLS.CAFile; return nil }},
 		{"raft-insecure", func(c *server.Config) error { c.RaftInsecure = v.RaftInsecure; return nil }},
 		{"log-level", func(c *server.Config) error { c.LogLevel = v.LogLevel; return nil }},
+		{"log-format", func(c *server.Config) error { c.LogFormat = v.LogFormat; return nil }},
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: ticketd [flags]

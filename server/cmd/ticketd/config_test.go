@@ -434,7 +434,7 @@ func TestDurationKeys(t *testing.T) {
 
 func TestNewLogger(t *testing.T) {
 	var b strings.Builder
-	l := newLogger(&b, "warn")
+	l := newLogger(&b, "warn", "")
 	l.Info("hidden")
 	l.Warn("shown", "k", "v")
 	if out := b.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "level=WARN msg=shown k=v") {

@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		fmt.Fprintf(stderr, "ticketd: %v\n", err)
 		return 1
 	}
-	logger := newLogger(stderr, cfg.LogLevel)
+	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	cfg.Logger = logger
 	cfg.Build = buildinfo.Read(version)
 	if cl.exportFile != "" {
@@ -147,16 +147,20 @@ func reloadAuth(srv *server.Server, args []string, logger *slog.Logger) {
 	}
 }
 
-// newLogger returns a text logger to w at the given level (Validate has
-// already checked the name; empty means info).
-func newLogger(w io.Writer, level string) *slog.Logger {
+// newLogger returns a logger to w at the given level, in the given format
+// (Validate has already checked both; empty means info, text).
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	if level != "" {
 		if err := l.UnmarshalText([]byte(level)); err != nil {
 			l = slog.LevelInfo
 		}
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // exportBackup writes the state of a stopped server's data directory to

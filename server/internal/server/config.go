@@ -146,8 +146,11 @@ type Config struct {
 	HeartbeatTimeout time.Duration `toml:"heartbeat_timeout"`
 	ElectionTimeout  time.Duration `toml:"election_timeout"`
 
-	LogLevel string       `toml:"log_level"`
-	Logger   *slog.Logger `toml:"-"`
+	LogLevel string `toml:"log_level"`
+	// LogFormat is how ticketd writes its log: "text" (key=value, the
+	// default) or "json" (one object a line); Raft's records too.
+	LogFormat string       `toml:"log_format"`
+	Logger    *slog.Logger `toml:"-"`
 	// Build is the running binary's build (ticketd fills it); empty, New
 	// reads it from the binary without a stamped version.
 	Build buildinfo.Info `toml:"-"`
@@ -428,6 +431,11 @@ func (c *Config) checkLogLevel(p *problems) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		p.add("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		p.add("log_format %q: want text or json", c.LogFormat)
 	}
 }
 

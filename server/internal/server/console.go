@@ -80,12 +80,12 @@ func (s *Server) initConsole() {
 	s.log = slog.New(console.AuditTee(s.log.Handler(), s.console.ring))
 }
 
-// watchLeaders records the changes of leader this server sees (Raft's
-// leader observations), for the cluster page.
+// watchLeaders follows Raft's observations: every change of leader is
+// logged on every server, naming the new leader (Raft itself says nothing
+// on a follower), and on a leader a peer whose heartbeats fail is logged
+// once, and again when it is reachable (Raft's own failure records are
+// rate-limited, node/hclog.go). The console's cluster page keeps both.
 func (s *Server) watchLeaders() {
-	if s.console == nil {
-		return
-	}
 	r := s.node.Raft()
 	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
@@ -96,9 +96,14 @@ func (s *Server) watchLeaders() {
 		return false
 	})
 	r.RegisterObserver(obs)
+	last := ""
 	if _, id := r.LeaderWithID(); id != "" {
-		s.console.leaderChanged(string(id), r.CurrentTerm())
+		last = string(id)
+		if s.console != nil {
+			s.console.leaderChanged(last, r.CurrentTerm())
+		}
 	}
+	down := map[string]time.Time{} // peers whose heartbeats fail, since when
 	s.goRun(func() {
 		defer r.DeregisterObserver(obs)
 		for {
@@ -108,11 +113,37 @@ func (s *Server) watchLeaders() {
 			case o := <-ch:
 				switch d := o.Data.(type) {
 				case raft.LeaderObservation:
-					s.console.leaderChanged(string(d.LeaderID), r.CurrentTerm())
+					id, term := string(d.LeaderID), r.CurrentTerm()
+					if id != last {
+						last = id
+						if id == "" {
+							s.log.Warn("leader lost: no leader known; an election follows", "term", term)
+						} else {
+							s.log.Info("leader changed", "leader", id, "leader_raft", string(d.LeaderAddr), "term", term, "self", id == s.cfg.NodeID)
+						}
+					}
+					clear(down) // a new leader's heartbeats start afresh
+					if s.console != nil {
+						s.console.leaderChanged(id, term)
+					}
 				case raft.FailedHeartbeatObservation:
-					s.console.heartbeat(string(d.PeerID), false, d.LastContact)
+					peer := string(d.PeerID)
+					if _, known := down[peer]; !known {
+						down[peer] = time.Now()
+						s.log.Warn("Raft peer unreachable: heartbeats to it fail", "peer", peer, "last_contact", d.LastContact.UTC().Format(time.RFC3339))
+					}
+					if s.console != nil {
+						s.console.heartbeat(peer, false, d.LastContact)
+					}
 				case raft.ResumedHeartbeatObservation:
-					s.console.heartbeat(string(d.PeerID), true, time.Time{})
+					peer := string(d.PeerID)
+					if since, known := down[peer]; known {
+						delete(down, peer)
+						s.log.Info("Raft peer reachable again", "peer", peer, "unreachable_for", time.Since(since).Round(time.Millisecond))
+					}
+					if s.console != nil {
+						s.console.heartbeat(peer, true, time.Time{})
+					}
 				}
 			}
 		}
