@@ -81,6 +81,13 @@ func (c *cluster) addrs() string {
 
 func startCluster(t testing.TB, n int, extraTOML ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, n, nil, extraTOML...)
+}
+
+// startClusterWith is startCluster with more flags for each server
+// (perProc may be nil).
+func startClusterWith(t testing.TB, n int, perProc func(p *proc) []string, extraTOML ...string) *cluster {
+	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "ticketd.toml")
 	toml := fmt.Sprintf(`[http]
@@ -112,6 +119,9 @@ token_sha256 = [%q]
 		p.args = []string{"--config", conf, "--node-id", p.id, "--listen", p.client, "--raft-listen", p.raft,
 			"--http-listen", p.http, "--data-dir", filepath.Join(dir, p.id), "--bootstrap", strings.Join(boot, ","),
 			"--initial-cluster-state", "new", "--log-level", "info"}
+		if perProc != nil {
+			p.args = append(p.args, perProc(p)...)
+		}
 		p.start(t)
 		t.Cleanup(func() {
 			p.kill()

@@ -64,6 +64,11 @@ type HTTPConfig struct {
 	// ([tls]); with tls.ca, a client certificate that is given is verified
 	// and names a principal as it does on the client port.
 	TLS bool `toml:"tls"`
+	// LeaderCA is the CA file a follower's console verifies the leader's
+	// client-port certificate with, when the client port is TLS. Empty: the
+	// CAs this server already trusts, raft_tls.ca and tls.ca; with
+	// neither, the system's roots.
+	LeaderCA string `toml:"leader_ca"`
 }
 
 // Config is the whole configuration of one ticketd server. Start from
@@ -361,6 +366,9 @@ func (c *Config) checkClientAuth(p *problems) {
 func (c *Config) checkTLS(p *problems) {
 	p.checkTLSPair("tls", c.TLS)
 	p.checkTLSPair("raft_tls", c.RaftTLS)
+	if c.HTTP.LeaderCA != "" && !c.TLS.Enabled() {
+		p.add("http.leader_ca %q is set, but the client port has no TLS ([tls]): the console reads from the leader without TLS; remove leader_ca or configure [tls]", c.HTTP.LeaderCA)
+	}
 	if c.RaftTLS.Enabled() && c.RaftTLS.CAFile == "" {
 		p.add("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
 	}
