@@ -21,7 +21,7 @@ import (
 // client sends the acquires still pending again with the same owners. No
 // acquire may end indeterminate, and no release may fail.
 func TestPlannedRollingRestartLeavesNoAcquireIndeterminate(t *testing.T) {
-	c := startCluster(t, 3)
+	c := startClusterConfig(t, 3, plannedConfig)
 	b, err := ticketing.Connect(strings.Join(c.addrs(), ","))
 	if err != nil {
 		t.Fatal(err)
