@@ -140,6 +140,8 @@ type Semaphore struct {
 	Limit       uint64   `json:"limit"`
 	Count       uint64   `json:"count"`
 	Ephemeral   bool     `json:"ephemeral"`
+	Data        string   `json:"data"` // the semaphore's data, cut at consoleDataShown bytes
+	DataBytes   int      `json:"data_bytes"`
 	Owners      []Holder `json:"owners"`
 	MoreOwners  int      `json:"more_owners"`
 	Waiters     []Holder `json:"waiters"`
@@ -149,6 +151,7 @@ type Semaphore struct {
 // Holder is an owner or a waiter of a semaphore.
 type Holder struct {
 	Session uint64 `json:"session"`
+	Desc    string `json:"desc"` // the session's description, which names its client
 	Count   uint64 `json:"count"`
 	OrderID uint64 `json:"order_id"`
 }

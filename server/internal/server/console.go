@@ -37,6 +37,8 @@ const (
 	// Bounds of one view, so that a page stays readable and its answer
 	// small whatever the cluster holds.
 	consoleNodes, consoleSessions, consoleSems, consoleHolders, consoleWaiters = 50, 100, 100, 20, 20
+	// consoleDataShown is how much of a semaphore's data the page shows.
+	consoleDataShown = 256
 	consoleCacheEntries                                                        = 64
 	// consoleCountLimit bounds the count of the keys under a prefix: a
 	// count is a walk of those keys.
@@ -433,9 +435,18 @@ func (s *Server) consoleCoordination() *console.Coordination {
 			for _, name := range names {
 				info, _ := st.DescribeSemaphore(n.Path, name, true, true)
 				sem := console.Semaphore{Name: info.Name, Limit: info.Limit, Count: info.Count, Ephemeral: info.Ephemeral,
-					Owners: []console.Holder{}, Waiters: []console.Holder{}}
-				sem.Owners, sem.MoreOwners = holders(info.Owners)
-				sem.Waiters, sem.MoreWaiters = holders(info.Waiters)
+					Data: info.Data, DataBytes: len(info.Data), Owners: []console.Holder{}, Waiters: []console.Holder{}}
+				if len(sem.Data) > consoleDataShown {
+					sem.Data = strings.ToValidUTF8(sem.Data[:consoleDataShown], "")
+				}
+				desc := func(id uint64) string {
+					if si, ok := st.Session(id); ok {
+						return si.Desc
+					}
+					return ""
+				}
+				sem.Owners, sem.MoreOwners = holders(info.Owners, desc)
+				sem.Waiters, sem.MoreWaiters = holders(info.Waiters, desc)
 				cn.Semaphores = append(cn.Semaphores, sem)
 			}
 			out.Nodes = append(out.Nodes, cn)
@@ -444,13 +455,15 @@ func (s *Server) consoleCoordination() *console.Coordination {
 	return out
 }
 
-func holders(hs []fsm.Holder) ([]console.Holder, int) {
+// holders lists the first owners or waiters, each with its session's
+// description (desc), and counts the rest.
+func holders(hs []fsm.Holder, desc func(session uint64) string) ([]console.Holder, int) {
 	out := []console.Holder{}
 	for i, h := range hs {
 		if i == consoleHolders {
 			return out, len(hs) - i
 		}
-		out = append(out, console.Holder{Session: h.Session, Count: h.Count, OrderID: h.OrderID})
+		out = append(out, console.Holder{Session: h.Session, Desc: desc(h.Session), Count: h.Count, OrderID: h.OrderID})
 	}
 	return out, 0
 }
