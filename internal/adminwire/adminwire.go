@@ -51,6 +51,7 @@ type Request struct {
 	// always sent (it used to encode a map).
 	After    string `json:"after,omitempty"` // console: the tickets page's cursor
 	ID       string `json:"id,omitempty"`
+	Last     bool   `json:"last,omitempty"` // console: the tickets page's last page
 	Op       string `json:"op"`
 	Page     string `json:"page,omitempty"`   // console: which page
 	Prefix   string `json:"prefix,omitempty"` // console: the tickets page's key prefix

@@ -121,7 +121,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
 	q := Query{Page: page}
 	if page == PageTickets {
-		q.Prefix, q.After = qv.Get("prefix"), qv.Get("after")
+		q.Prefix, q.After, q.Last = qv.Get("prefix"), qv.Get("after"), qv.Get("last") == "1"
+		if q.Last {
+			q.After = ""
+		}
 	}
 	d := pageData{NodeID: h.o.NodeID, Version: h.o.Version, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
 		At: time.Now().UTC().Format(time.RFC3339)}
@@ -156,7 +159,7 @@ type pageData struct {
 	Refresh             bool
 	RefreshURL, AutoURL string
 	NoAutoURL           string
-	FirstURL            string
+	FirstURL, LastURL   string
 	View                *View
 	Err                 string
 }
@@ -165,7 +168,7 @@ func (d *pageData) links(qv url.Values) {
 	with := func(set map[string]string) string {
 		v := url.Values{}
 		for k, vs := range qv {
-			if k == "prefix" || k == "after" || k == "refresh" {
+			if k == "prefix" || k == "after" || k == "last" || k == "refresh" {
 				v[k] = vs
 			}
 		}
@@ -184,7 +187,8 @@ func (d *pageData) links(qv url.Values) {
 	d.RefreshURL = with(nil)
 	d.AutoURL = with(map[string]string{"refresh": "1"})
 	d.NoAutoURL = with(map[string]string{"refresh": ""})
-	d.FirstURL = with(map[string]string{"after": ""})
+	d.FirstURL = with(map[string]string{"after": "", "last": ""})
+	d.LastURL = with(map[string]string{"after": "", "last": "1"})
 }
 
 var funcs = template.FuncMap{

@@ -22,6 +22,7 @@ type Query struct {
 	Page   string
 	Prefix string // tickets: keys that start with it
 	After  string // tickets: keys after this one (the cursor of the next page)
+	Last   bool   // tickets: the last page of the prefix's keys
 }
 
 // Cluster is the cluster page: the answering server's view of the cluster.
@@ -78,6 +79,10 @@ type Tickets struct {
 	MatchedMore bool     `json:"matched_more"`
 	Rows        []Ticket `json:"rows"`
 	Next        string   `json:"next"` // the After of the next page, "" on the last one
+	// Last: this is the last page of the prefix's keys (asked as such);
+	// Before: keys come before it.
+	Last   bool `json:"last"`
+	Before bool `json:"before"`
 }
 
 // Ticket is one held key. Owner is the owner id in hex; the principal is

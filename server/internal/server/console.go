@@ -367,7 +367,13 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	t := &console.Tickets{Prefix: q.Prefix, After: q.After, Rows: []console.Ticket{}}
 	var more bool
 	s.node.Read(func(st *fsm.State) {
-		page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
+		if q.Last {
+			page, more = st.HoldsLastPage(q.Prefix, console.PageSize)
+			t.Last, t.Before = true, more
+			more = false
+		} else {
+			page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
+		}
 		if q.Prefix == "" {
 			t.Matched = st.Len()
 		} else {
@@ -483,7 +489,7 @@ func (s *Server) adminConsole(c *conn, id uint32, req adminwire.Request) string 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After}
+	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last}
 	v := s.console.cached(q)
 	var err error
 	if v == nil {

@@ -28,7 +28,7 @@ func (s *Server) consoleFromLeader(ctx context.Context, token string, q console.
 	if err != nil {
 		return nil, err
 	}
-	data, err := adminQuery(ctx, addr, tc, token, adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After})
+	data, err := adminQuery(ctx, addr, tc, token, adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After, Last: q.Last})
 	if err != nil {
 		return nil, fmt.Errorf("reading from the leader at %s: %w", addr, err)
 	}

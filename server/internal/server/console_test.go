@@ -178,6 +178,24 @@ func TestConsoleTicketsPages(t *testing.T) {
 	if !strings.Contains(second, fmt.Sprintf(`data-key="orders/%03d"`, console.PageSize)) || strings.Contains(second, `id="next"`) {
 		t.Errorf("second page:\n%s", second)
 	}
+	// The last page is one click away: the prefix's last PageSize keys,
+	// with a link back to the first page.
+	if !strings.Contains(strings.ToLower(first), strings.ToLower(`id="last" href="tickets?last=1&amp;prefix=orders%2f"`)) {
+		t.Fatalf("first page has no link to the last one:\n%s", first)
+	}
+	_, lastPage := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2F&last=1", bearer(monitorToken))
+	if got := strings.Count(lastPage, `<tr class="ticket"`); got != console.PageSize {
+		t.Fatalf("last page lists %d keys, want %d", got, console.PageSize)
+	}
+	if !strings.Contains(lastPage, fmt.Sprintf(`data-key="orders/%03d"`, n-1)) || !strings.Contains(lastPage, fmt.Sprintf(`data-key="orders/%03d"`, n-console.PageSize)) ||
+		strings.Contains(lastPage, "shared/x") || strings.Contains(lastPage, `id="next"`) || !strings.Contains(lastPage, `id="first"`) {
+		t.Errorf("last page:\n%s", lastPage)
+	}
+	// Jumping: the form's after field lists the keys after the one typed.
+	_, jumped := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2F&after=orders%2F060", bearer(monitorToken))
+	if !strings.Contains(jumped, `data-key="orders/061"`) || strings.Contains(jumped, `data-key="orders/060"`) || !strings.Contains(jumped, `<form method="get" action="tickets" class="jump">`) {
+		t.Errorf("the page after orders/060:\n%s", jumped)
+	}
 }
 
 // A follower's console shows the leader's view: the queue of a key, which
@@ -199,7 +217,7 @@ func TestConsoleOnFollowerShowsLeader(t *testing.T) {
 	for {
 		resp, body := consoleDo(t, http.DefaultClient, "GET", url, bearer(monitorToken))
 		if resp.StatusCode == 200 && strings.Contains(body, want) {
-			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready)") {
+			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready, version ") {
 				t.Errorf("the follower's page does not say whose view it is:\n%s", body)
 			}
 			break
