@@ -73,7 +73,10 @@ func (s *State) HoldsLastPage(prefix string, limit int) (page []HeldKey, more bo
 	// end is the least key after every key that starts with prefix: the
 	// prefix with its last byte below 0xff incremented; none when the
 	// prefix is empty or all 0xff.
-	end := strings.TrimRight(prefix, "\xff")
+	end := prefix
+	for end != "" && end[len(end)-1] == 0xff {
+		end = end[:len(end)-1]
+	}
 	if end == "" {
 		s.order.Descend(visit)
 	} else {
