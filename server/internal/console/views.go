@@ -92,6 +92,7 @@ type Ticket struct {
 	Token     uint64    `json:"token"`
 	Owner     string    `json:"owner"`
 	Principal string    `json:"principal"`
+	Remote    string    `json:"remote"` // the connection the leader granted it to, "" before this leader
 	GrantedAt time.Time `json:"granted_at"`
 	LeftMs    int64     `json:"left_ms"` // until the lease may end
 	LeaseMs   uint32    `json:"lease_ms"`
@@ -104,6 +105,7 @@ type Ticket struct {
 type Waiter struct {
 	Owner     string `json:"owner"`
 	Principal string `json:"principal"`
+	Remote    string `json:"remote"`
 	WaitedMs  int64  `json:"waited_ms"`
 }
 

@@ -392,11 +392,11 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	}
 	for i, hk := range page {
 		h, k := hk.Hold, keys[i]
-		row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal,
+		row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal, Remote: k.Remote,
 			GrantedAt: time.UnixMilli(h.GrantedAt).UTC(), LeaseMs: h.LeaseMs, LeftMs: int64(k.LeftMs),
 			Waiters: make([]console.Waiter, 0, len(k.Waiters)), MoreWaiters: k.MoreWaiters}
 		for _, w := range k.Waiters {
-			row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.Owner[:]), Principal: w.Principal,
+			row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.Owner[:]), Principal: w.Principal, Remote: w.Remote,
 				WaitedMs: w.Waited.Milliseconds()})
 		}
 		t.Rows = append(t.Rows, row)

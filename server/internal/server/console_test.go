@@ -166,6 +166,10 @@ func TestConsoleTicketsPages(t *testing.T) {
 	if !strings.Contains(first, fmt.Sprintf(`%d held keys starting with`, n)) || strings.Contains(first, "shared/x") {
 		t.Errorf("first page:\n%s", first)
 	}
+	// Each hold names the client address it was granted to.
+	if want := `<td class="remote">` + r.Conn.LocalAddr().String() + `</td>`; strings.Count(first, want) != console.PageSize {
+		t.Errorf("first page: %d rows name the client address %s, want %d", strings.Count(first, want), r.Conn.LocalAddr(), console.PageSize)
+	}
 	last := fmt.Sprintf("orders/%03d", console.PageSize-1)
 	next := `href="tickets?after=` + strings.ReplaceAll(last, "/", "%2f") + `&amp;prefix=orders%2f"`
 	if !strings.Contains(strings.ToLower(first), strings.ToLower(next)) {
@@ -219,6 +223,9 @@ func TestConsoleOnFollowerShowsLeader(t *testing.T) {
 		if resp.StatusCode == 200 && strings.Contains(body, want) {
 			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready, version ") {
 				t.Errorf("the follower's page does not say whose view it is:\n%s", body)
+			}
+			if !strings.Contains(body, `<td class="remote">`+holder.Conn.LocalAddr().String()+`</td>`) || !strings.Contains(body, ", "+waiter.Conn.LocalAddr().String()+"), waiting") {
+				t.Errorf("the page does not name the holder's (%s) and the waiter's (%s) client addresses:\n%s", holder.Conn.LocalAddr(), waiter.Conn.LocalAddr(), body)
 			}
 			break
 		}
