@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -138,6 +140,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadGateway
 	} else {
 		d.View = v
+		if v.Tickets != nil && qv.Get("sort") == "left" {
+			// The view may be shared (cached): sort a copy of its rows.
+			tv := *v.Tickets
+			tv.Rows = slices.Clone(tv.Rows)
+			slices.SortStableFunc(tv.Rows, func(a, b Ticket) int { return cmp.Compare(a.LeftMs, b.LeftMs) })
+			vv := *v
+			vv.Tickets = &tv
+			d.View, d.SortLeft = &vv, true
+		}
 	}
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, "base", &d); err != nil {
@@ -153,6 +164,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type pageData struct {
 	NodeID, Local, Page string
 	Version             string
+	SortLeft            bool // the tickets page's rows by time left
 	Title, At           string
 	Nav                 []string
 	Query               Query
@@ -160,6 +172,8 @@ type pageData struct {
 	RefreshURL, AutoURL string
 	NoAutoURL           string
 	FirstURL, LastURL   string
+	SortLeftURL         string
+	SortKeyURL          string
 	View                *View
 	Err                 string
 }
@@ -168,7 +182,7 @@ func (d *pageData) links(qv url.Values) {
 	with := func(set map[string]string) string {
 		v := url.Values{}
 		for k, vs := range qv {
-			if k == "prefix" || k == "after" || k == "last" || k == "refresh" {
+			if k == "prefix" || k == "after" || k == "last" || k == "sort" || k == "refresh" {
 				v[k] = vs
 			}
 		}
@@ -189,6 +203,8 @@ func (d *pageData) links(qv url.Values) {
 	d.NoAutoURL = with(map[string]string{"refresh": ""})
 	d.FirstURL = with(map[string]string{"after": "", "last": ""})
 	d.LastURL = with(map[string]string{"after": "", "last": "1"})
+	d.SortLeftURL = with(map[string]string{"sort": "left"})
+	d.SortKeyURL = with(map[string]string{"sort": ""})
 }
 
 var funcs = template.FuncMap{
@@ -213,6 +229,9 @@ var funcs = template.FuncMap{
 		v.Set("after", next)
 		if d.Refresh {
 			v.Set("refresh", "1")
+		}
+		if d.SortLeft {
+			v.Set("sort", "left")
 		}
 		return PageTickets + "?" + v.Encode()
 	},

@@ -195,6 +195,20 @@ func TestConsoleTicketsPages(t *testing.T) {
 		strings.Contains(lastPage, "shared/x") || strings.Contains(lastPage, `id="next"`) || !strings.Contains(lastPage, `id="first"`) {
 		t.Errorf("last page:\n%s", lastPage)
 	}
+	// Sorting the page by time left: a key with a shorter lease comes first.
+	r.Final(r.Acquire("orders/zsort-a", testcluster.Owner(1001), 0, 120))
+	r.Final(r.Acquire("orders/zsort-b", testcluster.Owner(1002), 0, 30))
+	_, byKey := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2Fzsort", bearer(monitorToken))
+	_, byLeft := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2Fzsort&sort=left", bearer(monitorToken))
+	if !strings.Contains(byKey, `data-key="orders/zsort-a"`) || !strings.Contains(byLeft, `data-key="orders/zsort-a"`) {
+		t.Fatalf("the keys of different leases are not listed:\n%s", byKey)
+	}
+	if strings.Index(byKey, `data-key="orders/zsort-a"`) > strings.Index(byKey, `data-key="orders/zsort-b"`) || !strings.Contains(byKey, `id="sort-left"`) {
+		t.Errorf("by key:\n%s", byKey)
+	}
+	if strings.Index(byLeft, `data-key="orders/zsort-b"`) > strings.Index(byLeft, `data-key="orders/zsort-a"`) || !strings.Contains(byLeft, `id="sort-key"`) {
+		t.Errorf("by time left, orders/zsort-b (30 s) should come before orders/zsort-a (120 s):\n%s", byLeft)
+	}
 	// Jumping: the form's after field lists the keys after the one typed.
 	_, jumped := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2F&after=orders%2F060", bearer(monitorToken))
 	if !strings.Contains(jumped, `data-key="orders/061"`) || strings.Contains(jumped, `data-key="orders/060"`) || !strings.Contains(jumped, `<form method="get" action="tickets" class="jump">`) {
