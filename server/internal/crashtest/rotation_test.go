@@ -168,3 +168,90 @@ func TestCARotationWithoutFailures(t *testing.T) {
 		t.Errorf("a client trusting only the old CA never failed: the servers did not switch to the new certificates")
 	}
 }
+
+// TestClientCARotationWithoutFailures follows docs/deployment.md's
+// rotation of the CA that signs client certificates (tls.ca, mTLS): the
+// servers trust both client CAs, the clients move to certificates of the
+// new one, the servers trust the new one alone. Clients acquire and release
+// throughout; none of their rounds may fail.
+func TestClientCARotationWithoutFailures(t *testing.T) {
+	serverCA := newNamedTestPKI(t, "Ticketing server CA")
+	oldClients, newClients := newNamedTestPKI(t, "old client CA"), newNamedTestPKI(t, "new client CA")
+	base := t.TempDir()
+	both := filepath.Join(base, "client-cas.crt")
+	var pems []byte
+	for _, f := range []string{oldClients.caFile, newClients.caFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pems = append(pems, b...)
+	}
+	if err := os.WriteFile(both, pems, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(base, "ticketd.toml")
+	if err := os.WriteFile(cfgFile, []byte(plannedConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ps []*proc
+	serverCerts := map[string][2]string{}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("n%d", i)
+		c, k := serverCA.issue(t, id, "")
+		serverCerts[id] = [2]string{c, k}
+		ps = append(ps, newProc(t, id, base))
+	}
+	bootstrap := peers(ps...)
+	configure := func(p *proc, clientCA string) {
+		c := serverCerts[p.id]
+		p.extra = []string{"--config", cfgFile, "--bootstrap", bootstrap, "--tls-cert", c[0], "--tls-key", c[1], "--tls-client-ca", clientCA,
+			"--raft-tls-cert", c[0], "--raft-tls-key", c[1], "--raft-tls-ca", serverCA.caFile}
+	}
+	for _, p := range ps {
+		configure(p, oldClients.caFile)
+		p.start()
+	}
+	for _, p := range ps {
+		p.mustReady()
+	}
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.client)
+	}
+	connect := func(clients *testPKI) *ticketing.Broker {
+		cert, key := clients.issue(t, "app", "")
+		b, err := ticketing.Connect(strings.Join(addrs, ","), ticketing.WithTLS(ticketing.TLSCAFile(serverCA.caFile).WithClientCert(cert, key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	oldLoop := startRotationLoop(connect(oldClients), 3, "old-client")
+	oldLoop.progress(t, "before the rotation", 100)
+	rolling := func(step string, loop *rotationLoop, set func(p *proc)) {
+		t.Helper()
+		for _, p := range ps {
+			p.stop()
+			set(p)
+			p.start()
+			p.mustReady()
+			loop.progress(t, step+", after restarting "+p.id, 50)
+		}
+	}
+	// Step 1: every server accepts client certificates of both CAs.
+	rolling("servers accept both client CAs", oldLoop, func(p *proc) { configure(p, both) })
+	// Step 2: the clients move to certificates of the new CA.
+	newLoop := startRotationLoop(connect(newClients), 3, "new-client")
+	newLoop.progress(t, "a client with a new certificate", 100)
+	oldLoop.end()
+	// Step 3: every server accepts the new client CA alone.
+	rolling("servers accept the new client CA alone", newLoop, func(p *proc) { configure(p, newClients.caFile) })
+	newLoop.end()
+	t.Logf("client CA rotation, 2 rolling restarts: %d rounds with old certificates, %d with new ones; %d and %d failed",
+		oldLoop.granted.Load(), newLoop.granted.Load(), oldLoop.failed.Load(), newLoop.failed.Load())
+	if oldLoop.failed.Load() != 0 || newLoop.failed.Load() != 0 {
+		t.Errorf("rounds failed during the rotation, want none; first with the old certificate: %v; with the new: %v", oldLoop.first.Load(), newLoop.first.Load())
+	}
+}
