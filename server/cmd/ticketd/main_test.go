@@ -77,7 +77,7 @@ func TestRunLogsJSON(t *testing.T) {
 	go func() {
 		code <- run(ctx, []string{
 			"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "",
-			"--data-dir", t.TempDir(), "--node-id", "solo", "--log-format", "json",
+			"--data-dir", t.TempDir(), "--node-id", "solo", "--initial-cluster-state", "new", "--log-format", "json",
 		}, &stdout, &stderr, func(*server.Server) { started <- struct{}{} })
 	}()
 	select {
