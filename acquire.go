@@ -3,6 +3,7 @@ package ticketing
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -142,12 +143,16 @@ func secs(d time.Duration) string {
 // Outcomes: a *Ticket; ErrNotAcquired (not granted within wait);
 // ErrCapacity (a server limit, returned at once, not retried);
 // ErrIndeterminate (the request may have been sent but its final answer was
-// lost: do not enter the critical section; it is never re-sent
-// automatically; *IndeterminateError has the key and owner, and when the
-// connection ended the broker releases by owner whatever the acquire may
-// have obtained once it reconnects); ErrBudgetExceeded; ErrUnauthenticated;
+// lost: do not enter the critical section; *IndeterminateError has the key
+// and owner, and when the connection ended the broker releases by owner
+// whatever the acquire may have obtained once it reconnects); ErrBudgetExceeded; ErrUnauthenticated;
 // ErrClosed (also when the grant arrived while the broker was closing: it is
 // released).
+//
+// A session a stopping server ends (E 11) while the acquire is pending does
+// not make it indeterminate: it is sent again, with the same owner and what
+// remains of its wait, on the next connection (docs/protocol.md, How a
+// connection ends).
 //
 // If ctx ends before the request was sent, nothing is sent and the error
 // wraps ctx.Err() (and ErrUnavailable if there was no connection). If it
@@ -168,9 +173,25 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	rand.Read(owner[:])
 	b.acquireStarted()
 	defer b.acquireDone()
+	// interrupted is the first send's call once a stopping server ended its
+	// session (E 11): the acquire is sent again, with the same owner, on the
+	// next connection; if it cannot be, its owner is released like that of
+	// any acquire whose answer was lost.
+	var interrupted *call
+	firstSent := time.Time{}
+	lost := func(what string, cause error, kinds ...error) (*Ticket, error) {
+		b.orphaned(key, owner, interrupted.sent.Add(interrupted.span))
+		kinds = append(kinds, &IndeterminateError{Key: key, Owner: owner})
+		return nil, newOpError("acquire", key, true, cause,
+			"outcome unknown: the server that had it stopped, and it could not be sent again ("+what+"); once reconnected, the client releases by owner whatever it may have obtained; do not enter the critical section",
+			kinds...)
+	}
 	for {
 		c, err := b.getConn(ctx, false)
 		if err != nil {
+			if interrupted != nil {
+				return lost(err.Error(), err, ctxKinds(err)...)
+			}
 			return nil, connectError("acquire", key, true, err)
 		}
 		cl := newCall(wire.TypeAcquire, key)
@@ -179,19 +200,52 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 		// pointless once the lease would have run out (leader changes
 		// restart leases, hence the second lease).
 		cl.span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
-		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: args.wait, Lease: args.lease, Key: []byte(key)}
+		wait := args.wait
+		if interrupted != nil {
+			// Sent again: the wait is what remains of the first one.
+			wait = uint8(max(0, ceilSeconds(time.Duration(args.wait)*time.Second-time.Since(firstSent))))
+		}
+		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: wait, Lease: args.lease, Key: []byte(key)}
 		if err := c.start(ctx, cl, &f); err != nil {
 			if err == errConnGone {
 				continue // nothing was sent: try the next connection
 			}
 			if err == errClosing {
+				if interrupted != nil {
+					return lost("the broker was closed", nil, ErrClosed)
+				}
 				return nil, newOpError("acquire", key, true, nil, "the broker was closed while the acquire waited for an in-flight slot; nothing was sent", ErrClosed)
+			}
+			if interrupted != nil {
+				return lost(err.Error(), err, ctxKinds(err)...)
 			}
 			return nil, newOpError("acquire", key, true, nil,
 				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
 		}
-		return b.awaitAcquire(ctx, c, cl, args)
+		if interrupted == nil {
+			firstSent = cl.sent
+		}
+		t, err := b.awaitAcquire(ctx, c, cl, args)
+		if errors.Is(err, errSendAgain) {
+			interrupted = cl
+			continue
+		}
+		return t, err
 	}
+}
+
+// errSendAgain: a stopping server ended the acquire's session before its
+// final answer; Acquire sends it again with the same owner.
+var errSendAgain = errors.New("the server stopped before answering; send again")
+
+// ctxKinds is the context error err wraps, if any, for errors.Is.
+func ctxKinds(err error) []error {
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return []error{e}
+		}
+	}
+	return nil
 }
 
 // answerGrace is how long a request waits for its final answer on a live
@@ -240,6 +294,9 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 		if a != nil && a.f.Type == wire.TypeGranted {
 			b.lateGrant(cl.key, a.f.Token)
 		}
+		if a != nil && a.fail != nil && a.fail.shuttingDown() {
+			b.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span)) // the connection left it to this caller
+		}
 		return nil, newOpError("acquire", cl.key, true, nil,
 			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
 			ctx.Err())
@@ -267,6 +324,12 @@ func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acqui
 
 func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
 	key := cl.key
+	if a.fail != nil && a.fail.shuttingDown() {
+		if !b.isClosed() {
+			return nil, errSendAgain
+		}
+		b.orphaned(key, cl.owner, cl.sent.Add(cl.span)) // the connection left it to this caller
+	}
 	if a.fail != nil {
 		kinds := []error{&IndeterminateError{Key: key, Owner: cl.owner}}
 		msg := "outcome unknown, " + a.fail.what() + " after the request was sent; do not enter the critical section"

@@ -64,6 +64,17 @@ func (f *connFailure) what() string {
 
 func (f *connFailure) closed() bool { return f.kind == failClosed }
 
+// shuttingDown reports whether the server ended the session because it is
+// stopping (E 11): a draining leader answers every request it proposed
+// before, so an acquire still pending was not granted, or (from a server
+// that does not drain) was granted to its owner, which an acquire sent
+// again with the same owner gets back (docs/protocol.md, How a connection
+// ends).
+func (f *connFailure) shuttingDown() bool {
+	var se *ServerError
+	return f.kind == failServerError && errors.As(f.cause, &se) && se.Code == CodeShuttingDown
+}
+
 // explained reports whether what() already says everything the cause says.
 func (f *connFailure) explained() bool {
 	return f.kind == failServerError || f.kind == failNotLeader || f.kind == failClosed
@@ -158,7 +169,7 @@ type conn struct {
 	// way to the server: small frames (pongs, keep-alives, other
 	// requests) then wait behind one large frame at most.
 	largeSlot chan struct{}
-	born     time.Time
+	born      time.Time
 
 	mu      sync.Mutex
 	wbuf    []byte
@@ -253,8 +264,8 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	c := &conn{
 		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
 		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
-		pending: make(map[uint32]*call),
-		watches: make(map[uint32]func(wire.Frame)),
+		pending:   make(map[uint32]*call),
+		watches:   make(map[uint32]func(wire.Frame)),
 		wsig:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		largeSlot: make(chan struct{}, 1),
@@ -667,7 +678,9 @@ func (c *conn) fail(f *connFailure) {
 	for _, cl := range pend {
 		// Before the caller hears of it: an ErrIndeterminate returned to
 		// the caller then always has its release-by-owner under way.
-		if cl.typ == wire.TypeAcquire && !f.closed() && c.hooks != nil {
+		// An acquire the server's shutdown interrupted is sent again by its
+		// caller (Acquire), which releases by owner itself if it cannot.
+		if cl.typ == wire.TypeAcquire && !f.closed() && (!f.shuttingDown() || cl.abandoned) && c.hooks != nil {
 			c.hooks.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span))
 		}
 		if !cl.abandoned {

@@ -72,14 +72,14 @@ func TestManyGoroutinesOneBroker(t *testing.T) {
 	}
 }
 
-// However a session ends — E 11, an M without a hint, a bare EOF or a TCP
-// reset — the client does the same (docs/protocol.md, "How a connection
-// ends"): a pending acquire is indeterminate and is ended by owner (U) on
-// the next connection; a pending release is sent again, with the exact
-// token, on the next connection.
+// However a session ends — an M without a hint, a bare EOF or a TCP reset —
+// the client does the same (docs/protocol.md, "How a connection ends"): a
+// pending acquire is indeterminate and is ended by owner (U) on the next
+// connection; a pending release is sent again, with the exact token, on the
+// next connection. (E 11, a stopping server, is the exception for acquires:
+// TestShutdownSendsPendingAcquireAgain.)
 func TestConnectionEndsAreHandledAlike(t *testing.T) {
 	ends := map[string]func(c *faketicketd.Conn){
-		"E 11":      func(c *faketicketd.Conn) { c.Error(wire.CodeShuttingDown, "the server is shutting down") },
 		"empty M":   func(c *faketicketd.Conn) { c.NotLeader("") },
 		"EOF":       func(c *faketicketd.Conn) { c.Close() },
 		"TCP reset": func(c *faketicketd.Conn) { c.Reset() },
@@ -139,6 +139,65 @@ func TestConnectionEndsAreHandledAlike(t *testing.T) {
 				t.Errorf("after %s: release again %+v on connection %d, want token 41 on a new connection", name, l2.f, l2.conn.Index)
 			}
 		})
+	}
+}
+
+// A stopping server's E 11 ends the session with an acquire and a release
+// pending: the acquire is sent again on the next connection with the same
+// owner, and its grant there is the outcome (no release by owner is sent);
+// the release is retried with its exact token.
+func TestShutdownSendsPendingAcquireAgain(t *testing.T) {
+	r := newRec()
+	srv := faketicketd.Start(t, func(c *faketicketd.Conn) {
+		pending := 0
+		script(r, faketicketd.Ready{}, func(c *faketicketd.Conn, f wire.Frame) bool {
+			switch {
+			case f.Type == wire.TypeAcquire && string(f.Key) == "held":
+				grant(c, f, 41)
+			case c.Index == 0 && (f.Type == wire.TypeAcquire || f.Type == wire.TypeRelease):
+				if pending++; pending == 2 {
+					c.Error(wire.CodeShuttingDown, "the server is shutting down")
+					return false
+				}
+			case f.Type == wire.TypeAcquire:
+				grant(c, f, 42)
+			case f.Type == wire.TypeRelease:
+				c.Send(wire.Frame{Type: wire.TypeReleased, ID: f.ID})
+			case f.Type == wire.TypeReleaseOwner:
+				c.Send(wire.Frame{Type: wire.TypeNotHeld, ID: f.ID})
+			}
+			return true
+		})(c)
+	})
+	b := connect(t, srv.Addr())
+	ctx := ctxFor(t)
+	tk, err := b.Acquire(ctx, "held", 0, 10*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acq := make(chan *Ticket, 1)
+	acqErr := make(chan error, 1)
+	go func() {
+		tk, err := b.Acquire(ctx, "a", 5*time.Second, 10*time.Second, 0)
+		acq <- tk
+		acqErr <- err
+	}()
+	sentA := r.wait(t, 1, func(f wire.Frame) bool { return f.Type == wire.TypeAcquire && string(f.Key) == "a" })
+	relErr := make(chan error, 1)
+	go func() { relErr <- tk.Release(ctx) }()
+	got := <-acq
+	if err := <-acqErr; err != nil || got.Token() != 42 {
+		t.Fatalf("acquire pending at E 11: %v, %v; want it sent again and granted token 42", got, err)
+	}
+	again := r.wait(t, 2, func(f wire.Frame) bool { return f.Type == wire.TypeAcquire && string(f.Key) == "a" })
+	if again.conn.Index == 0 || again.f.Owner != sentA.f.Owner || again.f.Wait > sentA.f.Wait {
+		t.Errorf("acquire sent again %+v on connection %d, want the same owner, at most the first wait, on a new connection", again.f, again.conn.Index)
+	}
+	if err := <-relErr; err != nil {
+		t.Fatalf("release pending at E 11: %v, want it retried and answered R", err)
+	}
+	if n := r.count(isType(wire.TypeReleaseOwner)); n != 0 {
+		t.Errorf("%d releases by owner after E 11, want none: the acquire sent again has the outcome", n)
 	}
 }
 

@@ -43,13 +43,14 @@ fi
 
 # The operator's console is tested in Debian's headless Chromium
 # (server/internal/consoletest), and the alert rules with Prometheus's
-# promtool (Debian's prometheus package).
+# promtool and in a real Prometheus scraping test clusters (both from
+# Debian's prometheus package).
 if ! command -v chromium >/dev/null 2>&1; then
   echo "== installing chromium (for the console's browser tests)"
   need chromium
 fi
-if ! command -v promtool >/dev/null 2>&1; then
-  echo "== installing prometheus (promtool, for the alert rules)"
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  echo "== installing prometheus (prometheus and promtool, for the alert rules)"
   need prometheus
 fi
 

@@ -51,6 +51,7 @@ type Request struct {
 	// always sent (it used to encode a map).
 	After    string `json:"after,omitempty"` // console: the tickets page's cursor
 	ID       string `json:"id,omitempty"`
+	Last     bool   `json:"last,omitempty"` // console: the tickets page's last page
 	Op       string `json:"op"`
 	Page     string `json:"page,omitempty"`   // console: which page
 	Prefix   string `json:"prefix,omitempty"` // console: the tickets page's key prefix
@@ -81,6 +82,9 @@ type Status struct {
 	ClusterID    string   `json:"cluster_id"`
 	Participants []string `json:"participants"`
 	Members      []Member `json:"members"`
+	// Version is the answering server's release (its ticketd --version);
+	// empty (left out) from a server older than this field.
+	Version string `json:"version,omitempty"`
 }
 
 // Member is one server of the cluster configuration.

@@ -74,8 +74,11 @@ func TestEndToEndSingleNode(t *testing.T) {
 
 	var st statusResult
 	decodeOne(t, mustCtl(t, exitOK, "status", addr, "-o", "json"), &st)
-	if st.Role != "leader" || st.NodeID != "n1" || st.Leader != "n1" || st.Term == 0 || st.CommitIndex == 0 || len(st.Members) != 1 || st.Held != 1 {
+	if st.Role != "leader" || st.NodeID != "n1" || st.Leader != "n1" || st.Term == 0 || st.CommitIndex == 0 || len(st.Members) != 1 || st.Held != 1 || st.Version == "" {
 		t.Errorf("status %+v", st)
+	}
+	if text := mustCtl(t, exitOK, "status", addr); !strings.Contains(text, "\nversion: "+st.Version+"\n") {
+		t.Errorf("text status lacks the version %q:\n%s", st.Version, text)
 	}
 }
 

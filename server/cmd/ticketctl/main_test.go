@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -350,6 +352,53 @@ func TestHelpNoZeroDefaults(t *testing.T) {
 	for _, want := range []string{"session limit (default 10000)\n", "> 0 (required)\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("help lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestReferenceDocumentsEveryFlagAndCommand: the ticketctl reference in
+// docs/deployment.md names every command, every coordination verb and
+// every flag, global or a command's.
+func TestReferenceDocumentsEveryFlagAndCommand(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, ok := strings.Cut(string(doc), "\n## ticketctl reference\n")
+	if !ok {
+		t.Fatal("docs/deployment.md has no ticketctl reference section")
+	}
+	ref, _, _ = strings.Cut(ref, "\n## ")
+	mention := func(what, text string) {
+		t.Helper()
+		if !strings.Contains(ref, text) {
+			t.Errorf("the ticketctl reference does not mention %s (%q)", what, text)
+		}
+	}
+	flagText := func(name string) string {
+		if len(name) == 1 {
+			return "-" + name + " "
+		}
+		return "--" + name
+	}
+	var g globals
+	gfs := flag.NewFlagSet("", flag.ContinueOnError)
+	defineGlobals(gfs, &g)
+	gfs.VisitAll(func(f *flag.Flag) { mention("the global flag "+f.Name, flagText(f.Name)) })
+	for _, c := range commands {
+		mention("the command "+c.name, "  "+c.name+" ")
+		fs := flag.NewFlagSet("", flag.ContinueOnError)
+		c.setup(fs)
+		fs.VisitAll(func(f *flag.Flag) { mention(c.name+"'s flag "+f.Name, flagText(f.Name)) })
+	}
+	for verb := range coordVerbFlags {
+		group, action, _ := strings.Cut(verb, " ")
+		listed := false
+		for _, l := range strings.Split(ref, "\n") {
+			listed = listed || strings.Contains(l, "coordination "+group+" ") && strings.Contains(l, action)
+		}
+		if !listed {
+			t.Errorf("the ticketctl reference does not list coordination %s %s", group, action)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type statusResult struct {
 	ClusterID    string         `json:"cluster_id"`
 	Participants []string       `json:"participants"`
 	Members      []memberResult `json:"members"`
+	Version      string         `json:"version"` // "" from a server too old to say
 }
 
 // memberResult is a member in ticketctl's JSON output, which always has
@@ -87,6 +88,7 @@ func runStatus(e *env) error {
 		NodeID: s.NodeID, Role: s.Role, Leader: s.LeaderID, LeaderAddr: s.LeaderAddr,
 		Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex,
 		LastToken: s.LastToken, Held: s.Held, ClusterID: s.ClusterID, Participants: s.Participants, Members: []memberResult{},
+		Version: s.Version,
 	}
 	if res.Participants == nil {
 		res.Participants = []string{}
@@ -101,8 +103,12 @@ func runStatus(e *env) error {
 		} else if s.LeaderAddr != "" {
 			leader += " (" + s.LeaderAddr + ")"
 		}
-		fmt.Fprintf(w, "node_id: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\ncluster_id: %s\nmembers:\n",
-			s.NodeID, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held, s.ClusterID)
+		version := s.Version
+		if version == "" {
+			version = "(not reported: a server older than versions in status)"
+		}
+		fmt.Fprintf(w, "node_id: %s\nversion: %s\nrole: %s\nleader: %s\nterm: %d\ncommit_index: %d\napplied_index: %d\nlast_token: %d\nheld: %d\ncluster_id: %s\nmembers:\n",
+			s.NodeID, version, s.Role, leader, s.Term, s.CommitIndex, s.AppliedIndex, s.LastToken, s.Held, s.ClusterID)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER\tLEADER")
 		for _, m := range s.Members {

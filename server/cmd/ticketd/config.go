@@ -78,6 +78,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.StringVar(&v.ClusterName, "cluster-name", "", "with --raft-tls-*: the cluster `name` a peer's certificate must carry (URI SAN ticketing://NAME/node/ID)")
 	fs.BoolVar(&v.RaftInsecure, "raft-insecure", false, "accept Raft peers that prove neither --raft-secret-file nor --raft-tls-*: anyone who reaches the Raft port can claim a member's id (a network only the servers reach)")
 	fs.StringVar(&v.LogLevel, "log-level", def.LogLevel, "log `level`: debug, info, warn or error")
+	fs.StringVar(&v.LogFormat, "log-format", "text", "log `format`: text (key=value) or json (one object a line)")
 	fs.BoolVar(&cl.version, "version", false, "print the version and exit")
 
 	specs := []flagSpec{
@@ -131,6 +132,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 		{"cluster-name", func(c *server.Config) error { c.ClusterName = v.ClusterName; return nil }},
 		{"raft-insecure", func(c *server.Config) error { c.RaftInsecure = v.RaftInsecure; return nil }},
 		{"log-level", func(c *server.Config) error { c.LogLevel = v.LogLevel; return nil }},
+		{"log-format", func(c *server.Config) error { c.LogFormat = v.LogFormat; return nil }},
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: ticketd [flags]

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -476,7 +477,7 @@ func TestDurationKeys(t *testing.T) {
 
 func TestNewLogger(t *testing.T) {
 	var b strings.Builder
-	l := newLogger(&b, "warn")
+	l := newLogger(&b, "warn", "")
 	l.Info("hidden")
 	l.Warn("shown", "k", "v")
 	if out := b.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "level=WARN msg=shown k=v") {
@@ -591,5 +592,51 @@ func TestConsoleSetting(t *testing.T) {
 	}
 	if c, err = loadConfig([]string{"--http-console"}, io.Discard); err != nil || !c.HTTP.Console {
 		t.Fatalf("--http-console: console %v, %v", c.HTTP.Console, err)
+	}
+}
+
+// TestReferenceDocumentsEveryFlag: docs/deployment.md's table of flags
+// names every flag of ticketd.
+func TestReferenceDocumentsEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, _ := newFlagSet(io.Discard)
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if !strings.Contains(string(doc), "| `--"+f.Name) {
+			t.Errorf("docs/deployment.md's table of flags has no row for --%s", f.Name)
+		}
+	})
+	if n < 20 {
+		t.Fatalf("only %d flags found; the reading is broken", n)
+	}
+}
+
+// TestExampleConfigMatchesDeploymentDoc: examples/ticketd.toml names the
+// certificate files docs/deployment.md makes, and the data directory as it
+// is now (no raft.db, which only an older version wrote).
+func TestExampleConfigMatchesDeploymentDoc(t *testing.T) {
+	example, err := os.ReadFile("../../../examples/ticketd.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := regexp.MustCompile(`/etc/ticketd/tls/[A-Za-z0-9_.-]+`).FindAllString(string(example), -1)
+	if len(files) < 3 {
+		t.Fatalf("examples/ticketd.toml names %d certificate files; the reading is broken", len(files))
+	}
+	for _, f := range files {
+		if !strings.Contains(string(doc), f) {
+			t.Errorf("examples/ticketd.toml names %s, which docs/deployment.md never makes or uses", f)
+		}
+	}
+	if strings.Contains(string(example), "raft.db") {
+		t.Error("examples/ticketd.toml mentions raft.db, which ticketd no longer writes (the log store is raft/wal)")
 	}
 }

@@ -16,18 +16,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/ticketing-io/ticketing/server/internal/buildinfo"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
-// otherwise the module version or VCS revision is reported.
+// otherwise the module version or VCS revision is reported (buildinfo).
 var version = ""
 
 // shutdownTimeout bounds srv.Shutdown after SIGTERM/SIGINT: handing
@@ -66,14 +65,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprintln(stdout, buildinfo.Read(version))
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "ticketd: %v\n", err)
 		return 1
 	}
-	logger := newLogger(stderr, cfg.LogLevel)
+	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	cfg.Logger = logger
+	cfg.Build = buildinfo.Read(version)
 	if cl.exportFile != "" {
 		if err := exportBackup(filepath.Join(cfg.DataDir, "raft"), cl.exportFile, stdout); err != nil {
 			fmt.Fprintf(stderr, "ticketd: export backup: %v\n", err)
@@ -87,8 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, started f
 		fmt.Fprintf(stderr, "ticketd: %v\n", err)
 		return 1
 	}
-	// server.New logs the startup line (node id, addresses, data dir).
-	logger.Debug("ticketd version", "version", versionString())
+	// server.New logs the startup line (node id, version, addresses, data dir).
 	if started != nil {
 		started(srv)
 	}
@@ -187,16 +186,20 @@ func reloadAuth(srv *server.Server, args []string, logger *slog.Logger) {
 	}
 }
 
-// newLogger returns a text logger to w at the given level (Validate has
-// already checked the name; empty means info).
-func newLogger(w io.Writer, level string) *slog.Logger {
+// newLogger returns a logger to w at the given level, in the given format
+// (Validate has already checked both; empty means info, text).
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	if level != "" {
 		if err := l.UnmarshalText([]byte(level)); err != nil {
 			l = slog.LevelInfo
 		}
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // exportBackup writes the state of a stopped server's data directory to
@@ -223,34 +226,4 @@ func exportBackup(dir, file string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "exported %s to %s: cluster %s, up to Raft entry %d, last token %d, %d tickets held\n",
 		dir, file, node.FormatClusterID(info.Cluster), info.LastIndex, info.LastToken, info.Held)
 	return nil
-}
-
-func versionString() string {
-	v := version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			if bi.Main.Version != "" {
-				v = bi.Main.Version
-			}
-			var rev, dirty string
-			for _, s := range bi.Settings {
-				switch s.Key {
-				case "vcs.revision":
-					rev = s.Value
-				case "vcs.modified":
-					if s.Value == "true" {
-						dirty = "-dirty"
-					}
-				}
-			}
-			if rev != "" && (v == "(devel)" || strings.HasPrefix(v, "v0.0.0-")) {
-				if len(rev) > 12 {
-					rev = rev[:12]
-				}
-				v = rev + dirty
-			}
-		}
-	}
-	return fmt.Sprintf("ticketd %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,10 +59,48 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		t.Fatalf("exit code %d after clean shutdown:\n%s", c, stderr.String())
 	}
 	logs := stderr.String()
-	for _, want := range []string{`msg="ticketd started"`, "node=solo", "data_dir=", "msg=stopped", "ticketd version"} {
+	for _, want := range []string{`msg="ticketd started"`, "node=solo", "data_dir=", "msg=stopped", "version=", "commit=", "raft_tls=false"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+}
+
+// --log-format json: every line, the start line included, is one JSON
+// object; the start line names the build and whether Raft TLS is on.
+func TestRunLogsJSON(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	started := make(chan struct{}, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{
+			"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--http-listen", "",
+			"--data-dir", t.TempDir(), "--node-id", "solo", "--initial-cluster-state", "new", "--log-format", "json",
+		}, &stdout, &stderr, func(*server.Server) { started <- struct{}{} })
+	}()
+	select {
+	case <-started:
+	case c := <-code:
+		t.Fatalf("run exited with %d before serving:\n%s", c, stderr.String())
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d:\n%s", c, stderr.String())
+	}
+	var startLine map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if m["msg"] == "ticketd started" {
+			startLine = m
+		}
+	}
+	if startLine == nil || startLine["version"] == "" || startLine["commit"] == nil || startLine["go"] == nil || startLine["raft_tls"] != false {
+		t.Errorf("start line %v, want version, commit, go and raft_tls false", startLine)
 	}
 }
 

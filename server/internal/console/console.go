@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,8 +37,8 @@ const PageSize = 50
 
 // Options wire the console to a server.
 type Options struct {
-	// NodeID names the server rendering the pages.
-	NodeID string
+	// NodeID names the server rendering the pages; Version is its release.
+	NodeID, Version string
 	// Local describes the rendering server's own state (role and
 	// readiness), shown on every page beside the leader's view.
 	Local func() string
@@ -121,9 +123,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
 	q := Query{Page: page}
 	if page == PageTickets {
-		q.Prefix, q.After = qv.Get("prefix"), qv.Get("after")
+		q.Prefix, q.After, q.Last = qv.Get("prefix"), qv.Get("after"), qv.Get("last") == "1"
+		if q.Last {
+			q.After = ""
+		}
 	}
-	d := pageData{NodeID: h.o.NodeID, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
+	d := pageData{NodeID: h.o.NodeID, Version: h.o.Version, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
 		At: time.Now().UTC().Format(time.RFC3339)}
 	d.links(qv)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -135,6 +140,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadGateway
 	} else {
 		d.View = v
+		if v.Tickets != nil && qv.Get("sort") == "left" {
+			// The view may be shared (cached): sort a copy of its rows.
+			tv := *v.Tickets
+			tv.Rows = slices.Clone(tv.Rows)
+			slices.SortStableFunc(tv.Rows, func(a, b Ticket) int { return cmp.Compare(a.LeftMs, b.LeftMs) })
+			vv := *v
+			vv.Tickets = &tv
+			d.View, d.SortLeft = &vv, true
+		}
 	}
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, "base", &d); err != nil {
@@ -149,13 +163,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // pageData is what the templates see.
 type pageData struct {
 	NodeID, Local, Page string
+	Version             string
+	SortLeft            bool // the tickets page's rows by time left
 	Title, At           string
 	Nav                 []string
 	Query               Query
 	Refresh             bool
 	RefreshURL, AutoURL string
 	NoAutoURL           string
-	FirstURL            string
+	FirstURL, LastURL   string
+	SortLeftURL         string
+	SortKeyURL          string
 	View                *View
 	Err                 string
 }
@@ -164,7 +182,7 @@ func (d *pageData) links(qv url.Values) {
 	with := func(set map[string]string) string {
 		v := url.Values{}
 		for k, vs := range qv {
-			if k == "prefix" || k == "after" || k == "refresh" {
+			if k == "prefix" || k == "after" || k == "last" || k == "sort" || k == "refresh" {
 				v[k] = vs
 			}
 		}
@@ -183,7 +201,10 @@ func (d *pageData) links(qv url.Values) {
 	d.RefreshURL = with(nil)
 	d.AutoURL = with(map[string]string{"refresh": "1"})
 	d.NoAutoURL = with(map[string]string{"refresh": ""})
-	d.FirstURL = with(map[string]string{"after": ""})
+	d.FirstURL = with(map[string]string{"after": "", "last": ""})
+	d.LastURL = with(map[string]string{"after": "", "last": "1"})
+	d.SortLeftURL = with(map[string]string{"sort": "left"})
+	d.SortKeyURL = with(map[string]string{"sort": ""})
 }
 
 var funcs = template.FuncMap{
@@ -208,6 +229,9 @@ var funcs = template.FuncMap{
 		v.Set("after", next)
 		if d.Refresh {
 			v.Set("refresh", "1")
+		}
+		if d.SortLeft {
+			v.Set("sort", "left")
 		}
 		return PageTickets + "?" + v.Encode()
 	},

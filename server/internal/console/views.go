@@ -22,6 +22,7 @@ type Query struct {
 	Page   string
 	Prefix string // tickets: keys that start with it
 	After  string // tickets: keys after this one (the cursor of the next page)
+	Last   bool   // tickets: the last page of the prefix's keys
 }
 
 // Cluster is the cluster page: the answering server's view of the cluster.
@@ -37,6 +38,7 @@ type Cluster struct {
 	Held          int            `json:"held"`
 	Waiters       int64          `json:"waiters"`
 	ClusterID     string         `json:"cluster_id"`
+	Version       string         `json:"version"` // the leader's release
 	Ready         bool           `json:"ready"`
 	Health        string         `json:"health"` // "ready", else why not
 	Members       []Member       `json:"members"`
@@ -77,6 +79,10 @@ type Tickets struct {
 	MatchedMore bool     `json:"matched_more"`
 	Rows        []Ticket `json:"rows"`
 	Next        string   `json:"next"` // the After of the next page, "" on the last one
+	// Last: this is the last page of the prefix's keys (asked as such);
+	// Before: keys come before it.
+	Last   bool `json:"last"`
+	Before bool `json:"before"`
 }
 
 // Ticket is one held key. Owner is the owner id in hex; the principal is
@@ -86,6 +92,7 @@ type Ticket struct {
 	Token     uint64    `json:"token"`
 	Owner     string    `json:"owner"`
 	Principal string    `json:"principal"`
+	Remote    string    `json:"remote"` // the connection the leader granted it to, "" before this leader
 	GrantedAt time.Time `json:"granted_at"`
 	LeftMs    int64     `json:"left_ms"` // until the lease may end
 	LeaseMs   uint32    `json:"lease_ms"`
@@ -98,6 +105,7 @@ type Ticket struct {
 type Waiter struct {
 	Owner     string `json:"owner"`
 	Principal string `json:"principal"`
+	Remote    string `json:"remote"`
 	WaitedMs  int64  `json:"waited_ms"`
 }
 
@@ -139,6 +147,8 @@ type Semaphore struct {
 	Limit       uint64   `json:"limit"`
 	Count       uint64   `json:"count"`
 	Ephemeral   bool     `json:"ephemeral"`
+	Data        string   `json:"data"` // the semaphore's data, cut at consoleDataShown bytes
+	DataBytes   int      `json:"data_bytes"`
 	Owners      []Holder `json:"owners"`
 	MoreOwners  int      `json:"more_owners"`
 	Waiters     []Holder `json:"waiters"`
@@ -148,6 +158,7 @@ type Semaphore struct {
 // Holder is an owner or a waiter of a semaphore.
 type Holder struct {
 	Session uint64 `json:"session"`
+	Desc    string `json:"desc"` // the session's description, which names its client
 	Count   uint64 `json:"count"`
 	OrderID uint64 `json:"order_id"`
 }

@@ -278,7 +278,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s1.Close(ctx)
-		if err := s1.CreateSemaphore(ctx, "nightly-report", 1, nil); err != nil {
+		if err := s1.CreateSemaphore(ctx, "nightly-report", 1, []byte("report of 2026-12-04")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s1.AcquireSemaphore(ctx, "nightly-report", coordination.Exclusive()); err != nil {
@@ -296,13 +296,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		}()
 		sem := `section.node[data-path="/jobs"] tr.semaphore[data-name="nightly-report"]`
 		ops.until("http://"+leader.http+"/console/coordination", "the semaphore's owner and waiter", func() bool {
-			return ops.count(sem+" td.owners span.holder") == 1 && ops.count(sem+" td.waiters span.holder") == 1
+			return ops.count(sem+" td.owners li.holder") == 1 && ops.count(sem+" td.waiters li.holder") == 1
 		})
-		if got := ops.text(sem + " td.owners"); !strings.HasPrefix(got, fmt.Sprint(s1.ID())) {
-			t.Errorf("owners %q, want session %d", got, s1.ID())
+		// Each holder names its session and the session's description.
+		if got, want := ops.text(sem+" td.owners"), fmt.Sprintf("session %d (worker-1): ", s1.ID()); !strings.HasPrefix(got, want) {
+			t.Errorf("owners %q, want %q and the count", got, want)
 		}
-		if got := ops.text(sem + " td.waiters"); !strings.HasPrefix(got, fmt.Sprint(s2.ID())) {
-			t.Errorf("waiters %q, want session %d", got, s2.ID())
+		if got, want := ops.text(sem+" td.waiters"), fmt.Sprintf("session %d (worker-2): ", s2.ID()); !strings.HasPrefix(got, want) {
+			t.Errorf("waiters %q, want %q and the count", got, want)
+		}
+		if got := ops.text(sem + " td.data"); got != "report of 2026-12-04" {
+			t.Errorf("data %q, want the semaphore's data", got)
 		}
 		if n := ops.count(`section.node[data-path="/jobs"] tr.session`); n != 2 {
 			t.Errorf("%d sessions listed, want 2", n)

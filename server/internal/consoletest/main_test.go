@@ -8,8 +8,11 @@ import (
 	"testing"
 )
 
-// ticketdBin is the ticketd binary TestMain builds.
+// ticketdBin is the ticketd binary TestMain builds, stamped with
+// stampedVersion as a release build would be.
 var ticketdBin string
+
+const stampedVersion = "v9.9.9-consoletest"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ticketd-consoletest-")
@@ -18,7 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ticketdBin = filepath.Join(dir, "ticketd")
-	out, err := exec.Command("go", "build", "-o", ticketdBin, "github.com/ticketing-io/ticketing/server/cmd/ticketd").CombinedOutput()
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+stampedVersion, "-o", ticketdBin, "github.com/ticketing-io/ticketing/server/cmd/ticketd").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "consoletest: cannot build cmd/ticketd:\n%s%v\n", out, err)
 		os.RemoveAll(dir)

@@ -32,8 +32,35 @@ func freePort(t testing.TB) string {
 // proc is one ticketd process.
 type proc struct {
 	id, client, raft, http string
+	args                   []string // ticketd's command line
+	logPath                string   // its stdout and stderr, appended at each start
 	cmd                    *exec.Cmd
 	done                   chan struct{}
+}
+
+// start runs ticketd with p's command line (again, after kill: same
+// addresses and data directory).
+func (p *proc) start(t testing.TB) {
+	t.Helper()
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(ticketdBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		log.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	p.done = done
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); log.Close(); close(done) }(p.cmd)
+}
+
+// kill ends the process at once (SIGKILL) and waits until it has.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // cluster is n ticketd processes bootstrapped as one cluster, with the
@@ -53,6 +80,13 @@ func (c *cluster) addrs() string {
 }
 
 func startCluster(t testing.TB, n int, extraTOML ...string) *cluster {
+	t.Helper()
+	return startClusterWith(t, n, nil, extraTOML...)
+}
+
+// startClusterWith is startCluster with more flags for each server
+// (perProc may be nil).
+func startClusterWith(t testing.TB, n int, perProc func(p *proc) []string, extraTOML ...string) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "ticketd.toml")
@@ -81,24 +115,18 @@ token_sha256 = [%q]
 		boot = append(boot, p.id+"="+p.raft)
 	}
 	for _, p := range c.procs {
-		log, err := os.Create(filepath.Join(dir, p.id+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.cmd = exec.Command(ticketdBin, "--config", conf, "--node-id", p.id, "--listen", p.client, "--raft-listen", p.raft,
+		p.logPath = filepath.Join(dir, p.id+".log")
+		p.args = []string{"--config", conf, "--node-id", p.id, "--listen", p.client, "--raft-listen", p.raft,
 			"--http-listen", p.http, "--data-dir", filepath.Join(dir, p.id), "--bootstrap", strings.Join(boot, ","),
-			"--raft-secret-file", testcluster.RaftSecretFile(t), "--initial-cluster-state", "new", "--log-level", "info")
-		p.cmd.Stdout, p.cmd.Stderr = log, log
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
+			"--raft-secret-file", testcluster.RaftSecretFile(t), "--initial-cluster-state", "new", "--log-level", "info"}
+		if perProc != nil {
+			p.args = append(p.args, perProc(p)...)
 		}
-		p.done = make(chan struct{})
-		go func(p *proc, log *os.File) { _ = p.cmd.Wait(); log.Close(); close(p.done) }(p, log)
+		p.start(t)
 		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			p.kill()
 			if t.Failed() {
-				b, _ := os.ReadFile(log.Name())
+				b, _ := os.ReadFile(p.logPath)
 				t.Logf("%s log:\n%s", p.id, b)
 			}
 		})

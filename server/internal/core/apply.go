@@ -198,6 +198,9 @@ func (c *Core) attemptDone(w *waiter, res fsm.Result, now, sealed time.Time) {
 			c.metrics.Grant()
 			lease := time.Duration(res.Hold.LeaseMs) * time.Millisecond
 			c.setLease(w.key, res.Hold.Token, now.Add(lease), sealed.Add(lease))
+			if len(w.replies) > 0 {
+				c.leases[w.key].remote = w.replies[0].c.Remote()
+			}
 		}
 		if w.wait > 0 {
 			c.metrics.QueueWait(now.Sub(w.arrived))

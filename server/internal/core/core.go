@@ -51,6 +51,12 @@ type Core struct {
 	stop    chan struct{}
 	drained chan struct{} // closed when every proposal has an outcome
 
+	// quiescing: a planned stop is under way; nothing more is proposed, and
+	// quiesced is closed once every batch proposed before has been
+	// answered (Quiesce).
+	quiescing bool
+	quiesced  chan struct{}
+
 	epoch     uint64
 	term      uint64 // the Raft term this core leads in
 	leading   bool   // leader, takeover may still be committing
@@ -99,23 +105,24 @@ type Core struct {
 // New makes a core on its ports; Run starts it.
 func New(p Ports) *Core {
 	c := &Core{
-		log:     p.Log,
-		state:   p.State,
-		srv:     p.Server,
-		metrics: p.Metrics,
-		cfg:     p.Config,
-		logger:  p.Logger,
-		clk:     p.Clock,
-		quota:   p.Quotas,
-		reqs:    make(chan Request, 8192),
-		results: make(chan applied, maxInFlightBatches+1),
-		events:  make(chan coreEvent, 64),
-		propose: make(chan *batch, maxInFlightBatches),
-		await:   make(chan proposal, maxInFlightBatches),
-		stop:    make(chan struct{}),
-		drained: make(chan struct{}),
-		timer:   p.Clock.NewTimer(time.Hour),
-		retryT:  p.Clock.NewTimer(time.Hour),
+		log:      p.Log,
+		state:    p.State,
+		srv:      p.Server,
+		metrics:  p.Metrics,
+		cfg:      p.Config,
+		logger:   p.Logger,
+		clk:      p.Clock,
+		quota:    p.Quotas,
+		reqs:     make(chan Request, 8192),
+		results:  make(chan applied, maxInFlightBatches+1),
+		events:   make(chan coreEvent, 64),
+		propose:  make(chan *batch, maxInFlightBatches),
+		await:    make(chan proposal, maxInFlightBatches),
+		stop:     make(chan struct{}),
+		drained:  make(chan struct{}),
+		quiesced: make(chan struct{}),
+		timer:    p.Clock.NewTimer(time.Hour),
+		retryT:   p.Clock.NewTimer(time.Hour),
 	}
 	c.reset()
 	return c
@@ -167,6 +174,16 @@ func (c *Core) Stop() { close(c.stop) }
 
 // Drained is closed when every proposal has an outcome, after Stop.
 func (c *Core) Drained() <-chan struct{} { return c.drained }
+
+// Quiesce prepares a planned stop: the core proposes nothing more (requests
+// still arrive and wait, unproposed), and the returned channel is closed
+// once every batch proposed before has its outcome and its answers have
+// been handed to the connections. A request without an answer then was
+// never proposed: it was not executed.
+func (c *Core) Quiesce() <-chan struct{} {
+	c.event_(coreEvent{quiesce: true})
+	return c.quiesced
+}
 
 // Waiters is the number of acquires waiting with wait > 0, as of the core's
 // last step.

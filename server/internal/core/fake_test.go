@@ -451,6 +451,8 @@ func (f *fakeConn) Forbid(id uint32, op, key string, reason uint8) {
 	f.Finish(id, &wire.Frame{Type: wire.TypeForbidden, ID: id, Reason: reason})
 }
 
+func (f *fakeConn) Remote() string { return "192.0.2.1:40000" }
+
 func (f *fakeConn) AllowCoord(id uint32, op uint8, path string) bool {
 	if f.deny {
 		AnswerCoord(f, id, op, wire.CoordUnauthorized, nil)

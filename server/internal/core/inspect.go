@@ -25,12 +25,16 @@ type KeyView struct {
 	// asked for; MoreWaiters counts the others.
 	Waiters     []WaiterView
 	MoreWaiters int
+	// Remote is the address of the connection this leader granted the hold
+	// to; "" when another leader granted it.
+	Remote string
 }
 
 // WaiterView is one acquire waiting for a key.
 type WaiterView struct {
 	Owner     fsm.Owner
 	Principal string
+	Remote    string // the address of the connection it waits on
 	Waited    time.Duration
 }
 
@@ -43,13 +47,20 @@ func (c *Core) Keys(ctx context.Context, page []fsm.HeldKey, maxWaiters int) ([]
 		for _, hk := range page {
 			h := hk.Hold
 			v := KeyView{LeftMs: c.leaseLeft(hk.Key, h, now)}
+			if t := c.leases[hk.Key]; t != nil && t.token == h.Token {
+				v.Remote = t.remote
+			}
 			if kq := c.queues[hk.Key]; kq != nil {
 				add := func(w *waiter) {
 					if len(v.Waiters) >= maxWaiters {
 						v.MoreWaiters++
 						return
 					}
-					v.Waiters = append(v.Waiters, WaiterView{Owner: w.owner, Principal: w.holder, Waited: now.Sub(w.arrived)})
+					wv := WaiterView{Owner: w.owner, Principal: w.holder, Waited: now.Sub(w.arrived)}
+					if len(w.replies) > 0 {
+						wv.Remote = w.replies[0].c.Remote()
+					}
+					v.Waiters = append(v.Waiters, wv)
 				}
 				if kq.attempting != nil && kq.attempting.owner != h.Owner {
 					add(kq.attempting)

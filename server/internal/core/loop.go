@@ -16,6 +16,7 @@ type coreEvent struct {
 	pause       <-chan struct{} // tests: the core waits until it is closed
 	paused      chan<- struct{} // with pause, when set: closed once the core waits
 	inspect     func(*Core)     // the console: reads the queues (inspect.go)
+	quiesce     bool            // Quiesce: propose nothing more
 }
 
 // Test hooks, nil in ticketd: set only by a build with -tags stallhook
@@ -105,13 +106,20 @@ func (c *Core) onResult(a applied) {
 // the gauges.
 func (c *Core) afterStep() {
 	c.flush()
+	if c.quiescing && c.inflight == 0 {
+		select {
+		case <-c.quiesced:
+		default:
+			close(c.quiesced)
+		}
+	}
 	c.waiterGauge.Store(int64(c.waiters))
 	c.timerGauge.Store(int64(len(c.timers)))
 }
 
 // flush proposes the gathered batch when a slot is free.
 func (c *Core) flush() {
-	if c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
+	if c.quiescing || c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
 		return
 	}
 	b := c.pending
@@ -170,6 +178,8 @@ func (c *Core) event(ev coreEvent) {
 		<-ev.pause
 	case ev.inspect != nil:
 		ev.inspect(c)
+	case ev.quiesce:
+		c.quiescing = true
 	case ev.leader != nil:
 		l := *ev.leader
 		if l.Leader == c.leading && (!l.Leader || l.Term == c.term) {

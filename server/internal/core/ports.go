@@ -49,6 +49,8 @@ type Replier interface {
 	// node path; when they do not allow it, it answers request id (sub-op
 	// op) UNAUTHORIZED, records the refusal and reports false.
 	AllowCoord(id uint32, op uint8, path string) bool
+	// Remote is the client's address (host:port), for the console.
+	Remote() string
 }
 
 // ReplicatedLog is Raft as the core uses it.

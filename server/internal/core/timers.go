@@ -25,8 +25,11 @@ type timer struct {
 	// leader can end the lease earlier (design.md, "Deadlines across
 	// leaders"); at is measured from the apply, for this leader's expiry.
 	promise time.Time
-	fn      func() // or a coordination deadline (coord.go)
-	idx     int    // position in the heap; -1 when not in it
+	// remote, for a lease: the address of the connection this leader
+	// granted the hold to ("" for a hold granted before it led).
+	remote string
+	fn     func() // or a coordination deadline (coord.go)
+	idx    int    // position in the heap; -1 when not in it
 }
 
 type timerHeap []*timer

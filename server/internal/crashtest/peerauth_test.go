@@ -289,12 +289,19 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
+	return newNamedTestPKI(t, "test raft CA")
+}
+
+// newNamedTestPKI is newTestPKI with the CA's subject CN, for tests with
+// two CAs.
+func newNamedTestPKI(t *testing.T, caName string) *testPKI {
+	t.Helper()
 	k := &testPKI{dir: t.TempDir()}
 	var err error
 	if k.caKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test raft CA"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: caName},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.caKey.PublicKey, k.caKey)

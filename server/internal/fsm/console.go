@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/google/btree"
@@ -49,6 +50,40 @@ func (s *State) HoldsPage(prefix, after string, limit int) (page []HeldKey, more
 		page = append(page, HeldKey{Key: k, Hold: s.holds[k]})
 		return true
 	})
+	return page, more
+}
+
+// HoldsLastPage returns the last limit held keys that start with prefix, in
+// key order; more reports that keys come before them.
+func (s *State) HoldsLastPage(prefix string, limit int) (page []HeldKey, more bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	visit := func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false // before the keys of the prefix
+		}
+		if len(page) == limit {
+			more = true
+			return false
+		}
+		page = append(page, HeldKey{Key: k, Hold: s.holds[k]})
+		return true
+	}
+	// end is the least key after every key that starts with prefix: the
+	// prefix with its last byte below 0xff incremented; none when the
+	// prefix is empty or all 0xff.
+	end := prefix
+	for end != "" && end[len(end)-1] == 0xff {
+		end = end[:len(end)-1]
+	}
+	if end == "" {
+		s.order.Descend(visit)
+	} else {
+		end = end[:len(end)-1] + string([]byte{end[len(end)-1] + 1})
+		s.order.DescendLessOrEqual(end, func(k string) bool { return k == end || visit(k) })
+	}
+	slices.Reverse(page)
 	return page, more
 }
 

@@ -163,3 +163,39 @@ func sameState(a, b *State) bool {
 	ac.order, bc.order = nil, nil
 	return reflect.DeepEqual(&ac, &bc)
 }
+
+// HoldsLastPage is the tail of the keys with a prefix, in key order, for
+// every kind of prefix: empty, ordinary, one ending in 0xff bytes (whose
+// successor carries), and one that no key has.
+func TestHoldsLastPage(t *testing.T) {
+	keys := []string{"a", "a/1", "a/2", "a/3", "a\xff", "a\xff\xff/1", "a\xff\xff/2", "b/1", "b\xff", "c"}
+	s := holding(t, keys)
+	page := func(prefix string, limit int) ([]string, bool) {
+		p, more := s.HoldsLastPage(prefix, limit)
+		var out []string
+		for _, hk := range p {
+			out = append(out, hk.Key)
+		}
+		return out, more
+	}
+	for _, c := range []struct {
+		prefix string
+		limit  int
+		want   []string
+		more   bool
+	}{
+		{"", 3, []string{"b/1", "b\xff", "c"}, true},
+		{"", 20, keys, false},
+		{"a/", 2, []string{"a/2", "a/3"}, true},
+		{"a/", 3, []string{"a/1", "a/2", "a/3"}, false},
+		{"a\xff", 2, []string{"a\xff\xff/1", "a\xff\xff/2"}, true},
+		{"a\xff\xff", 5, []string{"a\xff\xff/1", "a\xff\xff/2"}, false},
+		{"b", 5, []string{"b/1", "b\xff"}, false},
+		{"d", 5, nil, false},
+	} {
+		got, more := page(c.prefix, c.limit)
+		if !slices.Equal(got, c.want) || more != c.more {
+			t.Errorf("HoldsLastPage(%q, %d) = %q, %v; want %q, %v", c.prefix, c.limit, got, more, c.want, c.more)
+		}
+	}
+}

@@ -44,3 +44,9 @@ func (s *State) CoordNodes() []coordsm.NodeInfo { return s.coord.Nodes() }
 // SemaphoreNames returns the names of the semaphores of the node at path,
 // sorted; none when there is no such node.
 func (s *State) SemaphoreNames(path string) []string { return s.coord.SemaphoreNames(path) }
+
+// CoordCounts are coordination's sizes (nodes, sessions, owners, waiters).
+type CoordCounts = coordsm.Counts
+
+// CoordCounts returns coordination's sizes, for metrics.
+func (s *State) CoordCounts() CoordCounts { return s.coord.Counts() }

@@ -225,7 +225,7 @@ func (s *Server) Status() Status {
 	r := s.node.Raft()
 	_, lid := r.LeaderWithID()
 	st := Status{NodeID: s.cfg.NodeID, Role: roleName(r.State()), LeaderID: string(lid),
-		CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), Held: s.node.Held()}
+		CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), Held: s.node.Held(), Version: s.cfg.Build.Version}
 	st.Term, _ = strconv.ParseUint(r.Stats()["term"], 10, 64)
 	st.ClusterID = node.FormatClusterID(s.node.Cluster())
 	addrs := map[string]string{}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ticketing-io/ticketing/server/internal/buildinfo"
 	"github.com/ticketing-io/ticketing/server/internal/node"
 )
 
@@ -63,6 +64,11 @@ type HTTPConfig struct {
 	// ([tls]); with tls.ca, a client certificate that is given is verified
 	// and names a principal as it does on the client port.
 	TLS bool `toml:"tls"`
+	// LeaderCA is the CA file a follower's console verifies the leader's
+	// client-port certificate with, when the client port is TLS. Empty: the
+	// CAs this server already trusts, raft_tls.ca and tls.ca; with
+	// neither, the system's roots.
+	LeaderCA string `toml:"leader_ca"`
 }
 
 // Config is the whole configuration of one ticketd server. Start from
@@ -165,8 +171,14 @@ type Config struct {
 	HeartbeatTimeout time.Duration `toml:"heartbeat_timeout"`
 	ElectionTimeout  time.Duration `toml:"election_timeout"`
 
-	LogLevel string       `toml:"log_level"`
-	Logger   *slog.Logger `toml:"-"`
+	LogLevel string `toml:"log_level"`
+	// LogFormat is how ticketd writes its log: "text" (key=value, the
+	// default) or "json" (one object a line); Raft's records too.
+	LogFormat string       `toml:"log_format"`
+	Logger    *slog.Logger `toml:"-"`
+	// Build is the running binary's build (ticketd fills it); empty, New
+	// reads it from the binary without a stamped version.
+	Build buildinfo.Info `toml:"-"`
 }
 
 // The smallest values Validate accepts. Raft needs its leader lease (half
@@ -224,6 +236,9 @@ func (c *Config) Validate() error {
 	c.checkLogLevel(&p)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Build == (buildinfo.Info{}) {
+		c.Build = buildinfo.Read("")
 	}
 	if len(p) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(p...))
@@ -403,6 +418,9 @@ func (c *Config) checkClientAuth(p *problems) {
 func (c *Config) checkTLS(p *problems) {
 	p.checkTLSPair("tls", c.TLS)
 	p.checkTLSPair("raft_tls", c.RaftTLS)
+	if c.HTTP.LeaderCA != "" && !c.TLS.Enabled() {
+		p.add("http.leader_ca %q is set, but the client port has no TLS ([tls]): the console reads from the leader without TLS; remove leader_ca or configure [tls]", c.HTTP.LeaderCA)
+	}
 	if c.RaftTLS.Enabled() && c.RaftTLS.CAFile == "" {
 		p.add("raft_tls needs ca: servers verify each other's certificates against it (each naming its server's node id); without it a server accepts peers that present no certificate and no leader can be elected")
 	}
@@ -518,5 +536,10 @@ func (c *Config) checkLogLevel(p *problems) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		p.add("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		p.add("log_format %q: want text or json", c.LogFormat)
 	}
 }

@@ -27,3 +27,13 @@ func TestConfigRejectsSubMillisecondPingInterval(t *testing.T) {
 		}
 	}
 }
+
+// http.leader_ca without TLS on the client port is a mistake named at start.
+func TestLeaderCANeedsClientTLS(t *testing.T) {
+	c := server.DefaultConfig()
+	c.DataDir = t.TempDir()
+	c.HTTP.LeaderCA = "/etc/ticketd/tls/ca.crt"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "http.leader_ca") {
+		t.Fatalf("Validate: %v, want an error naming http.leader_ca", err)
+	}
+}

@@ -38,7 +38,9 @@ const (
 	// Bounds of one view, so that a page stays readable and its answer
 	// small whatever the cluster holds.
 	consoleNodes, consoleSessions, consoleSems, consoleHolders, consoleWaiters = 50, 100, 100, 20, 20
-	consoleCacheEntries                                                        = 64
+	// consoleDataShown is how much of a semaphore's data the page shows.
+	consoleDataShown    = 256
+	consoleCacheEntries = 64
 	// consoleCountLimit bounds the count of the keys under a prefix: a
 	// count is a walk of those keys.
 	consoleCountLimit = 10000
@@ -81,12 +83,12 @@ func (s *Server) initConsole() {
 	s.log = slog.New(console.AuditTee(s.log.Handler(), s.console.ring))
 }
 
-// watchLeaders records the changes of leader this server sees (Raft's
-// leader observations), for the cluster page.
+// watchLeaders follows Raft's observations: every change of leader is
+// logged on every server, naming the new leader (Raft itself says nothing
+// on a follower), and on a leader a peer whose heartbeats fail is logged
+// once, and again when it is reachable (Raft's own failure records are
+// rate-limited, node/hclog.go). The console's cluster page keeps both.
 func (s *Server) watchLeaders() {
-	if s.console == nil {
-		return
-	}
 	r := s.node.Raft()
 	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
@@ -97,9 +99,14 @@ func (s *Server) watchLeaders() {
 		return false
 	})
 	r.RegisterObserver(obs)
+	last := ""
 	if _, id := r.LeaderWithID(); id != "" {
-		s.console.leaderChanged(string(id), r.CurrentTerm())
+		last = string(id)
+		if s.console != nil {
+			s.console.leaderChanged(last, r.CurrentTerm())
+		}
 	}
+	down := map[string]time.Time{} // peers whose heartbeats fail, since when
 	s.goRun(func() {
 		defer r.DeregisterObserver(obs)
 		for {
@@ -109,11 +116,37 @@ func (s *Server) watchLeaders() {
 			case o := <-ch:
 				switch d := o.Data.(type) {
 				case raft.LeaderObservation:
-					s.console.leaderChanged(string(d.LeaderID), r.CurrentTerm())
+					id, term := string(d.LeaderID), r.CurrentTerm()
+					if id != last {
+						last = id
+						if id == "" {
+							s.log.Warn("leader lost: no leader known; an election follows", "term", term)
+						} else {
+							s.log.Info("leader changed", "leader", id, "leader_raft", string(d.LeaderAddr), "term", term, "self", id == s.cfg.NodeID)
+						}
+					}
+					clear(down) // a new leader's heartbeats start afresh
+					if s.console != nil {
+						s.console.leaderChanged(id, term)
+					}
 				case raft.FailedHeartbeatObservation:
-					s.console.heartbeat(string(d.PeerID), false, d.LastContact)
+					peer := string(d.PeerID)
+					if _, known := down[peer]; !known {
+						down[peer] = time.Now()
+						s.log.Warn("Raft peer unreachable: heartbeats to it fail", "peer", peer, "last_contact", d.LastContact.UTC().Format(time.RFC3339))
+					}
+					if s.console != nil {
+						s.console.heartbeat(peer, false, d.LastContact)
+					}
 				case raft.ResumedHeartbeatObservation:
-					s.console.heartbeat(string(d.PeerID), true, time.Time{})
+					peer := string(d.PeerID)
+					if since, known := down[peer]; known {
+						delete(down, peer)
+						s.log.Info("Raft peer reachable again", "peer", peer, "unreachable_for", time.Since(since).Round(time.Millisecond))
+					}
+					if s.console != nil {
+						s.console.heartbeat(peer, true, time.Time{})
+					}
 				}
 			}
 		}
@@ -193,7 +226,7 @@ func (s *Server) consoleHandler() http.Handler {
 	if s.console == nil {
 		return nil
 	}
-	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Local: s.consoleLocal, Authorize: s.consoleAuthorize, Read: s.consoleRead})
+	return console.Handler(console.Options{NodeID: s.cfg.NodeID, Version: s.cfg.Build.Version, Local: s.consoleLocal, Authorize: s.consoleAuthorize, Read: s.consoleRead})
 }
 
 // httpConnKey carries the HTTP request's connection in its context, so that
@@ -299,7 +332,7 @@ func (s *Server) consoleCluster() *console.Cluster {
 	ready, why := s.ready()
 	c := &console.Cluster{NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastToken: st.LastToken, Held: st.Held,
-		Waiters: s.core.Waiters(), ClusterID: st.ClusterID, Ready: ready, Health: "ready",
+		Waiters: s.core.Waiters(), ClusterID: st.ClusterID, Version: st.Version, Ready: ready, Health: "ready",
 		LeaderChanges: s.console.leaderChanges()}
 	if !ready {
 		c.Health = "not ready: " + strings.TrimSpace(why)
@@ -339,7 +372,13 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	t := &console.Tickets{Prefix: q.Prefix, After: q.After, Rows: []console.Ticket{}}
 	var more bool
 	s.node.Read(func(st *fsm.State) {
-		page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
+		if q.Last {
+			page, more = st.HoldsLastPage(q.Prefix, console.PageSize)
+			t.Last, t.Before = true, more
+			more = false
+		} else {
+			page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
+		}
 		if q.Prefix == "" {
 			t.Matched = st.Len()
 		} else {
@@ -358,11 +397,11 @@ func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.
 	}
 	for i, hk := range page {
 		h, k := hk.Hold, keys[i]
-		row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal,
+		row := console.Ticket{Key: hk.Key, Token: h.Token, Owner: hex.EncodeToString(h.Owner[:]), Principal: h.Principal, Remote: k.Remote,
 			GrantedAt: time.UnixMilli(h.GrantedAt).UTC(), LeaseMs: h.LeaseMs, LeftMs: int64(k.LeftMs),
 			Waiters: make([]console.Waiter, 0, len(k.Waiters)), MoreWaiters: k.MoreWaiters}
 		for _, w := range k.Waiters {
-			row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.Owner[:]), Principal: w.Principal,
+			row.Waiters = append(row.Waiters, console.Waiter{Owner: hex.EncodeToString(w.Owner[:]), Principal: w.Principal, Remote: w.Remote,
 				WaitedMs: w.Waited.Milliseconds()})
 		}
 		t.Rows = append(t.Rows, row)
@@ -407,9 +446,18 @@ func (s *Server) consoleCoordination() *console.Coordination {
 			for _, name := range names {
 				info, _ := st.DescribeSemaphore(n.Path, name, true, true)
 				sem := console.Semaphore{Name: info.Name, Limit: info.Limit, Count: info.Count, Ephemeral: info.Ephemeral,
-					Owners: []console.Holder{}, Waiters: []console.Holder{}}
-				sem.Owners, sem.MoreOwners = holders(info.Owners)
-				sem.Waiters, sem.MoreWaiters = holders(info.Waiters)
+					Data: info.Data, DataBytes: len(info.Data), Owners: []console.Holder{}, Waiters: []console.Holder{}}
+				if len(sem.Data) > consoleDataShown {
+					sem.Data = strings.ToValidUTF8(sem.Data[:consoleDataShown], "")
+				}
+				desc := func(id uint64) string {
+					if si, ok := st.Session(id); ok {
+						return si.Desc
+					}
+					return ""
+				}
+				sem.Owners, sem.MoreOwners = holders(info.Owners, desc)
+				sem.Waiters, sem.MoreWaiters = holders(info.Waiters, desc)
 				cn.Semaphores = append(cn.Semaphores, sem)
 			}
 			out.Nodes = append(out.Nodes, cn)
@@ -418,13 +466,15 @@ func (s *Server) consoleCoordination() *console.Coordination {
 	return out
 }
 
-func holders(hs []coordsm.Holder) ([]console.Holder, int) {
+// holders lists the first owners or waiters, each with its session's
+// description (desc), and counts the rest.
+func holders(hs []coordsm.Holder, desc func(session uint64) string) ([]console.Holder, int) {
 	out := []console.Holder{}
 	for i, h := range hs {
 		if i == consoleHolders {
 			return out, len(hs) - i
 		}
-		out = append(out, console.Holder{Session: h.Session, Count: h.Count, OrderID: h.OrderID})
+		out = append(out, console.Holder{Session: h.Session, Desc: desc(h.Session), Count: h.Count, OrderID: h.OrderID})
 	}
 	return out, 0
 }
@@ -444,7 +494,7 @@ func (s *Server) adminConsole(c *conn, id uint32, req adminwire.Request) string 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After}
+	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last}
 	v := s.console.cached(q)
 	var err error
 	if v == nil {

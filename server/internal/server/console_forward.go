@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/adminwire"
@@ -26,7 +28,7 @@ func (s *Server) consoleFromLeader(ctx context.Context, token string, q console.
 	if err != nil {
 		return nil, err
 	}
-	data, err := adminQuery(ctx, addr, tc, token, adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After})
+	data, err := adminQuery(ctx, addr, tc, token, adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After, Last: q.Last})
 	if err != nil {
 		return nil, fmt.Errorf("reading from the leader at %s: %w", addr, err)
 	}
@@ -38,8 +40,11 @@ func (s *Server) consoleFromLeader(ctx context.Context, token string, q console.
 }
 
 // forwardTLS is the TLS configuration of the admin session to the leader:
-// nil when the client port is plain; else trusting tls.ca (the system's
-// roots without one) and presenting this server's certificate.
+// nil when the client port is plain; else presenting this server's
+// certificate and trusting the CA set for it (http.leader_ca), else the
+// CAs this server trusts already (raft_tls.ca, which signs the servers'
+// certificates in a private-CA cluster, and tls.ca), else the system's
+// roots.
 func (s *Server) forwardTLS() (*tls.Config, error) {
 	if !s.cfg.TLS.Enabled() {
 		return nil, nil
@@ -52,9 +57,24 @@ func (s *Server) forwardTLS() (*tls.Config, error) {
 			return
 		}
 		c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if s.cfg.TLS.CAFile != "" {
-			if c.RootCAs, err = loadCertPool(s.cfg.TLS.CAFile); err != nil {
-				cs.tlsErr = err
+		cas := []string{s.cfg.HTTP.LeaderCA}
+		if cas[0] == "" {
+			cas = []string{s.cfg.RaftTLS.CAFile, s.cfg.TLS.CAFile}
+		}
+		for _, f := range cas {
+			if f == "" {
+				continue
+			}
+			pem, err := os.ReadFile(f)
+			if err != nil {
+				cs.tlsErr = fmt.Errorf("read the CA file %s for checking the leader's certificate: %w", f, err)
+				return
+			}
+			if c.RootCAs == nil {
+				c.RootCAs = x509.NewCertPool()
+			}
+			if !c.RootCAs.AppendCertsFromPEM(pem) {
+				cs.tlsErr = fmt.Errorf("the CA file %s for checking the leader's certificate holds no PEM certificate", f)
 				return
 			}
 		}

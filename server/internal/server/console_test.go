@@ -166,6 +166,10 @@ func TestConsoleTicketsPages(t *testing.T) {
 	if !strings.Contains(first, fmt.Sprintf(`%d held keys starting with`, n)) || strings.Contains(first, "shared/x") {
 		t.Errorf("first page:\n%s", first)
 	}
+	// Each hold names the client address it was granted to.
+	if want := `<td class="remote">` + r.Conn.LocalAddr().String() + `</td>`; strings.Count(first, want) != console.PageSize {
+		t.Errorf("first page: %d rows name the client address %s, want %d", strings.Count(first, want), r.Conn.LocalAddr(), console.PageSize)
+	}
 	last := fmt.Sprintf("orders/%03d", console.PageSize-1)
 	next := `href="tickets?after=` + strings.ReplaceAll(last, "/", "%2f") + `&amp;prefix=orders%2f"`
 	if !strings.Contains(strings.ToLower(first), strings.ToLower(next)) {
@@ -177,6 +181,38 @@ func TestConsoleTicketsPages(t *testing.T) {
 	}
 	if !strings.Contains(second, fmt.Sprintf(`data-key="orders/%03d"`, console.PageSize)) || strings.Contains(second, `id="next"`) {
 		t.Errorf("second page:\n%s", second)
+	}
+	// The last page is one click away: the prefix's last PageSize keys,
+	// with a link back to the first page.
+	if !strings.Contains(strings.ToLower(first), strings.ToLower(`id="last" href="tickets?last=1&amp;prefix=orders%2f"`)) {
+		t.Fatalf("first page has no link to the last one:\n%s", first)
+	}
+	_, lastPage := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2F&last=1", bearer(monitorToken))
+	if got := strings.Count(lastPage, `<tr class="ticket"`); got != console.PageSize {
+		t.Fatalf("last page lists %d keys, want %d", got, console.PageSize)
+	}
+	if !strings.Contains(lastPage, fmt.Sprintf(`data-key="orders/%03d"`, n-1)) || !strings.Contains(lastPage, fmt.Sprintf(`data-key="orders/%03d"`, n-console.PageSize)) ||
+		strings.Contains(lastPage, "shared/x") || strings.Contains(lastPage, `id="next"`) || !strings.Contains(lastPage, `id="first"`) {
+		t.Errorf("last page:\n%s", lastPage)
+	}
+	// Sorting the page by time left: a key with a shorter lease comes first.
+	r.Final(r.Acquire("orders/zsort-a", testcluster.Owner(1001), 0, 120))
+	r.Final(r.Acquire("orders/zsort-b", testcluster.Owner(1002), 0, 30))
+	_, byKey := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2Fzsort", bearer(monitorToken))
+	_, byLeft := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2Fzsort&sort=left", bearer(monitorToken))
+	if !strings.Contains(byKey, `data-key="orders/zsort-a"`) || !strings.Contains(byLeft, `data-key="orders/zsort-a"`) {
+		t.Fatalf("the keys of different leases are not listed:\n%s", byKey)
+	}
+	if strings.Index(byKey, `data-key="orders/zsort-a"`) > strings.Index(byKey, `data-key="orders/zsort-b"`) || !strings.Contains(byKey, `id="sort-left"`) {
+		t.Errorf("by key:\n%s", byKey)
+	}
+	if strings.Index(byLeft, `data-key="orders/zsort-b"`) > strings.Index(byLeft, `data-key="orders/zsort-a"`) || !strings.Contains(byLeft, `id="sort-key"`) {
+		t.Errorf("by time left, orders/zsort-b (30 s) should come before orders/zsort-a (120 s):\n%s", byLeft)
+	}
+	// Jumping: the form's after field lists the keys after the one typed.
+	_, jumped := consoleDo(t, http.DefaultClient, "GET", base+"tickets?prefix=orders%2F&after=orders%2F060", bearer(monitorToken))
+	if !strings.Contains(jumped, `data-key="orders/061"`) || strings.Contains(jumped, `data-key="orders/060"`) || !strings.Contains(jumped, `<form method="get" action="tickets" class="jump">`) {
+		t.Errorf("the page after orders/060:\n%s", jumped)
 	}
 }
 
@@ -199,8 +235,11 @@ func TestConsoleOnFollowerShowsLeader(t *testing.T) {
 	for {
 		resp, body := consoleDo(t, http.DefaultClient, "GET", url, bearer(monitorToken))
 		if resp.StatusCode == 200 && strings.Contains(body, want) {
-			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready)") {
+			if !strings.Contains(body, "showing the view of the leader "+c.Server(li).NodeID()) || !strings.Contains(body, "(follower, ready, version ") {
 				t.Errorf("the follower's page does not say whose view it is:\n%s", body)
+			}
+			if !strings.Contains(body, `<td class="remote">`+holder.Conn.LocalAddr().String()+`</td>`) || !strings.Contains(body, ", "+waiter.Conn.LocalAddr().String()+"), waiting") {
+				t.Errorf("the page does not name the holder's (%s) and the waiter's (%s) client addresses:\n%s", holder.Conn.LocalAddr(), waiter.Conn.LocalAddr(), body)
 			}
 			break
 		}

@@ -6,6 +6,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ticketing-io/ticketing/server/internal/fsm"
 )
 
 // metrics are registered on a per-server registry, so several servers can
@@ -54,6 +56,11 @@ func newMetrics(s *Server) *metrics {
 	m.capacityRejects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ticketing_capacity_rejects_total",
 		Help: "Requests answered with a capacity reject, by limit."}, []string{"limit"})
 	reg.MustRegister(m.capacityRejects)
+	// Every limit's series exists from the start at 0, so that a dashboard
+	// shows 0 rather than "No data" and increase() sees the first reject.
+	for _, limit := range capacityLimitLabels() {
+		m.capacityRejects.WithLabelValues(limit)
+	}
 	m.authFailures = counter("ticketing_auth_failures_total", "Hellos refused for a missing or wrong token.")
 	m.malformed = counter("ticketing_malformed_frames_total", "Connections ended by a malformed, oversized or unknown frame.")
 	m.slowConsumers = counter("ticketing_slow_consumers_total", "Connections cut off because the client did not read its answers.")
@@ -79,7 +86,13 @@ func newMetrics(s *Server) *metrics {
 		func() float64 { return float64(s.node.Held()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ticketing_waiters", Help: "Acquires waiting in queues (leader only)."},
 		func() float64 { return float64(s.core.Waiters()) }))
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ticketing_build_info",
+		Help:        "Always 1; its labels name the running build: version, VCS commit and Go release.",
+		ConstLabels: prometheus.Labels{"version": s.cfg.Build.Version, "commit": s.cfg.Build.Commit, "go": s.cfg.Build.Go}})
+	build.Set(1)
+	reg.MustRegister(build)
 	reg.MustRegister(&raftCollector{s: s})
+	reg.MustRegister(coordCollector{s: s})
 	reg.MustRegister(principalCollector{s: s})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -130,4 +143,42 @@ func roleName(st raft.RaftState) string {
 		return "candidate"
 	}
 	return "follower"
+}
+
+// capacityLimitLabels are the values of ticketing_capacity_rejects_total's
+// limit label: the server's limits and each principal quota.
+func capacityLimitLabels() []string {
+	out := []string{"held", "key_waiters", "waiters", "in_flight", "connections"}
+	for _, q := range quotaNames {
+		out = append(out, "principal_"+q)
+	}
+	return out
+}
+
+// coordCollector reads coordination's sizes from the applied state at
+// scrape time (on every server: a follower's state is the leader's, as far
+// as it has applied).
+type coordCollector struct{ s *Server }
+
+var (
+	descCoordNodes    = prometheus.NewDesc("ticketing_coord_nodes", "Coordination nodes.", nil, nil)
+	descCoordSessions = prometheus.NewDesc("ticketing_coord_sessions", "Coordination sessions, by state (attached to a connection, or detached and waiting to expire).", []string{"state"}, nil)
+	descCoordOwners   = prometheus.NewDesc("ticketing_coord_semaphore_owners", "Semaphore ownerships held by sessions, over all nodes.", nil, nil)
+	descCoordWaiters  = prometheus.NewDesc("ticketing_coord_semaphore_waiters", "Semaphore acquires queued, over all nodes.", nil, nil)
+)
+
+func (c coordCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCoordNodes, descCoordSessions, descCoordOwners, descCoordWaiters} {
+		ch <- d
+	}
+}
+
+func (c coordCollector) Collect(ch chan<- prometheus.Metric) {
+	var n fsm.CoordCounts
+	c.s.node.Read(func(fs *fsm.State) { n = fs.CoordCounts() })
+	ch <- prometheus.MustNewConstMetric(descCoordNodes, prometheus.GaugeValue, float64(n.Nodes))
+	ch <- prometheus.MustNewConstMetric(descCoordSessions, prometheus.GaugeValue, float64(n.Attached), "attached")
+	ch <- prometheus.MustNewConstMetric(descCoordSessions, prometheus.GaugeValue, float64(n.Sessions-n.Attached), "detached")
+	ch <- prometheus.MustNewConstMetric(descCoordOwners, prometheus.GaugeValue, float64(n.Owners))
+	ch <- prometheus.MustNewConstMetric(descCoordWaiters, prometheus.GaugeValue, float64(n.Waiters))
 }

@@ -22,6 +22,9 @@ func (c *conn) End(f *wire.Frame) { c.fatal(f) }
 // Forbid answers request id F and records the refusal.
 func (c *conn) Forbid(id uint32, op, key string, reason uint8) { c.refuse(id, op, key, reason) }
 
+// Remote is the client's address.
+func (c *conn) Remote() string { return c.nc.RemoteAddr().String() }
+
 // AllowCoord checks the principal's current rights on the node path (a
 // reload may have taken it away since the attach).
 func (c *conn) AllowCoord(id uint32, op uint8, path string) bool {

@@ -184,8 +184,9 @@ func New(cfg Config) (*Server, error) {
 		s.log.Info("no Raft peer authentication configured: this server runs alone and opens no Raft listener. " +
 			"To grow it, give every server the same raft_secret_file (ticketd new-raft-secret FILE) or [raft_tls]")
 	}
-	s.log.Info("ticketd started", "node", cfg.NodeID, "listen", s.ln.Addr().String(), "raft", raftListen,
-		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "tls", clientTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
+	s.log.Info("ticketd started", "node", cfg.NodeID, "version", s.cfg.Build.Version, "commit", s.cfg.Build.Commit, "go", s.cfg.Build.Go,
+		"listen", s.ln.Addr().String(), "raft", raftListen, "http", cfg.HTTPAddr, "data_dir", cfg.DataDir,
+		"tls", clientTLS != nil, "raft_tls", raftTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
 }
 
@@ -567,18 +568,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.ln.Close()
 	r := s.node.Raft()
-	if r.State() == raft.Leader {
-		if cf := r.GetConfiguration(); cf.Error() == nil && voters(cf.Configuration()) > 1 {
-			if err := r.LeadershipTransfer().Error(); err != nil {
-				s.log.Warn("leadership transfer before shutdown failed", "err", err)
-			}
-		}
+	leading := r.State() == raft.Leader
+	if leading {
+		// Drain first: propose nothing more and wait until every batch
+		// already proposed is answered, so that no request is in Raft when
+		// the sessions end. What is left unanswered was never proposed: a
+		// client sends its acquires again, with the same owners, on its
+		// next connection (docs/protocol.md, How a connection ends).
+		s.drainProposals(ctx)
 	}
 	s.mu.Lock()
 	for c := range s.conns {
 		c.fatalErr(wire.CodeShuttingDown, "the server is shutting down; reconnect to another server")
 	}
 	s.mu.Unlock()
+	if leading {
+		if cf := r.GetConfiguration(); cf.Error() == nil && voters(cf.Configuration()) > 1 {
+			if err := r.LeadershipTransfer().Error(); err != nil {
+				s.log.Warn("leadership transfer before shutdown failed", "err", err)
+			}
+		}
+	}
 	return s.stopAll(ctx)
 }
 
@@ -592,6 +602,23 @@ func voters(c raft.Configuration) int {
 		}
 	}
 	return n
+}
+
+// drainTimeout bounds the wait for proposed batches at shutdown: a commit
+// that takes longer means a lost majority, which a wait does not fix.
+const drainTimeout = 5 * time.Second
+
+// drainProposals stops the leader's core from proposing and waits until
+// every batch in flight has been answered (or drainTimeout, or ctx).
+func (s *Server) drainProposals(ctx context.Context) {
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	select {
+	case <-s.core.Quiesce():
+	case <-t.C:
+		s.log.Warn("stopping with proposed requests still unanswered after the drain", "waited", drainTimeout)
+	case <-ctx.Done():
+	}
 }
 
 func (s *Server) stopAll(ctx context.Context) error {

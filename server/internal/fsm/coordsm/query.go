@@ -134,3 +134,30 @@ func (c *State) Waiters(fn func(path, name string, w Holder)) {
 		}
 	}
 }
+
+// Counts are coordination's sizes, for metrics.
+type Counts struct {
+	Nodes    int
+	Sessions int // attached or detached
+	Attached int
+	Owners   int // ownerships over every semaphore
+	Waiters  int // queued acquires over every semaphore
+}
+
+// Counts returns the state's sizes; it walks the semaphores, so it costs
+// time in proportion to them.
+func (c *State) Counts() Counts {
+	n := Counts{Nodes: len(c.nodes), Sessions: len(c.sessions)}
+	for _, s := range c.sessions {
+		if s.attached {
+			n.Attached++
+		}
+	}
+	for _, nd := range c.nodes {
+		n.Waiters += nd.waiters
+		for _, sem := range nd.sems {
+			n.Owners += len(sem.owners)
+		}
+	}
+	return n
+}
