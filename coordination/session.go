@@ -132,7 +132,7 @@ type Session struct {
 // Session starts a session on the node at path.
 func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption) (*Session, error) {
 	s := &Session{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16),
-		done: make(chan struct{}),
+		done:   make(chan struct{}),
 		leases: make(map[string]*Lease), watches: make(map[*watch]struct{})}
 	for _, o := range opts {
 		o(s)
