@@ -301,9 +301,8 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
             boolean rolledBackByDatabase = RetryClassifier.rolledBackByDatabase(thrown);
             if (synchronizedWithSpring) {
                 return switch (completion) {
-                    // A commit that followed the body's serialization failure was answered with ROLLBACK.
-                    // A failure after a real commit (an afterCommit callback's) is not the body's.
-                    case STATUS_COMMITTED -> thrown == thrownByBody && rolledBackByDatabase ? Outcome.ROLLED_BACK : Outcome.COMMITTED;
+                    // Never after a failure of the body's with 40001/40P01: those roll back (the attributes' rule).
+                    case STATUS_COMMITTED -> Outcome.COMMITTED;
                     case STATUS_ROLLED_BACK -> Outcome.ROLLED_BACK;
                     // The commit failed: with 40001/40P01 the database says it rolled back.
                     default -> rolledBackByDatabase ? Outcome.ROLLED_BACK : Outcome.UNKNOWN;
