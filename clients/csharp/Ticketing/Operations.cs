@@ -169,9 +169,12 @@ namespace Ticketing
                 {
                     return await AcquireCoreAsync(key, args, limit.Token, st).ConfigureAwait(false);
                 }
+                catch (OperationCanceledException e) when (ct.IsCancellationRequested)
+                {
+                    throw CallersCancellation(e, ct);
+                }
                 catch (OperationCanceledException e)
                 {
-                    if (ct.IsCancellationRequested) throw CallersCancellation(e, ct);
                     var within = "within the operation timeout (" + (Cfg.OperationTimeout + TimeSpan.FromSeconds(args.Wait)).TotalSeconds + " s with the wait)";
                     if (!st.Sent)
                         throw new UnavailableException(Op("acquire", key) + "not sent: it could not be sent " + within + " (" + e.Message + ")", e.InnerException ?? e);
@@ -183,10 +186,12 @@ namespace Ticketing
         }
 
         /// <summary>
-        /// A source that ends the call after the broker's operation timeout
-        /// plus extra (an acquire's wait), or sooner when the caller's token
-        /// ends (as HttpClient.Timeout with a request's token); null when the
-        /// timeout is infinite, and the caller's token alone governs.
+        /// When the caller passed no cancellable token, a source that ends the
+        /// call after the broker's operation timeout plus extra (an acquire's
+        /// wait); with a token, the same source linked with it, so that the
+        /// token ends the call sooner, never later (as HttpClient.Timeout with
+        /// a request's token); null when the timeout is infinite, and the
+        /// caller's token alone governs.
         /// </summary>
         internal CancellationTokenSource DefaultLimit(CancellationToken ct, TimeSpan extra)
         {
@@ -491,9 +496,12 @@ namespace Ticketing
                 {
                     return await DescribeCoreAsync(key, limit.Token, st).ConfigureAwait(false);
                 }
+                catch (OperationCanceledException e) when (ct.IsCancellationRequested)
+                {
+                    throw CallersCancellation(e, ct);
+                }
                 catch (OperationCanceledException e)
                 {
-                    if (ct.IsCancellationRequested) throw CallersCancellation(e, ct);
                     throw new UnavailableException(Op("describe", key) + (st.Sent ? "no answer" : "not sent") + " within the operation timeout (" +
                         Cfg.OperationTimeout.TotalSeconds + " s): " + e.Message, e.InnerException ?? e);
                 }
