@@ -19,39 +19,61 @@ namespace Ticketing.Tests
     {
         static readonly TimeSpan S = U.S;
 
-        /// <summary>The default bound, unchanged: a broker that never connects still ends every call made without a token.</summary>
+        /// <summary>
+        /// The default bound, unchanged: a broker that never connects still
+        /// ends every call, made without a token or with one that is never
+        /// cancelled (ASP.NET's RequestAborted of a request whose client
+        /// stays): a token ends a call sooner, never later.
+        /// </summary>
         [Test]
-        public void CallsWithoutATokenEndByTheDefaultOperationTimeout()
+        public void CallsEndByTheDefaultOperationTimeoutWithOrWithoutAToken()
         {
             Assert.AreNotEqual(Timeout.InfiniteTimeSpan, TicketBroker.DefaultOperationTimeout);
+            using (var never = new CancellationTokenSource())
             using (var b = TicketBroker.Connect("127.0.0.1:1"))
             {
                 var acquire = b.AcquireAsync("k", S, S, TimeSpan.Zero);
                 var describe = b.DescribeAsync("k");
                 var ready = b.WaitReadyAsync();
-                var e = U.Ended<UnavailableException>(acquire);
-                StringAssert.Contains("not sent", e.Message);
-                StringAssert.Contains("operation timeout", e.Message);
+                var acquireWithToken = b.AcquireAsync("k", S, S, TimeSpan.Zero, never.Token);
+                var describeWithToken = b.DescribeAsync("k", never.Token);
+                var readyWithToken = b.WaitReadyAsync(never.Token);
+                foreach (var t in new[] { acquire, acquireWithToken })
+                {
+                    var e = U.Ended<UnavailableException>(t);
+                    StringAssert.Contains("not sent", e.Message);
+                    StringAssert.Contains("operation timeout", e.Message);
+                }
                 StringAssert.Contains("operation timeout", U.Ended<UnavailableException>(describe).Message);
+                StringAssert.Contains("operation timeout", U.Ended<UnavailableException>(describeWithToken).Message);
                 U.Ended<UnavailableException>(ready);
+                U.Ended<UnavailableException>(readyWithToken);
+                Assert.IsFalse(never.IsCancellationRequested);
             }
         }
 
         [Test]
-        public void TheOperationTimeoutIsConfigurableAndATokenOverridesIt()
+        public void TheOperationTimeoutIsConfigurableAndATokenEndsACallSooner()
         {
             using (var b = U.Builder("127.0.0.1:1").OperationTimeout(U.Ms(300)).Connect())
             {
                 U.Ended<UnavailableException>(b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero));
                 U.Ended<UnavailableException>(b.DescribeAsync("k"));
-                // A caller's token alone bounds its call.
-                using (var cts = new CancellationTokenSource())
+                using (var never = new CancellationTokenSource())
                 {
-                    var a = b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero, cts.Token);
-                    Assert.IsFalse(a.Wait(1000), "a call with a token ended by the operation timeout");
-                    cts.Cancel();
-                    U.Ended<OperationCanceledException>(a);
+                    U.Ended<UnavailableException>(b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero, never.Token));
+                    U.Ended<UnavailableException>(b.DescribeAsync("k", never.Token));
                 }
+            }
+            // A token that ends before the timeout ends the call, as the caller's own cancellation.
+            using (var b = U.Builder("127.0.0.1:1").OperationTimeout(TimeSpan.FromHours(1)).Connect())
+            using (var cts = new CancellationTokenSource())
+            {
+                var a = b.AcquireAsync("k", TimeSpan.Zero, S, TimeSpan.Zero, cts.Token);
+                var d = b.DescribeAsync("k", cts.Token);
+                cts.Cancel();
+                Assert.AreEqual(cts.Token, U.Ended<OperationCanceledException>(a).CancellationToken);
+                Assert.AreEqual(cts.Token, U.Ended<OperationCanceledException>(d).CancellationToken);
             }
             Assert.Throws<ArgumentOutOfRangeException>(() => TicketBroker.CreateBuilder().OperationTimeout(TimeSpan.Zero));
         }

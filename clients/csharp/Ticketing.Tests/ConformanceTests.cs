@@ -246,10 +246,8 @@ namespace Ticketing.Tests
                         continue;
                     }
                     var cts = new CancellationTokenSource();
-                    // OperationTimeout bounds only calls without a cancellable token: a
-                    // scenario that sets it (connect_wait_ms) gets calls without one.
-                    var token = options != null && ((Dictionary<string, object>)options).ContainsKey("connect_wait_ms") && !step.ContainsKey("cancel_when")
-                        ? CancellationToken.None : cts.Token;
+                    // OperationTimeout (connect_wait_ms) bounds calls with a token too.
+                    var token = cts.Token;
                     Task<string> call;
                     switch (op)
                     {

@@ -60,6 +60,12 @@ namespace Ticketing
             return this;
         }
 
+        /// <summary>The former name of Addresses: adds server addresses (host:port).</summary>
+        /// <param name="addrs">host:port strings, each possibly a comma-separated list.</param>
+        /// <returns>This builder.</returns>
+        [Obsolete("Renamed Addresses (.NET naming guidelines); Addrs will be removed in a later version.")]
+        public TicketBrokerBuilder Addrs(params string[] addrs) { return Addresses(addrs); }
+
         /// <summary>The client token sent in the hello; it must match one of the server's client_tokens.</summary>
         /// <param name="token">At most 1024 UTF-8 bytes; null or empty sends none.</param>
         /// <returns>This builder.</returns>
@@ -91,8 +97,8 @@ namespace Ticketing
         }
 
         /// <summary>
-        /// Bounds every call made without a cancellation token (the default
-        /// 10 s, TicketBroker.DefaultOperationTimeout), in the manner of
+        /// Bounds every call (the default 10 s,
+        /// TicketBroker.DefaultOperationTimeout), in the manner of
         /// HttpClient.Timeout: waiting for a connection, for a free request
         /// slot and for the answer all count. An acquire gets its wait on top
         /// (time in the key's queue is the caller's choice). Ended before
@@ -100,7 +106,10 @@ namespace Ticketing
         /// been sent: IndeterminateException (a cancel is sent and a late grant
         /// released, as for a cancellation); a describe: UnavailableException.
         /// Releases keep their own bound (ReleaseBound). A call given a
-        /// cancellable token is bounded by that token alone.
+        /// cancellation token ends at the timeout or when the token ends,
+        /// whichever comes first: a token ends a call sooner, never later
+        /// (a request's token that is never cancelled, such as ASP.NET's
+        /// RequestAborted, leaves the bound in force).
         /// Timeout.InfiniteTimeSpan turns the bound off.
         /// </summary>
         /// <param name="timeout">Positive, or Timeout.InfiniteTimeSpan.</param>

@@ -185,6 +185,10 @@ namespace Ticketing
         /// <summary>The server (host:port) that answered or was tried, when known; otherwise null.</summary>
         [MaybeNull]
         public string Address { get; internal set; }
+        /// <summary>The former name of Address.</summary>
+        [MaybeNull]
+        [Obsolete("Renamed Address (.NET naming guidelines); Addr will be removed in a later version.")]
+        public string Addr { get { return Address; } }
         /// <summary>The code of the server's E frame, when the session ended with one.</summary>
         public ErrorCode? ServerCode { get; internal set; }
 
@@ -542,6 +546,9 @@ namespace Ticketing
     {
         /// <summary>The leader's client address (host:port); empty when the server did not know it.</summary>
         public string LeaderAddress { get; private set; }
+        /// <summary>The former name of LeaderAddress.</summary>
+        [Obsolete("Renamed LeaderAddress (.NET naming guidelines); LeaderAddr will be removed in a later version.")]
+        public string LeaderAddr { get { return LeaderAddress; } }
         /// <summary>An exception with a default message.</summary>
         public NotLeaderException() { LeaderAddress = ""; }
         /// <summary>An exception with a message.</summary>

@@ -126,9 +126,10 @@ namespace Ticketing
         /// it anyway, the client releases that exact token in the background.
         /// While the connection's in-flight limit is reached, the call waits
         /// for a free slot (having sent nothing).</para>
-        /// <para>Without a token the call ends within the broker's operation
-        /// timeout (TicketBrokerBuilder.OperationTimeout, default 10 s) plus
-        /// wait: UnavailableException if nothing was sent,
+        /// <para>With or without a token the call ends within the broker's
+        /// operation timeout (TicketBrokerBuilder.OperationTimeout, default
+        /// 10 s) plus wait, or sooner when the token ends, as
+        /// HttpClient.Timeout does: UnavailableException if nothing was sent,
         /// IndeterminateException if the acquire may have been sent (cancelled
         /// and a late grant released as above).</para>
         /// </summary>
@@ -136,7 +137,7 @@ namespace Ticketing
         /// <param name="wait">0..255 s: how long the server keeps the request in the key's FIFO queue; zero is one immediate attempt, never queued.</param>
         /// <param name="lease">1..250 s: how long the ticket is held unless released.</param>
         /// <param name="budget">Required, at most lease × 0.99 − 0.1 s (what even an immediate grant leaves; rounded up to whole seconds): the minimum time the caller needs for its work; a ticket is handed over only if its conservative remaining time is positive and at least budget, otherwise it is released and BudgetExceededException thrown.</param>
-        /// <param name="cancellationToken">Ends the call (see above); without one, the operation timeout does.</param>
+        /// <param name="cancellationToken">Ends the call sooner than the operation timeout (see above).</param>
         /// <returns>The granted ticket; release it (ReleaseAsync, await using / DisposeAsync, or Dispose).</returns>
         /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
         /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
@@ -157,7 +158,7 @@ namespace Ticketing
             return AcquireBoundedAsync(key, args, cancellationToken);
         }
 
-        /// <summary>The acquire under the caller's token, or, when it passed none, under the operation timeout plus the wait.</summary>
+        /// <summary>The acquire under the operation timeout plus the wait, linked with the caller's token: whichever ends first ends it.</summary>
         async Task<Ticket> AcquireBoundedAsync(string key, AcquireArgs args, CancellationToken ct)
         {
             var st = new OpState();
@@ -167,6 +168,10 @@ namespace Ticketing
                 try
                 {
                     return await AcquireCoreAsync(key, args, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e) when (ct.IsCancellationRequested)
+                {
+                    throw CallersCancellation(e, ct);
                 }
                 catch (OperationCanceledException e)
                 {
@@ -194,14 +199,23 @@ namespace Ticketing
         /// <summary>
         /// When the caller passed no cancellable token, a source that ends the
         /// call after the broker's operation timeout plus extra (an acquire's
-        /// wait); null when the caller's token governs or the timeout is infinite.
+        /// wait); with a token, the same source linked with it, so that the
+        /// token ends the call sooner, never later (as HttpClient.Timeout with
+        /// a request's token); null when the timeout is infinite, and the
+        /// caller's token alone governs.
         /// </summary>
         internal CancellationTokenSource DefaultLimit(CancellationToken ct, TimeSpan extra)
         {
-            if (ct.CanBeCanceled || Cfg.OperationTimeout == Timeout.InfiniteTimeSpan) return null;
-            var cts = new CancellationTokenSource();
+            if (Cfg.OperationTimeout == Timeout.InfiniteTimeSpan) return null;
+            var cts = CancellationTokenSource.CreateLinkedTokenSource(ct);
             cts.CancelAfter(Cfg.OperationTimeout + extra);
             return cts;
+        }
+
+        /// <summary>The caller's own cancellation, reported with the caller's token (not the linked one the call ran under).</summary>
+        static OperationCanceledException CallersCancellation(OperationCanceledException e, CancellationToken ct)
+        {
+            return new OperationCanceledException(e.Message, e.InnerException ?? e, ct);
         }
 
         async Task<Ticket> AcquireCoreAsync(string key, AcquireArgs args, CancellationToken ct, OpState st)
@@ -462,12 +476,12 @@ namespace Ticketing
 
         /// <summary>
         /// Reads the state of key (D/I). Read-only and never retried
-        /// automatically. Without a token the call ends within the operation
-        /// timeout; on a live connection that does not answer, within the
+        /// automatically. The call ends within the operation timeout, or sooner
+        /// when the token ends; on a live connection that does not answer, within the
         /// answer grace (10 s, or 3 ping intervals if longer) in any case.
         /// </summary>
         /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
-        /// <param name="cancellationToken">Ends the call; without one, the operation timeout does.</param>
+        /// <param name="cancellationToken">Ends the call sooner than the operation timeout.</param>
         /// <returns>The key's state as the leader saw it when it answered.</returns>
         /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
         /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
@@ -492,6 +506,10 @@ namespace Ticketing
                 try
                 {
                     return await DescribeCoreAsync(key, limit.Token, st).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e) when (ct.IsCancellationRequested)
+                {
+                    throw CallersCancellation(e, ct);
                 }
                 catch (OperationCanceledException e)
                 {

@@ -26,6 +26,9 @@ namespace Ticketing
         public static readonly TimeSpan MaxLease = TimeSpan.FromSeconds(250);
         /// <summary>Longest key, in UTF-8 bytes.</summary>
         public static readonly int MaxKeyBytes = 1024;
+        /// <summary>The former name of MaxKeyBytes.</summary>
+        [Obsolete("Renamed MaxKeyBytes (the unit in the name); MaxKey will be removed in a later version.")]
+        public static readonly int MaxKey = MaxKeyBytes;
         /// <summary>How long a release (explicit, background or compensating) retries the exact token, from the call or from when it was queued.</summary>
         public static readonly TimeSpan ReleaseBound = TimeSpan.FromSeconds(5);
         /// <summary>Default capacity of the background release queue (TicketBrokerBuilder.ReleaseQueue).</summary>
@@ -35,7 +38,7 @@ namespace Ticketing
         /// <summary>Default bound of one connection attempt: TCP, TLS and hello (TicketBrokerBuilder.DialTimeout).</summary>
         public static readonly TimeSpan DefaultDialTimeout = TimeSpan.FromSeconds(5);
         /// <summary>
-        /// Default bound of a call made without a cancellation token
+        /// Default bound of every call, with or without a cancellation token
         /// (TicketBrokerBuilder.OperationTimeout); an acquire's wait is added to it.
         /// </summary>
         public static readonly TimeSpan DefaultOperationTimeout = TimeSpan.FromSeconds(10);
@@ -480,11 +483,12 @@ namespace Ticketing
         }
 
         /// <summary>
-        /// Waits for the connection as long as cancellationToken allows, or,
-        /// without a token, for at most the operation timeout (see the
-        /// overload with a timeout).
+        /// Waits for the connection for at most the operation timeout, or less
+        /// when cancellationToken ends sooner (see the overload with a
+        /// timeout, which takes Timeout.InfiniteTimeSpan to wait as long as
+        /// the token allows).
         /// </summary>
-        /// <param name="cancellationToken">Ends the wait; without one the operation timeout does.</param>
+        /// <param name="cancellationToken">Ends the wait sooner than the operation timeout.</param>
         /// <returns>A task that completes once a connection to the leader is ready.</returns>
         /// <exception cref="UnavailableException">The operation timeout passed first, or a persistent refusal.</exception>
         /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
@@ -492,8 +496,7 @@ namespace Ticketing
         /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
         public Task WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            if (!cancellationToken.CanBeCanceled) return WaitReadyAsync(Cfg.OperationTimeout, cancellationToken);
-            return WaitReadyAsync(Timeout.InfiniteTimeSpan, cancellationToken);
+            return WaitReadyAsync(Cfg.OperationTimeout, cancellationToken);
         }
 
         // ---------------- closing ----------------

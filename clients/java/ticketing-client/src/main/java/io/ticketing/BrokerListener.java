@@ -10,6 +10,10 @@ import org.jspecify.annotations.Nullable;
  * and otherwise ignored.
  */
 public interface BrokerListener {
+    /** Every outcome {@link #acquireFinished} reports, as {@link #outcomeOf} names them. */
+    java.util.List<String> ACQUIRE_OUTCOMES = java.util.List.of("granted", "not_acquired", "capacity", "budget_exceeded",
+            "indeterminate", "unavailable", "permission_denied", "unauthenticated", "invalid_argument", "closed", "canceled", "other");
+
     /**
      * An acquire ended.
      *

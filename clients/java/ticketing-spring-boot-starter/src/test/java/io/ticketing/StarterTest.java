@@ -101,6 +101,37 @@ class StarterTest {
         }
     }
 
+    /**
+     * Every broker meter, each outcome of the tagged ones, exists at zero as
+     * soon as the application has started: before any session, acquire or
+     * release (nothing listens at the address).
+     */
+    @Test
+    void theBrokersMetersExistBeforeAnyEvent() {
+        try (ConfigurableApplicationContext ctx = app("ticketing.addrs=127.0.0.1:1")) {
+            io.micrometer.core.instrument.MeterRegistry meters = ctx.getBean(io.micrometer.core.instrument.MeterRegistry.class);
+            for (String outcome : BrokerListener.ACQUIRE_OUTCOMES) {
+                var t = meters.find("ticketing.acquire").tag("outcome", outcome).timer();
+                assertTrue(t != null, "ticketing.acquire{outcome=" + outcome + "} is missing: " + names(meters));
+                assertEquals(0, t.count());
+            }
+            for (String name : new String[] {"ticketing.reconnects", "ticketing.leader.changes"}) {
+                var c = meters.find(name).counter();
+                assertTrue(c != null, name + " is missing: " + names(meters));
+                assertEquals(0, c.count());
+            }
+            for (String outcome : io.ticketing.spring.boot.MicrometerBrokerListener.RELEASE_OUTCOMES) {
+                var c = meters.find("ticketing.background.releases").tag("outcome", outcome).counter();
+                assertTrue(c != null, "ticketing.background.releases{outcome=" + outcome + "} is missing: " + names(meters));
+                assertEquals(0, c.count());
+            }
+        }
+    }
+
+    static java.util.List<String> names(io.micrometer.core.instrument.MeterRegistry meters) {
+        return meters.getMeters().stream().map(m -> m.getId().toString()).sorted().toList();
+    }
+
     @Test
     void aConfiguredClusterIdPinsTheBroker() {
         String id = "0123456789abcdef0123456789abcdef";

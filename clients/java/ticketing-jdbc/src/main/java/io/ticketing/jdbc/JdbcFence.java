@@ -78,13 +78,13 @@ public final class JdbcFence {
     private final String mark; // reads the stored mark when the token lost
 
     /**
-     * A fence on {@link #DEFAULT_TABLE}.
+     * A fence on {@link #DEFAULT_TABLE}. It throws nothing checked, so it can
+     * initialize a field.
      *
      * @param dialect the database's SQL dialect
-     * @throws InvalidFenceArgumentException never for the default table
      */
-    public JdbcFence(Dialect dialect) throws InvalidFenceArgumentException {
-        this(dialect, DEFAULT_TABLE);
+    public JdbcFence(Dialect dialect) {
+        this(dialect, new TableName(DEFAULT_TABLE));
     }
 
     /**
@@ -95,11 +95,22 @@ public final class JdbcFence {
      * @throws InvalidFenceArgumentException the name is not an identifier
      */
     public JdbcFence(Dialect dialect, String table) throws InvalidFenceArgumentException {
-        this.dialect = Objects.requireNonNull(dialect);
-        if (!validTable(table)) {
-            throw new InvalidFenceArgumentException("table name \"" + table + "\" is not an identifier");
+        this(dialect, TableName.checked(table));
+    }
+
+    /** A table name already known to be one or two identifiers. */
+    private record TableName(String name) {
+        static TableName checked(String table) throws InvalidFenceArgumentException {
+            if (!validTable(table)) {
+                throw new InvalidFenceArgumentException("table name \"" + table + "\" is not an identifier");
+            }
+            return new TableName(table);
         }
-        this.table = table;
+    }
+
+    private JdbcFence(Dialect dialect, TableName tableName) {
+        this.dialect = Objects.requireNonNull(dialect);
+        this.table = tableName.name();
         String t = table;
         switch (dialect) {
             case POSTGRES -> {

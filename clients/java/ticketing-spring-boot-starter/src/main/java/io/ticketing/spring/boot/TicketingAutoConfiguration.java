@@ -5,6 +5,7 @@ import io.ticketing.TicketBroker;
 import io.ticketing.TlsMode;
 import java.util.concurrent.Executor;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -93,6 +94,12 @@ public class TicketingAutoConfiguration {
         @ConditionalOnMissingBean(BrokerListener.class)
         MicrometerBrokerListener ticketingBrokerListener(ObjectProvider<io.micrometer.core.instrument.MeterRegistry> registry) {
             return new MicrometerBrokerListener(registry::getIfUnique);
+        }
+
+        /** Every broker meter at zero once the application's beans exist: present before the first event. */
+        @Bean
+        SmartInitializingSingleton ticketingMetersAtStart(ObjectProvider<MicrometerBrokerListener> listener) {
+            return () -> listener.ifAvailable(MicrometerBrokerListener::registerMeters);
         }
     }
 

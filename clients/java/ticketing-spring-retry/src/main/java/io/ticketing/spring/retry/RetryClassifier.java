@@ -132,6 +132,27 @@ public final class RetryClassifier {
         return RetryClass.NON_RETRYABLE;
     }
 
+    /**
+     * Whether a SQLSTATE in the failure's cause chain says the database rolled
+     * the whole transaction back: 40001 (serialization failure; also
+     * MySQL/MariaDB's deadlock, 1213) or 40P01 (PostgreSQL's deadlock). After
+     * either, nothing of the transaction can commit, whatever the application
+     * or Spring does next.
+     */
+    static boolean rolledBackByDatabase(Throwable t) {
+        for (Throwable e : chain(t)) {
+            if (e instanceof SQLException se && se.getSQLState() != null) {
+                switch (se.getSQLState()) {
+                    case "40001", "40P01":
+                        return true;
+                    default:
+                        break;
+                }
+            }
+        }
+        return false;
+    }
+
     private static boolean sqlite(SQLException e) {
         return e.getClass().getName().startsWith("org.sqlite.");
     }

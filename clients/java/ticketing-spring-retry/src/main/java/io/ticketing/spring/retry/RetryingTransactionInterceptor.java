@@ -9,6 +9,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.ProxyMethodInvocation;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.transaction.interceptor.DelegatingTransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttribute;
 import org.springframework.transaction.interceptor.TransactionAttributeSource;
 import org.springframework.transaction.interceptor.TransactionInterceptor;
@@ -17,16 +18,18 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 
 /**
  * Spring's transaction interceptor with retries: an invocation that starts
- * the outermost transaction (no transaction is active on the thread yet) is
+ * a transaction while none is active on the thread (the outermost
+ * transaction, also one called from a method that runs without a
+ * transaction, propagation {@code SUPPORTS} or {@code NOT_SUPPORTED}) is
  * run again, as a whole new transaction, when it fails with a retryable
  * {@link RetryClass}, up to the method's attempts, with the class's backoff.
  *
  * <p>A committed transaction is never run again. What happened to the failed
- * attempt's transaction is taken from Spring itself (a transaction
- * synchronization registered when the method's body starts sees the
- * transaction complete), so the method's rollback rules
- * ({@code rollbackFor}, {@code noRollbackFor}; by default a checked
- * exception commits) decide as they decide for Spring:
+ * attempt's transaction is taken from the database when a SQLSTATE says it,
+ * and otherwise from Spring itself (a transaction synchronization registered
+ * when the method's body starts sees the transaction complete), so the
+ * method's rollback rules ({@code rollbackFor}, {@code noRollbackFor}; by
+ * default a checked exception commits) decide as they decide for Spring:
  *
  * <ul>
  *   <li>rolled back, or never begun: retried when the failure's class is retried
@@ -42,9 +45,20 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *       failure's own class says more.
  * </ul>
  *
+ * <p>A serialization failure (SQLSTATE 40001) or a deadlock (40P01) anywhere
+ * in the failure's cause chain means the database rolled the whole
+ * transaction back, whatever Spring would otherwise conclude: such a failure
+ * thrown by the body rolls the transaction back under any rollback rules (a
+ * checked {@code SQLException} from raw JDBC included: committing would only
+ * have PostgreSQL answer COMMIT with ROLLBACK, and Spring would report a
+ * commit), and one thrown by the commit itself (a plain
+ * {@code DataSourceTransactionManager} reports it as a
+ * {@code TransactionSystemException}) counts as rolled back, not unknown.
+ *
  * <p>Methods that join a running transaction ({@code REQUIRED} inside another
  * one) are never retried on their own: their failure reaches the outermost
- * boundary, which re-runs the whole transaction.
+ * boundary, which re-runs the whole transaction. A failure whose attempts an
+ * inner boundary used up is not retried again by a boundary around it.
  *
  * <p>Each retry is logged at DEBUG (method, class, attempt, delay) and a
  * failure that used up the attempts at WARN, under this class's logger; an
@@ -54,11 +68,18 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 public class RetryingTransactionInterceptor extends TransactionInterceptor {
     private static final long serialVersionUID = 1L;
     private static final Log log = LogFactory.getLog(RetryingTransactionInterceptor.class);
-    private static final ThreadLocal<Boolean> RETRYING = new ThreadLocal<>();
+    /** How many retry loops run on this thread, and the failure one of them gave up on after its last attempt. */
+    private static final ThreadLocal<Loops> LOOPS = ThreadLocal.withInitial(Loops::new);
+
+    private static final class Loops {
+        int depth;
+        @Nullable Throwable exhausted;
+    }
 
     private final transient TransactionRetryProperties properties;
     private final transient ConcurrentHashMap<Target, RetrySettings> settings = new ConcurrentHashMap<>();
     private transient RetryObserver observer = RetryObserver.NONE;
+    private transient volatile @Nullable RolledBackByDatabase source;
 
     /**
      * An interceptor with the given global settings.
@@ -95,12 +116,54 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
         UNKNOWN
     }
 
+    /**
+     * The transaction attributes, with the rule that a failure the database
+     * rolled back (SQLSTATE 40001, 40P01 in its cause chain) rolls the
+     * transaction back under any rollback rules.
+     */
+    @Override
+    public @Nullable TransactionAttributeSource getTransactionAttributeSource() {
+        TransactionAttributeSource tas = super.getTransactionAttributeSource();
+        if (tas == null) {
+            return null;
+        }
+        RolledBackByDatabase s = source;
+        if (s == null || s.source() != tas) {
+            s = new RolledBackByDatabase(tas);
+            source = s;
+        }
+        return s;
+    }
+
+    /** Transaction attributes whose rollback rules give way to the database's own rollback. */
+    private record RolledBackByDatabase(TransactionAttributeSource source) implements TransactionAttributeSource {
+        @Override
+        public boolean isCandidateClass(Class<?> targetClass) {
+            return source.isCandidateClass(targetClass);
+        }
+
+        @Override
+        public @Nullable TransactionAttribute getTransactionAttribute(Method method, @Nullable Class<?> targetClass) {
+            TransactionAttribute a = source.getTransactionAttribute(method, targetClass);
+            if (a == null) {
+                return null;
+            }
+            return new DelegatingTransactionAttribute(a) {
+                private static final long serialVersionUID = 1L;
+
+                @Override
+                public boolean rollbackOn(Throwable ex) {
+                    return RetryClassifier.rolledBackByDatabase(ex) || super.rollbackOn(ex);
+                }
+            };
+        }
+    }
+
     @Override
     public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
         if (!(invocation instanceof ProxyMethodInvocation)
-                || RETRYING.get() != null
                 || TransactionSynchronizationManager.isActualTransactionActive()) {
-            return super.invoke(invocation); // not the outermost boundary
+            return super.invoke(invocation); // joins or suspends a running transaction: its outermost boundary retries
         }
         ProxyMethodInvocation pmi = (ProxyMethodInvocation) invocation;
         Class<?> targetClass = invocation.getThis() != null ? AopUtils.getTargetClass(invocation.getThis()) : null;
@@ -116,7 +179,8 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
         }
         String where = (targetClass != null ? targetClass.getSimpleName() : method.getDeclaringClass().getSimpleName())
                 + "." + method.getName();
-        RETRYING.set(Boolean.TRUE);
+        Loops loops = LOOPS.get();
+        loops.depth++;
         try {
             for (int attempt = 1; ; attempt++) {
                 Body body = new Body(pmi.invocableClone());
@@ -125,6 +189,13 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
                 } catch (Throwable t) {
                     RetryClass c = RetryClassifier.classify(t);
                     Outcome outcome = body.outcome(attribute, t);
+                    if (loops.exhausted != null && causedBy(t, loops.exhausted)) {
+                        if (log.isDebugEnabled()) {
+                            log.debug(where + " failed (" + c + ") on attempt " + attempt
+                                    + "; not retried: an inner transaction used up its attempts on it: " + t);
+                        }
+                        throw t;
+                    }
                     boolean retry = switch (outcome) {
                         case NOT_BEGUN, ROLLED_BACK -> c.retryable(s.idempotent());
                         case COMMITTED -> false;
@@ -146,6 +217,7 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
                         log.warn(where + " failed (" + c + ") on its last attempt, " + attempt + " of " + s.maxAttempts()
                                 + "; giving up: " + t);
                         observer.exhausted(where, c, attempt);
+                        loops.exhausted = t;
                         throw t;
                     }
                     long d = s.delayMs(c, attempt);
@@ -166,8 +238,20 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
                 }
             }
         } finally {
-            RETRYING.remove();
+            if (--loops.depth == 0) {
+                LOOPS.remove();
+            }
         }
+    }
+
+    /** Whether cause is t or one of t's causes. */
+    private static boolean causedBy(Throwable t, Throwable cause) {
+        for (int i = 0; t != null && i < 64; i++, t = t.getCause()) {
+            if (t == cause) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -212,20 +296,23 @@ public class RetryingTransactionInterceptor extends TransactionInterceptor {
                 return Outcome.NOT_BEGUN;
             }
             if (!inTransaction) {
-                return Outcome.UNKNOWN;
+                return Outcome.UNKNOWN; // statements committed one by one; a 40001 undid only its own
             }
+            boolean rolledBackByDatabase = RetryClassifier.rolledBackByDatabase(thrown);
             if (synchronizedWithSpring) {
                 return switch (completion) {
+                    // Never after a failure of the body's with 40001/40P01: those roll back (the attributes' rule).
                     case STATUS_COMMITTED -> Outcome.COMMITTED;
                     case STATUS_ROLLED_BACK -> Outcome.ROLLED_BACK;
-                    default -> Outcome.UNKNOWN;
+                    // The commit failed: with 40001/40P01 the database says it rolled back.
+                    default -> rolledBackByDatabase ? Outcome.ROLLED_BACK : Outcome.UNKNOWN;
                 };
             }
             // A transaction manager without synchronization: Spring's own rule for the body's exception.
             if (thrown == thrownByBody) {
                 return attribute.rollbackOn(thrown) ? Outcome.ROLLED_BACK : Outcome.COMMITTED;
             }
-            return Outcome.UNKNOWN; // the commit (or the rollback) failed
+            return rolledBackByDatabase ? Outcome.ROLLED_BACK : Outcome.UNKNOWN; // the commit (or the rollback) failed
         }
 
         @Override

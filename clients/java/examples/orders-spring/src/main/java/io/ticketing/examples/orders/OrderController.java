@@ -11,6 +11,14 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Map;
 import java.util.regex.Pattern;
+import io.ticketing.spring.retry.RetryClass;
+import io.ticketing.spring.retry.RetryClassifier;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+import org.springframework.dao.DataAccessException;
+import org.springframework.http.HttpHeaders;
+import org.springframework.transaction.TransactionException;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.GetMapping;
@@ -23,7 +31,9 @@ import org.springframework.web.bind.annotation.RestController;
 /**
  * PUT /orders/{id} {"amount_cents": N}, GET /orders/{id}, POST /orders/{id}/pay.
  * Paying: the order's ticket (wait 5 s, lease 10 s, at least 2 s of work
- * time), then the fenced, retried transaction, then the release.
+ * time), then the fenced, retried transaction, then the release. While
+ * Ticketing or PostgreSQL is unavailable every endpoint answers 503 with
+ * Retry-After (a request that can be made again), never a 500.
  */
 @RestController
 public class OrderController {
@@ -37,7 +47,33 @@ public class OrderController {
         this.store = store;
     }
 
+    /** Seconds a client should wait before it tries again after a 503. */
+    static final String RETRY_AFTER_SECONDS = "1";
+
+    private static final Log log = LogFactory.getLog(OrderController.class);
+
     record Create(Long amount_cents) {}
+
+    static ResponseEntity<Object> tryAgain(String msg) {
+        return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header(HttpHeaders.RETRY_AFTER, RETRY_AFTER_SECONDS)
+                .body(Map.of("error", msg));
+    }
+
+    /**
+     * A failure the retry module classes as transient (the database refused
+     * or lost the connection, it is shutting down, too many connections, a
+     * conflict that outlasted the retries): 503 with Retry-After. Anything
+     * else is a bug: 500, logged.
+     */
+    @ExceptionHandler({DataAccessException.class, TransactionException.class, SQLException.class})
+    public ResponseEntity<Object> databaseFailure(Exception e) {
+        RetryClass c = RetryClassifier.classify(e);
+        if (c.retryable(true)) {
+            return tryAgain("the database is unavailable (" + c + "); try again");
+        }
+        log.error("request failed", e);
+        return error(HttpStatus.INTERNAL_SERVER_ERROR, "internal error", null);
+    }
 
     static ResponseEntity<Object> error(HttpStatus s, String msg, Order o) {
         return ResponseEntity.status(s).body(o == null ? Map.of("error", msg) : Map.of("error", msg, "order", o));
@@ -73,8 +109,7 @@ public class OrderController {
         try {
             t = broker.acquireBlocking("order-" + id, Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(2));
         } catch (NotAcquiredException | UnavailableException | CapacityException | IndeterminateException e) {
-            return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).header("Retry-After", "1")
-                    .body(Map.of("error", "the order is busy or Ticketing is unavailable; try again"));
+            return tryAgain("the order is busy or Ticketing is unavailable; try again");
         }
         try {
             return store.pay(id, t.getToken()).<ResponseEntity<Object>>map(ResponseEntity::ok)

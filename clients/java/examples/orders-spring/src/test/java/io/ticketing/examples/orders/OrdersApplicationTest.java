@@ -29,7 +29,8 @@ import org.springframework.context.ConfigurableApplicationContext;
 /**
  * Two instances of the example against a real ticketd and a real PostgreSQL;
  * many concurrent payment requests for one order, spread over both: exactly
- * one payment is recorded, and everybody is told so.
+ * one payment is recorded, and everybody is told so. An outage of either is
+ * answered 503 with Retry-After.
  */
 @Timeout(180)
 class OrdersApplicationTest {
@@ -98,6 +99,54 @@ class OrdersApplicationTest {
         assertEquals(200, r.statusCode(), r.body());
         assertTrue(r.body().contains("\"status\":\"paid\""), r.body());
         assertEquals(before + 1, abortedRetries(http, base), "ticketing.transaction.retries{class=ABORTED} through Actuator");
+    }
+
+    static HttpResponse<String> pay(HttpClient http, String base, String id) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create(base + "/orders/" + id + "/pay")).POST(HttpRequest.BodyPublishers.noBody())
+                .timeout(java.time.Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    /**
+     * An outage of PostgreSQL, then of Ticketing: a payment is answered 503
+     * with Retry-After (the client may try again), never 500, and the
+     * other endpoints too.
+     */
+    @Test
+    void anOutageIsAnswered503WithRetryAfter() throws Exception {
+        PgServer pg = PgServer.start();
+        boolean pgStopped = false;
+        try (AutoCloseable cluster = TicketdAccess.start(1)) {
+            String db = pg.newDatabase();
+            try (ConfigurableApplicationContext a = instance("a", TicketdAccess.addrs(cluster), db)) {
+                HttpClient http = HttpClient.newHttpClient();
+                String base = "http://127.0.0.1:" + port(a);
+                HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base + "/orders/44"))
+                        .PUT(HttpRequest.BodyPublishers.ofString("{\"amount_cents\": 700}"))
+                        .header("Content-Type", "application/json").build(), HttpResponse.BodyHandlers.ofString());
+                assertEquals(201, r.statusCode(), r.body());
+
+                pgStopped = true;
+                pg.close(); // the database goes away; Ticketing stays
+                r = pay(http, base, "44");
+                assertEquals(503, r.statusCode(), "a payment while PostgreSQL is down: " + r.body());
+                assertEquals("1", r.headers().firstValue("Retry-After").orElse(null), r.headers().map().toString());
+                assertTrue(r.body().contains("database is unavailable"), r.body());
+                r = http.send(HttpRequest.newBuilder(URI.create(base + "/orders/44")).GET()
+                        .timeout(java.time.Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofString());
+                assertEquals(503, r.statusCode(), "a read while PostgreSQL is down: " + r.body());
+                assertTrue(r.headers().firstValue("Retry-After").isPresent(), r.headers().map().toString());
+
+                cluster.close(); // and Ticketing too: the ticket cannot be had
+                r = pay(http, base, "44");
+                assertEquals(503, r.statusCode(), "a payment while Ticketing is down: " + r.body());
+                assertEquals("1", r.headers().firstValue("Retry-After").orElse(null), r.headers().map().toString());
+                assertTrue(r.body().contains("Ticketing is unavailable"), r.body());
+            }
+        } finally {
+            if (!pgStopped) {
+                pg.close();
+            }
+        }
     }
 
     @Test
