@@ -83,6 +83,8 @@ final class Conn {
         boolean queued; // a Q was seen
         long spanNanos; // acquire: wait + 2 x lease, the longest a grant of it can matter
         Semaphore slot; // the in-flight slot it holds, if any
+        int coordOp; // K: the sub-op
+        java.util.function.Consumer<Frame> note; // K: its notifications (Queued, Changed), on the reader
         final CompletableFuture<Answer> res = new CompletableFuture<>();
 
         Call(byte type, String key, byte[] owner) {
@@ -138,6 +140,10 @@ final class Conn {
     private byte[] wbuf = new byte[4096];
     private int wlen;
     private final Map<Long, Call> pending = new HashMap<>();
+    /** Ready flag: the server carries several coordination sessions on this connection. */
+    final boolean readySessions;
+    /** Receivers of coordination notifications that answer no pending request (id 0, a watch's Changed); called on the reader. */
+    private final List<java.util.function.Consumer<Frame>> coordListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
     private long nextId;
     private Failure failure;
     final CompletableFuture<Failure> done = new CompletableFuture<>();
@@ -152,6 +158,7 @@ final class Conn {
         this.nodeId = new String(ready.text, java.nio.charset.StandardCharsets.UTF_8);
         this.intervalMs = ready.intervalMs;
         this.maxInFlight = ready.count;
+        this.readySessions = (ready.flags & Type.READY_SESSIONS) != 0;
         if (ready.count == 0) {
             acquireSlots = otherSlots = null;
         } else {
@@ -308,7 +315,7 @@ final class Conn {
         while (true) {
             Frame f;
             try {
-                f = Codec.read(in);
+                f = Codec.read(in, true);
             } catch (SocketTimeoutException e) {
                 fail(new Failure(Kind.SILENT, addr, "", 0, silenceMs() + " ms"));
                 return;
@@ -352,6 +359,12 @@ final class Conn {
                     Type.INFO, Type.ADMIN_REPLY, Type.FORBIDDEN -> {
                 // answers: below
             }
+            case Type.COORD_REPLY -> {
+                if (f.op >= io.ticketing.wire.Coord.QUEUED) {
+                    coordNotification(f);
+                    return null;
+                }
+            }
             default -> {
                 return new Failure(Kind.PROTOCOL, addr, "", 0, "unexpected " + Type.name(f.type) + " frame from the server");
             }
@@ -390,6 +403,39 @@ final class Conn {
         return null;
     }
 
+    /**
+     * A coordination notification is never final: one with the id of a
+     * pending request goes to that request (an acquire's Queued), any other
+     * (id 0, or a watch's Changed after its describe was answered) to the
+     * connection's listeners.
+     */
+    private void coordNotification(Frame f) {
+        Call cl = null;
+        mu.lock();
+        try {
+            if (f.id != 0) {
+                cl = pending.get(f.id);
+            }
+        } finally {
+            mu.unlock();
+        }
+        if (cl != null && cl.type == Type.COORD && cl.note != null) {
+            cl.note.accept(f);
+            return;
+        }
+        for (java.util.function.Consumer<Frame> l : coordListeners) {
+            l.accept(f);
+        }
+    }
+
+    void addCoordListener(java.util.function.Consumer<Frame> l) {
+        coordListeners.add(l);
+    }
+
+    void removeCoordListener(java.util.function.Consumer<Frame> l) {
+        coordListeners.remove(l);
+    }
+
     /** Whether an answer of type a may answer a request of type r. */
     static boolean answers(byte r, byte a) {
         if (a == Type.FORBIDDEN) { // a refusal is the final answer of any request but C
@@ -400,6 +446,7 @@ final class Conn {
             case Type.RELEASE, Type.RELEASE_OWNER -> a == Type.RELEASED || a == Type.NOT_HELD || a == Type.CAPACITY;
             case Type.DESCRIBE -> a == Type.INFO || a == Type.CAPACITY;
             case Type.ADMIN -> a == Type.ADMIN_REPLY || a == Type.CAPACITY;
+            case Type.COORD -> a == Type.COORD_REPLY || a == Type.CAPACITY;
             default -> false;
         };
     }
@@ -524,7 +571,9 @@ final class Conn {
      * @throws InterruptedException while waiting for a slot; nothing was sent
      */
     Start start(Call cl, Frame f, long deadlineNanos) throws InterruptedException {
-        Semaphore slot = cl.type == Type.ACQUIRE ? acquireSlots : otherSlots;
+        boolean acquire = cl.type == Type.ACQUIRE
+                || cl.type == Type.COORD && (cl.coordOp & ~io.ticketing.wire.Coord.FOR_SESSION) == io.ticketing.wire.Coord.ACQUIRE;
+        Semaphore slot = acquire ? acquireSlots : otherSlots;
         if (slot != null && !slot.tryAcquire()) {
             long wait = deadlineNanos - System.nanoTime();
             if (!slot.tryAcquire(Math.max(wait, 0), TimeUnit.NANOSECONDS)) {
