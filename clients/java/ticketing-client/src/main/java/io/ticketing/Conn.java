@@ -140,6 +140,12 @@ final class Conn {
     private byte[] wbuf = new byte[4096];
     private int wlen;
     private final Map<Long, Call> pending = new HashMap<>();
+    /**
+     * Set once a coordination request was sent: from then on T frames may
+     * be longer than the transport's 65536 bytes (a ticket-only connection
+     * keeps that bound, and refuses a longer prefix without reading on).
+     */
+    private volatile boolean coordFrames;
     /** Ready flag: the server carries several coordination sessions on this connection. */
     final boolean readySessions;
     /** Receivers of coordination notifications that answer no pending request (id 0, a watch's Changed); called on the reader. */
@@ -315,7 +321,7 @@ final class Conn {
         while (true) {
             Frame f;
             try {
-                f = Codec.read(in, true);
+                f = Codec.read(in, () -> coordFrames);
             } catch (SocketTimeoutException e) {
                 fail(new Failure(Kind.SILENT, addr, "", 0, silenceMs() + " ms"));
                 return;
@@ -593,6 +599,9 @@ final class Conn {
             } while (nextId == 0 || pending.containsKey(nextId));
             cl.id = nextId;
             cl.slot = slot;
+            if (cl.type == Type.COORD) {
+                coordFrames = true;
+            }
             f.id = cl.id;
             pending.put(cl.id, cl);
             cl.sentNanos = System.nanoTime();

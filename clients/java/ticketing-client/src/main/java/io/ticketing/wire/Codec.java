@@ -292,6 +292,14 @@ public final class Codec {
      * a longer length prefix is read, and any other type refused (code 2).
      */
     public static Frame read(InputStream in, boolean coordFrames) throws IOException, WireException {
+        return read(in, () -> coordFrames);
+    }
+
+    /**
+     * {@link #read(InputStream, boolean)} with the allowance asked after the
+     * length prefix was read (it may be given while the read waits).
+     */
+    public static Frame read(InputStream in, java.util.function.BooleanSupplier coordAllowed) throws IOException, WireException {
         byte[] len = in.readNBytes(4);
         if (len.length < 4) {
             throw new EOFException(len.length == 0 ? "end of stream" : "end of stream inside a length prefix");
@@ -299,6 +307,7 @@ public final class Codec {
         long n = ByteBuffer.wrap(len).getInt() & 0xffffffffL;
         byte[] body;
         if (n > Type.MAX_FRAME) {
+            boolean coordFrames = coordAllowed.getAsBoolean();
             if (!coordFrames || n > Type.MAX_COORD_FRAME) {
                 throw new WireException(ErrorCode.FRAME_TOO_LARGE,
                         "frame of " + n + " bytes exceeds the maximum of " + (coordFrames ? Type.MAX_COORD_FRAME : Type.MAX_FRAME));
