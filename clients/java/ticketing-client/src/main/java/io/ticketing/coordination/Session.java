@@ -944,6 +944,18 @@ public final class Session implements AutoCloseable {
         return new Watched(d, changedFuture);
     }
 
+    // ---- recipes, in the Go SDK's name spaces ----
+
+    /** The lock called name on the session's node ({@code recipe/mutex/<name>}). */
+    public Mutex mutex(String name) {
+        return new Mutex(this, name);
+    }
+
+    /** The election called name on the session's node ({@code recipe/election/<name>}). */
+    public Election election(String name) {
+        return new Election(this, name);
+    }
+
     // ---- CompletableFuture faces, on the client's threads ----
 
     public CompletableFuture<Void> createSemaphoreAsync(String name, long limit, byte[] data) {
