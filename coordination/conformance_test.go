@@ -42,6 +42,7 @@ func coordErrorClass(err error) string {
 		{coordination.ErrDeadlinePassed, "deadline_passed"},
 		{coordination.ErrLost, "lost"},
 		{coordination.ErrReleased, "released"},
+		{coordination.ErrWrongKind, "wrong_kind"},
 		{coordination.ErrNotFound, "not_found"},
 		{coordination.ErrAlreadyExists, "already_exists"},
 		{coordination.ErrBadRequest, "bad_request"},
@@ -200,6 +201,22 @@ func runCoordScenario(sc *faketicketd.Scenario) error {
 			le, o.err = session.AcquireSemaphore(ctx, name, opts...)
 			if o.err == nil {
 				lease, o.result, o.token = le, "acquired", le.Token()
+			}
+		case "mutex_lock":
+			m := session.Mutex(name)
+			if o.err = m.Lock(ctx); o.err == nil {
+				o.result, o.token = "acquired", m.Token()
+			}
+		case "mutex_try_lock":
+			m := session.Mutex(name)
+			var held bool
+			if held, o.err = m.TryLock(ctx); o.err == nil {
+				o.result, o.token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
+			}
+		case "election_campaign":
+			var l coordination.Leadership
+			if l, o.err = session.Election(name).Campaign(ctx, data); o.err == nil {
+				o.result, o.token = "leading", l.Token
 			}
 		case "release_semaphore":
 			ok(lease.Release(ctx), "released")

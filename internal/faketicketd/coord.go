@@ -90,7 +90,7 @@ func (st Step) coordFrame(request wire.Frame) *wire.Frame {
 	session, _ := strconv.ParseUint(st.Session, 10, 64)
 	order, _ := strconv.ParseUint(st.Token, 10, 64)
 	body := wire.Coord{Session: session, SeqNo: st.SeqNo, OrderID: order, Count: uint64(st.Count),
-		Reason: st.Reason, Name: []byte(st.Key)}
+		Reason: st.Reason, Name: []byte(st.Key), Limit: st.Limit, Data: []byte(st.Data)}
 	if st.Acquired {
 		body.Flags = wire.CoordFlagAcquired
 	}
@@ -129,4 +129,23 @@ func coordAcquireTimeout(f wire.Frame) (uint64, bool) {
 		return 0, false
 	}
 	return b.TimeoutMs, true
+}
+
+// coordRequestData is the data a K request carries (its semaphore's or
+// owner's data).
+func coordRequestData(f wire.Frame) (string, bool) {
+	var b wire.Coord
+	if f.Type != wire.TypeCoord || wire.DecodeCoord(&f, &b) != nil {
+		return "", false
+	}
+	return string(b.Data), true
+}
+
+// coordRequestName is the semaphore a K request names.
+func coordRequestName(f wire.Frame) string {
+	var b wire.Coord
+	if f.Type != wire.TypeCoord || wire.DecodeCoord(&f, &b) != nil {
+		return ""
+	}
+	return string(b.Name)
 }

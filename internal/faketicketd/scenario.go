@@ -112,6 +112,10 @@ type Step struct {
 	SeqNo    uint64 `json:"seq_no,omitempty"`
 	Status   uint16 `json:"status,omitempty"`
 	Acquired bool   `json:"acquired,omitempty"`
+	// Limit and Data are a describe-semaphore answer's limit and data
+	// (text); Data in a K read is the data the request must carry.
+	Limit uint64 `json:"limit,omitempty"`
+	Data  string `json:"data,omitempty"`
 	// TimeoutMsAtMost, in a read of a K acquire, bounds the queue timeout
 	// it carries (one sent again carries only what is left).
 	TimeoutMsAtMost *uint64 `json:"timeout_ms_at_most,omitempty"`
@@ -312,6 +316,9 @@ func (m FrameMatch) matches(f wire.Frame) bool {
 			return false
 		}
 	}
+	if f.Type == wire.TypeCoord {
+		return m.Key == "" || coordRequestName(f) == m.Key // a K's key is the semaphore it names
+	}
 	return m.Key == "" || string(f.Key) == m.Key
 }
 
@@ -383,7 +390,8 @@ func (sc *Scenario) validate() error {
 		switch cs.Op {
 		case "acquire", "release", "describe", "close", "wait_ready":
 		case "session", "close_session", "create_node", "describe_node", "create_semaphore", "update_semaphore",
-			"delete_semaphore", "acquire_semaphore", "release_semaphore", "lease_valid", "lease_ended":
+			"delete_semaphore", "acquire_semaphore", "release_semaphore", "lease_valid", "lease_ended",
+			"mutex_lock", "mutex_try_lock", "election_campaign":
 		case "release_token":
 			if _, err := strconv.ParseUint(cs.Token, 10, 64); err != nil {
 				return fmt.Errorf("client step %d: release_token needs a token: %w", i, err)
@@ -838,10 +846,15 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 			}
 			if got.Type == wire.TypeCoord {
 				s.checkCoordForm(n, c.Index, got, sessions)
-				want := FrameMatch{Type: st.Read, Op: st.Op, Session: st.Session}
+				want := FrameMatch{Type: st.Read, Op: st.Op, Session: st.Session, Key: st.Key}
 				if !want.matches(got) {
 					op, session, _ := coordRequest(got)
-					s.violate("server %d connection %d step %d: the client sent K %s session %d, want %s", n, c.Index, i, coordOpName(op), session, want)
+					s.violate("server %d connection %d step %d: the client sent K %s session %d name %q, want %s", n, c.Index, i, coordOpName(op), session, coordRequestName(got), want)
+				}
+				if st.Data != "" {
+					if d, ok := coordRequestData(got); !ok || d != st.Data {
+						s.violate("server %d connection %d step %d: the client sent K data %q, want %q", n, c.Index, i, d, st.Data)
+					}
 				}
 				if st.TimeoutMsAtMost != nil {
 					if t, ok := coordAcquireTimeout(got); !ok || t > *st.TimeoutMsAtMost {

@@ -86,6 +86,7 @@ class CoordinationConformanceTest {
         if (e instanceof DeadlinePassedException) return "deadline_passed";
         if (e instanceof LostException) return "lost";
         if (e instanceof ReleasedException) return "released";
+        if (e instanceof io.ticketing.coordination.WrongKindException) return "wrong_kind";
         if (e instanceof NotFoundException) return "not_found";
         if (e instanceof AlreadyExistsException) return "already_exists";
         if (e instanceof BadRequestException) return "bad_request";
@@ -178,6 +179,22 @@ class CoordinationConformanceTest {
                                     lease[0] = session[0].acquireBlocking(name, o);
                                     out.complete("acquired " + Long.toUnsignedString(lease[0].token()));
                                 }
+                                case "mutex_lock" -> {
+                                    lease[0] = session[0].mutex(name).lockBlocking();
+                                    out.complete("acquired " + Long.toUnsignedString(lease[0].token()));
+                                }
+                                case "mutex_try_lock" -> {
+                                    Lease l = session[0].mutex(name).tryLockBlocking();
+                                    if (l != null) {
+                                        lease[0] = l;
+                                    }
+                                    out.complete(l == null ? "not_acquired" : "acquired " + Long.toUnsignedString(l.token()));
+                                }
+                                case "election_campaign" -> {
+                                    io.ticketing.coordination.Election.Leadership l = session[0].election(name).campaignBlocking(data);
+                                    lease[0] = l.lease();
+                                    out.complete("leading " + Long.toUnsignedString(l.token()));
+                                }
                                 case "release_semaphore" -> {
                                     lease[0].releaseBlocking();
                                     out.complete("released");
@@ -210,8 +227,8 @@ class CoordinationConformanceTest {
                         want += " " + expect.get("token");
                     }
                     String gotClass = got.contains(" (") ? got.substring(0, got.indexOf(" (")) : got;
-                    if (!expect.containsKey("token") && gotClass.startsWith("acquired ")) {
-                        gotClass = "acquired";
+                    if (!expect.containsKey("token") && (gotClass.startsWith("acquired ") || gotClass.startsWith("leading "))) {
+                        gotClass = gotClass.substring(0, gotClass.indexOf(' '));
                     }
                     if (!want.equals(gotClass)) {
                         assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + fake.violations() + "\nrule: " + rule);
