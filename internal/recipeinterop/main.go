@@ -53,7 +53,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer s.Close(context.Background())
+	defer func() {
+		if err := s.Close(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "recipeinterop: close session:", err)
+		}
+	}()
 	m := s.Mutex(name)
 	if err := m.Lock(ctx); err != nil {
 		return err
