@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +111,118 @@ type coordOutcome struct {
 	err    error
 }
 
+// coordCalls makes a scenario's calls on one coordination client; calls
+// may run in the background, so the last session and lease are guarded.
+type coordCalls struct {
+	c *coordination.Client
+
+	mu      sync.Mutex
+	session *coordination.Session
+	lease   *coordination.Lease
+}
+
+func (cc *coordCalls) current() (*coordination.Session, *coordination.Lease) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.session, cc.lease
+}
+
+func (cc *coordCalls) setSession(s *coordination.Session) {
+	cc.mu.Lock()
+	cc.session = s
+	cc.mu.Unlock()
+}
+
+func (cc *coordCalls) setLease(l *coordination.Lease) {
+	cc.mu.Lock()
+	cc.lease = l
+	cc.mu.Unlock()
+}
+
+// call makes one client step's call, bounded by within.
+func (cc *coordCalls) call(step faketicketd.ClientStep, within time.Duration) coordOutcome {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var o coordOutcome
+	data := make([]byte, step.DataBytes)
+	path := sized(step.Path, step.PathBytes, "/")
+	name := sized(step.Name, step.NameBytes, "")
+	session, lease := cc.current()
+	ok := func(err error, result string) {
+		if o.err = err; err == nil {
+			o.result = result
+		}
+	}
+	switch step.Op {
+	case "session":
+		s, err := cc.c.Session(ctx, path, coordination.WithTimeout(time.Duration(step.SessionTimeoutMs)*time.Millisecond))
+		if o.err = err; err == nil {
+			cc.setSession(s)
+			o.result = "attached"
+		}
+	case "close_session":
+		ok(session.Close(ctx), "closed")
+	case "create_node":
+		ok(cc.c.CreateNode(ctx, path, coordination.NodeConfig{}), "ok")
+	case "describe_node":
+		_, err := cc.c.DescribeNode(ctx, path)
+		ok(err, "ok")
+	case "create_semaphore":
+		ok(session.CreateSemaphore(ctx, name, step.Limit, data), "ok")
+	case "update_semaphore":
+		ok(session.UpdateSemaphore(ctx, name, data), "ok")
+	case "delete_semaphore":
+		ok(session.DeleteSemaphore(ctx, name, false), "ok")
+	case "acquire_semaphore":
+		opts := []coordination.AcquireOption{coordination.Timeout(time.Duration(step.WaitMs) * time.Millisecond), coordination.Data(data)}
+		if step.Count > 0 {
+			opts = append(opts, coordination.Count(uint64(step.Count)))
+		}
+		if step.Exclusive {
+			opts = append(opts, coordination.Exclusive())
+		}
+		if step.Ephemeral {
+			opts = append(opts, coordination.Ephemeral())
+		}
+		le, err := session.AcquireSemaphore(ctx, name, opts...)
+		if o.err = err; err == nil {
+			cc.setLease(le)
+			o.result, o.token = "acquired", le.Token()
+		}
+	case "mutex_lock":
+		m := session.Mutex(name)
+		if o.err = m.Lock(ctx); o.err == nil {
+			o.result, o.token = "acquired", m.Token()
+		}
+	case "mutex_try_lock":
+		m := session.Mutex(name)
+		var held bool
+		if held, o.err = m.TryLock(ctx); o.err == nil {
+			o.result, o.token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
+		}
+	case "election_campaign":
+		var l coordination.Leadership
+		if l, o.err = session.Election(name).Campaign(ctx, data); o.err == nil {
+			o.result, o.token = "leading", l.Token
+		}
+	case "release_semaphore":
+		ok(lease.Release(ctx), "released")
+	case "lease_valid":
+		// The lease's validity, checked on the spot against the deadline.
+		o.result = map[bool]string{true: "valid", false: "invalid"}[lease.Context().Err() == nil]
+	case "lease_ended":
+		select {
+		case <-lease.Context().Done():
+			o.err = context.Cause(lease.Context())
+		case <-ctx.Done():
+			o.result = "still valid"
+		}
+	default:
+		o.result = fmt.Sprintf("op %q is not a coordination op", step.Op)
+	}
+	return o
+}
+
 // runCoordScenario serves sc and drives a coordination client through its
 // steps; it returns the first difference from what the scenario expects.
 func runCoordScenario(sc *faketicketd.Scenario) error {
@@ -128,14 +241,11 @@ func runCoordScenario(sc *faketicketd.Scenario) error {
 		return err
 	}
 	defer c.Close()
-	var (
-		session *coordination.Session
-		lease   *coordination.Lease
-	)
+	cc := &coordCalls{c: c}
 	defer func() {
-		if session != nil {
+		if s, _ := cc.current(); s != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			session.Close(ctx)
+			s.Close(ctx)
 			cancel()
 		}
 	}()
@@ -145,6 +255,7 @@ func runCoordScenario(sc *faketicketd.Scenario) error {
 		}
 		return ""
 	}
+	background := map[string]chan coordOutcome{}
 	for i, step := range sc.Client {
 		within := time.Duration(step.WithinMs) * time.Millisecond
 		if within == 0 {
@@ -156,85 +267,21 @@ func runCoordScenario(sc *faketicketd.Scenario) error {
 			}
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), within)
+		done := background[step.Call]
+		if step.Op != "await" {
+			done = make(chan coordOutcome, 1)
+			go func() { done <- cc.call(step, within) }()
+			if step.Background != "" {
+				background[step.Background] = done
+				continue
+			}
+		}
 		var o coordOutcome
-		data := make([]byte, step.DataBytes)
-		path := sized(step.Path, step.PathBytes, "/")
-		name := sized(step.Name, step.NameBytes, "")
-		ok := func(err error, result string) {
-			if o.err = err; err == nil {
-				o.result = result
-			}
+		select {
+		case o = <-done:
+		case <-time.After(within + time.Second):
+			return fmt.Errorf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, saw())
 		}
-		switch step.Op {
-		case "session":
-			var s *coordination.Session
-			s, o.err = c.Session(ctx, path, coordination.WithTimeout(time.Duration(step.SessionTimeoutMs)*time.Millisecond))
-			if o.err == nil {
-				session, o.result = s, "attached"
-			}
-		case "close_session":
-			ok(session.Close(ctx), "closed")
-		case "create_node":
-			ok(c.CreateNode(ctx, path, coordination.NodeConfig{}), "ok")
-		case "describe_node":
-			_, err := c.DescribeNode(ctx, path)
-			ok(err, "ok")
-		case "create_semaphore":
-			ok(session.CreateSemaphore(ctx, name, step.Limit, data), "ok")
-		case "update_semaphore":
-			ok(session.UpdateSemaphore(ctx, name, data), "ok")
-		case "delete_semaphore":
-			ok(session.DeleteSemaphore(ctx, name, false), "ok")
-		case "acquire_semaphore":
-			opts := []coordination.AcquireOption{coordination.Timeout(time.Duration(step.WaitMs) * time.Millisecond), coordination.Data(data)}
-			if step.Count > 0 {
-				opts = append(opts, coordination.Count(uint64(step.Count)))
-			}
-			if step.Exclusive {
-				opts = append(opts, coordination.Exclusive())
-			}
-			if step.Ephemeral {
-				opts = append(opts, coordination.Ephemeral())
-			}
-			var le *coordination.Lease
-			le, o.err = session.AcquireSemaphore(ctx, name, opts...)
-			if o.err == nil {
-				lease, o.result, o.token = le, "acquired", le.Token()
-			}
-		case "mutex_lock":
-			m := session.Mutex(name)
-			if o.err = m.Lock(ctx); o.err == nil {
-				o.result, o.token = "acquired", m.Token()
-			}
-		case "mutex_try_lock":
-			m := session.Mutex(name)
-			var held bool
-			if held, o.err = m.TryLock(ctx); o.err == nil {
-				o.result, o.token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
-			}
-		case "election_campaign":
-			var l coordination.Leadership
-			if l, o.err = session.Election(name).Campaign(ctx, data); o.err == nil {
-				o.result, o.token = "leading", l.Token
-			}
-		case "release_semaphore":
-			ok(lease.Release(ctx), "released")
-		case "lease_valid":
-			// The lease's validity, checked on the spot against the deadline.
-			o.result = map[bool]string{true: "valid", false: "invalid"}[lease.Context().Err() == nil]
-		case "lease_ended":
-			select {
-			case <-lease.Context().Done():
-				o.err = context.Cause(lease.Context())
-			case <-ctx.Done():
-				o.result = "still valid"
-			}
-		default:
-			cancel()
-			return fmt.Errorf("step %d: op %q is not a coordination op", i, step.Op)
-		}
-		cancel()
 		got := o.result
 		if o.err != nil {
 			got = "error " + coordErrorClass(o.err)

@@ -84,6 +84,7 @@ final class Conn {
         long spanNanos; // acquire: wait + 2 x lease, the longest a grant of it can matter
         Semaphore slot; // the in-flight slot it holds, if any
         int coordOp; // K: the sub-op
+        boolean large; // K with more than LARGE_REQUEST bytes of data: holds the large slot until its first answer
         java.util.function.Consumer<Frame> note; // K: its notifications (Queued, Changed), on the reader
         final CompletableFuture<Answer> res = new CompletableFuture<>();
 
@@ -146,6 +147,14 @@ final class Conn {
      * keeps that bound, and refuses a longer prefix without reading on).
      */
     private volatile boolean coordFrames;
+    /**
+     * A request with more data than this takes the connection's one large
+     * slot before it is queued, until its first answer: frames go out whole
+     * and in order, so on a slow link small frames (pings, keep-alives)
+     * then wait behind one large frame at most.
+     */
+    static final int LARGE_REQUEST = 64 << 10;
+    private final Semaphore largeSlot = new Semaphore(1);
     /** Ready flag: the server carries several coordination sessions on this connection. */
     final boolean readySessions;
     /** Receivers of coordination notifications that answer no pending request (id 0, a watch's Changed); called on the reader. */
@@ -396,6 +405,7 @@ final class Conn {
             if (cl.slot != null) {
                 cl.slot.release();
             }
+            freeLargeLocked(cl);
         } finally {
             mu.unlock();
         }
@@ -425,12 +435,32 @@ final class Conn {
         } finally {
             mu.unlock();
         }
+        if (cl != null) {
+            freeLarge(cl); // the server has read all of it
+        }
         if (cl != null && cl.type == Type.COORD && cl.note != null) {
             cl.note.accept(f);
             return;
         }
         for (java.util.function.Consumer<Frame> l : coordListeners) {
             l.accept(f);
+        }
+    }
+
+    private void freeLarge(Call cl) {
+        mu.lock();
+        try {
+            freeLargeLocked(cl);
+        } finally {
+            mu.unlock();
+        }
+    }
+
+    /** Gives the large slot back once cl's request was answered or its connection ended; mu is held. */
+    private void freeLargeLocked(Call cl) {
+        if (cl.large) {
+            cl.large = false;
+            largeSlot.release();
         }
     }
 
@@ -548,6 +578,12 @@ final class Conn {
             if (cl.slot != null) {
                 cl.slot.release();
             }
+            mu.lock();
+            try {
+                freeLargeLocked(cl);
+            } finally {
+                mu.unlock();
+            }
             // Before the caller hears of it: an IndeterminateException then
             // always has its release by owner under way.
             if (cl.type == Type.ACQUIRE && !f.closed() && hooks != null) {
@@ -580,9 +616,26 @@ final class Conn {
         boolean acquire = cl.type == Type.ACQUIRE
                 || cl.type == Type.COORD && (cl.coordOp & ~io.ticketing.wire.Coord.FOR_SESSION) == io.ticketing.wire.Coord.ACQUIRE;
         Semaphore slot = acquire ? acquireSlots : otherSlots;
+        boolean large = cl.large;
+        cl.large = false; // set again once the slot is held
+        if (large && !largeSlot.tryAcquire(Math.max(deadlineNanos - System.nanoTime(), 0), TimeUnit.NANOSECONDS)) {
+            return dead() ? Start.GONE : Start.TIMEOUT;
+        }
         if (slot != null && !slot.tryAcquire()) {
             long wait = deadlineNanos - System.nanoTime();
-            if (!slot.tryAcquire(Math.max(wait, 0), TimeUnit.NANOSECONDS)) {
+            boolean got;
+            try {
+                got = slot.tryAcquire(Math.max(wait, 0), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                if (large) {
+                    largeSlot.release();
+                }
+                throw e;
+            }
+            if (!got) {
+                if (large) {
+                    largeSlot.release();
+                }
                 return dead() ? Start.GONE : Start.TIMEOUT;
             }
         }
@@ -592,8 +645,12 @@ final class Conn {
                 if (slot != null) {
                     slot.release();
                 }
+                if (large) {
+                    largeSlot.release();
+                }
                 return Start.GONE;
             }
+            cl.large = large;
             do {
                 nextId = (nextId + 1) & 0xffffffffL;
             } while (nextId == 0 || pending.containsKey(nextId));

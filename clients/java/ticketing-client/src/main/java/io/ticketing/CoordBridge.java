@@ -87,8 +87,9 @@ final class CoordBridge implements CoordTransport {
         }
 
         @Override
-        public Exchange send(int op, byte[] body, Consumer<Frame> note) throws InterruptedException {
+        public Exchange send(int op, byte[] body, int dataLen, Consumer<Frame> note) throws InterruptedException {
             Conn.Call cl = new Conn.Call(Type.COORD, "", null);
+            cl.large = dataLen > Conn.LARGE_REQUEST;
             cl.coordOp = op;
             cl.note = note;
             Frame f = new Frame(Type.COORD);

@@ -115,8 +115,10 @@ class CoordinationConformanceTest {
         try (ConformanceTest.Fake fake = new ConformanceTest.Fake(file);
                 TicketBroker b = ConformanceTest.client(fake.addr, (Map<String, Object>) sc.get("options"));
                 CoordinationClient c = CoordinationClient.create(b)) {
-            Session[] session = new Session[1];
-            Lease[] lease = new Lease[1];
+            // Set by calls that may run in the background.
+            java.util.concurrent.atomic.AtomicReference<Session> session = new java.util.concurrent.atomic.AtomicReference<>();
+            java.util.concurrent.atomic.AtomicReference<Lease> lease = new java.util.concurrent.atomic.AtomicReference<>();
+            Map<String, java.util.concurrent.CompletableFuture<String>> background = new java.util.HashMap<>();
             List<Map<String, Object>> steps = (List<Map<String, Object>>) sc.get("client");
             try {
                 for (int i = 0; i < steps.size(); i++) {
@@ -130,6 +132,11 @@ class CoordinationConformanceTest {
                         }
                         continue;
                     }
+                    if (op.equals("await")) {
+                        String got = background.get((String) step.get("call")).get(within.toMillis() + 1000, TimeUnit.MILLISECONDS);
+                        compare(step, i, op, got, fake, rule);
+                        continue;
+                    }
                     java.util.concurrent.CompletableFuture<String> out = new java.util.concurrent.CompletableFuture<>();
                     Thread th = new Thread(() -> {
                         try {
@@ -138,11 +145,11 @@ class CoordinationConformanceTest {
                             String name = sized(step, "name", "name_bytes", "");
                             switch (op) {
                                 case "session" -> {
-                                    session[0] = c.sessionBlocking(path, ConformanceTest.ms(step, "session_timeout_ms"), "");
+                                    session.set(c.sessionBlocking(path, ConformanceTest.ms(step, "session_timeout_ms"), ""));
                                     out.complete("attached");
                                 }
                                 case "close_session" -> {
-                                    session[0].close();
+                                    session.get().close();
                                     out.complete("closed");
                                 }
                                 case "create_node" -> {
@@ -154,15 +161,15 @@ class CoordinationConformanceTest {
                                     out.complete("ok");
                                 }
                                 case "create_semaphore" -> {
-                                    session[0].createSemaphoreBlocking(name, ((Number) step.getOrDefault("limit", 0L)).longValue(), data);
+                                    session.get().createSemaphoreBlocking(name, ((Number) step.getOrDefault("limit", 0L)).longValue(), data);
                                     out.complete("ok");
                                 }
                                 case "update_semaphore" -> {
-                                    session[0].updateSemaphoreBlocking(name, data);
+                                    session.get().updateSemaphoreBlocking(name, data);
                                     out.complete("ok");
                                 }
                                 case "delete_semaphore" -> {
-                                    session[0].deleteSemaphoreBlocking(name, false);
+                                    session.get().deleteSemaphoreBlocking(name, false);
                                     out.complete("ok");
                                 }
                                 case "acquire_semaphore" -> {
@@ -176,32 +183,32 @@ class CoordinationConformanceTest {
                                     if (Boolean.TRUE.equals(step.get("ephemeral"))) {
                                         o = o.ephemeral();
                                     }
-                                    lease[0] = session[0].acquireBlocking(name, o);
-                                    out.complete("acquired " + Long.toUnsignedString(lease[0].token()));
+                                    lease.set(session.get().acquireBlocking(name, o));
+                                    out.complete("acquired " + Long.toUnsignedString(lease.get().token()));
                                 }
                                 case "mutex_lock" -> {
-                                    lease[0] = session[0].mutex(name).lockBlocking();
-                                    out.complete("acquired " + Long.toUnsignedString(lease[0].token()));
+                                    lease.set(session.get().mutex(name).lockBlocking());
+                                    out.complete("acquired " + Long.toUnsignedString(lease.get().token()));
                                 }
                                 case "mutex_try_lock" -> {
-                                    Lease l = session[0].mutex(name).tryLockBlocking();
+                                    Lease l = session.get().mutex(name).tryLockBlocking();
                                     if (l != null) {
-                                        lease[0] = l;
+                                        lease.set(l);
                                     }
                                     out.complete(l == null ? "not_acquired" : "acquired " + Long.toUnsignedString(l.token()));
                                 }
                                 case "election_campaign" -> {
-                                    io.ticketing.coordination.Election.Leadership l = session[0].election(name).campaignBlocking(data);
-                                    lease[0] = l.lease();
+                                    io.ticketing.coordination.Election.Leadership l = session.get().election(name).campaignBlocking(data);
+                                    lease.set(l.lease());
                                     out.complete("leading " + Long.toUnsignedString(l.token()));
                                 }
                                 case "release_semaphore" -> {
-                                    lease[0].releaseBlocking();
+                                    lease.get().releaseBlocking();
                                     out.complete("released");
                                 }
-                                case "lease_valid" -> out.complete(lease[0].isValid() ? "valid" : "invalid");
+                                case "lease_valid" -> out.complete(lease.get().isValid() ? "valid" : "invalid");
                                 case "lease_ended" -> {
-                                    RuntimeException cause = lease[0].ended().get(within.toMillis(), TimeUnit.MILLISECONDS);
+                                    RuntimeException cause = lease.get().ended().get(within.toMillis(), TimeUnit.MILLISECONDS);
                                     out.complete("error " + errorClass(cause) + " (" + cause + ")");
                                 }
                                 default -> out.complete("unknown op " + op);
@@ -214,6 +221,10 @@ class CoordinationConformanceTest {
                     }, "coordination step " + i);
                     th.setDaemon(true);
                     th.start();
+                    if (step.containsKey("background")) {
+                        background.put((String) step.get("background"), out);
+                        continue;
+                    }
                     String got;
                     try {
                         got = out.get(within.toMillis() + 1000, TimeUnit.MILLISECONDS);
@@ -221,26 +232,31 @@ class CoordinationConformanceTest {
                         th.interrupt();
                         throw new AssertionError("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)" + fake.violations());
                     }
-                    Map<String, Object> expect = (Map<String, Object>) step.get("expect");
-                    String want = expect.containsKey("error") ? "error " + expect.get("error") : (String) expect.get("result");
-                    if (expect.containsKey("token")) {
-                        want += " " + expect.get("token");
-                    }
-                    String gotClass = got.contains(" (") ? got.substring(0, got.indexOf(" (")) : got;
-                    if (!expect.containsKey("token") && (gotClass.startsWith("acquired ") || gotClass.startsWith("leading "))) {
-                        gotClass = gotClass.substring(0, gotClass.indexOf(' '));
-                    }
-                    if (!want.equals(gotClass)) {
-                        assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + fake.violations() + "\nrule: " + rule);
-                    }
+                    compare(step, i, op, got, fake, rule);
                 }
                 String verdict = fake.check();
                 assertEquals("ok", verdict, "frames sent\nrule: " + rule);
             } finally {
-                if (session[0] != null) {
-                    session[0].closeAsync();
+                if (session.get() != null) {
+                    session.get().closeAsync();
                 }
             }
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    static void compare(Map<String, Object> step, int i, String op, String got, ConformanceTest.Fake fake, String rule) throws Exception {
+        Map<String, Object> expect = (Map<String, Object>) step.get("expect");
+        String want = expect.containsKey("error") ? "error " + expect.get("error") : (String) expect.get("result");
+        if (expect.containsKey("token")) {
+            want += " " + expect.get("token");
+        }
+        String gotClass = got.contains(" (") ? got.substring(0, got.indexOf(" (")) : got;
+        if (!expect.containsKey("token") && (gotClass.startsWith("acquired ") || gotClass.startsWith("leading "))) {
+            gotClass = gotClass.substring(0, gotClass.indexOf(' '));
+        }
+        if (!want.equals(gotClass)) {
+            assertEquals(want, gotClass, "step " + i + " (" + op + "): got " + got + fake.violations() + "\nrule: " + rule);
         }
     }
 }

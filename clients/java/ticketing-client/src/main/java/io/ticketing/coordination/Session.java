@@ -208,7 +208,7 @@ public final class Session implements AutoCloseable {
         int op = Coord.ATTACH | (a.shared ? Coord.FOR_SESSION : 0);
         a.link.listen(listener);
         try {
-            return a.link.send(op, b.encode(false, op, 0), null);
+            return a.link.send(op, b.encode(false, op, 0), 0, null);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new CancellationException("coordination: attach session: interrupted");
@@ -334,7 +334,7 @@ public final class Session implements AutoCloseable {
             Coord b = new Coord();
             b.path = path.getBytes(StandardCharsets.UTF_8);
             try {
-                Exchange ex = a.link.send(Coord.DESCRIBE_NODE, b.encode(false, Coord.DESCRIBE_NODE, 0), null);
+                Exchange ex = a.link.send(Coord.DESCRIBE_NODE, b.encode(false, Coord.DESCRIBE_NODE, 0), 0, null);
                 if (ex == null) {
                     return;
                 }
@@ -595,7 +595,7 @@ public final class Session implements AutoCloseable {
             b.session = id;
             int op = Coord.STOP | Coord.FOR_SESSION;
             try {
-                shared.link.send(op, b.encode(false, op, 0), null);
+                shared.link.send(op, b.encode(false, op, 0), 0, null);
             } catch (InterruptedException ie) {
                 Thread.currentThread().interrupt();
             }
@@ -726,7 +726,7 @@ public final class Session implements AutoCloseable {
             }
             Exchange ex;
             try {
-                ex = a.link.send(wop, body.encode(false, wop, 0), note);
+                ex = a.link.send(wop, body.encode(false, wop, 0), body.data.length, note);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new CancellationException("coordination: " + what + ": interrupted");

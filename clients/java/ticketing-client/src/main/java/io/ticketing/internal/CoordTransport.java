@@ -50,10 +50,11 @@ public interface CoordTransport {
 
         /**
          * Sends a K request; null when the connection had ended before
-         * anything was sent. note receives its notifications (on the reader:
-         * it must not block).
+         * anything was sent. dataLen is the size of its data: above 64 KiB
+         * the request waits for the connection's one large slot. note
+         * receives its notifications (on the reader: it must not block).
          */
-        Exchange send(int op, byte[] body, Consumer<Frame> note) throws InterruptedException;
+        Exchange send(int op, byte[] body, int dataLen, Consumer<Frame> note) throws InterruptedException;
 
         /** Receives the notifications that answer no pending request (on the reader: must not block). */
         void listen(Consumer<Frame> l);
