@@ -443,7 +443,12 @@ final class Conn {
             return;
         }
         for (java.util.function.Consumer<Frame> l : coordListeners) {
-            l.accept(f);
+            try {
+                l.accept(f);
+            } catch (RuntimeException e) {
+                // a listener's failure must not end the reader, which other requests depend on
+                Reporter.LOG.log(System.Logger.Level.WARNING, "ticketing: a coordination notification listener failed: {0}", e.toString());
+            }
         }
     }
 

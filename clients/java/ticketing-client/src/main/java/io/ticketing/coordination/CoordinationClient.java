@@ -37,11 +37,14 @@ public final class CoordinationClient implements AutoCloseable {
         return new CoordinationClient(Brokers.transport(broker));
     }
 
-    /** Node requests and new sessions fail with ClosedException; sessions are closed separately. */
+    /**
+     * Node requests and new sessions fail with ClosedException; sessions are
+     * closed separately (their keep-alives and notifications go on, on the
+     * client's daemon threads, which end when idle).
+     */
     @Override
     public void close() {
         closed = true;
-        executor.shutdown();
     }
 
     static void checkSize(String op, String field, int n, int max) {

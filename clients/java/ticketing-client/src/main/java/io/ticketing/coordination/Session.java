@@ -488,7 +488,11 @@ public final class Session implements AutoCloseable {
     // ---- notifications (the reader hands them to a thread of the client) ----
 
     private void notification(Frame f) {
-        client.executor.execute(() -> handle(f));
+        try {
+            client.executor.execute(() -> handle(f));
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            handle(f); // the client was closed: handle it here (it only completes futures)
+        }
     }
 
     private void handle(Frame f) {
