@@ -15,11 +15,13 @@ func TestLoadScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord, err := LoadScenarios("../../testdata/conformance/coordination")
-	if err != nil {
-		t.Fatal(err)
+	for _, dir := range []string{"../../testdata/conformance/coordination", "../../testdata/conformance/coordination/pending"} {
+		more, err := LoadScenarios(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scs = append(scs, more...)
 	}
-	scs = append(scs, coord...)
 	names := map[string]bool{}
 	for _, sc := range scs {
 		if names[sc.Name] {
