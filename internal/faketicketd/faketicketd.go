@@ -239,6 +239,9 @@ type Ready struct {
 	// for it (HelloClusterID), as ticketd does; all zero: "none yet".
 	// Unset, the server reports none, as a server older than cluster IDs.
 	Cluster *wire.ClusterID
+	// Sessions announces ReadySessions: the server carries any number of
+	// coordination sessions on one connection.
+	Sessions bool
 }
 
 // AcceptHello reads the client's H and answers Y. It returns the hello.
@@ -281,6 +284,9 @@ func (r Ready) Frame() wire.Frame {
 	flags := wire.ReadyLeader
 	if r.Follower {
 		flags = 0
+	}
+	if r.Sessions {
+		flags |= wire.ReadySessions
 	}
 	return wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
 		Interval: uint32(r.Interval / time.Millisecond), Count: r.MaxInFlight, Text: []byte(r.NodeID)}

@@ -97,6 +97,28 @@ type Step struct {
 	// Serve answers every later request with the ordinary semantics (one
 	// lock table per scenario, shared by its connections).
 	Serve bool `json:"serve,omitempty"`
+	// AnswerCoord answers every later K request of the connection with a T
+	// of this status (0: SUCCESS with a zero body; otherwise the message
+	// "refused by the script"), answering pings too.
+	AnswerCoord *uint16 `json:"answer_coord,omitempty"`
+
+	// Fields of a coordination frame (K read, T sent): Op is the sub-op by
+	// name (coordOps), Session the session a K acts for or a T names,
+	// SeqNo an attach answer's, Status a T's, Acquired an acquire answer's
+	// flag; Token is an order id, Count a held count, Reason a session
+	// end's, Key a semaphore's name and Text a refusal's message.
+	Op       string `json:"op,omitempty"`
+	Session  string `json:"session,omitempty"` // u64 as a decimal string
+	SeqNo    uint64 `json:"seq_no,omitempty"`
+	Status   uint16 `json:"status,omitempty"`
+	Acquired bool   `json:"acquired,omitempty"`
+	// Limit and Data are a describe-semaphore answer's limit and data
+	// (text); Data in a K read is the data the request must carry.
+	Limit uint64 `json:"limit,omitempty"`
+	Data  string `json:"data,omitempty"`
+	// TimeoutMsAtMost, in a read of a K acquire, bounds the queue timeout
+	// it carries (one sent again carries only what is left).
+	TimeoutMsAtMost *uint64 `json:"timeout_ms_at_most,omitempty"`
 
 	// Fields of the frame to send, or to require of the frame read.
 	Token    string `json:"token,omitempty"` // u64 as a decimal string
@@ -124,6 +146,9 @@ type HelloStep struct {
 	IntervalMs  *uint32 `json:"interval_ms,omitempty"` // absent: 5000; 0: the server sends no pings
 	MaxInFlight uint32  `json:"max_in_flight,omitempty"`
 	Follower    bool    `json:"follower,omitempty"`
+	// Sessions announces ReadySessions: the server carries any number of
+	// coordination sessions on one connection.
+	Sessions bool `json:"sessions,omitempty"`
 	// Pings makes the server ping at the interval, as a live server does,
 	// for as long as the connection lasts (otherwise it only announces it).
 	Pings bool `json:"pings,omitempty"`
@@ -175,7 +200,24 @@ type ClientStep struct {
 	// frame of this type (a letter): "A" cancels after the acquire was
 	// sent, "H" before it could be.
 	CancelWhen string `json:"cancel_when,omitempty"`
-	Expect     Expect `json:"expect"`
+
+	// Coordination calls (see the README): Path is a node's, Name a
+	// semaphore's; PathBytes, NameBytes and DataBytes, when set, make a
+	// path, name or data of that many bytes instead (for size rules).
+	// SessionTimeoutMs is a session's timeout; Limit a created
+	// semaphore's; Count (acquire_semaphore) the count to acquire,
+	// Exclusive for all of it; WaitMs the acquire's queue timeout.
+	Path             string `json:"path,omitempty"`
+	Name             string `json:"name,omitempty"`
+	PathBytes        int    `json:"path_bytes,omitempty"`
+	NameBytes        int    `json:"name_bytes,omitempty"`
+	DataBytes        int    `json:"data_bytes,omitempty"`
+	SessionTimeoutMs int64  `json:"session_timeout_ms,omitempty"`
+	Limit            uint64 `json:"limit,omitempty"`
+	Exclusive        bool   `json:"exclusive,omitempty"`
+	Ephemeral        bool   `json:"ephemeral,omitempty"`
+
+	Expect Expect `json:"expect"`
 	// WithinMs bounds the call, generously: it catches a hang, it does not
 	// measure speed.
 	WithinMs int64 `json:"within_ms,omitempty"`
@@ -199,6 +241,9 @@ type SentCheck struct {
 	Must []FrameMatch `json:"must,omitempty"`
 	// Count is the exact number of frames of each listed type.
 	Count map[string]int `json:"count,omitempty"`
+	// CoordCount is the exact number of K requests of each listed sub-op
+	// (by name, coordOps).
+	CoordCount map[string]int `json:"coord_count,omitempty"`
 	// MustNot lists frame types the client must never send.
 	MustNot []string `json:"must_not,omitempty"`
 	// MaxConnections bounds the connections the client opened (0: no bound).
@@ -213,7 +258,12 @@ type SentCheck struct {
 // FrameMatch selects received frames by type and, when set, token, key and
 // nonce.
 type FrameMatch struct {
-	Type   string `json:"type"`
+	Type string `json:"type"`
+	// Op and Session select K frames by sub-op name (coordOps) and by the
+	// session they act for.
+	Op      string `json:"op,omitempty"`
+	Session string `json:"session,omitempty"`
+
 	Token  string `json:"token,omitempty"`
 	Key    string `json:"key,omitempty"`
 	Nonce  string `json:"nonce,omitempty"`
@@ -238,6 +288,12 @@ func (m FrameMatch) String() string {
 	if m.LeaseS != nil {
 		s += fmt.Sprintf(" lease %d s", *m.LeaseS)
 	}
+	if m.Op != "" {
+		s += " " + m.Op
+	}
+	if m.Session != "" {
+		s += " session " + m.Session
+	}
 	return s
 }
 
@@ -253,6 +309,15 @@ func (m FrameMatch) matches(f wire.Frame) bool {
 	}
 	if m.WaitS != nil && f.Wait != *m.WaitS || m.LeaseS != nil && f.Lease != *m.LeaseS {
 		return false
+	}
+	if m.Op != "" || m.Session != "" {
+		op, session, ok := coordRequest(f)
+		if !ok || m.Op != "" && coordOpName(op) != m.Op || m.Session != "" && strconv.FormatUint(session, 10) != m.Session {
+			return false
+		}
+	}
+	if f.Type == wire.TypeCoord {
+		return m.Key == "" || coordRequestName(f) == m.Key // a K's key is the semaphore it names
 	}
 	return m.Key == "" || string(f.Key) == m.Key
 }
@@ -324,6 +389,9 @@ func (sc *Scenario) validate() error {
 	for i, cs := range sc.Client {
 		switch cs.Op {
 		case "acquire", "release", "describe", "close", "wait_ready":
+		case "session", "close_session", "create_node", "describe_node", "create_semaphore", "update_semaphore",
+			"delete_semaphore", "acquire_semaphore", "release_semaphore", "lease_valid", "lease_ended",
+			"mutex_lock", "mutex_try_lock", "election_campaign":
 		case "release_token":
 			if _, err := strconv.ParseUint(cs.Token, 10, 64); err != nil {
 				return fmt.Errorf("client step %d: release_token needs a token: %w", i, err)
@@ -364,6 +432,16 @@ func (sc *Scenario) validate() error {
 			return fmt.Errorf("options: there is no server %d", n)
 		}
 	}
+	for op := range sc.Sent.CoordCount {
+		if _, ok := coordOps[op]; !ok {
+			return fmt.Errorf("sent.coord_count: unknown coordination op %q", op)
+		}
+	}
+	for _, m := range sc.Sent.Must {
+		if _, ok := coordOps[m.Op]; m.Op != "" && !ok {
+			return fmt.Errorf("sent.must: unknown coordination op %q", m.Op)
+		}
+	}
 	if len(sc.Sent.Accepted) > 0 && len(sc.Sent.Accepted) != len(sc.servers()) {
 		return errors.New("sent.accepted needs one count per server")
 	}
@@ -388,7 +466,7 @@ var serverRef = regexp.MustCompile(`\{server (\d+)\}`)
 
 func (st Step) validate() error {
 	n := 0
-	for _, set := range []bool{st.Hello != nil, st.Read != "", st.Send != "", st.Raw != "", st.DelayMs != 0, st.QuietMs != 0, st.Stall, st.Cut, st.Reset, st.Serve} {
+	for _, set := range []bool{st.Hello != nil, st.Read != "", st.Send != "", st.Raw != "", st.DelayMs != 0, st.QuietMs != 0, st.Stall, st.Cut, st.Reset, st.Serve, st.AnswerCoord != nil} {
 		if set {
 			n++
 		}
@@ -406,7 +484,10 @@ func (st Step) validate() error {
 			return fmt.Errorf("frame type %q is not one letter", t)
 		}
 	}
-	for name, v := range map[string]string{"token": st.Token, "nonce": st.Nonce} {
+	if err := st.validateCoord(); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"token": st.Token, "nonce": st.Nonce, "session": st.Session} {
 		if v == "" {
 			continue
 		}
@@ -624,6 +705,22 @@ func (s *ScenarioServer) Check(timeout time.Duration) error {
 			problems = append(problems, fmt.Sprintf("the client sent %d %s frames, want %d", counts[t], t, want.Count[t]))
 		}
 	}
+	coordCounts := map[string]int{}
+	for _, r := range rs {
+		if op, _, ok := coordRequest(r.Frame); ok {
+			coordCounts[coordOpName(op)]++
+		}
+	}
+	ops := make([]string, 0, len(want.CoordCount))
+	for op := range want.CoordCount {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		if coordCounts[op] != want.CoordCount[op] {
+			problems = append(problems, fmt.Sprintf("the client sent %d K %s requests, want %d", coordCounts[op], op, want.CoordCount[op]))
+		}
+	}
 	for _, t := range want.MustNot {
 		if counts[t] > 0 {
 			problems = append(problems, fmt.Sprintf("the client sent %d %s frames, want none", counts[t], t))
@@ -674,6 +771,8 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 	conns := s.sc.servers()[n]
 	script := conns[min(c.Index, len(conns)-1)]
 	frames := make(chan wire.Frame, 64)
+	c.r.AllowCoordFrames() // K requests up to the coordination bound, as a server that serves coordination
+	sessions := false      // the hello announced ReadySessions
 	go func() {
 		defer close(frames)
 		for {
@@ -698,6 +797,9 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 		if f.Type == wire.TypePing {
 			c.Send(wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
 		}
+		if f.Type == wire.TypeCoord {
+			s.checkCoordForm(n, c.Index, f, sessions)
+		}
 	}
 	var last wire.Frame                  // the last request read: answers echo its id
 	lastOf := map[wire.Type]wire.Frame{} // the last request read of each type
@@ -713,7 +815,8 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				return
 			}
 			cluster, _ := st.Hello.cluster() // checked when the scenario was loaded
-			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower, Cluster: cluster}
+			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower, Cluster: cluster, Sessions: st.Hello.Sessions}
+			sessions = st.Hello.Sessions
 			if st.Hello.IntervalMs != nil {
 				r.Interval = time.Duration(*st.Hello.IntervalMs) * time.Millisecond
 				r.NoPings = *st.Hello.IntervalMs == 0
@@ -741,6 +844,25 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				last = got // pings and pongs answer nothing and are answered by nothing
 				lastOf[got.Type] = got
 			}
+			if got.Type == wire.TypeCoord {
+				s.checkCoordForm(n, c.Index, got, sessions)
+				want := FrameMatch{Type: st.Read, Op: st.Op, Session: st.Session, Key: st.Key}
+				if !want.matches(got) {
+					op, session, _ := coordRequest(got)
+					s.violate("server %d connection %d step %d: the client sent K %s session %d name %q, want %s", n, c.Index, i, coordOpName(op), session, coordRequestName(got), want)
+				}
+				if st.Data != "" {
+					if d, ok := coordRequestData(got); !ok || d != st.Data {
+						s.violate("server %d connection %d step %d: the client sent K data %q, want %q", n, c.Index, i, d, st.Data)
+					}
+				}
+				if st.TimeoutMsAtMost != nil {
+					if t, ok := coordAcquireTimeout(got); !ok || t > *st.TimeoutMsAtMost {
+						s.violate("server %d connection %d step %d: the client sent an acquire with a queue timeout of %d ms, want at most %d", n, c.Index, i, t, *st.TimeoutMsAtMost)
+					}
+				}
+				continue
+			}
 			want := FrameMatch{Type: st.Read, Token: st.Token, Key: st.Key, Nonce: st.Nonce, WaitS: st.WaitS, LeaseS: st.LeaseS}
 			if !want.matches(got) {
 				s.violate("server %d connection %d step %d: the client sent %s token %d key %q nonce %d wait %d s lease %d s, want %s",
@@ -750,6 +872,10 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 			answered := last
 			if st.To != "" {
 				answered = lastOf[wire.Type(st.To[0])]
+			}
+			if st.Send == wire.TypeCoordReply.String() {
+				c.Send(*st.coordFrame(answered))
+				continue
 			}
 			f := st.frame(answered.ID + st.IDDelta)
 			f.Text = []byte(serverRef.ReplaceAllStringFunc(st.Text, func(ref string) string {
@@ -799,6 +925,17 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 		case st.Reset:
 			_ = c.Reset() // the connection ends either way
 			return
+		case st.AnswerCoord != nil:
+			for {
+				f, ok := read()
+				if !ok {
+					return
+				}
+				pong(f)
+				if f.Type == wire.TypeCoord {
+					c.Send(*coordAnswer(f, *st.AnswerCoord))
+				}
+			}
 		case st.Serve:
 			defer s.locks.Drop(c)
 			for {

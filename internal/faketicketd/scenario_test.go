@@ -15,6 +15,13 @@ func TestLoadScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, dir := range []string{"../../testdata/conformance/coordination", "../../testdata/conformance/coordination/pending"} {
+		more, err := LoadScenarios(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scs = append(scs, more...)
+	}
 	names := map[string]bool{}
 	for _, sc := range scs {
 		if names[sc.Name] {
@@ -37,6 +44,10 @@ func TestLoadScenarios(t *testing.T) {
 		{"release_token without token", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"release_token","key":"k","expect":{"result":"released"}}]}`, "needs a token"},
 		{"accepted per server", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}],"sent":{"accepted":[1,2]}}`, "one count per server"},
 		{"address of no server", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"options":{"addresses":[3]},"client":[{"op":"describe","expect":{"result":"free"}}]}`, "no server 3"},
+		{"unknown coordination op", `{"name":"x","rule":"r","connections":[[{"read":"K","op":"grab"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "unknown coordination op"},
+		{"op on a ticket frame", `{"name":"x","rule":"r","connections":[[{"read":"A","op":"attach"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "K read or a T send"},
+		{"unknown status", `{"name":"x","rule":"r","connections":[[{"send":"T","op":"attach","status":10}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "not a coordination status"},
+		{"unknown counted op", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}],"sent":{"coord_count":{"grab":1}}}`, "unknown coordination op"},
 		{"no rule", `{"name":"x","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "rule"},
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")

@@ -83,6 +83,9 @@ final class Conn {
         boolean queued; // a Q was seen
         long spanNanos; // acquire: wait + 2 x lease, the longest a grant of it can matter
         Semaphore slot; // the in-flight slot it holds, if any
+        int coordOp; // K: the sub-op
+        boolean large; // K with more than LARGE_REQUEST bytes of data: holds the large slot until its first answer
+        java.util.function.Consumer<Frame> note; // K: its notifications (Queued, Changed), on the reader
         final CompletableFuture<Answer> res = new CompletableFuture<>();
 
         Call(byte type, String key, byte[] owner) {
@@ -138,6 +141,24 @@ final class Conn {
     private byte[] wbuf = new byte[4096];
     private int wlen;
     private final Map<Long, Call> pending = new HashMap<>();
+    /**
+     * Set once a coordination request was sent: from then on T frames may
+     * be longer than the transport's 65536 bytes (a ticket-only connection
+     * keeps that bound, and refuses a longer prefix without reading on).
+     */
+    private volatile boolean coordFrames;
+    /**
+     * A request with more data than this takes the connection's one large
+     * slot before it is queued, until its first answer: frames go out whole
+     * and in order, so on a slow link small frames (pings, keep-alives)
+     * then wait behind one large frame at most.
+     */
+    static final int LARGE_REQUEST = 64 << 10;
+    private final Semaphore largeSlot = new Semaphore(1);
+    /** Ready flag: the server carries several coordination sessions on this connection. */
+    final boolean readySessions;
+    /** Receivers of coordination notifications that answer no pending request (id 0, a watch's Changed); called on the reader. */
+    private final List<java.util.function.Consumer<Frame>> coordListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
     private long nextId;
     private Failure failure;
     final CompletableFuture<Failure> done = new CompletableFuture<>();
@@ -152,6 +173,7 @@ final class Conn {
         this.nodeId = new String(ready.text, java.nio.charset.StandardCharsets.UTF_8);
         this.intervalMs = ready.intervalMs;
         this.maxInFlight = ready.count;
+        this.readySessions = (ready.flags & Type.READY_SESSIONS) != 0;
         if (ready.count == 0) {
             acquireSlots = otherSlots = null;
         } else {
@@ -308,7 +330,7 @@ final class Conn {
         while (true) {
             Frame f;
             try {
-                f = Codec.read(in);
+                f = Codec.read(in, () -> coordFrames);
             } catch (SocketTimeoutException e) {
                 fail(new Failure(Kind.SILENT, addr, "", 0, silenceMs() + " ms"));
                 return;
@@ -352,6 +374,12 @@ final class Conn {
                     Type.INFO, Type.ADMIN_REPLY, Type.FORBIDDEN -> {
                 // answers: below
             }
+            case Type.COORD_REPLY -> {
+                if (f.op >= io.ticketing.wire.Coord.QUEUED) {
+                    coordNotification(f);
+                    return null;
+                }
+            }
             default -> {
                 return new Failure(Kind.PROTOCOL, addr, "", 0, "unexpected " + Type.name(f.type) + " frame from the server");
             }
@@ -377,6 +405,7 @@ final class Conn {
             if (cl.slot != null) {
                 cl.slot.release();
             }
+            freeLargeLocked(cl);
         } finally {
             mu.unlock();
         }
@@ -390,6 +419,64 @@ final class Conn {
         return null;
     }
 
+    /**
+     * A coordination notification is never final: one with the id of a
+     * pending request goes to that request (an acquire's Queued), any other
+     * (id 0, or a watch's Changed after its describe was answered) to the
+     * connection's listeners.
+     */
+    private void coordNotification(Frame f) {
+        Call cl = null;
+        mu.lock();
+        try {
+            if (f.id != 0) {
+                cl = pending.get(f.id);
+            }
+        } finally {
+            mu.unlock();
+        }
+        if (cl != null) {
+            freeLarge(cl); // the server has read all of it
+        }
+        if (cl != null && cl.type == Type.COORD && cl.note != null) {
+            cl.note.accept(f);
+            return;
+        }
+        for (java.util.function.Consumer<Frame> l : coordListeners) {
+            try {
+                l.accept(f);
+            } catch (RuntimeException e) {
+                // a listener's failure must not end the reader, which other requests depend on
+                Reporter.LOG.log(System.Logger.Level.WARNING, "ticketing: a coordination notification listener failed: {0}", e.toString());
+            }
+        }
+    }
+
+    private void freeLarge(Call cl) {
+        mu.lock();
+        try {
+            freeLargeLocked(cl);
+        } finally {
+            mu.unlock();
+        }
+    }
+
+    /** Gives the large slot back once cl's request was answered or its connection ended; mu is held. */
+    private void freeLargeLocked(Call cl) {
+        if (cl.large) {
+            cl.large = false;
+            largeSlot.release();
+        }
+    }
+
+    void addCoordListener(java.util.function.Consumer<Frame> l) {
+        coordListeners.add(l);
+    }
+
+    void removeCoordListener(java.util.function.Consumer<Frame> l) {
+        coordListeners.remove(l);
+    }
+
     /** Whether an answer of type a may answer a request of type r. */
     static boolean answers(byte r, byte a) {
         if (a == Type.FORBIDDEN) { // a refusal is the final answer of any request but C
@@ -400,6 +487,7 @@ final class Conn {
             case Type.RELEASE, Type.RELEASE_OWNER -> a == Type.RELEASED || a == Type.NOT_HELD || a == Type.CAPACITY;
             case Type.DESCRIBE -> a == Type.INFO || a == Type.CAPACITY;
             case Type.ADMIN -> a == Type.ADMIN_REPLY || a == Type.CAPACITY;
+            case Type.COORD -> a == Type.COORD_REPLY || a == Type.CAPACITY;
             default -> false;
         };
     }
@@ -495,6 +583,12 @@ final class Conn {
             if (cl.slot != null) {
                 cl.slot.release();
             }
+            mu.lock();
+            try {
+                freeLargeLocked(cl);
+            } finally {
+                mu.unlock();
+            }
             // Before the caller hears of it: an IndeterminateException then
             // always has its release by owner under way.
             if (cl.type == Type.ACQUIRE && !f.closed() && hooks != null) {
@@ -524,10 +618,29 @@ final class Conn {
      * @throws InterruptedException while waiting for a slot; nothing was sent
      */
     Start start(Call cl, Frame f, long deadlineNanos) throws InterruptedException {
-        Semaphore slot = cl.type == Type.ACQUIRE ? acquireSlots : otherSlots;
+        boolean acquire = cl.type == Type.ACQUIRE
+                || cl.type == Type.COORD && (cl.coordOp & ~io.ticketing.wire.Coord.FOR_SESSION) == io.ticketing.wire.Coord.ACQUIRE;
+        Semaphore slot = acquire ? acquireSlots : otherSlots;
+        boolean large = cl.large;
+        cl.large = false; // set again once the slot is held
+        if (large && !largeSlot.tryAcquire(Math.max(deadlineNanos - System.nanoTime(), 0), TimeUnit.NANOSECONDS)) {
+            return dead() ? Start.GONE : Start.TIMEOUT;
+        }
         if (slot != null && !slot.tryAcquire()) {
             long wait = deadlineNanos - System.nanoTime();
-            if (!slot.tryAcquire(Math.max(wait, 0), TimeUnit.NANOSECONDS)) {
+            boolean got;
+            try {
+                got = slot.tryAcquire(Math.max(wait, 0), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                if (large) {
+                    largeSlot.release();
+                }
+                throw e;
+            }
+            if (!got) {
+                if (large) {
+                    largeSlot.release();
+                }
                 return dead() ? Start.GONE : Start.TIMEOUT;
             }
         }
@@ -537,13 +650,20 @@ final class Conn {
                 if (slot != null) {
                     slot.release();
                 }
+                if (large) {
+                    largeSlot.release();
+                }
                 return Start.GONE;
             }
+            cl.large = large;
             do {
                 nextId = (nextId + 1) & 0xffffffffL;
             } while (nextId == 0 || pending.containsKey(nextId));
             cl.id = nextId;
             cl.slot = slot;
+            if (cl.type == Type.COORD) {
+                coordFrames = true;
+            }
             f.id = cl.id;
             pending.put(cl.id, cl);
             cl.sentNanos = System.nanoTime();

@@ -102,13 +102,20 @@ public final class TicketBroker implements AutoCloseable {
     private final OwnerReleaser ownerReleases;
     private final Acquirer acquirer;
     private final Describer describer;
+    private final CoordBridge coordination;
+
+    static {
+        // The coordination client (io.ticketing.coordination) reaches the
+        // connection layer through the non-exported bridge.
+        io.ticketing.internal.Brokers.setOpener(b -> ((TicketBroker) b).coordination);
+    }
 
     private TicketBroker(Config cfg) {
         this.cfg = cfg;
         Reporter reporter = new Reporter(cfg);
         // The connection's reader reports late grants and orphaned acquires
         // only once the manager has started, after the wiring below.
-        this.connector = new Connector(cfg, reporter, new Conn.Hooks() {
+        Conn.Hooks hooks = new Conn.Hooks() {
             @Override
             public void lateGrant(String key, long token) {
                 TicketBroker.this.acquirer.lateGrant(key, token);
@@ -118,7 +125,9 @@ public final class TicketBroker implements AutoCloseable {
             public void orphaned(String key, byte[] owner, long untilNanos) {
                 TicketBroker.this.ownerReleases.orphaned(key, owner, untilNanos);
             }
-        });
+        };
+        this.connector = new Connector(cfg, reporter, hooks);
+        this.coordination = new CoordBridge(cfg, connector, hooks);
         this.releaser = new Releaser(cfg, connector);
         this.releases = new ReleaseQueue(cfg, releaser, reporter);
         this.ownerReleases = new OwnerReleaser(connector);

@@ -82,14 +82,7 @@ class ConstantsTest {
 
     @Test
     void frameTypesAreTheProtocols() throws Exception {
-        // Coordination frames belong to the Go SDK only.
-        List<Map<String, Object>> tickets = new ArrayList<>();
-        for (Map<String, Object> t : list(constants(), "frame_types")) {
-            if ("tickets".equals(t.get("scope"))) {
-                tickets.add(t);
-            }
-        }
-        check("Type", fields(Type.class, byte.class), tickets, "letter");
+        check("Type", fields(Type.class, byte.class), list(constants(), "frame_types"), "letter");
     }
 
     @Test
@@ -106,6 +99,8 @@ class ConstantsTest {
         Map<String, Object> flags = (Map<String, Object>) c.get("flags");
         assertEquals(((Number) limits.get("version")).intValue(), Type.VERSION);
         assertEquals(((Number) limits.get("max_frame")).intValue(), Type.MAX_FRAME);
+        assertEquals(((Number) limits.get("max_coord_frame")).intValue(), Type.MAX_COORD_FRAME);
+        assertEquals(((Number) flags.get("ready_sessions")).intValue(), Type.READY_SESSIONS);
         assertEquals(((Number) limits.get("max_key")).intValue(), Type.MAX_KEY);
         assertEquals(((Number) limits.get("max_key")).intValue(), TicketBroker.MAX_KEY);
         assertEquals(((Number) limits.get("max_token")).intValue(), Type.MAX_TOKEN);

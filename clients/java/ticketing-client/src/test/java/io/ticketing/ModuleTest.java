@@ -8,7 +8,11 @@ import java.util.Set;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
-/** The client's module descriptor: its JPMS name, and only the API package exported (the wire codec stays inside). */
+/**
+ * The client's module descriptor: its JPMS name, and only the API packages
+ * exported (tickets and coordination); the wire codec and the bridge
+ * between the two stay inside.
+ */
 class ModuleTest {
     @Test
     void onlyTheApiPackageIsExported() throws Exception {
@@ -19,8 +23,10 @@ class ModuleTest {
             d = ModuleDescriptor.read(in);
         }
         assertEquals("io.ticketing.client", d.name());
-        assertEquals(Set.of("io.ticketing"), d.exports().stream().map(ModuleDescriptor.Exports::source).collect(Collectors.toSet()));
+        assertEquals(Set.of("io.ticketing", "io.ticketing.coordination"), d.exports().stream().map(ModuleDescriptor.Exports::source).collect(Collectors.toSet()));
         org.junit.jupiter.api.Assertions.assertTrue(java.nio.file.Files.isDirectory(classes.resolve("io/ticketing/wire")),
                 "the module holds the wire package, unexported");
+        org.junit.jupiter.api.Assertions.assertTrue(java.nio.file.Files.isDirectory(classes.resolve("io/ticketing/internal")),
+                "the module holds the bridge package, unexported");
     }
 }

@@ -109,6 +109,17 @@ public final class Codec {
                 b.put(f.text);
             }
             case Type.PING, Type.PONG -> b.putLong(f.nonce);
+            case Type.COORD -> {
+                b.putInt((int) f.id);
+                b.put((byte) f.op);
+                b.put(f.text);
+            }
+            case Type.COORD_REPLY -> {
+                b.putInt((int) f.id);
+                b.put((byte) f.op);
+                b.putShort((short) f.code);
+                b.put(f.text);
+            }
             default -> throw new IllegalArgumentException("cannot encode unknown frame type " + Type.name(f.type));
         }
         return b.array();
@@ -132,6 +143,8 @@ public final class Codec {
             case Type.ERROR -> 4 + f.text.length;
             case Type.INFO -> 41;
             case Type.ADMIN_REPLY -> 6 + f.text.length;
+            case Type.COORD -> 5 + f.text.length;
+            case Type.COORD_REPLY -> 7 + f.text.length;
             default -> throw new IllegalArgumentException("cannot encode unknown frame type " + Type.name(f.type));
         };
     }
@@ -239,6 +252,17 @@ public final class Codec {
                     f.text = rest(b);
                 }
                 case Type.PING, Type.PONG -> f.nonce = b.getLong();
+                case Type.COORD -> {
+                    f.id = u32(b);
+                    f.op = u8(b);
+                    f.text = rest(b);
+                }
+                case Type.COORD_REPLY -> {
+                    f.id = u32(b);
+                    f.op = u8(b);
+                    f.code = u16(b);
+                    f.text = rest(b);
+                }
                 default -> throw new WireException(ErrorCode.UNKNOWN_FRAME, "unknown frame type " + Type.name(f.type));
             }
         } catch (BufferUnderflowException e) {
@@ -259,19 +283,55 @@ public final class Codec {
      * @throws EOFException when the stream ends, at a frame boundary or inside a frame
      */
     public static Frame read(InputStream in) throws IOException, WireException {
+        return read(in, false);
+    }
+
+    /**
+     * {@link #read(InputStream)} that, with {@code coordFrames}, also accepts
+     * K and T frames up to {@link Type#MAX_COORD_FRAME}: the type byte after
+     * a longer length prefix is read, and any other type refused (code 2).
+     */
+    public static Frame read(InputStream in, boolean coordFrames) throws IOException, WireException {
+        return read(in, () -> coordFrames);
+    }
+
+    /**
+     * {@link #read(InputStream, boolean)} with the allowance asked after the
+     * length prefix was read (it may be given while the read waits).
+     */
+    public static Frame read(InputStream in, java.util.function.BooleanSupplier coordAllowed) throws IOException, WireException {
         byte[] len = in.readNBytes(4);
         if (len.length < 4) {
             throw new EOFException(len.length == 0 ? "end of stream" : "end of stream inside a length prefix");
         }
         long n = ByteBuffer.wrap(len).getInt() & 0xffffffffL;
+        byte[] body;
         if (n > Type.MAX_FRAME) {
-            throw new WireException(ErrorCode.FRAME_TOO_LARGE,
-                    "frame of " + n + " bytes exceeds the maximum of " + Type.MAX_FRAME);
+            boolean coordFrames = coordAllowed.getAsBoolean();
+            if (!coordFrames || n > Type.MAX_COORD_FRAME) {
+                throw new WireException(ErrorCode.FRAME_TOO_LARGE,
+                        "frame of " + n + " bytes exceeds the maximum of " + (coordFrames ? Type.MAX_COORD_FRAME : Type.MAX_FRAME));
+            }
+            int t = in.read();
+            if (t < 0) {
+                throw new EOFException("end of stream inside a frame of " + n + " bytes");
+            }
+            if (t != Type.COORD && t != Type.COORD_REPLY) {
+                throw new WireException(ErrorCode.FRAME_TOO_LARGE,
+                        Type.name((byte) t) + " frame of " + n + " bytes exceeds the maximum of " + Type.MAX_FRAME);
+            }
+            body = new byte[(int) n];
+            body[0] = (byte) t;
+            int got = in.readNBytes(body, 1, (int) n - 1);
+            if (got < n - 1) {
+                throw new EOFException("end of stream inside a frame of " + n + " bytes");
+            }
+            return decode(body);
         }
         if (n == 0) {
             throw new WireException(ErrorCode.MALFORMED_FRAME, "frame of length 0 (it must at least hold the type byte)");
         }
-        byte[] body = in.readNBytes((int) n);
+        body = in.readNBytes((int) n);
         if (body.length < n) {
             throw new EOFException("end of stream inside a frame of " + n + " bytes");
         }
@@ -280,7 +340,8 @@ public final class Codec {
 
     /**
      * What a server checks beyond the layout ({@code wire.Validate}): lease
-     * 1..250 s, key 1..1024 bytes, hello token at most 1024 bytes. Returns a
+     * 1..250 s, key 1..1024 bytes, hello token at most 1024 bytes, and a K
+     * or T body that matches its sub-op's layout ({@link Coord#decode}). Returns a
      * message saying what is out of range, or {@code null} when the frame is
      * valid; a server answers an invalid request with {@code E} code 8.
      */
@@ -299,6 +360,13 @@ public final class Codec {
             }
             case Type.RELEASE, Type.RELEASE_OWNER, Type.DESCRIBE -> {
                 return validKey(f.key);
+            }
+            case Type.COORD, Type.COORD_REPLY -> {
+                try {
+                    Coord.decode(f.type == Type.COORD_REPLY, f.op, f.code, f.text);
+                } catch (WireException e) {
+                    return e.getMessage();
+                }
             }
             default -> {
             }

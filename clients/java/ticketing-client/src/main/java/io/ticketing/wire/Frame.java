@@ -45,7 +45,9 @@ public final class Frame {
     public long nonce;
     /** I: remaining lease in ms (u32). */
     public long remainingMs;
-    /** H, Y, M, E: str text; J, V: text to the end of the frame. */
+    /** K, T: the coordination sub-op (u8); T's status is {@link #code}. */
+    public int op;
+    /** H, Y, M, E: str text; J, V: text to the end of the frame; K, T: the sub-op's body (see {@link Coord}). */
     public byte[] text = new byte[0];
     /** Y with {@link Type#READY_CLUSTER_ID}: the server's cluster ID (all zero: none yet). */
     public byte[] clusterId = new byte[Type.CLUSTER_ID_LEN];
@@ -65,7 +67,7 @@ public final class Frame {
                 && Arrays.equals(owner, f.owner) && waitSec == f.waitSec && leaseSec == f.leaseSec
                 && Arrays.equals(key, f.key) && token == f.token && leaseMs == f.leaseMs
                 && queuedMs == f.queuedMs && count == f.count && reason == f.reason && code == f.code
-                && intervalMs == f.intervalMs && nonce == f.nonce && remainingMs == f.remainingMs
+                && intervalMs == f.intervalMs && nonce == f.nonce && remainingMs == f.remainingMs && op == f.op
                 && Arrays.equals(text, f.text) && Arrays.equals(clusterId, f.clusterId);
     }
 

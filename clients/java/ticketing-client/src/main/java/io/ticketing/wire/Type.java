@@ -28,18 +28,24 @@ public final class Type {
     public static final byte FORBIDDEN = 'F';
     public static final byte PING = 'P';
     public static final byte PONG = 'O';
+    /** Coordination request: {@code id op body} (sub-ops in {@link Coord}). */
+    public static final byte COORD = 'K';
+    /** Coordination answer or notification: {@code id op status body}. */
+    public static final byte COORD_REPLY = 'T';
 
     /** Protocol version spoken by this codec. */
     public static final int VERSION = 1;
     /** Largest allowed value of a frame's length prefix. */
     public static final int MAX_FRAME = 65536;
+    /** Largest length prefix of a K or T frame: 1 MiB of data and 8 KiB for the rest. */
+    public static final int MAX_COORD_FRAME = (1 << 20) + (8 << 10);
     /** Hello flag: administrative session. */
     public static final int HELLO_ADMIN = 1;
     /** Hello flag: the client reads the server's cluster ID in Y. */
     public static final int HELLO_CLUSTER_ID = 2;
     /** Ready flag: the server is the leader. */
     public static final int READY_LEADER = 1;
-    /** Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination). */
+    /** Ready flag: the server carries many coordination sessions on one connection (coordination requests then name their session). */
     public static final int READY_SESSIONS = 2;
     /** Ready flag: Y ends with the server's cluster ID (all zero: none yet). */
     public static final int READY_CLUSTER_ID = 4;

@@ -15,7 +15,8 @@ import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /**
- * A fuzz target for the decoder, seeded with every vector and mutated at
+ * A fuzz target for the decoder (and the coordination body decoder of K
+ * and T frames, {@link Coord}), seeded with every vector and mutated at
  * random (fixed seed; TICKETING_FUZZ_SEED and TICKETING_FUZZ_ITERATIONS run it
  * longer or differently). Whatever the bytes, the decoder either returns a
  * frame that re-encodes to exactly the bytes it consumed, or refuses them
@@ -91,6 +92,15 @@ class CodecFuzzTest {
             Frame f = Codec.read(s);
             byte[] consumed = Arrays.copyOf(in, s.consumed);
             assertArrayEquals(consumed, Codec.encode(f), "a decoded frame does not re-encode to its bytes: " + where);
+            if (f.type == Type.COORD || f.type == Type.COORD_REPLY) {
+                boolean reply = f.type == Type.COORD_REPLY;
+                try {
+                    Coord c = Coord.decode(reply, f.op, f.code, f.text);
+                    assertArrayEquals(f.text, c.encode(reply, f.op, f.code), "a decoded coordination body does not re-encode to its bytes: " + where);
+                } catch (WireException e) {
+                    assertTrue(e.code() == ErrorCode.MALFORMED_FRAME || e.code() == ErrorCode.UNKNOWN_FRAME, "coordination body code " + e.code() + ": " + where);
+                }
+            }
         } catch (WireException e) {
             assertTrue(e.code() >= 1 && e.code() <= 3, "code " + e.code() + ": " + where);
             if (e.code() == ErrorCode.FRAME_TOO_LARGE) {

@@ -1,0 +1,90 @@
+package io.ticketing;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.ticketing.coordination.CoordinationClient;
+import io.ticketing.coordination.Election;
+import io.ticketing.coordination.Lease;
+import io.ticketing.coordination.Mutex;
+import io.ticketing.coordination.Session;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A Go process (internal/recipeinterop, the Go SDK's Mutex and Election)
+ * and this client share one mutex and one election on one node of a real
+ * ticketd: the recipes' name spaces and markers are the same, so Java sees
+ * Go holding the lock and leading, waits, and takes both over with larger
+ * fencing tokens once Go lets go.
+ */
+@Timeout(180)
+class RecipeInteropTest {
+    static Path goBinary() throws Exception {
+        Path out = Path.of("target", "recipeinterop").toAbsolutePath();
+        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./internal/recipeinterop")
+                .directory(ConformanceTest.repo().toFile()).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (p.waitFor() != 0) {
+            throw new AssertionError("go build ./internal/recipeinterop failed: " + log);
+        }
+        return out;
+    }
+
+    static long expect(BufferedReader r, String word) throws Exception {
+        String line = r.readLine();
+        assertTrue(line != null && line.startsWith(word + " "), "the Go process printed " + line + ", want " + word);
+        return Long.parseUnsignedLong(line.substring(word.length() + 1).trim());
+    }
+
+    @Test
+    void goAndJavaShareOneMutexAndOneElection() throws Exception {
+        try (Ticketd cluster = new Ticketd(1)) {
+            String addr = cluster.awaitLeader(30_000).addr;
+            Process go = new ProcessBuilder(goBinary().toString(), addr, "/interop", "shared")
+                    .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            try (TicketBroker b = TicketBroker.connect(addr); CoordinationClient c = CoordinationClient.create(b)) {
+                BufferedReader out = new BufferedReader(new InputStreamReader(go.getInputStream(), StandardCharsets.UTF_8));
+                long goLock = expect(out, "locked");
+                long goLead = expect(out, "leading");
+                try (Session s = c.sessionBlocking("/interop", Duration.ofSeconds(10), "java")) {
+                    Mutex m = s.mutex("shared");
+                    assertNull(m.tryLockBlocking(), "Go holds the mutex");
+                    Election e = s.election("shared");
+                    Election.Leader leader = e.leaderBlocking();
+                    assertEquals(goLead, leader.token());
+                    assertArrayEquals("go".getBytes(StandardCharsets.UTF_8), leader.data());
+                    CompletableFuture<Lease> lock = CompletableFuture.supplyAsync(m::lockBlocking);
+                    CompletableFuture<Election.Leadership> lead = CompletableFuture.supplyAsync(() -> e.campaignBlocking("java".getBytes(StandardCharsets.UTF_8)));
+                    OutputStream in = go.getOutputStream();
+                    in.write("release\n".getBytes(StandardCharsets.UTF_8));
+                    in.flush();
+                    assertEquals("released", out.readLine());
+                    Lease mine = lock.get(60, TimeUnit.SECONDS);
+                    assertTrue(mine.token() > goLock, "Java's hold has a larger token than Go's");
+                    Election.Leadership l = lead.get(60, TimeUnit.SECONDS);
+                    assertTrue(l.token() > goLead, "Java's leadership has a larger token than Go's");
+                    assertArrayEquals("java".getBytes(StandardCharsets.UTF_8), e.leaderBlocking().data());
+                    m.unlockBlocking();
+                    e.resignBlocking();
+                    in.close();
+                }
+            } finally {
+                if (!go.waitFor(30, TimeUnit.SECONDS)) {
+                    go.destroyForcibly();
+                }
+            }
+            assertEquals(0, go.exitValue(), "the Go process failed");
+        }
+    }
+}

@@ -1,0 +1,309 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ticketing-io/ticketing"
+	"github.com/ticketing-io/ticketing/coordination"
+	"github.com/ticketing-io/ticketing/internal/faketicketd"
+)
+
+// The Go runner of the coordination scenarios of the language-neutral
+// conformance suite (testdata/conformance/coordination, described in
+// testdata/conformance/README.md): each scenario is served by the scripted
+// fake server and driven through a coordination client over a broker.
+
+// coordinationConformanceDir is where the scenarios are;
+// TICKETING_CONFORMANCE_COORDINATION overrides it (to run a scenario broken
+// on purpose, or the pending ones).
+func coordinationConformanceDir() string {
+	if d := os.Getenv("TICKETING_CONFORMANCE_COORDINATION"); d != "" {
+		return d
+	}
+	return "../testdata/conformance/coordination"
+}
+
+// coordErrorClass names err's class as the scenarios spell it; a class is
+// checked before the classes below it.
+func coordErrorClass(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{coordination.ErrDeadlinePassed, "deadline_passed"},
+		{coordination.ErrLost, "lost"},
+		{coordination.ErrReleased, "released"},
+		{coordination.ErrWrongKind, "wrong_kind"},
+		{coordination.ErrNotFound, "not_found"},
+		{coordination.ErrAlreadyExists, "already_exists"},
+		{coordination.ErrBadRequest, "bad_request"},
+		{coordination.ErrPreconditionFailed, "precondition_failed"},
+		{coordination.ErrAborted, "aborted"},
+		{coordination.ErrSessionExpired, "session_expired"},
+		{coordination.ErrBadSession, "bad_session"},
+		{coordination.ErrUnauthorized, "unauthorized"},
+		{coordination.ErrLimitExceeded, "limit_exceeded"},
+		{ticketing.ErrIndeterminate, "indeterminate"},
+		{ticketing.ErrCapacity, "capacity"},
+		{ticketing.ErrNotAcquired, "not_acquired"},
+		{ticketing.ErrUnauthenticated, "unauthenticated"},
+		{ticketing.ErrWrongCluster, "wrong_cluster"},
+		{ticketing.ErrClosed, "closed"},
+		{context.Canceled, "cancelled"},
+		{ticketing.ErrUnavailable, "unavailable"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "unclassified"
+}
+
+func TestCoordinationConformance(t *testing.T) {
+	t.Parallel()
+	scenarios, err := faketicketd.LoadScenarios(coordinationConformanceDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parallel = 8 // most of a scenario's time is waiting, as in the ticket runner
+	outcomes := make([]chan error, len(scenarios))
+	slots := make(chan struct{}, parallel)
+	for i, sc := range scenarios {
+		outcomes[i] = make(chan error, 1)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			outcomes[i] <- runCoordScenario(sc)
+		}()
+	}
+	for i, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			if err := <-outcomes[i]; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// sized is s, or n bytes when n > 0 (a path or name for a size rule: a
+// path keeps its leading slash).
+func sized(s string, n int, prefix string) string {
+	if n <= 0 {
+		return s
+	}
+	return prefix + strings.Repeat("x", n-len(prefix))
+}
+
+// coordOutcome is what one client step returned.
+type coordOutcome struct {
+	result string
+	token  uint64
+	err    error
+}
+
+// coordCalls makes a scenario's calls on one coordination client; calls
+// may run in the background, so the last session and lease are guarded.
+type coordCalls struct {
+	c *coordination.Client
+
+	mu      sync.Mutex
+	session *coordination.Session
+	lease   *coordination.Lease
+}
+
+func (cc *coordCalls) current() (*coordination.Session, *coordination.Lease) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.session, cc.lease
+}
+
+func (cc *coordCalls) setSession(s *coordination.Session) {
+	cc.mu.Lock()
+	cc.session = s
+	cc.mu.Unlock()
+}
+
+func (cc *coordCalls) setLease(l *coordination.Lease) {
+	cc.mu.Lock()
+	cc.lease = l
+	cc.mu.Unlock()
+}
+
+// call makes one client step's call, bounded by within.
+func (cc *coordCalls) call(step faketicketd.ClientStep, within time.Duration) coordOutcome {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var o coordOutcome
+	data := make([]byte, step.DataBytes)
+	path := sized(step.Path, step.PathBytes, "/")
+	name := sized(step.Name, step.NameBytes, "")
+	session, lease := cc.current()
+	ok := func(err error, result string) {
+		if o.err = err; err == nil {
+			o.result = result
+		}
+	}
+	switch step.Op {
+	case "session":
+		s, err := cc.c.Session(ctx, path, coordination.WithTimeout(time.Duration(step.SessionTimeoutMs)*time.Millisecond))
+		if o.err = err; err == nil {
+			cc.setSession(s)
+			o.result = "attached"
+		}
+	case "close_session":
+		ok(session.Close(ctx), "closed")
+	case "create_node":
+		ok(cc.c.CreateNode(ctx, path, coordination.NodeConfig{}), "ok")
+	case "describe_node":
+		_, err := cc.c.DescribeNode(ctx, path)
+		ok(err, "ok")
+	case "create_semaphore":
+		ok(session.CreateSemaphore(ctx, name, step.Limit, data), "ok")
+	case "update_semaphore":
+		ok(session.UpdateSemaphore(ctx, name, data), "ok")
+	case "delete_semaphore":
+		ok(session.DeleteSemaphore(ctx, name, false), "ok")
+	case "acquire_semaphore":
+		opts := []coordination.AcquireOption{coordination.Timeout(time.Duration(step.WaitMs) * time.Millisecond), coordination.Data(data)}
+		if step.Count > 0 {
+			opts = append(opts, coordination.Count(uint64(step.Count)))
+		}
+		if step.Exclusive {
+			opts = append(opts, coordination.Exclusive())
+		}
+		if step.Ephemeral {
+			opts = append(opts, coordination.Ephemeral())
+		}
+		le, err := session.AcquireSemaphore(ctx, name, opts...)
+		if o.err = err; err == nil {
+			cc.setLease(le)
+			o.result, o.token = "acquired", le.Token()
+		}
+	case "mutex_lock":
+		m := session.Mutex(name)
+		if o.err = m.Lock(ctx); o.err == nil {
+			o.result, o.token = "acquired", m.Token()
+		}
+	case "mutex_try_lock":
+		m := session.Mutex(name)
+		var held bool
+		if held, o.err = m.TryLock(ctx); o.err == nil {
+			o.result, o.token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
+		}
+	case "election_campaign":
+		var l coordination.Leadership
+		if l, o.err = session.Election(name).Campaign(ctx, data); o.err == nil {
+			o.result, o.token = "leading", l.Token
+		}
+	case "release_semaphore":
+		ok(lease.Release(ctx), "released")
+	case "lease_valid":
+		// The lease's validity, checked on the spot against the deadline.
+		o.result = map[bool]string{true: "valid", false: "invalid"}[lease.Context().Err() == nil]
+	case "lease_ended":
+		select {
+		case <-lease.Context().Done():
+			o.err = context.Cause(lease.Context())
+		case <-ctx.Done():
+			o.result = "still valid"
+		}
+	default:
+		o.result = fmt.Sprintf("op %q is not a coordination op", step.Op)
+	}
+	return o
+}
+
+// runCoordScenario serves sc and drives a coordination client through its
+// steps; it returns the first difference from what the scenario expects.
+func runCoordScenario(sc *faketicketd.Scenario) error {
+	srv, err := faketicketd.ServeScenario(sc, nil)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	b, err := ticketing.Connect(srv.ClientAddr(), ticketing.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	c, err := coordination.New(b)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cc := &coordCalls{c: c}
+	defer func() {
+		if s, _ := cc.current(); s != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			s.Close(ctx)
+			cancel()
+		}
+	}()
+	saw := func() string {
+		if v := srv.Violations(); len(v) > 0 {
+			return "\nthe server saw: " + strings.Join(v, "; ")
+		}
+		return ""
+	}
+	background := map[string]chan coordOutcome{}
+	for i, step := range sc.Client {
+		within := time.Duration(step.WithinMs) * time.Millisecond
+		if within == 0 {
+			within = 20 * time.Second
+		}
+		if step.Op == "await_frame" {
+			if !srv.WaitFrames(step.Type, max(step.Count, 1), within, nil) {
+				return fmt.Errorf("step %d: the servers did not receive %d %s frames within %v%s", i, max(step.Count, 1), step.Type, within, saw())
+			}
+			continue
+		}
+		done := background[step.Call]
+		if step.Op != "await" {
+			done = make(chan coordOutcome, 1)
+			go func() { done <- cc.call(step, within) }()
+			if step.Background != "" {
+				background[step.Background] = done
+				continue
+			}
+		}
+		var o coordOutcome
+		select {
+		case o = <-done:
+		case <-time.After(within + time.Second):
+			return fmt.Errorf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, saw())
+		}
+		got := o.result
+		if o.err != nil {
+			got = "error " + coordErrorClass(o.err)
+		}
+		want := step.Expect.Result
+		if step.Expect.Error != "" {
+			want = "error " + step.Expect.Error
+		}
+		if got != want {
+			return fmt.Errorf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, saw(), sc.Rule)
+		}
+		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
+			return fmt.Errorf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
+		}
+		for _, n := range step.Expect.Names {
+			if o.err == nil || !strings.Contains(o.err.Error(), n) {
+				return fmt.Errorf("step %d (%s): the error %v does not name %s\nrule: %s", i, step.Op, o.err, n, sc.Rule)
+			}
+		}
+	}
+	if err := srv.Check(5 * time.Second); err != nil {
+		return fmt.Errorf("frames sent: %v\nrule: %s", err, sc.Rule)
+	}
+	return nil
+}
