@@ -90,10 +90,20 @@ func (s *Server) initConsole() {
 // rate-limited, node/hclog.go). The console's cluster page keeps both.
 func (s *Server) watchLeaders() {
 	r := s.node.Raft()
-	ch := make(chan raft.Observation, 64)
+	// Raft drops an observation when its channel is full (a blocking
+	// observer would stall Raft), so leader changes, which are rare, get a
+	// channel of their own: a burst of heartbeat failures never crowds one
+	// out, and every leader change is logged.
+	leaders := make(chan raft.Observation, 64)
+	leaderObs := raft.NewObserver(leaders, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(leaderObs)
+	ch := make(chan raft.Observation, 256)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
 			return true
 		}
 		return false
@@ -109,11 +119,16 @@ func (s *Server) watchLeaders() {
 	down := map[string]time.Time{} // peers whose heartbeats fail, since when
 	s.goRun(func() {
 		defer r.DeregisterObserver(obs)
+		defer r.DeregisterObserver(leaderObs)
 		for {
+			var o raft.Observation
 			select {
 			case <-s.stop:
 				return
-			case o := <-ch:
+			case o = <-leaders:
+			case o = <-ch:
+			}
+			{
 				switch d := o.Data.(type) {
 				case raft.LeaderObservation:
 					id, term := string(d.LeaderID), r.CurrentTerm()

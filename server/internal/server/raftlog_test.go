@@ -92,8 +92,18 @@ func TestRaftEventsLogged(t *testing.T) {
 	if err := c.Server(l).Raft().LeadershipTransfer().Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)
 	}
-	nl := c.LeaderIndex(t)
-	newID := c.Config(nl).NodeID
+	// The old leader may still serve for a moment after the transfer
+	// returns: wait for a server other than it to lead.
+	newID := ""
+	testcluster.WaitFor(t, 20*time.Second, "a new leader serves", func() bool {
+		for i := range c.Len() {
+			if s := c.Server(i); s != nil && s.IsServing() && c.Config(i).NodeID != leaderID {
+				newID = c.Config(i).NodeID
+				return true
+			}
+		}
+		return false
+	})
 	for i := range c.Len() {
 		id := c.Config(i).NodeID
 		testcluster.WaitFor(t, 10*time.Second, id+" logs the new leader "+newID, func() bool {
