@@ -122,7 +122,7 @@ public final class TicketBroker implements AutoCloseable {
         this.releaser = new Releaser(cfg, connector);
         this.releases = new ReleaseQueue(cfg, releaser, reporter);
         this.ownerReleases = new OwnerReleaser(connector);
-        this.acquirer = new Acquirer(cfg, this, connector, releases, reporter);
+        this.acquirer = new Acquirer(cfg, this, connector, releases, ownerReleases, reporter);
         this.describer = new Describer(cfg, connector);
         connector.start();
     }
