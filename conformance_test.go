@@ -62,19 +62,7 @@ const conformanceParallel = 8
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	runScenarios(t, conformanceDir())
-}
-
-// TestConformancePending: the Go client already follows every rule that
-// waits in pending/ for the other clients.
-func TestConformancePending(t *testing.T) {
-	t.Parallel()
-	runScenarios(t, "testdata/conformance/pending")
-}
-
-// runScenarios runs every scenario of dir, a subtest each.
-func runScenarios(t *testing.T, dir string) {
-	scenarios, err := faketicketd.LoadScenarios(dir)
+	scenarios, err := faketicketd.LoadScenarios(conformanceDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,6 +207,29 @@ func (c *Conn) SendRaw(b []byte) error {
 	return err
 }
 
+// SendSlowly writes b a byte at a time, spread evenly over d, nothing else
+// in between: a slow link, on which every byte is a sign of life though the
+// whole of b takes d.
+func (c *Conn) SendSlowly(b []byte, d time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	gap := d / time.Duration(max(len(b)-1, 1))
+	for i := range b {
+		if i > 0 {
+			select {
+			case <-time.After(gap): // the slow link's pace
+			case <-c.Done():
+				return net.ErrClosed
+			}
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.nc.Write(b[i : i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close closes the connection (a drop, from the client's point of view).
 func (c *Conn) Close() error {
 	c.once.Do(func() {

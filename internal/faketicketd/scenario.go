@@ -80,6 +80,10 @@ type Step struct {
 	// Send writes a frame of this type; its id is the last read request's.
 	// After E or M the connection is closed, as a real server does.
 	Send string `json:"send,omitempty"`
+	// TrickleMs, with Send, writes the frame a byte at a time spread over
+	// that long: a slow link, on which every byte is a sign of life though
+	// the whole frame takes longer than the client's silence bound.
+	TrickleMs int `json:"trickle_ms,omitempty"`
 	// Raw writes bytes that are not a valid frame: "malformed",
 	// "oversized", "unknown", or hex digits.
 	Raw string `json:"raw,omitempty"`
@@ -495,6 +499,9 @@ func (st Step) validate() error {
 			return fmt.Errorf("%s %q: %w", name, v, err)
 		}
 	}
+	if st.TrickleMs < 0 || (st.TrickleMs != 0 && st.Send == "") {
+		return errors.New("trickle_ms is a positive duration of a send step")
+	}
 	if st.Raw != "" {
 		if _, err := rawBytes(st.Raw); err != nil {
 			return err
@@ -882,7 +889,11 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				k, _ := strconv.Atoi(serverRef.FindStringSubmatch(ref)[1])
 				return s.servers[k].Addr()
 			}))
-			c.Send(f)
+			if st.TrickleMs > 0 {
+				c.SendSlowly(wire.Append(nil, &f), time.Duration(st.TrickleMs)*time.Millisecond)
+			} else {
+				c.Send(f)
+			}
 			if f.Type == wire.TypeError || f.Type == wire.TypeNotLeader {
 				return
 			}

@@ -38,6 +38,8 @@ func TestLoadScenarios(t *testing.T) {
 		{"unknown op", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"grab","expect":{"result":"free"}}]}`, "unknown op"},
 		{"no expectation", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","expect":{}}]}`, "expect a result or an error"},
 		{"bad token", `{"name":"x","rule":"r","connections":[[{"send":"G","token":"-1"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "token"},
+		{"trickle without send", `{"name":"x","rule":"r","connections":[[{"cut":true,"trickle_ms":100}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "trickle_ms"},
+		{"negative trickle", `{"name":"x","rule":"r","connections":[[{"send":"G","trickle_ms":-1}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "trickle_ms"},
 		{"bad raw", `{"name":"x","rule":"r","connections":[[{"raw":"zz"}]],"client":[{"op":"describe","expect":{"result":"free"}}]}`, "raw"},
 		{"await of nothing", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"await","call":"a","expect":{"result":"free"}}]}`, "no earlier background call"},
 		{"background with expect", `{"name":"x","rule":"r","connections":[[{"cut":true}]],"client":[{"op":"describe","background":"a","expect":{"result":"free"}}]}`, "checked by its await step"},

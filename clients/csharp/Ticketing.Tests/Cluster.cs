@@ -158,6 +158,23 @@ namespace Ticketing.Tests
             procs[i] = null;
         }
 
+        /// <summary>
+        /// Stops node i as an operator does for a planned restart (SIGTERM),
+        /// waits for it to exit and returns its exit code.
+        /// </summary>
+        public int Stop(int i)
+        {
+            var p = procs[i];
+            using (var kill = Process.Start(new ProcessStartInfo("kill", "-TERM " + p.Id) { UseShellExecute = false }))
+                kill.WaitForExit();
+            if (!p.WaitForExit(U.Patience)) Assert.Fail("n" + (i + 1) + " did not exit within " + U.Patience + " ms of SIGTERM\n" + Logs());
+            procs[i] = null;
+            return p.ExitCode;
+        }
+
+        /// <summary>Starts node i again (after Stop or Kill), on its data directory and addresses.</summary>
+        public void Restart(int i) { Start(i); }
+
         /// <summary>The index of the node that answers a hello as the leader, waiting until one does.</summary>
         public int LeaderIndex()
         {

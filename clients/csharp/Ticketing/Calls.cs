@@ -27,6 +27,15 @@ namespace Ticketing
 
         internal bool Closed { get { return Kind == FailKind.Closed; } }
 
+        /// <summary>
+        /// The server ended the session because it is stopping (E 11): a
+        /// draining leader answered everything it proposed, so an acquire
+        /// still pending was not granted, or (from a server that does not
+        /// drain) was granted to its owner, which the same acquire sent again
+        /// gets back (docs/protocol.md, How a connection ends).
+        /// </summary>
+        internal bool ShuttingDown { get { return Kind == FailKind.ServerError && Code == ErrorCode.ShuttingDown; } }
+
         internal string What()
         {
             switch (Kind)

@@ -19,12 +19,13 @@ namespace Ticketing
         void ReadLoop()
         {
             var head = new byte[4];
+            var live = new LivenessStream(stream, this);
             for (;;)
             {
                 Frame f;
                 try
                 {
-                    f = Codec.ReadFrame(stream, head);
+                    f = Codec.ReadFrame(live, head);
                 }
                 catch (WireException e)
                 {
@@ -41,7 +42,6 @@ namespace Ticketing
                     Fail(new ConnFailure { Kind = FailKind.Drop, Addr = Addr, Cause = new EndOfStreamException("closed by the server") });
                     return;
                 }
-                Interlocked.Exchange(ref lastRecv, Stopwatch.GetTimestamp());
                 var fl = Dispatch(f);
                 if (fl != null)
                 {
@@ -69,6 +69,34 @@ namespace Ticketing
                     Monitor.PulseAll(mu);
                 }
             }
+        }
+
+        /// <summary>
+        /// The reader's view of the connection's stream: every read that
+        /// returns bytes is a sign of life (Tick's silence bound), not only a
+        /// whole frame, so that a large answer on a slow link, with the
+        /// server's pings behind it, does not end the connection.
+        /// </summary>
+        sealed class LivenessStream : Stream
+        {
+            readonly Stream inner;
+            readonly Connection conn;
+            internal LivenessStream(Stream inner, Connection conn) { this.inner = inner; this.conn = conn; }
+            public override int Read(byte[] buffer, int offset, int count)
+            {
+                int k = inner.Read(buffer, offset, count);
+                if (k > 0) Interlocked.Exchange(ref conn.lastRecv, Stopwatch.GetTimestamp());
+                return k;
+            }
+            public override bool CanRead { get { return true; } }
+            public override bool CanSeek { get { return false; } }
+            public override bool CanWrite { get { return false; } }
+            public override long Length { get { throw new NotSupportedException(); } }
+            public override long Position { get { throw new NotSupportedException(); } set { throw new NotSupportedException(); } }
+            public override void Flush() { }
+            public override long Seek(long offset, SeekOrigin origin) { throw new NotSupportedException(); }
+            public override void SetLength(long value) { throw new NotSupportedException(); }
+            public override void Write(byte[] buffer, int offset, int count) { throw new NotSupportedException(); }
         }
 
         static bool Answers(byte req, byte ans)

@@ -81,8 +81,10 @@ namespace Ticketing
                 foreach (var cl in pend)
                 {
                     // Before the caller hears of it: an IndeterminateException
-                    // then always has its release by owner under way.
-                    if (cl.Type == FrameType.Acquire && !f.Closed && hooks != null)
+                    // then always has its release by owner under way. An
+                    // acquire a stopping server interrupted is sent again by
+                    // its caller, who releases by owner itself if it cannot be.
+                    if (cl.Type == FrameType.Acquire && !f.Closed && (!f.ShuttingDown || cl.Abandoned) && hooks != null)
                         hooks.Orphaned(cl.Key, cl.Owner, cl.Sent + cl.Span);
                     if (!cl.Abandoned) cl.Res.TrySetResult(new Answer { Fail = f });
                 }

@@ -260,7 +260,9 @@ namespace Ticketing
     /// the server sent an invalid frame, the broker was closed, or no answer
     /// came in time). For an acquire the ticket may or may not have been
     /// granted: do not enter the critical section. An acquire is never re-sent
-    /// automatically.
+    /// automatically, except after a stopping server's E 11: it is then sent
+    /// again with the same owner on the next connection (this exception then
+    /// means it could not be).
     /// </summary>
     public sealed class IndeterminateException : TicketingException
     {

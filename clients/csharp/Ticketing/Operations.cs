@@ -144,7 +144,7 @@ namespace Ticketing
         /// <exception cref="ArgumentOutOfRangeException">wait, lease or budget is out of range (thrown by the call itself).</exception>
         /// <exception cref="NotAcquiredException">Not granted within the wait, or withdrawn by the server.</exception>
         /// <exception cref="CapacityException">A server limit; final, not retried.</exception>
-        /// <exception cref="IndeterminateException">The request may have been sent but its final answer was lost: do not enter the critical section; it is never re-sent automatically.</exception>
+        /// <exception cref="IndeterminateException">The request may have been sent but its final answer was lost: do not enter the critical section; it is never re-sent automatically, except after a stopping server's E 11 (shutting down), which sends it again with the same owner and what remains of its wait on the next connection.</exception>
         /// <exception cref="BudgetExceededException">Granted too late for the budget; it is being released.</exception>
         /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
         /// <exception cref="PermissionDeniedException">The server refused the request for this client's principal.</exception>
@@ -226,10 +226,19 @@ namespace Ticketing
             lock (Rng) Rng.GetBytes(owner);
             st.Owner = owner;
             var kb = Encoding.UTF8.GetBytes(key);
+            // interrupted: the first send's call once a stopping server ended
+            // its session (E 11); the acquire is then sent again, with the same
+            // owner and what remains of its wait, on the next connection.
+            Call interrupted = null;
+            long firstSent = 0;
             for (;;)
             {
                 Connection c;
+                byte wait = args.Wait;
+                if (interrupted != null)
+                    wait = (byte)Math.Max(0, CeilSeconds(TimeSpan.FromSeconds(args.Wait) - SinceTicks(firstSent, Stopwatch.GetTimestamp())));
                 try { c = await GetConnAsync(ct, false).ConfigureAwait(false); }
+                catch (Exception e) when (interrupted != null) { throw NotSentAgain(interrupted, e); }
                 catch (Exception e) { throw ConnectError("acquire", key, e, ct, false); }
                 // Span: how long a grant of it can matter; a release by owner after a
                 // lost answer is pointless once the lease would have run out (leader
@@ -239,9 +248,10 @@ namespace Ticketing
                     Owner = owner,
                     Span = (long)((args.Wait + 2.0 * args.Lease) * Stopwatch.Frequency),
                 };
-                var f = new Frame { Type = FrameType.Acquire, Owner = owner, Wait = args.Wait, Lease = args.Lease, Key = kb };
+                var f = new Frame { Type = FrameType.Acquire, Owner = owner, Wait = wait, Lease = args.Lease, Key = kb };
                 StartResult r;
                 try { r = await c.StartAsync(cl, f, ct).ConfigureAwait(false); }
+                catch (OperationCanceledException e) when (interrupted != null) { throw NotSentAgain(interrupted, e); }
                 catch (OperationCanceledException)
                 {
                     throw new OperationCanceledException(Op("acquire", key) +
@@ -249,8 +259,24 @@ namespace Ticketing
                 }
                 if (r == StartResult.Gone) continue; // nothing was sent: try the next connection
                 st.Sent = true;
-                return await AwaitAcquireAsync(c, cl, args, ct).ConfigureAwait(false);
+                if (interrupted == null) firstSent = cl.Sent;
+                var t = await AwaitAcquireAsync(c, cl, args, wait, ct).ConfigureAwait(false);
+                if (t != null) return t;
+                interrupted = cl;
             }
+        }
+
+        /// <summary>
+        /// An acquire a stopping server interrupted that could not be sent
+        /// again: indeterminate, and its owner is released like that of any
+        /// acquire whose answer was lost.
+        /// </summary>
+        IndeterminateException NotSentAgain(Call first, Exception cause)
+        {
+            ((IConnHooks)this).Orphaned(first.Key, first.Owner, first.Sent + first.Span);
+            return new IndeterminateException(Op("acquire", first.Key) + "outcome unknown: the server that had it stopped, and it could not be sent again (" +
+                cause.Message + "); once reconnected, the client releases by owner whatever it may have obtained; do not enter the critical section", cause)
+            { BrokerClosed = cause is ClosedException, ServerCode = ErrorCode.ShuttingDown, Key = first.Key, OwnerBytes = first.Owner };
         }
 
         /// <summary>How long past the wait an acquire waits for its final answer before giving up on it as indeterminate.</summary>
@@ -260,9 +286,10 @@ namespace Ticketing
             return c.Silence > Cfg.MinAnswerGrace ? c.Silence : Cfg.MinAnswerGrace;
         }
 
-        async Task<Ticket> AwaitAcquireAsync(Connection c, Call cl, AcquireArgs args, CancellationToken ct)
+        /// <summary>The outcome of the acquire cl, sent with wait; null: a stopping server ended the session first, send it again.</summary>
+        async Task<Ticket> AwaitAcquireAsync(Connection c, Call cl, AcquireArgs args, byte wait, CancellationToken ct)
         {
-            var limit = TimeSpan.FromSeconds(args.Wait) + AnswerGrace(c);
+            var limit = TimeSpan.FromSeconds(wait) + AnswerGrace(c);
             using (var timer = CancellationTokenSource.CreateLinkedTokenSource(ct))
             {
                 var expired = Task.Delay(limit, timer.Token);
@@ -277,6 +304,8 @@ namespace Ticketing
                     return FinishAcquire(c, cl, a, args); // W, X or B arrived first
                 if (a != null && a.Fail == null && a.F.Type == FrameType.Granted)
                     LateGrant(cl.Key, a.F.Token);
+                if (a != null && a.Fail != null && a.Fail.ShuttingDown)
+                    ((IConnHooks)this).Orphaned(cl.Key, cl.Owner, cl.Sent + cl.Span); // the connection left it to this caller, who leaves too
                 throw new OperationCanceledException(Op("acquire", cl.Key) +
                     "cancelled after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ct);
             }
@@ -286,9 +315,11 @@ namespace Ticketing
             { Address = c.Addr, Key = cl.Key, OwnerBytes = cl.Owner };
         }
 
+        /// <summary>The outcome of the acquire cl; null: a stopping server ended the session first, send it again.</summary>
         Ticket FinishAcquire(Connection c, Call cl, Answer a, AcquireArgs args)
         {
             string key = cl.Key;
+            if (a.Fail != null && a.Fail.ShuttingDown) return null;
             if (a.Fail != null)
             {
                 string msg = Op("acquire", key) + "outcome unknown, " + a.Fail.What() + " after the request was sent; do not enter the critical section";

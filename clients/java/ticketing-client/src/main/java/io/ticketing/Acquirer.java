@@ -14,7 +14,9 @@ import java.util.concurrent.TimeoutException;
  * Acquire ({@code A}): sends the request under a fresh owner id, waits for
  * the final answer, and turns it into a {@link Ticket} or the exception the
  * caller must see. Once the request may have been sent, a lost answer is
- * {@link IndeterminateException}, never re-sent; a grant that arrives for a
+ * {@link IndeterminateException}, never re-sent, except after a stopping
+ * server's {@code E} 11: then it is sent again with the same owner and what
+ * remains of its wait on the next connection; a grant that arrives for a
  * caller who left, or too late for the work budget, is released in the
  * background with its exact token. Every outcome and its latency go to the
  * listener.
@@ -26,13 +28,15 @@ final class Acquirer {
     private final TicketBroker broker;
     private final Connector connector;
     private final ReleaseQueue releases;
+    private final OwnerReleaser ownerReleases;
     private final Reporter reporter;
 
-    Acquirer(Config cfg, TicketBroker broker, Connector connector, ReleaseQueue releases, Reporter reporter) {
+    Acquirer(Config cfg, TicketBroker broker, Connector connector, ReleaseQueue releases, OwnerReleaser ownerReleases, Reporter reporter) {
         this.cfg = cfg;
         this.broker = broker;
         this.connector = connector;
         this.releases = releases;
+        this.ownerReleases = ownerReleases;
         this.reporter = reporter;
     }
 
@@ -81,13 +85,26 @@ final class Acquirer {
         byte[] owner = new byte[16];
         RANDOM.nextBytes(owner);
         long deadline = connector.connectDeadline();
+        // interrupted: the first send's call once a stopping server ended its
+        // session (E 11); the acquire is then sent again, with the same
+        // owner, on the next connection, and if it cannot be, its owner is
+        // released like that of any acquire whose answer was lost.
+        Conn.Call interrupted = null;
+        long firstSent = 0;
         while (true) {
             Conn c;
             Conn.Call cl = new Conn.Call(Type.ACQUIRE, key, owner);
             cl.spanNanos = TimeUnit.SECONDS.toNanos(args.waitSec() + 2L * args.leaseSec());
+            int waitSec = args.waitSec();
+            if (interrupted != null) {
+                // Sent again: the wait is what remains of the first one.
+                long left = TimeUnit.SECONDS.toNanos(args.waitSec()) - (System.nanoTime() - firstSent);
+                waitSec = (int) Math.max(0, (left + 999_999_999L) / 1_000_000_000L);
+                deadline = connector.connectDeadline();
+            }
             Frame f = new Frame(Type.ACQUIRE);
             f.owner = owner;
-            f.waitSec = args.waitSec();
+            f.waitSec = waitSec;
             f.leaseSec = args.leaseSec();
             f.key = key.getBytes(StandardCharsets.UTF_8);
             try {
@@ -102,16 +119,44 @@ final class Acquirer {
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+                if (interrupted != null) {
+                    throw notSentAgain(op, interrupted, "cancelled", e, false);
+                }
                 throw new CancellationException(op + ": cancelled before it was sent; nothing was sent");
+            } catch (TicketingException e) {
+                if (interrupted != null) {
+                    throw notSentAgain(op, interrupted, e.getMessage(), e, e instanceof ClosedException);
+                }
+                throw e;
             }
-            return awaitAcquire(c, cl, args, op);
+            if (interrupted == null) {
+                firstSent = cl.sentNanos;
+            }
+            Ticket t = awaitAcquire(c, cl, args, waitSec, op);
+            if (t != null) {
+                return t;
+            }
+            interrupted = cl;
         }
     }
 
-    private Ticket awaitAcquire(Conn c, Conn.Call cl, Arguments.AcquireArgs args, String op) {
+    /**
+     * An acquire a stopping server interrupted that could not be sent again:
+     * indeterminate, and its owner is released like that of any acquire
+     * whose answer was lost.
+     */
+    private IndeterminateException notSentAgain(String op, Conn.Call first, String why, Throwable cause, boolean closed) {
+        ownerReleases.orphaned(first.key, first.owner, first.sentNanos + first.spanNanos);
+        return new IndeterminateException(op + ": outcome unknown: the server that had it stopped, and it could not be sent again (" + why
+                + "); once reconnected, the client releases by owner whatever it may have obtained; do not enter the critical section",
+                cause, io.ticketing.wire.ErrorCode.SHUTTING_DOWN, closed);
+    }
+
+    /** The outcome of the acquire cl, sent with waitSec; null: a stopping server ended the session first, send it again. */
+    private Ticket awaitAcquire(Conn c, Conn.Call cl, Arguments.AcquireArgs args, int waitSec, String op) {
         Conn.Answer a;
         try {
-            a = cl.res.get(args.waitSec() * 1000L + connector.answerGraceMs(c), TimeUnit.MILLISECONDS);
+            a = cl.res.get(waitSec * 1000L + connector.answerGraceMs(c), TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             Conn.Answer got = c.abandon(cl);
@@ -120,6 +165,10 @@ final class Acquirer {
             }
             if (got != null && got.frame() != null && got.frame().type == Type.GRANTED) {
                 lateGrant(cl.key, got.frame().token);
+            }
+            if (got != null && got.fail() != null && got.fail().shuttingDown()) {
+                // The connection left it to this caller, who leaves too.
+                ownerReleases.orphaned(cl.key, cl.owner, cl.sentNanos + cl.spanNanos);
             }
             throw new CancellationException(op + ": cancelled after the request was sent; a cancel was sent for it and a grant that "
                     + "arrives anyway is released in the background; do not enter the critical section");
@@ -137,7 +186,11 @@ final class Acquirer {
         return finishAcquire(c, cl, a, args, op);
     }
 
+    /** The outcome of the acquire cl; null: a stopping server ended the session first, send it again. */
     private Ticket finishAcquire(Conn c, Conn.Call cl, Conn.Answer a, Arguments.AcquireArgs args, String op) {
+        if (a.fail() != null && a.fail().shuttingDown()) {
+            return null;
+        }
         if (a.fail() != null) {
             Conn.Failure fl = a.fail();
             throw new IndeterminateException(op + ": outcome unknown, " + fl.what()

@@ -67,6 +67,17 @@ final class Conn {
         boolean closed() {
             return kind == Kind.CLOSED;
         }
+
+        /**
+         * Whether the server ended the session because it is stopping
+         * ({@code E} 11): a draining leader answered everything it proposed,
+         * so an acquire still pending was not granted, or (from a server that
+         * does not drain) was granted to its owner, which the same acquire
+         * sent again gets back (docs/protocol.md, How a connection ends).
+         */
+        boolean shuttingDown() {
+            return kind == Kind.SERVER_ERROR && code == io.ticketing.wire.ErrorCode.SHUTTING_DOWN;
+        }
     }
 
     /** A final answer or the failure that ended the connection. */
@@ -590,8 +601,10 @@ final class Conn {
                 mu.unlock();
             }
             // Before the caller hears of it: an IndeterminateException then
-            // always has its release by owner under way.
-            if (cl.type == Type.ACQUIRE && !f.closed() && hooks != null) {
+            // always has its release by owner under way. An acquire a
+            // stopping server interrupted is sent again by its caller, who
+            // releases by owner itself if it cannot be.
+            if (cl.type == Type.ACQUIRE && !f.closed() && (!f.shuttingDown() || cl.abandoned) && hooks != null) {
                 hooks.orphaned(cl.key, cl.owner, cl.sentNanos + cl.spanNanos);
             }
             if (!cl.abandoned) {

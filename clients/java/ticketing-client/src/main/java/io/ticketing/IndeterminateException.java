@@ -6,7 +6,9 @@ package io.ticketing;
  * {@code E}, the server sent an invalid frame, the broker was closed, or no
  * answer came in time. For an acquire the ticket may or may not have been
  * granted: do not enter the critical section. The acquire is never re-sent
- * automatically.
+ * automatically, except after a stopping server's {@code E} 11, which does
+ * not make it indeterminate: it is sent again, with the same owner, on the
+ * next connection (this exception then means it could not be).
  */
 public final class IndeterminateException extends TicketingException {
     /** Whether the broker's own close() lost the answer. */

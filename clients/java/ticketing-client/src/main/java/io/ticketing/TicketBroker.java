@@ -131,7 +131,7 @@ public final class TicketBroker implements AutoCloseable {
         this.releaser = new Releaser(cfg, connector);
         this.releases = new ReleaseQueue(cfg, releaser, reporter);
         this.ownerReleases = new OwnerReleaser(connector);
-        this.acquirer = new Acquirer(cfg, this, connector, releases, reporter);
+        this.acquirer = new Acquirer(cfg, this, connector, releases, ownerReleases, reporter);
         this.describer = new Describer(cfg, connector);
         connector.start();
     }
@@ -412,7 +412,8 @@ public final class TicketBroker implements AutoCloseable {
      * @throws NotAcquiredException not granted within wait
      * @throws CapacityException a server limit, at once, not retried
      * @throws IndeterminateException the request may have been sent but its final answer was lost: do not
-     *     enter the critical section; it is never re-sent automatically
+     *     enter the critical section; it is never re-sent automatically, except after a stopping server's
+     *     {@code E} 11, which sends it again with the same owner and what remains of its wait on the next connection
      * @throws BudgetExceededException granted too late for the budget (released)
      * @throws InvalidArgumentException out-of-range arguments, nothing sent
      * @throws UnauthenticatedException the server refuses the token or certificate

@@ -31,6 +31,7 @@ final class Ticketd implements AutoCloseable {
         final String addr;
         final String raftAddr;
         final Path dir;
+        List<String> cmd;
         Process proc;
 
         Node(String id, String addr, String raftAddr, Path dir) {
@@ -124,6 +125,7 @@ final class Ticketd implements AutoCloseable {
                     "-data-dir", nd.dir.resolve("data").toString(), "-bootstrap", boot.toString(),
                     "-raft-secret-file", secret.toString(), "-log-level", "warn"));
             cmd.addAll(List.of(extra));
+            nd.cmd = cmd;
             nd.proc = new ProcessBuilder(cmd).redirectErrorStream(true)
                     .redirectOutput(nd.dir.resolve("log.txt").toFile()).start();
         }
@@ -228,6 +230,24 @@ final class Ticketd implements AutoCloseable {
             Thread.sleep(50);
         }
         throw new AssertionError("no node reported a cluster ID within " + timeoutMs + " ms");
+    }
+
+    /**
+     * SIGTERM, as an operator stops a server for a planned restart: waits
+     * for it to exit and returns its exit code.
+     */
+    int stop(Node nd) throws InterruptedException {
+        nd.proc.destroy();
+        if (!nd.proc.waitFor(30, TimeUnit.SECONDS)) {
+            throw new AssertionError(nd.id + " did not exit within 30 s of SIGTERM");
+        }
+        return nd.proc.exitValue();
+    }
+
+    /** Starts a stopped node again, on its data directory and addresses; its log goes on in the same file. */
+    void restart(Node nd) throws IOException {
+        nd.proc = new ProcessBuilder(nd.cmd).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(nd.dir.resolve("log.txt").toFile())).start();
     }
 
     /** SIGKILL: no shutdown, no leadership hand-over. */
