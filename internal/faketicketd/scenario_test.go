@@ -1,6 +1,8 @@
 package faketicketd
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,9 @@ func TestLoadScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{"../../testdata/conformance/coordination", "../../testdata/conformance/coordination/pending"} {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(dir, "pending") {
+			continue // no rule is pending today
+		}
 		more, err := LoadScenarios(dir)
 		if err != nil {
 			t.Fatal(err)
