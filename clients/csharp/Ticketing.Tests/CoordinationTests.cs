@@ -1,0 +1,285 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Linq;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+using NUnit.Framework;
+using Ticketing.Coordination;
+using Ticketing.Wire;
+
+namespace Ticketing.Tests
+{
+    /// <summary>The coordination client against real ticketd processes.</summary>
+    [TestFixture]
+    public class CoordinationTests
+    {
+        static SessionOptions Opts(TimeSpan timeout, BlockingCollection<SessionState> states = null)
+        {
+            var o = new SessionOptions { Timeout = timeout, Description = "csharp test" };
+            if (states != null) o.StateChanged = st => states.Add(st);
+            return o;
+        }
+
+        static void Expect(BlockingCollection<SessionState> states, SessionState want)
+        {
+            SessionState got;
+            while (states.TryTake(out got, U.Patience))
+                if (got == want) return;
+            Assert.Fail("the session never reported " + want);
+        }
+
+        [Test]
+        public void NodesSemaphoresAndWatches()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/t", new NodeSettings { SessionGracePeriod = TimeSpan.FromSeconds(5) }));
+                var e = U.Throws<CoordinationException>(() => cc.CreateNodeAsync("/t"));
+                Assert.AreEqual(CoordinationStatus.AlreadyExists, e.Status);
+                Assert.AreEqual(TimeSpan.FromSeconds(5), U.Get(cc.DescribeNodeAsync("/t")).Settings.SessionGracePeriod);
+
+                var s1 = U.Get(cc.StartSessionAsync("/t", Opts(TimeSpan.FromSeconds(10))));
+                var s2 = U.Get(cc.StartSessionAsync("/t", Opts(TimeSpan.FromSeconds(10))));
+                Assert.AreNotEqual(s1.Id, s2.Id);
+                Assert.AreEqual(SessionState.Attached, s1.State);
+                U.Wait(s1.CreateSemaphoreAsync("pool", 2, Encoding.UTF8.GetBytes("v1")));
+                Assert.AreEqual(CoordinationStatus.AlreadyExists, U.Throws<CoordinationException>(() => s2.CreateSemaphoreAsync("pool", 2)).Status);
+
+                var a = U.Get(s1.AcquireSemaphoreAsync("pool"));
+                var x = U.Get(s2.AcquireSemaphoreAsync("pool", new AcquireOptions { Data = Encoding.UTF8.GetBytes("s2") }));
+                Assert.Greater(x.Token, a.Token);
+                Assert.IsTrue(a.IsValid);
+                Assert.IsFalse(a.LostToken.IsCancellationRequested);
+                // Full: an exclusive try-once is refused; a timed one waits in the queue and times out.
+                // An ephemeral semaphore lives while held.
+                var eph = U.Get(s1.AcquireSemaphoreAsync("eph", new AcquireOptions { Ephemeral = true, Timeout = TimeSpan.Zero }));
+                Assert.IsTrue(U.Get(s2.DescribeSemaphoreAsync("eph")).Ephemeral);
+                U.Wait(eph.ReleaseAsync());
+                Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => s2.DescribeSemaphoreAsync("eph")).Status);
+                var s3 = U.Get(cc.StartSessionAsync("/t", Opts(TimeSpan.FromSeconds(10))));
+                U.Throws<SemaphoreNotAcquiredException>(() => s3.AcquireSemaphoreAsync("pool", new AcquireOptions { Timeout = TimeSpan.Zero }));
+                ulong queuedAs = 0;
+                var waiting = s3.AcquireSemaphoreAsync("pool", new AcquireOptions { Exclusive = true, Queued = id => queuedAs = id });
+
+                // The waiter shows up in the queue; the owners with their data.
+                SemaphoreDescription d;
+                for (;;)
+                {
+                    d = U.Get(s1.DescribeSemaphoreAsync("pool", new DescribeOptions { Owners = true, Waiters = true }));
+                    if (d.Waiters.Count == 1) break;
+                }
+                Assert.AreEqual(2UL, d.Limit);
+                Assert.AreEqual(2UL, d.Count);
+                Assert.AreEqual("v1", Encoding.UTF8.GetString(d.GetData()));
+                CollectionAssert.AreEqual(new[] { a.Token, x.Token }, d.Owners.Select(o => o.OrderId).ToArray());
+                Assert.AreEqual("s2", Encoding.UTF8.GetString(d.Owners[1].GetData()));
+                Assert.AreEqual(s3.Id, d.Waiters[0].Session);
+                Assert.IsTrue(d.Waiters[0].Forever);
+
+                // A one-shot watch fires on a data change made by another session.
+                d = U.Get(s1.DescribeSemaphoreAsync("pool", new DescribeOptions { WatchData = true }));
+                Assert.IsFalse(d.Changed.IsCompleted);
+                U.Wait(s2.UpdateSemaphoreAsync("pool", Encoding.UTF8.GetBytes("v2")));
+                var change = U.Get(d.Changed);
+                Assert.IsTrue(change.DataChanged);
+
+                // The watcher: the first NextAsync is now, the next after a change of owners.
+                var w = s2.WatchSemaphore("pool", new DescribeOptions { Owners = true, WatchOwners = true });
+                Assert.AreEqual(2, U.Get(w.NextAsync()).Owners.Count);
+                var next = w.NextAsync();
+                U.Wait(a.ReleaseAsync());
+                Assert.IsTrue(a.LostToken.IsCancellationRequested, "a released lease's token fires");
+                Assert.IsFalse(a.IsValid);
+                Assert.AreEqual(1, U.Get(next).Owners.Count);
+
+                U.Wait(x.DisposeAsync().AsTask());
+                var ex = U.Get(waiting);
+                Assert.AreEqual(2UL, ex.Count, "exclusive holds the limit");
+                Assert.AreEqual(ex.Token, queuedAs, "the Queued callback got the waiter's order id");
+
+                // Delete in use: refused; with force the owner's lease is lost.
+                Assert.AreEqual(CoordinationStatus.PreconditionFailed, U.Throws<CoordinationException>(() => s1.DeleteSemaphoreAsync("pool")).Status);
+                U.Wait(s1.DeleteSemaphoreAsync("pool", true));
+                WaitFor(() => ex.LostToken.IsCancellationRequested, "the force-deleted hold's token");
+                Assert.IsInstanceOf<LeaseLostException>(ex.LossReason);
+                Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => s1.DescribeSemaphoreAsync("pool")).Status);
+
+                // Closing a session releases its holds and fires its tokens.
+                U.Wait(s1.CreateSemaphoreAsync("one", 1));
+                var h = U.Get(s1.AcquireSemaphoreAsync("one"));
+                U.Wait(s1.CloseAsync());
+                Assert.AreEqual(SessionState.Expired, s1.State);
+                Assert.IsTrue(h.LostToken.IsCancellationRequested);
+                Assert.IsInstanceOf<ClosedException>(h.LossReason);
+                U.Get(s2.AcquireSemaphoreAsync("one", new AcquireOptions { Timeout = TimeSpan.FromSeconds(20) }));
+                U.Throws<ClosedException>(() => s1.AcquireSemaphoreAsync("one"));
+
+                U.Wait(cc.DisposeAsync().AsTask());
+                U.Wait(cc.DropNodeAsync("/t"));
+                Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => cc.DescribeNodeAsync("/t")).Status);
+            }
+        }
+
+        static void WaitFor(Func<bool> cond, string what)
+        {
+            var sw = System.Diagnostics.Stopwatch.StartNew();
+            while (!cond())
+            {
+                if (sw.ElapsedMilliseconds > U.Patience) Assert.Fail(what + ": not within " + U.Patience + " ms");
+                Thread.Sleep(10); // polling a condition, not standing in for one
+            }
+        }
+
+        [Test]
+        public void SessionsShareTheBrokersConnection()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/shared"));
+                var ss = Enumerable.Range(0, 5).Select(_ => U.Get(cc.StartSessionAsync("/shared", Opts(TimeSpan.FromSeconds(5))))).ToList();
+                var conn = b.CurrentForTests;
+                Assert.IsTrue(conn.Sessions, "the server announces many sessions per connection");
+                foreach (var s in ss)
+                {
+                    var l = s.A.CurrentLinkForTests;
+                    Assert.IsTrue(l.Shared);
+                    Assert.AreSame(conn, l.Conn, "every session rides on the broker's one connection");
+                }
+                // Tickets go on beside them.
+                var t = U.Get(b.AcquireAsync("k", TimeSpan.Zero, TimeSpan.FromSeconds(5), TimeSpan.Zero));
+                U.Wait(t.ReleaseAsync());
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void SemaphoreNeverOverItsLimitAsTheHoldersSeeIt()
+        {
+            const int sessions = 8, rounds = 15, limit = 2;
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/limit"));
+                var ss = Enumerable.Range(0, sessions).Select(_ => U.Get(cc.StartSessionAsync("/limit", Opts(TimeSpan.FromSeconds(5))))).ToList();
+                U.Wait(ss[0].CreateSemaphoreAsync("sem", limit));
+                int inside = 0, most = 0, done = 0;
+                var holders = new HashSet<ulong>();
+                var work = ss.Select(s => Task.Run(async () =>
+                {
+                    for (int i = 0; i < rounds; i++)
+                    {
+                        var le = await s.AcquireSemaphoreAsync("sem");
+                        if (le.IsValid)
+                        {
+                            int n = Interlocked.Increment(ref inside);
+                            lock (holders) { Assert.IsTrue(holders.Add(le.Token), "a fencing token handed out twice"); most = Math.Max(most, n); }
+                            await Task.Yield();
+                            Interlocked.Decrement(ref inside);
+                        }
+                        await le.ReleaseAsync();
+                        Interlocked.Increment(ref done);
+                    }
+                })).ToArray();
+                Assert.IsTrue(Task.WaitAll(work, U.Patience * 2), "the holders did not finish: a hang");
+                Assert.AreEqual(sessions * rounds, done);
+                Assert.LessOrEqual(most, limit, "more holders than the limit at once");
+                Assert.AreEqual(sessions * rounds, holders.Count);
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void CutConnectionRestoresTheSessionWithItsHold()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            using (var b = U.Ready(U.Connect(p.Addr)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/restore"));
+                var states = new BlockingCollection<SessionState>();
+                var s = U.Get(cc.StartSessionAsync("/restore", Opts(TimeSpan.FromSeconds(20), states)));
+                Expect(states, SessionState.Attached);
+                U.Wait(s.CreateSemaphoreAsync("m", 1));
+                var le = U.Get(s.AcquireSemaphoreAsync("m"));
+                var id = s.Id;
+                p.CutAll();
+                Expect(states, SessionState.Detached);
+                Expect(states, SessionState.Attached);
+                Assert.AreEqual(id, s.Id);
+                // Restored well before its deadline: the hold stands, on the server too.
+                Assert.IsTrue(le.IsValid);
+                var d = U.Get(s.DescribeSemaphoreAsync("m", new DescribeOptions { Owners = true }));
+                Assert.AreEqual(1, d.Owners.Count);
+                Assert.AreEqual(id, d.Owners[0].Session);
+                Assert.AreEqual(le.Token, d.Owners[0].OrderId);
+                var again = U.Get(s.AcquireSemaphoreAsync("m", new AcquireOptions { Timeout = TimeSpan.Zero }));
+                Assert.AreEqual(le.Token, again.Token, "the same hold, answered again");
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void BlackHoledSessionsLeaseIsLostBeforeAnotherSessionIsGranted()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            using (var bp = U.Ready(U.Connect(p.Addr)))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cut = new CoordinationClient(bp);
+                var other = new CoordinationClient(b);
+                U.Wait(other.CreateNodeAsync("/bh", new NodeSettings { SessionGracePeriod = TimeSpan.FromSeconds(2), SelfCheckPeriod = TimeSpan.FromMilliseconds(200) }));
+                var s = U.Get(cut.StartSessionAsync("/bh", Opts(TimeSpan.FromSeconds(2))));
+                U.Wait(s.CreateSemaphoreAsync("m", 1));
+                var le = U.Get(s.AcquireSemaphoreAsync("m"));
+                long lostAt = 0, grantedAt = 0, order = 0;
+                le.LostToken.Register(() => Interlocked.Exchange(ref lostAt, Interlocked.Increment(ref order)));
+                var s2 = U.Get(other.StartSessionAsync("/bh", Opts(TimeSpan.FromSeconds(10))));
+                var waiting = s2.AcquireSemaphoreAsync("m").ContinueWith(t => { Interlocked.Exchange(ref grantedAt, Interlocked.Increment(ref order)); return t.Result; });
+                p.BlackHole();
+                var won = U.Get(waiting);
+                Assert.Greater(won.Token, le.Token);
+                Assert.AreNotEqual(0, Interlocked.Read(ref lostAt), "the lease's lost token never fired");
+                Assert.Less(Interlocked.Read(ref lostAt), Interlocked.Read(ref grantedAt), "another session was granted before the lease's lost token fired");
+                Assert.IsFalse(le.IsValid);
+                Assert.IsInstanceOf<DeadlinePassedException>(le.LossReason);
+                U.Wait(other.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void OnlyAnswersThatFollowACommitMoveTheDeadline()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/deadline"));
+                // A long timeout: no keep-alive runs during the test (the first after a sixth of it).
+                var s = U.Get(cc.StartSessionAsync("/deadline", Opts(TimeSpan.FromMinutes(5))));
+                long attach = s.A.ConfirmedTicks;
+                Assert.AreNotEqual(0, attach, "the attach's answer confirms the session");
+                // BAD_REQUEST (a limit of 0, refused before any commit): the deadline stays.
+                var e = U.Throws<CoordinationException>(() => s.A.DoAsync("create", CoordOp.CreateSemaphore,
+                    new CoordBody { Name = Encoding.UTF8.GetBytes("zero"), Limit = 0 }, false, null, null, null, CancellationToken.None));
+                Assert.AreEqual(CoordinationStatus.BadRequest, e.Status);
+                Assert.AreEqual(attach, s.A.ConfirmedTicks, "a BAD_REQUEST moved the session's deadline");
+                // NOT_FOUND follows a commit: it moves the deadline.
+                Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => s.DescribeSemaphoreAsync("missing")).Status);
+                long afterRead = s.A.ConfirmedTicks;
+                Assert.Greater(afterRead, attach);
+                U.Wait(s.CreateSemaphoreAsync("fine", 1));
+                Assert.Greater(s.A.ConfirmedTicks, afterRead);
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+    }
+}
