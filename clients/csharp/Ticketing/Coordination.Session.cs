@@ -270,6 +270,24 @@ namespace Ticketing.Coordination
             return new SemaphoreWatcher(this, name, options);
         }
 
+        /// <summary>The mutex called name on the session's node ("recipe/mutex/&lt;name&gt;", shared with the Go and Java SDKs).</summary>
+        /// <param name="name">The mutex's name.</param>
+        public CoordinationMutex Mutex(string name)
+        {
+            Args.Name(Recipe.SemaphoreName("mutex", name ?? ""));
+            if (string.IsNullOrEmpty(name)) throw new ArgumentException("coordination: a mutex needs a name", "name");
+            return new CoordinationMutex(this, name);
+        }
+
+        /// <summary>The election called name on the session's node ("recipe/election/&lt;name&gt;", shared with the Go and Java SDKs).</summary>
+        /// <param name="name">The election's name.</param>
+        public CoordinationElection Election(string name)
+        {
+            Args.Name(Recipe.SemaphoreName("election", name ?? ""));
+            if (string.IsNullOrEmpty(name)) throw new ArgumentException("coordination: an election needs a name", "name");
+            return new CoordinationElection(this, name);
+        }
+
         /// <summary>Stops the session: the server releases its holds at once; every lease's LostToken fires.</summary>
         /// <param name="cancellationToken">Ends the wait for the server's answer (the session ends on the client anyway).</param>
         public Task CloseAsync(CancellationToken cancellationToken = default(CancellationToken))
