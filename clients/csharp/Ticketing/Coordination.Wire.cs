@@ -68,6 +68,14 @@ namespace Ticketing.Wire
         public byte[] Data = new byte[0];
     }
 
+    /// <summary>One session in a ListSessions answer.</summary>
+    internal sealed class CoordSessionInfo
+    {
+        public ulong Session, SeqNo, TimeoutMs;
+        public byte Flags; // bit 0: attached now
+        public byte[] Desc = new byte[0];
+    }
+
     /// <summary>Every field of every coordination body; a sub-op uses its own.</summary>
     internal sealed class CoordBody
     {
@@ -84,6 +92,7 @@ namespace Ticketing.Wire
         public byte[] Data = new byte[0];
         public List<CoordHolder> Owners = new List<CoordHolder>();
         public List<CoordHolder> Queue = new List<CoordHolder>();
+        public List<CoordSessionInfo> Sessions = new List<CoordSessionInfo>();
         public string Message = "";
     }
 
@@ -149,6 +158,7 @@ namespace Ticketing.Wire
                 case CoordOp.DescribeSemaphore:
                     b.Limit = r.U64(); b.Count = r.U64(); b.Flags = r.U8(); b.Data = r.Data();
                     b.Owners = r.Holders(); b.Queue = r.Holders(); b.Version = r.U64(); break;
+                case CoordOp.ListSessions: b.Flags = r.U8(); b.Sessions = r.SessionList(); break;
                 case CoordOp.Queued: b.OrderId = r.U64(); break;
                 case CoordOp.Changed: b.Flags = r.U8(); break;
                 case CoordOp.Lost: b.Name = r.Str(); b.OrderId = r.U64(); break;
@@ -181,6 +191,15 @@ namespace Ticketing.Wire
                 var list = new List<CoordHolder>((int)n);
                 for (uint i = 0; i < n; i++)
                     list.Add(new CoordHolder { OrderId = U64(), Session = U64(), Count = U64(), TimeoutMs = U64(), Data = Data() });
+                return list;
+            }
+            public List<CoordSessionInfo> SessionList()
+            {
+                uint n = U32();
+                Need((long)n * 27); // each at least 27 bytes
+                var list = new List<CoordSessionInfo>((int)n);
+                for (uint i = 0; i < n; i++)
+                    list.Add(new CoordSessionInfo { Session = U64(), SeqNo = U64(), TimeoutMs = U64(), Flags = U8(), Desc = Str() });
                 return list;
             }
             public void End() { if (p != b.Length) throw Malformed((b.Length - p) + " trailing bytes"); }
