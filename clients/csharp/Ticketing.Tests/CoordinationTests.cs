@@ -159,6 +159,34 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void ABlockedCallbackHoldsUpNoOtherSessionOnTheConnection()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/callbacks"));
+                var holder = U.Get(cc.StartSessionAsync("/callbacks", Opts(TimeSpan.FromSeconds(5))));
+                var waiter = U.Get(cc.StartSessionAsync("/callbacks", Opts(TimeSpan.FromSeconds(5))));
+                var bystander = U.Get(cc.StartSessionAsync("/callbacks", Opts(TimeSpan.FromSeconds(5))));
+                U.Wait(holder.CreateSemaphoreAsync("m", 1));
+                var held = U.Get(holder.AcquireSemaphoreAsync("m"));
+                var inCallback = new ManualResetEventSlim();
+                var unblock = new ManualResetEventSlim();
+                var waiting = waiter.AcquireSemaphoreAsync("m", new AcquireOptions { Queued = _ => { inCallback.Set(); unblock.Wait(); } });
+                Assert.IsTrue(inCallback.Wait(U.Patience), "the Queued callback never ran");
+                // The callback blocks: the other sessions on the connection go on (answers, and the release's).
+                U.Wait(bystander.CreateSemaphoreAsync("other", 3));
+                Assert.AreEqual(3UL, U.Get(bystander.DescribeSemaphoreAsync("other")).Limit);
+                U.Wait(held.ReleaseAsync());
+                Assert.IsFalse(waiting.IsCompleted, "the acquire returned before its Queued callback did");
+                unblock.Set();
+                Assert.Greater(U.Get(waiting).Token, held.Token);
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
         public void SemaphoreNeverOverItsLimitAsTheHoldersSeeIt()
         {
             const int sessions = 8, rounds = 15, limit = 2;

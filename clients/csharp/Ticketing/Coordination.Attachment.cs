@@ -110,7 +110,8 @@ namespace Ticketing.Coordination
         readonly Dictionary<string, SemaphoreLease> leases = new Dictionary<string, SemaphoreLease>();
         readonly HashSet<TaskCompletionSource<SemaphoreChange>> watches = new HashSet<TaskCompletionSource<SemaphoreChange>>();
         readonly Dictionary<string, Task> withdrawing = new Dictionary<string, Task>();
-        internal readonly SerialQueue Callbacks = new SerialQueue();
+        internal readonly SerialQueue Callbacks = new SerialQueue(); // the caller's callbacks (Queued)
+        readonly SerialQueue events = new SerialQueue();             // the session's notifications: never behind a caller's callback
         readonly Action<SessionState> onState;
         readonly SerialQueue states = new SerialQueue();
         Task runTask = Task.FromResult(true);
@@ -179,7 +180,7 @@ namespace Ticketing.Coordination
                 }
                 l = new Link(own, false);
             }
-            l.Subscription = l.Conn.SubscribeCoord(f => Callbacks.Push(() => Event(l, f)));
+            l.Subscription = l.Conn.SubscribeCoord(f => events.Push(() => Event(l, f)));
             return l;
         }
 
