@@ -235,6 +235,38 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void OlderServerGetsAConnectionPerSession()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            {
+                p.HideSessions();
+                using (var b = U.Ready(U.Connect(p.Addr)))
+                {
+                    var conn = b.CurrentForTests;
+                    Assert.IsFalse(conn.Sessions);
+                    var cc = new CoordinationClient(b);
+                    U.Wait(cc.CreateNodeAsync("/old"));
+                    var s1 = U.Get(cc.StartSessionAsync("/old", Opts(TimeSpan.FromSeconds(5))));
+                    var s2 = U.Get(cc.StartSessionAsync("/old", Opts(TimeSpan.FromSeconds(5))));
+                    var l1 = s1.A.CurrentLinkForTests;
+                    var l2 = s2.A.CurrentLinkForTests;
+                    Assert.IsFalse(l1.Shared);
+                    Assert.AreNotSame(conn, l1.Conn);
+                    Assert.AreNotSame(l1.Conn, l2.Conn, "a connection per session");
+                    U.Wait(s1.CreateSemaphoreAsync("m", 1));
+                    var le = U.Get(s1.AcquireSemaphoreAsync("m"));
+                    U.Throws<SemaphoreNotAcquiredException>(() => s2.AcquireSemaphoreAsync("m", new AcquireOptions { Timeout = TimeSpan.Zero }));
+                    U.Wait(le.ReleaseAsync());
+                    U.Get(s2.AcquireSemaphoreAsync("m", new AcquireOptions { Timeout = TimeSpan.Zero }));
+                    U.Wait(s1.CloseAsync());
+                    Assert.IsTrue(l1.Conn.Dead, "a stopped session's own connection is closed");
+                    U.Wait(cc.DisposeAsync().AsTask());
+                }
+            }
+        }
+
+        [Test]
         public void SemaphoreNeverOverItsLimitAsTheHoldersSeeIt()
         {
             const int sessions = 8, rounds = 15, limit = 2;

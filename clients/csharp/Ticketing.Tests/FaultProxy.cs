@@ -36,6 +36,10 @@ namespace Ticketing.Tests
         public string Addr { get; private set; }
 
         volatile bool blackHole;
+        volatile bool hideSessions;
+
+        /// <summary>Clears ReadySessions in every Y from now on: the client sees a server older than many sessions per connection.</summary>
+        public void HideSessions() { hideSessions = true; }
 
         /// <summary>From now on forward nothing either way, on every connection, old and new, while keeping them open (a network partition the sockets do not see).</summary>
         public void BlackHole() { blackHole = true; }
@@ -98,6 +102,7 @@ namespace Ticketing.Tests
                         break;
                     }
                     if (blackHole) continue;
+                    if (hideSessions && f.Type == FrameType.Ready) f.Flags = (byte)(f.Flags & ~Codec.ReadySessions);
                     var b = Codec.Encode(f);
                     to.Write(b, 0, b.Length);
                 }
