@@ -470,6 +470,9 @@ namespace Ticketing.Coordination
                 catch (Exception e) { err = e; }
             }
             End(new ClosedException("coordination: session " + Id + " closed"));
+            // The session may have been ended meanwhile by the server's word
+            // on another thread: its link is let go of before Close returns.
+            if (l != null) l.Fail();
             await runTask.ConfigureAwait(false);
             if (err != null && !(err is OperationCanceledException)) throw err;
         }
@@ -735,6 +738,11 @@ namespace Ticketing.Coordination
             if (fail != null) throw fail;
             if (old != null && old != le) old.End(new LeaseLostException("coordination: " + name + ": replaced by a new hold"));
             return le;
+        }
+
+        internal bool HasLease(string name)
+        {
+            lock (mu) return leases.ContainsKey(name);
         }
 
         internal void ForgetLease(SemaphoreLease le)

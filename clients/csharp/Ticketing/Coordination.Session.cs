@@ -328,8 +328,7 @@ namespace Ticketing.Coordination
         /// <summary>Create the semaphore (limit 2^64-1) if missing; it is deleted when its last owner releases and nobody waits.</summary>
         public bool Ephemeral { get; set; }
         /// <summary>Data of the hold (an owner's endpoint, say), up to 1 MiB.</summary>
-        [System.Diagnostics.CodeAnalysis.SuppressMessage("Performance", "CA1819", Justification = "an input the call copies onto the wire")]
-        public byte[] Data { get; set; }
+        public IReadOnlyList<byte> Data { get; set; }
         /// <summary>Called with the order id when the acquire is queued (again after a restore re-sent it), before the acquire returns; off the connection's reader, one callback of the session at a time.</summary>
         public Action<ulong> Queued { get; set; }
     }
@@ -521,7 +520,12 @@ namespace Ticketing.Coordination
 
         async Task DisposeCoreAsync()
         {
-            if (lost.IsCancellationRequested && LossReason != null) return; // ended already: the session released it or the server will
+            // Ended by the server or with the session: nothing to release. A
+            // hold given up at the deadline may still stand on the server (a
+            // restored session keeps it): release it, unless a newer hold of
+            // the same name would be released instead.
+            var why = LossReason;
+            if (lost.IsCancellationRequested && why != null && (!(why is DeadlinePassedException) || session.A.HasLease(Name))) return;
             using (var cts = new CancellationTokenSource(TicketBroker.ReleaseBound))
             {
                 try { await ReleaseAsync(cts.Token).ConfigureAwait(false); } catch (Exception) { }
@@ -555,11 +559,13 @@ namespace Ticketing.Coordination
             return b;
         }
 
-        internal static byte[] Data(byte[] data, string param)
+        internal static byte[] Data(IReadOnlyList<byte> data, string param)
         {
             if (data == null) return new byte[0];
-            if (data.Length > CoordCodec.MaxData) throw new ArgumentException("coordination: data of " + data.Length + " bytes is over the limit of " + CoordCodec.MaxData + " (1 MiB)", param);
-            return (byte[])data.Clone();
+            if (data.Count > CoordCodec.MaxData) throw new ArgumentException("coordination: data of " + data.Count + " bytes is over the limit of " + CoordCodec.MaxData + " (1 MiB)", param);
+            var copy = new byte[data.Count];
+            for (int i = 0; i < copy.Length; i++) copy[i] = data[i];
+            return copy;
         }
     }
 }
