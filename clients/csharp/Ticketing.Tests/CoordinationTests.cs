@@ -104,7 +104,7 @@ namespace Ticketing.Tests
                 // Delete in use: refused; with force the owner's lease is lost.
                 Assert.AreEqual(CoordinationStatus.PreconditionFailed, U.Throws<CoordinationException>(() => s1.DeleteSemaphoreAsync("pool")).Status);
                 U.Wait(s1.DeleteSemaphoreAsync("pool", true));
-                WaitFor(() => ex.LostToken.IsCancellationRequested, "the force-deleted hold's token");
+                U.WaitUntil("the force-deleted hold's token fires", () => ex.LostToken.IsCancellationRequested);
                 Assert.IsInstanceOf<LeaseLostException>(ex.LossReason);
                 Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => s1.DescribeSemaphoreAsync("pool")).Status);
 
@@ -124,17 +124,6 @@ namespace Ticketing.Tests
             }
         }
 
-        static void WaitFor(Func<bool> cond, string what)
-        {
-            var sw = System.Diagnostics.Stopwatch.StartNew();
-            while (!cond())
-            {
-                if (sw.ElapsedMilliseconds > U.Patience) Assert.Fail(what + ": not within " + U.Patience + " ms");
-                Thread.Sleep(10); // polling a condition, not standing in for one
-            }
-        }
-
-        // The README's coordination example, as written there.
         [Test]
         public void ReadmeExample()
         {
@@ -299,6 +288,58 @@ namespace Ticketing.Tests
                 Assert.AreEqual(sessions * rounds, done);
                 Assert.LessOrEqual(most, limit, "more holders than the limit at once");
                 Assert.AreEqual(sessions * rounds, holders.Count);
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void LeaderKillWithManySessionsOnOneConnectionNeverOverTheLimit()
+        {
+            const int sessions = 30, limit = 3;
+            using (var c = new Cluster(3))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/kill"));
+                var ss = Enumerable.Range(0, sessions).Select(_ => U.Get(cc.StartSessionAsync("/kill", Opts(TimeSpan.FromSeconds(5))))).ToList();
+                U.Wait(ss[0].CreateSemaphoreAsync("sem", limit));
+                int inside = 0, most = 0, rounds = 0, roundsAfterKill = 0, killed = 0;
+                var stop = new CancellationTokenSource();
+                var work = ss.Select(s => Task.Run(async () =>
+                {
+                    while (!stop.IsCancellationRequested)
+                    {
+                        SemaphoreLease le;
+                        try { le = await s.AcquireSemaphoreAsync("sem", new AcquireOptions { Timeout = TimeSpan.FromSeconds(2) }); }
+                        catch (SemaphoreNotAcquiredException) { continue; }
+                        catch (IndeterminateException) { continue; }
+                        catch (DeadlinePassedException) { continue; }
+                        // Inside while the holder sees the lease valid: until its work ends or its lost token fires.
+                        if (le.IsValid)
+                        {
+                            int left = 0;
+                            Action leave = () => { if (Interlocked.Exchange(ref left, 1) == 0) Interlocked.Decrement(ref inside); };
+                            int n = Interlocked.Increment(ref inside);
+                            using (le.LostToken.Register(leave))
+                            {
+                                lock (ss) most = Math.Max(most, n);
+                                await Task.Delay(5);
+                                leave();
+                            }
+                        }
+                        try { await le.ReleaseAsync(); } catch (TicketingException) { }
+                        Interlocked.Increment(ref rounds);
+                        if (Volatile.Read(ref killed) == 1) Interlocked.Increment(ref roundsAfterKill);
+                    }
+                })).ToArray();
+                U.WaitUntil("rounds before the kill", () => Volatile.Read(ref rounds) >= 50);
+                c.Kill(c.LeaderIndex());
+                Volatile.Write(ref killed, 1);
+                U.WaitUntil("rounds after the leader kill", () => Volatile.Read(ref roundsAfterKill) >= 50);
+                stop.Cancel();
+                Assert.IsTrue(Task.WaitAll(work, U.Patience), "the holders did not stop: a hang");
+                Assert.LessOrEqual(most, limit, "more holders than the limit at once, as the holders saw it");
+                Assert.IsTrue(ss.All(s => s.State != SessionState.Expired), "a session expired across the leader change");
                 U.Wait(cc.DisposeAsync().AsTask());
             }
         }
