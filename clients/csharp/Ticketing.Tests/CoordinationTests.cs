@@ -256,6 +256,29 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void LargeRequestsTakeTheConnectionsOneLargeSlot()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/large"));
+                var ss = Enumerable.Range(0, 4).Select(_ => U.Get(cc.StartSessionAsync("/large", Opts(TimeSpan.FromSeconds(10))))).ToList();
+                var big = new byte[600 << 10];
+                for (int i = 0; i < big.Length; i++) big[i] = (byte)i;
+                U.Wait(ss[0].CreateSemaphoreAsync("big", 1));
+                // Many sessions write large data at once; a small request goes beside them.
+                var writes = ss.SelectMany(s => Enumerable.Range(0, 3).Select(_ => s.UpdateSemaphoreAsync("big", big))).ToArray();
+                U.Wait(ss[0].CreateSemaphoreAsync("small", 1));
+                U.Wait(Task.WhenAll(writes));
+                Assert.AreEqual(1, b.CurrentForTests.LargeHeldMax, "large requests on their way at once");
+                // An answer longer than a ticket frame is read whole.
+                CollectionAssert.AreEqual(big, U.Get(ss[1].DescribeSemaphoreAsync("big")).GetData());
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
         public void SemaphoreNeverOverItsLimitAsTheHoldersSeeIt()
         {
             const int sessions = 8, rounds = 15, limit = 2;

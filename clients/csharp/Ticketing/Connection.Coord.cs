@@ -39,6 +39,8 @@ namespace Ticketing
         // One large request at a time on its way: a keep-alive queued behind
         // it waits for at most one large request's bytes.
         readonly SemaphoreSlim largeSlot = new SemaphoreSlim(1);
+        int largeHeld;            // requests holding the large slot now (tests: never above 1)
+        internal int LargeHeldMax; // tests: the most that held it at once
         readonly object subsMu = new object();
         readonly List<Action<Frame>> coordSubs = new List<Action<Frame>>();
 
@@ -110,6 +112,7 @@ namespace Ticketing
         {
             if (!cl.LargeHeld) return;
             cl.LargeHeld = false;
+            Interlocked.Decrement(ref largeHeld);
             largeSlot.Release();
         }
 
@@ -150,6 +153,9 @@ namespace Ticketing
                     return new CoordResult { NotSent = true };
                 }
                 cl.LargeHeld = true;
+                int n = Interlocked.Increment(ref largeHeld);
+                int seen;
+                while (n > (seen = Volatile.Read(ref LargeHeldMax)) && Interlocked.CompareExchange(ref LargeHeldMax, n, seen) != seen) { }
             }
             StartResult started;
             try
