@@ -61,6 +61,9 @@ namespace Ticketing.Tests
                 U.Wait(eph.ReleaseAsync());
                 Assert.AreEqual(CoordinationStatus.NotFound, U.Throws<CoordinationException>(() => s2.DescribeSemaphoreAsync("eph")).Status);
                 var s3 = U.Get(cc.StartSessionAsync("/t", Opts(TimeSpan.FromSeconds(10))));
+                var listed = U.Get(cc.ListSessionsAsync("/t"));
+                CollectionAssert.AreEqual(new[] { s1.Id, s2.Id, s3.Id }, listed.Select(i => i.Id).ToArray());
+                Assert.IsTrue(listed.All(i => i.Attached && i.Description == "csharp test" && i.Timeout == TimeSpan.FromSeconds(10)));
                 U.Throws<SemaphoreNotAcquiredException>(() => s3.AcquireSemaphoreAsync("pool", new AcquireOptions { Timeout = TimeSpan.Zero }));
                 ulong queuedAs = 0;
                 var waiting = s3.AcquireSemaphoreAsync("pool", new AcquireOptions { Exclusive = true, Queued = id => queuedAs = id });

@@ -70,6 +70,25 @@ namespace Ticketing.Coordination
         public uint Waiters { get; }
     }
 
+    /// <summary>A session of a node, as ListSessionsAsync saw it.</summary>
+    public sealed class SessionInfo
+    {
+        internal SessionInfo(ulong id, ulong seqNo, ulong timeoutMs, bool attached, string description)
+        {
+            Id = id; SeqNo = seqNo; Timeout = TimeSpan.FromMilliseconds(timeoutMs); Attached = attached; Description = description;
+        }
+        /// <summary>The session's id.</summary>
+        public ulong Id { get; }
+        /// <summary>Its attach sequence number.</summary>
+        public ulong SeqNo { get; }
+        /// <summary>Its timeout.</summary>
+        public TimeSpan Timeout { get; }
+        /// <summary>It has a connection now (else it is detached, its expiry clock running).</summary>
+        public bool Attached { get; }
+        /// <summary>Its description.</summary>
+        public string Description { get; }
+    }
+
     /// <summary>
     /// Coordination nodes, sessions and semaphores (docs/coordination.md) on a
     /// TicketBroker's connection: the sessions share the connection of the
@@ -161,6 +180,25 @@ namespace Ticketing.Coordination
         {
             var b = await NodeCallAsync("describe node " + path, CoordOp.DescribeNode, new CoordBody { Path = Args.Path(path) }, true, cancellationToken).ConfigureAwait(false);
             return new NodeDescription(b);
+        }
+
+        /// <summary>The node's sessions by id (every page of the server's answer).</summary>
+        /// <param name="path">The node's path.</param>
+        /// <param name="cancellationToken">Ends the wait.</param>
+        public async Task<IReadOnlyList<SessionInfo>> ListSessionsAsync(string path, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var p = Args.Path(path);
+            var all = new List<SessionInfo>();
+            ulong after = 0;
+            for (;;)
+            {
+                var b = await NodeCallAsync("list sessions of " + path, CoordOp.ListSessions, new CoordBody { Path = p, After = after }, true, cancellationToken).ConfigureAwait(false);
+                foreach (var x in b.Sessions) all.Add(new SessionInfo(x.Session, x.SeqNo, x.TimeoutMs, (x.Flags & 1) != 0, System.Text.Encoding.UTF8.GetString(x.Desc)));
+                if ((b.Flags & 1) == 0) return all.AsReadOnly();
+                if (b.Sessions.Count == 0)
+                    throw new UnavailableException("coordination: list sessions of " + path + ": the leader answered a page that lists nobody yet says more follow: upgrade it");
+                after = b.Sessions[b.Sessions.Count - 1].Session;
+            }
         }
 
         static CoordBody NodeBody(string path, NodeSettings s)
