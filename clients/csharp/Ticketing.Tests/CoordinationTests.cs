@@ -371,6 +371,21 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void NodeCallsWithoutATokenEndWithinTheOperationTimeout()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            using (var b = U.Ready(U.Builder(p.Addr).OperationTimeout(TimeSpan.FromMilliseconds(500)).Connect()))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/bounded"));
+                p.BlackHole();
+                U.Throws<UnavailableException>(() => cc.DescribeNodeAsync("/bounded"));
+                U.Throws<IndeterminateException>(() => cc.CreateNodeAsync("/other"));
+            }
+        }
+
+        [Test]
         public void CutConnectionRestoresTheSessionWithItsHold()
         {
             using (var c = new Cluster(1))

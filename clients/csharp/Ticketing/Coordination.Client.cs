@@ -219,15 +219,36 @@ namespace Ticketing.Coordination
             return (uint)Math.Ceiling(t.TotalMilliseconds);
         }
 
-        /// <summary>A node request on the broker's connection: a read is sent again after a lost connection, a change is not (IndeterminateException).</summary>
+        /// <summary>
+        /// A node request on the broker's connection: a read is sent again
+        /// after a lost connection, a change is not (IndeterminateException).
+        /// Without a cancellable token the broker's operation timeout bounds it.
+        /// </summary>
         async Task<CoordBody> NodeCallAsync(string what, byte op, CoordBody body, bool read, CancellationToken ct)
+        {
+            using (var bound = ct.CanBeCanceled || broker.Cfg.OperationTimeout == Timeout.InfiniteTimeSpan ? null : new CancellationTokenSource(broker.Cfg.OperationTimeout))
+            {
+                var t = bound != null ? bound.Token : ct;
+                try
+                {
+                    return await NodeCallCoreAsync(what, op, body, read, t).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException e) when (bound != null && bound.IsCancellationRequested)
+                {
+                    throw read ? (Exception)new UnavailableException("coordination: " + what + ": no answer within the operation timeout (" + broker.Cfg.OperationTimeout + ")", e)
+                        : new IndeterminateException("coordination: " + what + ": no answer within the operation timeout (" + broker.Cfg.OperationTimeout + "); it may or may not have taken effect", e);
+                }
+            }
+        }
+
+        async Task<CoordBody> NodeCallCoreAsync(string what, byte op, CoordBody body, bool read, CancellationToken ct)
         {
             for (int attempt = 0; ; attempt++)
             {
                 Connection c;
                 try
                 {
-                    c = await broker.GetConnAsync(ct.CanBeCanceled ? ct : TimeoutToken(), false).ConfigureAwait(false);
+                    c = await broker.GetConnAsync(ct, false).ConfigureAwait(false);
                 }
                 catch (Exception e) when (!(e is OperationCanceledException) || !ct.IsCancellationRequested)
                 {
@@ -247,11 +268,6 @@ namespace Ticketing.Coordination
                 if (err != null) throw err;
                 return ans;
             }
-        }
-
-        CancellationToken TimeoutToken()
-        {
-            return new CancellationTokenSource(broker.Cfg.OperationTimeout).Token;
         }
 
         /// <summary>Stops every session of this client (each bounded by 5 s); the broker stays open.</summary>
