@@ -253,7 +253,11 @@ namespace Ticketing.Tests
                     U.Get(s2.AcquireSemaphoreAsync("m", new AcquireOptions { Timeout = TimeSpan.Zero }));
                     U.Wait(s1.CloseAsync());
                     Assert.IsTrue(l1.Conn.Dead, "a stopped session's own connection is closed");
-                    U.Wait(cc.DisposeAsync().AsTask());
+                    // Closing the broker closes the connections of the sessions' own, and ends them.
+                    U.Wait(b.DisposeAsync().AsTask());
+                    U.WaitUntil("the session's own connection closed with the broker", () => l2.Conn.Dead);
+                    U.WaitUntil("the session ended with the broker", () => s2.State == SessionState.Expired);
+                    U.Throws<ClosedException>(() => s2.DescribeSemaphoreAsync("m"));
                 }
             }
         }

@@ -179,9 +179,24 @@ namespace Ticketing.Coordination
                     throw new UnavailableException("ticketing: coordination session on " + Path + ": " + e.Message, e.Err);
                 }
                 l = new Link(own, false);
+                Forget(CloseWithBrokerAsync(l));
             }
             l.Subscription = l.Conn.SubscribeCoord(f => events.Push(() => Event(l, f)));
             return l;
+        }
+
+        /// <summary>Ends a connection of the session's own when the broker is closed: the session then ends (ClosedException).</summary>
+        async Task CloseWithBrokerAsync(Link l)
+        {
+            while (!l.Stop.IsCancellationRequested)
+            {
+                if (Broker.IsClosed)
+                {
+                    l.Fail();
+                    return;
+                }
+                await Broker.WaitChangeAsync(l.Stop).ConfigureAwait(false);
+            }
         }
 
         /// <summary>Sends one request on l and decodes its answer.</summary>
