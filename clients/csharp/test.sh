@@ -33,8 +33,8 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "== building ticketd, ticketbench and faketicketd (the conformance scenarios' server) for the C# tests"
-(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./server/cmd/ticketbench && nice -n 10 go build -o "$tmp/faketicketd" ./internal/faketicketd/cmd/faketicketd)
+echo "== building ticketd, ticketbench, faketicketd (the conformance scenarios' server) and coordpeer (a Go coordination session for the interoperability test) for the C# tests"
+(cd "$repo" && nice -n 10 go build -o "$tmp/ticketd" ./server/cmd/ticketd && nice -n 10 go build -o "$tmp/ticketbench" ./server/cmd/ticketbench && nice -n 10 go build -o "$tmp/faketicketd" ./internal/faketicketd/cmd/faketicketd && nice -n 10 go build -o "$tmp/coordpeer" ./internal/coordpeer/cmd/coordpeer)
 
 echo "== compiling the C# client and its tests with mcs (C# 7.0)"
 compile() {
@@ -62,7 +62,7 @@ compile -out:"$tmp/Ticketing.Tests.dll" -r:System.dll -r:System.Core.dll -r:"$tm
 compile -target:exe -out:"$tmp/Example.exe" -r:"$tmp/Ticketing.dll" Example/*.cs
 
 echo "== running the C# tests (NUnit 2.6 under Mono)"
-export TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" FAKETICKETD_BIN="$tmp/faketicketd" TICKETING_REPO="$repo" TICKETING_EXAMPLE="$tmp/Example.exe"
+export COORDPEER_BIN="$tmp/coordpeer" TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" FAKETICKETD_BIN="$tmp/faketicketd" TICKETING_REPO="$repo" TICKETING_EXAMPLE="$tmp/Example.exe"
 status=0
 # -domain:None: no AppDomain unload at the end, which on Mono waits for
 # threads blocked in socket reads (a failed test can leave some behind).

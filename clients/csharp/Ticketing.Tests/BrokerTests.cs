@@ -379,6 +379,8 @@ namespace Ticketing.Tests
             }
             Assert.IsTrue(typeof(IAsyncDisposable).IsAssignableFrom(typeof(Ticket)));
             Assert.IsTrue(typeof(IAsyncDisposable).IsAssignableFrom(typeof(TicketBroker)));
+            foreach (var t in new[] { typeof(Coordination.CoordinationClient), typeof(Coordination.CoordinationSession), typeof(Coordination.SemaphoreLease) })
+                Assert.IsTrue(typeof(IAsyncDisposable).IsAssignableFrom(t), t.Name);
         }
 
         [Test]

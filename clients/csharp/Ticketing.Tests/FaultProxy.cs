@@ -35,6 +35,23 @@ namespace Ticketing.Tests
 
         public string Addr { get; private set; }
 
+        volatile bool blackHole;
+        volatile bool hideSessions;
+
+        /// <summary>Clears ReadySessions in every Y from now on: the client sees a server older than many sessions per connection.</summary>
+        public void HideSessions() { hideSessions = true; }
+
+        /// <summary>From now on forward nothing either way, on every connection, old and new, while keeping them open (a network partition the sockets do not see).</summary>
+        public void BlackHole() { blackHole = true; }
+
+        /// <summary>Closes every connection through the proxy (both sides see a reset or end of stream); new ones are forwarded.</summary>
+        public void CutAll()
+        {
+            List<TcpClient> all;
+            lock (socks) { all = new List<TcpClient>(socks); socks.Clear(); }
+            foreach (var s in all) Close(s);
+        }
+
         /// <summary>Swallow the next G from the server and cut that connection.</summary>
         public void SwallowNextGrant() { Interlocked.Exchange(ref armed, 1); }
 
@@ -63,7 +80,7 @@ namespace Ticketing.Tests
             {
                 var from = down.GetStream(); var to = up.GetStream();
                 int n;
-                while ((n = from.Read(buf, 0, buf.Length)) > 0) to.Write(buf, 0, n);
+                while ((n = from.Read(buf, 0, buf.Length)) > 0) if (!blackHole) to.Write(buf, 0, n);
             }
             catch (Exception) { }
             Close(down); Close(up);
@@ -77,13 +94,15 @@ namespace Ticketing.Tests
                 var head = new byte[4];
                 for (;;)
                 {
-                    var f = Codec.ReadFrame(from, head);
+                    var f = Codec.ReadFrame(from, head, true);
                     if (f == null) break;
                     if (f.Type == FrameType.Granted && Interlocked.Exchange(ref armed, 0) == 1)
                     {
                         SwallowedToken = f.Token;
                         break;
                     }
+                    if (blackHole) continue;
+                    if (hideSessions && f.Type == FrameType.Ready) f.Flags = (byte)(f.Flags & ~Codec.ReadySessions);
                     var b = Codec.Encode(f);
                     to.Write(b, 0, b.Length);
                 }

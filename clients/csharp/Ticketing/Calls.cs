@@ -80,6 +80,11 @@ namespace Ticketing
         internal long Span; // acquire: Stopwatch ticks of wait + 2 × lease, the longest a grant of it can matter
         internal bool Abandoned; // the caller left; a late G is released (acquire)
         internal bool Queued;    // a Q was seen
+        internal bool CoordAcquire;        // K: a coordination acquire (counts against the acquire slots)
+        internal bool Large;               // K: over LargeRequest bytes of data: takes the connection's large slot
+        internal bool LargeHeld;           // it holds the large slot now
+        internal Action<Frame> Note;       // K: its Queued and Changed notifications (must not block: the reader calls it)
+        internal Action<Frame> Watch;      // K: a describe with a watch: its Changed after the answer (must not block)
         internal readonly TaskCompletionSource<Answer> Res =
             new TaskCompletionSource<Answer>(TaskCreationOptions.RunContinuationsAsynchronously);
 

@@ -189,6 +189,7 @@ namespace Ticketing
             var c = new Connection(addr, tcp, s, hooks, first.Count);
             c.NodeId = Encoding.UTF8.GetString(first.Text);
             c.Leader = (first.Flags & Codec.ReadyLeader) != 0;
+            c.Sessions = (first.Flags & Codec.ReadySessions) != 0;
             c.Interval = TimeSpan.FromMilliseconds(first.IntervalMs);
             if (first.IntervalMs == 0)
             {

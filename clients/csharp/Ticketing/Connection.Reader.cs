@@ -25,7 +25,7 @@ namespace Ticketing
                 Frame f;
                 try
                 {
-                    f = Codec.ReadFrame(live, head);
+                    f = Codec.ReadFrame(live, head, coordReplies);
                 }
                 catch (WireException e)
                 {
@@ -105,6 +105,8 @@ namespace Ticketing
                 return req == FrameType.Acquire || req == FrameType.Release || req == FrameType.ReleaseOwner || req == FrameType.Describe;
             switch (req)
             {
+                case FrameType.Coord:
+                    return ans == FrameType.CoordReply || ans == FrameType.Capacity;
                 case FrameType.Acquire:
                     return ans == FrameType.Granted || ans == FrameType.NotAcquired || ans == FrameType.Queued ||
                         ans == FrameType.Cancelled || ans == FrameType.Capacity;
@@ -151,6 +153,12 @@ namespace Ticketing
                 case FrameType.Info:
                 case FrameType.Forbidden:
                     break;
+                case FrameType.CoordReply:
+                    {
+                        ConnFailure fl;
+                        if (CoordNotice(f, out fl)) return fl;
+                    }
+                    break;
                 default:
                     return Protocol("unexpected " + FrameType.Name(f.Type) + " frame from the server");
             }
@@ -171,12 +179,14 @@ namespace Ticketing
                     return null;
                 }
                 pending.Remove(f.Id);
+                FreeLargeLocked(cl);
+                if (cl.Watch != null && f.Type == FrameType.CoordReply && f.Code == 0) watches[f.Id] = cl.Watch;
                 // Close waits for this (CancelAcquiresForClose); it is told
                 // only after a late grant's release was queued below, or Close
                 // could stop the releaser first.
                 if (acquiresSettled != null && cl.Type == FrameType.Acquire && !AnyAcquirePendingLocked())
                     settled = acquiresSettled;
-                var sem = Slots(cl.Type);
+                var sem = Slots(cl);
                 if (sem != null) sem.Release();
                 if (!cl.Abandoned)
                 {

@@ -76,6 +76,7 @@ namespace Ticketing
                 failure = f;
                 pend = new List<Call>(pending.Values);
                 pending = new Dictionary<uint, Call>();
+                watches.Clear();
                 wbuf.Reset();
                 Monitor.PulseAll(mu);
                 foreach (var cl in pend)
@@ -96,6 +97,7 @@ namespace Ticketing
             try { if (watchdog != null) watchdog.Dispose(); } catch (Exception) { }
             try { stream.Dispose(); } catch (Exception) { }
             try { tcp.Close(); } catch (Exception) { }
+            FailCoord(pend);
             Done.TrySetResult(true);
             lock (mu) if (acquiresSettled != null) acquiresSettled.TrySetResult(true);
         }
@@ -111,14 +113,14 @@ namespace Ticketing
         /// Once it returns Started the request may have been sent.
         /// </summary>
         /// <summary>The in-flight pool a request of this type counts against (null: no limit).</summary>
-        SemaphoreSlim Slots(byte type)
+        SemaphoreSlim Slots(Call cl)
         {
-            return type == FrameType.Acquire ? semAcquire : semOther;
+            return cl.Type == FrameType.Acquire || cl.CoordAcquire ? semAcquire : semOther;
         }
 
         internal async Task<StartResult> StartAsync(Call cl, Frame f, CancellationToken ct)
         {
-            var sem = Slots(cl.Type);
+            var sem = Slots(cl);
             if (sem != null && !sem.Wait(0))
             {
                 Interlocked.Increment(ref SlotWaiters);
@@ -152,7 +154,8 @@ namespace Ticketing
                     if (sem != null) sem.Release();
                     ct.ThrowIfCancellationRequested();
                 }
-                do { nextId++; } while (nextId == 0 || pending.ContainsKey(nextId));
+                // A watch keeps its describe's id until it fires: no new request takes it.
+                do { nextId++; } while (nextId == 0 || pending.ContainsKey(nextId) || watches.ContainsKey(nextId));
                 cl.Id = nextId;
                 f.Id = nextId;
                 pending[cl.Id] = cl;

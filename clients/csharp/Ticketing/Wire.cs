@@ -33,6 +33,10 @@ namespace Ticketing.Wire
         public const byte Pong = (byte)'O';
         /// <summary>Forbidden: the principal may not make the request (final; the connection stays open).</summary>
         public const byte Forbidden = (byte)'F';
+        /// <summary>Coord: a coordination request (docs/coordination.md).</summary>
+        public const byte Coord = (byte)'K';
+        /// <summary>CoordReply: a coordination answer or notification.</summary>
+        public const byte CoordReply = (byte)'T';
 
         public static string Name(byte t)
         {
@@ -63,6 +67,10 @@ namespace Ticketing.Wire
         public ulong Nonce;
         /// <summary>Y with ReadyClusterId: the server's cluster ID (all zero: none yet).</summary>
         public byte[] ClusterId = new byte[Codec.ClusterIdLen];
+        /// <summary>K and T: the coordination sub-op.</summary>
+        public byte Op;
+        /// <summary>K and T: the sub-op's body (CoordCodec encodes and decodes it); T's status is Code.</summary>
+        public byte[] Body = new byte[0];
 
         public override string ToString()
         {
@@ -93,8 +101,14 @@ namespace Ticketing.Wire
         public const byte ReadyClusterId = 4;
         /// <summary>The size of a cluster ID in Y.</summary>
         public const int ClusterIdLen = 16;
-        /// <summary>Ready flag: the server carries many coordination sessions on one connection (this client does not use coordination).</summary>
+        /// <summary>Ready flag: the server carries many coordination sessions on one connection.</summary>
         public const byte ReadySessions = 2;
+        /// <summary>
+        /// The longest K or T frame (length prefix value) where coordination is
+        /// served: 1 MiB of data and 8 KiB of the rest. The reader accepts a
+        /// length over MaxFrame only for these two types.
+        /// </summary>
+        public const int MaxCoordFrame = (1 << 20) + (8 << 10);
 
         /// <summary>The length prefix of a frame with every variable field empty.</summary>
         public static int SmallestLength(byte type)
@@ -123,6 +137,8 @@ namespace Ticketing.Wire
                 case FrameType.AdminReply: return 7;
                 case FrameType.Ping: return 9;
                 case FrameType.Pong: return 9;
+                case FrameType.Coord: return 6;
+                case FrameType.CoordReply: return 8;
             }
             return -1;
         }
@@ -171,12 +187,15 @@ namespace Ticketing.Wire
                 case FrameType.AdminReply: w.U32(f.Id); w.U16(f.Code); w.Bytes(f.Text); break;
                 case FrameType.Ping:
                 case FrameType.Pong: w.U64(f.Nonce); break;
+                case FrameType.Coord: w.U32(f.Id); w.U8(f.Op); w.Bytes(f.Body); break;
+                case FrameType.CoordReply: w.U32(f.Id); w.U8(f.Op); w.U16(f.Code); w.Bytes(f.Body); break;
                 default:
                     throw new ArgumentException("cannot encode unknown frame type " + FrameType.Name(f.Type));
             }
             int len = w.Length - start - 4;
-            if (len > MaxFrame)
-                throw new ArgumentException("frame of " + len + " bytes is larger than " + MaxFrame);
+            int max = f.Type == FrameType.Coord || f.Type == FrameType.CoordReply ? MaxCoordFrame : MaxFrame;
+            if (len > max)
+                throw new ArgumentException("frame of " + len + " bytes is larger than " + max);
             w.PatchU32(start, (uint)len);
         }
 
@@ -242,6 +261,8 @@ namespace Ticketing.Wire
                 case FrameType.AdminReply: f.Id = r.U32(); f.Code = r.U16(); f.Text = r.Rest(); break;
                 case FrameType.Ping:
                 case FrameType.Pong: f.Nonce = r.U64(); break;
+                case FrameType.Coord: f.Id = r.U32(); f.Op = r.U8(); f.Body = r.Rest(); break;
+                case FrameType.CoordReply: f.Id = r.U32(); f.Op = r.U8(); f.Code = r.U16(); f.Body = r.Rest(); break;
             }
             r.End();
             return f;
@@ -281,10 +302,27 @@ namespace Ticketing.Wire
         /// <summary>Reads exactly one frame from a stream; null at a clean end of stream before a frame.</summary>
         public static Frame ReadFrame(Stream s, byte[] head)
         {
+            return ReadFrame(s, head, false);
+        }
+
+        /// <summary>
+        /// ReadFrame that, with allowCoord, accepts a K or T frame longer than
+        /// MaxFrame, up to MaxCoordFrame: its type byte is read before the rest,
+        /// and any other type of that length is refused as too large.
+        /// </summary>
+        public static Frame ReadFrame(Stream s, byte[] head, bool allowCoord)
+        {
             if (!ReadFull(s, head, 0, 4, true)) return null;
-            uint len = CheckLength(head, 0); // too large: refused without reading the payload
+            uint len = (uint)(head[0] << 24 | head[1] << 16 | head[2] << 8 | head[3]);
+            if (!allowCoord || len <= MaxFrame)
+                len = CheckLength(head, 0); // too large: refused without reading the payload
+            else if (len > MaxCoordFrame)
+                throw new WireException((ushort)ErrorCode.FrameTooLarge, "frame length " + len + " exceeds the maximum " + MaxCoordFrame + " of a coordination frame");
             var body = new byte[len];
-            ReadFull(s, body, 0, (int)len, false);
+            ReadFull(s, body, 0, 1, false);
+            if (len > MaxFrame && body[0] != FrameType.Coord && body[0] != FrameType.CoordReply)
+                throw new WireException((ushort)ErrorCode.FrameTooLarge, FrameType.Name(body[0]) + " frame length " + len + " exceeds the maximum " + MaxFrame);
+            ReadFull(s, body, 1, (int)len - 1, false);
             return DecodeBody(body, 0, (int)len);
         }
 

@@ -1,0 +1,135 @@
+// Command coordpeer is a Go coordination session driven line by line on
+// stdin, for the other clients' interoperability tests: a C# or Java test
+// starts it against the same ticketd and checks that a mutex or an election
+// is one and the same across languages.
+//
+//	coordpeer -addr 127.0.0.1:5225 -node /interop
+//
+// Commands (one a line), each answered with one line on stdout:
+//
+//	session               session <id>
+//	trylock <name>        locked <token> | busy
+//	lock <name>           locked <token>
+//	unlock <name>         unlocked
+//	campaign <name> <d>   leading <token>
+//	resign <name>         resigned
+//	leader <name>         leader <session> <token> <data>
+//
+// An error is answered "error <text>"; end of input stops the session.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ticketing-io/ticketing/coordination"
+)
+
+func main() {
+	addr := flag.String("addr", "", "ticketd addresses, comma-separated")
+	node := flag.String("node", "", "the coordination node's path")
+	flag.Parse()
+	if *addr == "" || *node == "" {
+		fmt.Fprintln(os.Stderr, "coordpeer: -addr and -node are required")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	c, err := coordination.Dial(*addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordpeer:", err)
+		os.Exit(1)
+	}
+	defer c.Close()
+	start, cancel := context.WithTimeout(ctx, 20*time.Second)
+	s, err := c.Session(start, *node, coordination.WithTimeout(10*time.Second))
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordpeer:", err)
+		os.Exit(1)
+	}
+	defer s.Close(ctx)
+	mutexes := map[string]*coordination.Mutex{}
+	elections := map[string]*coordination.Election{}
+	mutex := func(n string) *coordination.Mutex {
+		if mutexes[n] == nil {
+			mutexes[n] = s.Mutex(n)
+		}
+		return mutexes[n]
+	}
+	election := func(n string) *coordination.Election {
+		if elections[n] == nil {
+			elections[n] = s.Election(n)
+		}
+		return elections[n]
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		if len(f) == 0 {
+			continue
+		}
+		arg := func(i int) string {
+			if i < len(f) {
+				return f[i]
+			}
+			return ""
+		}
+		var out string
+		switch f[0] {
+		case "session":
+			out = fmt.Sprintf("session %d", s.ID())
+		case "trylock":
+			m := mutex(arg(1))
+			ok, err := m.TryLock(ctx)
+			switch {
+			case err != nil:
+				out = "error " + err.Error()
+			case ok:
+				out = fmt.Sprintf("locked %d", m.Token())
+			default:
+				out = "busy"
+			}
+		case "lock":
+			m := mutex(arg(1))
+			if err := m.Lock(ctx); err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = fmt.Sprintf("locked %d", m.Token())
+			}
+		case "unlock":
+			if err := mutex(arg(1)).Unlock(ctx); err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = "unlocked"
+			}
+		case "campaign":
+			l, err := election(arg(1)).Campaign(ctx, []byte(arg(2)))
+			if err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = fmt.Sprintf("leading %d", l.Token)
+			}
+		case "resign":
+			if err := election(arg(1)).Resign(ctx); err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = "resigned"
+			}
+		case "leader":
+			li, err := election(arg(1)).Leader(ctx)
+			if err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = fmt.Sprintf("leader %d %d %s", li.Session, li.Token, li.Data)
+			}
+		default:
+			out = "error unknown command " + f[0]
+		}
+		fmt.Println(out)
+	}
+}
