@@ -58,7 +58,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *cmdline, []flagSpec) {
 	fs.BoolVar(&v.HTTP.TLS, "http-tls", false, "serve the HTTP port over TLS with --tls-cert and --tls-key (client certificates verified against --tls-client-ca when given)")
 	fs.StringVar(&v.DataDir, "data-dir", def.DataDir, "`directory` holding the Raft log, stable store and snapshots")
 	fs.StringVar(&v.NodeID, "node-id", def.NodeID, "unique `id` of this server in the cluster")
-	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list or with no config file and no cluster flags, else existing)")
+	fs.StringVar(&v.InitialClusterState, "initial-cluster-state", "", "what an empty data directory means: `new` bootstraps a new cluster, existing waits to be added (default: new with a bootstrap list, without Raft peer authentication, or with no config file and no cluster flags; else existing)")
 	fs.StringVar(&bootstrap, "bootstrap", "", "voters of a new cluster, this server included, as `ID=RAFTADDR,...` (used only with --initial-cluster-state new and an empty data directory)")
 	fs.StringVar(&absent, "bootstrap-absent", "", "servers of --bootstrap that will never start, as `ID,...`: founding the new cluster does not wait for them (they stay voters; the rest must be a majority)")
 	fs.BoolVar(&v.Join, "join", false, "start with an empty data directory and wait to be added by the leader (ticketctl members add); refused when the data directory holds state")
@@ -230,7 +230,12 @@ func loadCmdline(args []string, usage io.Writer) (server.Config, *cmdline, error
 		// data and bootstraps again from its list is refused by its cluster:
 		// see internal/node, cluster identity.)
 		cfg.InitialClusterState = "new"
-		if len(cfg.Bootstrap) == 0 {
+		// A server without Raft peer authentication can never have peers
+		// (ticketd refuses that), so it runs alone whatever flags moved its
+		// ports: waiting to be added would only be refused. A member of a
+		// cluster always has its peer authentication configured, so one
+		// whose data directory was emptied still waits to be added.
+		if len(cfg.Bootstrap) == 0 && !cfg.RunsAlone() {
 			if cl.configFile != "" {
 				cfg.InitialClusterState = "existing"
 			}

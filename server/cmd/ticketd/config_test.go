@@ -139,7 +139,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "waiting to be added without peer authentication",
 			args: func(*testing.T) []string {
-				return []string{"--raft-listen", "10.0.0.1:5226"}
+				return []string{"--raft-listen", "10.0.0.1:5226", "--initial-cluster-state", "existing"}
 			},
 			wantErr: `(initial_cluster_state = "existing": it waits to be added to a cluster.`,
 		},
@@ -531,9 +531,10 @@ max_held = 0
 	}
 }
 
-// TestInitialClusterStateDefault: only ticketd with a bootstrap list or
-// without cluster settings bootstraps on its own; a server configured for a
-// cluster without a bootstrap list waits to be added unless told "new".
+// TestInitialClusterStateDefault: only ticketd with a bootstrap list,
+// without cluster settings or without peer authentication bootstraps on its
+// own; a server configured for a cluster without a bootstrap list waits to
+// be added unless told "new".
 func TestInitialClusterStateDefault(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -555,6 +556,19 @@ func TestInitialClusterStateDefault(t *testing.T) {
 		c, err := loadConfig(append(tc.args, "--raft-secret-file", "/s"), io.Discard)
 		if err != nil || c.InitialClusterState != tc.want {
 			t.Errorf("%q: state %q, %v; want %q", tc.args, c.InitialClusterState, err, tc.want)
+		}
+	}
+	// Without peer authentication a server can only run alone: moving its
+	// ports, naming it or giving it a config file keeps it a server of its
+	// own instead of one that waits to be added (and is refused for it).
+	for _, args := range [][]string{
+		{"--listen", "127.0.0.1:1", "--raft-listen", "127.0.0.1:2", "--http-listen", "127.0.0.1:3"},
+		{"--node-id", "n3"},
+		{"--config", writeFile(t, "node_id = \"n3\"\n")},
+	} {
+		c, err := loadConfig(args, io.Discard)
+		if err != nil || c.InitialClusterState != "new" {
+			t.Errorf("%q without peer authentication: state %q, %v; want new", args, c.InitialClusterState, err)
 		}
 	}
 	if c, _ := loadConfig([]string{"--restore", "b.snap", "--restore-min-token", "77"}, io.Discard); c.RestoreMinToken != 77 {

@@ -458,7 +458,7 @@ func (c *Config) peersReason() string {
 		return "join"
 	case c.InitialClusterState == "existing" && c.RestoreFile == "":
 		return `initial_cluster_state = "existing": it waits to be added to a cluster. ` +
-			`That is ticketd's default when cluster flags or a config file are given without a bootstrap list; a server of its own sets initial_cluster_state = "new"`
+			`A server of its own leaves initial_cluster_state out or sets it to "new"`
 	}
 	for _, peer := range c.Bootstrap {
 		if peer.ID != c.NodeID {
