@@ -292,3 +292,19 @@ func TestClusterIDPrintedAndRequired(t *testing.T) {
 		t.Errorf("k2 was acquired through a refused server: %+v", free)
 	}
 }
+
+// A server waiting to be added serves nothing; ticketctl says so, and what
+// to run, instead of only that it knows no leader.
+func TestWaitingServerIsNamed(t *testing.T) {
+	cfg := testcluster.Config(t, "n7", filepath.Join(t.TempDir(), "n7"))
+	cfg.Join = true
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	code, _, stderr := ctl(t, "--addr", cfg.ClientAddr, "--timeout", "2s", "acquire", "orders/1", "--wait", "0s", "--lease", "30s")
+	if code != exitError || !strings.Contains(stderr, "(node n7) waits to be added to a cluster") || !strings.Contains(stderr, "members add n7") {
+		t.Fatalf("exit %d, stderr %q: want a line naming the waiting server and members add", code, stderr)
+	}
+}

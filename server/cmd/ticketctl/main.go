@@ -383,7 +383,7 @@ func (e *env) context(extra time.Duration) (context.Context, context.CancelFunc)
 // goes to stdout and the message to stderr as well.
 func (e *env) fail(err error) int {
 	code, name := classify(err)
-	msg := errorMessage(err)
+	msg := errorMessage(err) + e.waitingHint(err)
 	fmt.Fprintf(e.stderr, "ticketctl: %s\n", msg)
 	if e.json() {
 		_ = e.emit(errorResult{Error: msg, Code: name}, nil)
@@ -631,4 +631,42 @@ func (e *env) onLeader(ctx context.Context, op func(context.Context, *ticketing.
 		}
 	}
 	return "", fmt.Errorf("no leader found through %s: %w", e.g.addrs, lastErr)
+}
+
+// waitingHint explains a server that is no leader and knows none: when it
+// is a server waiting to be added to a cluster (no cluster ID, no members),
+// it names it and what to run. It asks the servers' status briefly; any
+// failure there adds nothing.
+func (e *env) waitingHint(err error) string {
+	// The client reports the last attempt of a connect in words, so the
+	// refusal may be text only.
+	var nl *ticketing.NotLeaderError
+	if errors.As(err, &nl) {
+		if nl.LeaderAddr != "" {
+			return ""
+		}
+	} else if !strings.Contains(err.Error(), "does not know the leader") {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var hints []string
+	for _, addr := range e.addrList() {
+		a, err := ticketing.DialAdmin(ctx, addr, e.adminOptions()...)
+		if err != nil {
+			continue
+		}
+		s, err := a.Status(ctx)
+		a.Close()
+		if err != nil || len(s.Members) > 0 || (s.ClusterID != "" && s.ClusterID != "none") {
+			continue
+		}
+		hints = append(hints, fmt.Sprintf("%s (node %s) waits to be added to a cluster: on the cluster's leader run "+
+			"ticketctl --addr LEADER members add %s RAFT_ADDR (its Raft address); a server meant to run alone "+
+			"needs initial_cluster_state = \"new\" with an empty data directory", addr, s.NodeID, s.NodeID))
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(hints, "; ") + ")"
 }
