@@ -159,13 +159,17 @@ func (n *nemesis) reAddOldDir(ctx context.Context, hold time.Duration, ev *Fault
 	if err := n.waitVoter(ctx, i, 60*time.Second); err != nil {
 		return err
 	}
-	if err := errors.Join(nd.Kill(), nd.stash("current"), nd.unstash("old"), nd.Start()); err != nil {
+	if err := errors.Join(nd.Kill(), nd.stash("current"), nd.unstash("old")); err != nil {
+		return err
+	}
+	marks := n.logMarks()
+	if err := nd.Start(); err != nil {
 		return err
 	}
 	// For the hold the server runs on its old directory with its original
 	// configuration: its peers must refuse it (it lost what it voted for
 	// since). The refusal is logged by whichever side sees it first.
-	err = n.watchRefused(ctx, i, hold)
+	err = n.watchRefused(ctx, i, hold, marks)
 	// Heal: the current directory back, as an operator who put the wrong
 	// disk in would.
 	return errors.Join(err, nd.stop(), nd.unstash("current"), nd.Start())
@@ -174,7 +178,7 @@ func (n *nemesis) reAddOldDir(ctx context.Context, hold time.Duration, ev *Fault
 // watchRefused watches server i, started on an old directory, for the
 // hold and then until a refusal of it shows in a log (at most 30 s more):
 // it must never lead, and some server must refuse it.
-func (n *nemesis) watchRefused(ctx context.Context, i int, hold time.Duration) error {
+func (n *nemesis) watchRefused(ctx context.Context, i int, hold time.Duration, marks []logMark) error {
 	nd := n.c.Nodes[i]
 	end, deadline := time.Now().Add(hold), time.Now().Add(hold+30*time.Second)
 	for ctx.Err() == nil {
@@ -182,7 +186,7 @@ func (n *nemesis) watchRefused(ctx context.Context, i int, hold time.Duration) e
 			return fmt.Errorf("%s, on its old data directory, became leader", nd.ID)
 		}
 		if time.Now().After(end) {
-			if n.refusedInLogs(i) {
+			if n.refusedInLogs(i, marks) {
 				return nil
 			}
 			if time.Now().After(deadline) {
@@ -197,18 +201,40 @@ func (n *nemesis) watchRefused(ctx context.Context, i int, hold time.Duration) e
 	return ctx.Err()
 }
 
-// refusedInLogs reports whether a current log shows a Raft connection
-// refused because of server i's identity (its own log, or a peer's naming
-// it).
-func (n *nemesis) refusedInLogs(i int) bool {
+// logMark is where a server's current log ended at a moment.
+type logMark struct {
+	file string
+	size int64
+}
+
+func (n *nemesis) logMarks() []logMark {
+	marks := make([]logMark, len(n.c.Nodes))
+	for j, nd := range n.c.Nodes {
+		nd.mu.Lock()
+		marks[j].file = nd.logFile
+		nd.mu.Unlock()
+		if fi, err := os.Stat(marks[j].file); err == nil {
+			marks[j].size = fi.Size()
+		}
+	}
+	return marks
+}
+
+// refusedInLogs reports whether, since marks, a log shows a Raft
+// connection refused for server i's data directory incarnation (its own
+// log, or a peer's naming it).
+func (n *nemesis) refusedInLogs(i int, marks []logMark) bool {
 	id := n.c.Nodes[i].ID
 	for j, nd := range n.c.Nodes {
 		nd.mu.Lock()
 		file := nd.logFile
 		nd.mu.Unlock()
 		b, _ := os.ReadFile(file)
+		if file == marks[j].file && int64(len(b)) >= marks[j].size {
+			b = b[marks[j].size:]
+		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, "Raft connection refused") {
+			if !strings.Contains(line, "Raft connection refused") || !strings.Contains(line, "incarnation") {
 				continue
 			}
 			if j == i || strings.Contains(line, "peer="+id+" ") {
@@ -247,7 +273,7 @@ func (n *nemesis) joinLeaderKill(ctx context.Context, hold time.Duration, ev *Fa
 		return err
 	}
 	// A slow link keeps the new server a learner for a while.
-	if err := nd.Raft.Set(LinkMode{Delay: 150 * time.Millisecond, Jitter: 100 * time.Millisecond}); err != nil {
+	if err := nd.Raft.Set(LinkMode{Delay: 300 * time.Millisecond, Jitter: 200 * time.Millisecond}); err != nil {
 		return err
 	}
 	// members add, repeated (as an operator would) until the server is
@@ -271,13 +297,12 @@ func (n *nemesis) joinLeaderKill(ctx context.Context, hold time.Duration, ev *Fa
 			return err
 		})
 	}()
-	// Kill the leader once every other server holds the configuration
-	// that made the new server a learner (so that it is committed, and
-	// any new leader has it).
+	// Kill the leader once a majority holds the configuration that made
+	// the new server a learner (so that any new leader has it).
 	var leader int
 	for {
 		if leader, err = n.c.Leader(mctx); err == nil && leader != i {
-			learner, voter := n.everyoneHas(mctx, i)
+			learner, voter := n.majorityHas(mctx, i)
 			if learner {
 				if voter {
 					ev.Target += " (it was a voter before the kill)"
@@ -324,29 +349,27 @@ func isMember(ctx context.Context, a *ticketing.Admin, id string) (bool, error) 
 	return false, nil
 }
 
-// everyoneHas reports whether every running server but i lists i in its
-// configuration, and whether any lists it as a voter.
-func (n *nemesis) everyoneHas(ctx context.Context, i int) (in, voter bool) {
+// majorityHas reports whether a majority of the voters (every server but
+// i) list i in their configuration, so that any new leader has it, and
+// whether any lists it as a voter.
+func (n *nemesis) majorityHas(ctx context.Context, i int) (in, voter bool) {
+	count := 0
 	for j, nd := range n.c.Nodes {
-		if j == i {
+		if j == i || !nd.Running() {
 			continue
 		}
 		st, err := nd.Status(ctx)
 		if err != nil {
-			return false, false
+			continue
 		}
-		found := false
 		for _, m := range st.Members {
 			if m.ID == n.c.Nodes[i].ID {
-				found = true
+				count++
 				voter = voter || m.Voter
 			}
 		}
-		if !found {
-			return false, false
-		}
 	}
-	return true, voter
+	return count >= (len(n.c.Nodes)-1)/2+1, voter
 }
 
 // forgedPeers makes connections to the servers' Raft ports, from a client
@@ -368,7 +391,16 @@ func (n *nemesis) forgedPeers(ctx context.Context, hold time.Duration, ev *Fault
 	end := time.Now().Add(hold)
 	tries, refused := 0, 0
 	var errs []error
+	// A connection every 10 ms: a steady stream, not a flood that would
+	// test the host rather than the servers.
+	pace := time.NewTicker(10 * time.Millisecond)
+	defer pace.Stop()
 	for time.Now().Before(end) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			continue
+		case <-pace.C:
+		}
 		target, claimed := n.rng.IntN(len(n.c.Nodes)), n.c.Nodes[n.rng.IntN(len(n.c.Nodes))].ID
 		variant := n.rng.IntN(6)
 		tries++
