@@ -385,7 +385,9 @@ func (n *nemesis) forgedPeers(ctx context.Context, hold time.Duration, ev *Fault
 		}
 	}
 	// An unknown cluster ID leaves it zero: the forgery is then refused
-	// for that too, and the proofs are still what is tested.
+	// for that too, and the proofs are still what is tested. The hellos
+	// claim incarnation 0 (unknown), which passes the identity check:
+	// only the cluster secret keeps the forger out.
 	dial := DialerIn(n.c.Net.NS(n.c.Net.ClientNode(n.rng.IntN(ClientGroups))))
 	ev.Start = n.h.Now()
 	end := time.Now().Add(hold)
@@ -433,13 +435,13 @@ func forgeOnce(ctx context.Context, dial DialFunc, addr, claimed string, cluster
 	var hello []byte
 	switch variant {
 	case 0: // claims the secret, then a wrong proof
-		hello = node.ForgeHello(claimed, cluster, 1, 3, true)
+		hello = node.ForgeHello(claimed, cluster, 0, 3, true)
 	case 1: // claims the secret, then an out-of-range count of proofs
-		hello = node.ForgeHello(claimed, cluster, 1, 3, true)
+		hello = node.ForgeHello(claimed, cluster, 0, 3, true)
 	case 2: // proves nothing
-		hello = node.ForgeHello(claimed, cluster, 1, 3, false)
+		hello = node.ForgeHello(claimed, cluster, 0, 3, false)
 	case 3: // an older version, which cannot prove the secret
-		hello = node.ForgeHello(claimed, cluster, 1, 2, false)
+		hello = node.ForgeHello(claimed, cluster, 0, 2, false)
 	case 4: // the oldest version
 		hello = node.ForgeHello(claimed, cluster, 0, 1, false)
 	default: // garbage instead of a hello
