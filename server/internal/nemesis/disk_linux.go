@@ -67,7 +67,8 @@ func (nd *Node) joinConfig() (string, error) {
 	return file, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
 
-// wipeData empties nd's data directory (the tmpfs mount point stays).
+// wipeData empties nd's data directory (the tmpfs mount point stays),
+// but for the directories a fault put aside.
 func (nd *Node) wipeData() error {
 	ents, err := os.ReadDir(nd.dataDir())
 	if err != nil {
@@ -75,9 +76,18 @@ func (nd *Node) wipeData() error {
 	}
 	var errs []error
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), stashPrefix) {
+			continue // a directory the fault put aside (membership_linux.go)
+		}
 		errs = append(errs, os.RemoveAll(filepath.Join(nd.dataDir(), e.Name())))
 	}
 	return errors.Join(errs...)
+}
+
+// stop kills nd if it runs (its proxies refuse connections either way).
+func (nd *Node) stop() error {
+	nd.kill()
+	return nd.down()
 }
 
 // startWith starts nd with the configuration file cfg instead of its own,
@@ -150,24 +160,10 @@ func (n *nemesis) replaceDisk(ctx context.Context, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	membership := func(do func(a *ticketing.Admin) error) error {
-		for {
-			l, err := n.c.Leader(ctx)
-			if err == nil && l != i {
-				var a *ticketing.Admin
-				if a, err = n.c.admin(ctx, l); err == nil {
-					err = do(a)
-					_ = a.Close()
-					if err == nil {
-						return nil
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("replacing %s's disk: %w (last error: %v)", nd.ID, ctx.Err(), err)
-			case <-time.After(200 * time.Millisecond): // retrying until a leader takes the change
-			}
+		if err := n.membership(ctx, i, do); err != nil {
+			return fmt.Errorf("replacing %s's disk: %w", nd.ID, err)
 		}
+		return nil
 	}
 	member := func(a *ticketing.Admin) (bool, error) {
 		st, err := a.Status(ctx)
@@ -194,7 +190,7 @@ func (n *nemesis) replaceDisk(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(nd.Kill(), nd.wipeData(), nd.startWith(cfg)); err != nil {
+	if err := errors.Join(nd.stop(), nd.wipeData(), nd.startWith(cfg)); err != nil {
 		return err
 	}
 	raftAddr := fmt.Sprintf("%s:%d", n.c.Net.Addr(i), raftPort)
@@ -205,6 +201,29 @@ func (n *nemesis) replaceDisk(ctx context.Context, i int) error {
 		_, err := a.AddMember(ctx, nd.ID, raftAddr)
 		return err
 	})
+}
+
+// membership runs do with the leader, when it is not server i, until do
+// succeeds or ctx ends (a leader that changed or lost an answer).
+func (n *nemesis) membership(ctx context.Context, i int, do func(a *ticketing.Admin) error) error {
+	for {
+		l, err := n.c.Leader(ctx)
+		if err == nil && l != i {
+			var a *ticketing.Admin
+			if a, err = n.c.admin(ctx, l); err == nil {
+				err = do(a)
+				_ = a.Close()
+				if err == nil {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond): // retrying until a leader takes the change
+		}
+	}
 }
 
 // youngFault stalls or kills server i within the cluster's first second

@@ -191,6 +191,9 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind, hold time.Duration
 	if handled, err := n.injectDisk(ctx, kind, hold, ev); handled {
 		return err
 	}
+	if handled, err := n.injectMembership(ctx, kind, hold, ev); handled {
+		return err
+	}
 	sleep := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
