@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 )
 
@@ -39,12 +40,17 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	c, err := coordination.Dial(*addr)
+	b, err := ticketing.Connect(*addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordpeer:", err)
 		os.Exit(1)
 	}
-	defer c.Close()
+	defer b.Close()
+	c, err := coordination.New(b)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordpeer:", err)
+		os.Exit(1)
+	}
 	start, cancel := context.WithTimeout(ctx, 20*time.Second)
 	s, err := c.Session(start, *node, coordination.WithTimeout(10*time.Second))
 	cancel()
@@ -52,7 +58,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coordpeer:", err)
 		os.Exit(1)
 	}
-	defer s.Close(ctx)
+	defer func() {
+		if err := s.Close(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "coordpeer: close session:", err)
+		}
+	}()
 	mutexes := map[string]*coordination.Mutex{}
 	elections := map[string]*coordination.Election{}
 	mutex := func(n string) *coordination.Mutex {
