@@ -472,3 +472,16 @@ func squat(conn net.Conn, id string, cluster [16]byte, challenge bool, leaked ch
 	n, _ := io.Copy(io.Discard, conn)
 	leaked <- int(n)
 }
+
+// TestLoneServerWithMovedPortsServes: a server started only with its ports
+// moved (--listen, --raft-listen, --http-listen) and no peer
+// authentication is a server of its own, as with no flags at all: it
+// serves, where it used to wait to be added to a cluster (and was refused
+// for having no peer authentication).
+func TestLoneServerWithMovedPortsServes(t *testing.T) {
+	p := newProc(t, "n1", t.TempDir())
+	p.noSecret, p.asIs = true, true
+	p.start()
+	p.mustReady()
+	grantKey(t, []string{p.client}, "moved", 1)
+}
