@@ -13,7 +13,9 @@ package io.ticketing;
  * one ({@link TicketBroker.Builder#clusterId(String)}) or restart them.
  */
 public final class WrongClusterException extends UnavailableException {
+    /** The cluster ID the client is pinned to. */
     private final String pinnedClusterId;
+    /** The cluster ID the refused server reported. */
     private final String serverClusterId;
 
     WrongClusterException(String message, String pinnedClusterId, String serverClusterId) {

@@ -23,17 +23,30 @@ public final class AcquireOptions {
         this.onQueued = onQueued;
     }
 
-    /** A count of 1, no queue timeout, no data. */
+    /**
+     * A count of 1, no queue timeout, no data.
+     *
+     * @return the options
+     */
     public static AcquireOptions shared() {
         return new AcquireOptions(1, null, false, new byte[0], null);
     }
 
-    /** The whole limit: granted only when nothing is held. */
+    /**
+     * The whole limit: granted only when nothing is held.
+     *
+     * @return the options
+     */
     public static AcquireOptions exclusive() {
         return shared().count(io.ticketing.wire.Coord.EXCLUSIVE);
     }
 
-    /** n units (1..limit). */
+    /**
+     * n units (1..limit).
+     *
+     * @param n the count to acquire
+     * @return these options with that count
+     */
     public AcquireOptions count(long n) {
         return new AcquireOptions(n, timeout, ephemeral, data, onQueued);
     }
@@ -41,6 +54,9 @@ public final class AcquireOptions {
     /**
      * Bounds the time in the queue; zero tries once. The bound is absolute:
      * an acquire sent again after a restore carries only what is left.
+     *
+     * @param d the longest time in the queue; zero tries once
+     * @return these options with that timeout
      */
     public AcquireOptions timeout(Duration d) {
         if (d.isNegative()) {
@@ -49,17 +65,31 @@ public final class AcquireOptions {
         return new AcquireOptions(count, d, ephemeral, data, onQueued);
     }
 
-    /** Creates the semaphore (limit 2^64-1) if missing; deleted when its last owner and waiter leave. */
+    /**
+     * Creates the semaphore (limit 2^64-1) if missing; deleted when its last owner and waiter leave.
+     *
+     * @return these options, ephemeral
+     */
     public AcquireOptions ephemeral() {
         return new AcquireOptions(count, timeout, true, data, onQueued);
     }
 
-    /** The hold's data (up to 1 MiB): an owner's endpoint, say. */
+    /**
+     * The hold's data (up to 1 MiB): an owner's endpoint, say.
+     *
+     * @param d the data (copied)
+     * @return these options with that data
+     */
     public AcquireOptions data(byte[] d) {
         return new AcquireOptions(count, timeout, ephemeral, d.clone(), onQueued);
     }
 
-    /** Called with the order id when the acquire is queued (again after a restore sent it again), on a thread of the client. */
+    /**
+     * Called with the order id when the acquire is queued (again after a restore sent it again), on a thread of the client.
+     *
+     * @param fn the callback, given the order id
+     * @return these options with that callback
+     */
     public AcquireOptions onQueued(LongConsumer fn) {
         return new AcquireOptions(count, timeout, ephemeral, data, fn);
     }

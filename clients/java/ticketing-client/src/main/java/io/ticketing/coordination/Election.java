@@ -1,6 +1,7 @@
 package io.ticketing.coordination;
 
 import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Elects one leader among sessions: the semaphore
@@ -10,6 +11,8 @@ import java.util.List;
 public final class Election {
     private final Session s;
     private final String name;
+    // Guards lease only (a ReentrantLock: a monitor pins virtual threads).
+    private final ReentrantLock mu = new ReentrantLock();
     private final boolean[] checked = new boolean[1];
     private Lease lease;
 
@@ -35,11 +38,19 @@ public final class Election {
     /** The leader: its session (0: nobody leads), token and data. */
     public record Leader(long session, long token, byte[] data) {}
 
-    /** Waits until this session leads, publishing data (its address, say) as the leader's. */
+    /**
+     * Waits until this session leads, publishing data (its address, say) as the leader's.
+     *
+     * @param data the leader's data while this session leads
+     * @return the leadership: its lease and fencing token
+     */
     public Leadership campaignBlocking(byte[] data) {
         Lease l = Recipes.acquireOne(s, "election", sem(), checked, AcquireOptions.shared().data(data));
-        synchronized (this) {
+        mu.lock();
+        try {
             lease = l;
+        } finally {
+            mu.unlock();
         }
         return new Leadership(l, l.token());
     }
@@ -47,9 +58,12 @@ public final class Election {
     /** Gives up the leadership or withdraws the campaign; NotLeadingException when the session does neither. */
     public void resignBlocking() {
         Lease l;
-        synchronized (this) {
+        mu.lock();
+        try {
             l = lease;
             lease = null;
+        } finally {
+            mu.unlock();
         }
         boolean released = s.release(sem());
         if (l != null) {
@@ -61,7 +75,11 @@ public final class Election {
         }
     }
 
-    /** The current leader (session 0 when nobody leads). */
+    /**
+     * The current leader.
+     *
+     * @return the leader: its session (0 when nobody leads), token and data
+     */
     public Leader leaderBlocking() {
         while (true) {
             SemaphoreDescription d;

@@ -24,22 +24,38 @@ public final class Lease {
         this.count = count;
     }
 
-    /** The semaphore's name. */
+    /**
+     * The semaphore's name.
+     *
+     * @return the name
+     */
     public String name() {
         return name;
     }
 
-    /** The hold's order id: a fencing token, strictly increasing across the service (the counter of ticket tokens). */
+    /**
+     * The hold's order id: a fencing token, strictly increasing across the service (the counter of ticket tokens).
+     *
+     * @return the token
+     */
     public long token() {
         return token;
     }
 
-    /** The count held (exclusive: the semaphore's limit). */
+    /**
+     * The count held (exclusive: the semaphore's limit).
+     *
+     * @return the count
+     */
     public long count() {
         return count;
     }
 
-    /** Whether the hold still stands, checked against the session's deadline now. */
+    /**
+     * Whether the hold still stands, checked against the session's deadline now.
+     *
+     * @return true while the hold stands
+     */
     public boolean isValid() {
         if (ended.isDone()) {
             return false;
@@ -51,12 +67,18 @@ public final class Lease {
     /**
      * Completes with the cause when the hold ends. Its dependent actions
      * run on a thread of the client, never on the connection's reader.
+     *
+     * @return a future of the end's cause
      */
     public CompletableFuture<RuntimeException> ended() {
         return ended.thenApplyAsync(e -> e, session.executor());
     }
 
-    /** The cause of the end, or null while the hold stands. */
+    /**
+     * The cause of the end.
+     *
+     * @return the cause, or null while the hold stands
+     */
     public RuntimeException endCause() {
         return ended.getNow(null);
     }
@@ -71,7 +93,11 @@ public final class Lease {
         }
     }
 
-    /** {@link #releaseBlocking()} on a thread of the client. */
+    /**
+     * {@link #releaseBlocking()} on a thread of the client.
+     *
+     * @return a future completed when the hold has ended
+     */
     public CompletableFuture<Void> releaseAsync() {
         return CompletableFuture.runAsync(this::releaseBlocking, session.executor());
     }

@@ -1,6 +1,7 @@
 package io.ticketing.coordination;
 
 import java.time.Duration;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A lock held by a session: the semaphore {@code recipe/mutex/<name>} with
@@ -10,6 +11,9 @@ import java.time.Duration;
 public final class Mutex {
     private final Session s;
     private final String name;
+    // Guards lease only, never held across a call to the server (as the Go
+    // SDK's Mutex); a ReentrantLock, since a monitor pins virtual threads.
+    private final ReentrantLock mu = new ReentrantLock();
     private final boolean[] checked = new boolean[1];
     private Lease lease;
 
@@ -22,34 +26,68 @@ public final class Mutex {
         return Recipes.name("mutex", name);
     }
 
-    /** Waits for the lock; its lease (whose token fences the work). */
-    public synchronized Lease lockBlocking() {
-        lease = Recipes.acquireOne(s, "mutex", sem(), checked, AcquireOptions.shared());
-        return lease;
+    /**
+     * Waits for the lock.
+     *
+     * @return the lock's lease, whose token fences the work
+     */
+    public Lease lockBlocking() {
+        Lease l = Recipes.acquireOne(s, "mutex", sem(), checked, AcquireOptions.shared());
+        setLease(l);
+        return l;
     }
 
-    /** Takes the lock if it is free now: its lease, or null. */
-    public synchronized Lease tryLockBlocking() {
+    private void setLease(Lease l) {
+        mu.lock();
         try {
-            lease = Recipes.acquireOne(s, "mutex", sem(), checked, AcquireOptions.shared().timeout(Duration.ZERO));
-            return lease;
+            lease = l;
+        } finally {
+            mu.unlock();
+        }
+    }
+
+    /**
+     * Takes the lock if it is free now.
+     *
+     * @return the lock's lease, or null when another session holds it
+     */
+    public Lease tryLockBlocking() {
+        try {
+            Lease l = Recipes.acquireOne(s, "mutex", sem(), checked, AcquireOptions.shared().timeout(Duration.ZERO));
+            setLease(l);
+            return l;
         } catch (io.ticketing.NotAcquiredException e) {
             return null;
         }
     }
 
     /** Releases the lock. */
-    public synchronized void unlockBlocking() {
-        Lease l = lease;
-        lease = null;
+    public void unlockBlocking() {
+        Lease l;
+        mu.lock();
+        try {
+            l = lease;
+            lease = null;
+        } finally {
+            mu.unlock();
+        }
         if (l == null) {
             throw new BadRequestException("coordination: unlock of " + name + ": BAD_REQUEST: this Mutex does not hold it");
         }
         l.releaseBlocking();
     }
 
-    /** The fencing token of the current hold (0 when not held). */
-    public synchronized long token() {
-        return lease == null ? 0 : lease.token();
+    /**
+     * The fencing token of the current hold.
+     *
+     * @return the token, 0 when not held
+     */
+    public long token() {
+        mu.lock();
+        try {
+            return lease == null ? 0 : lease.token();
+        } finally {
+            mu.unlock();
+        }
     }
 }

@@ -16,7 +16,11 @@ import java.time.Duration;
  */
 public record NodeConfig(Duration selfCheck, Duration sessionGrace, int readMode, int attachMode, long maxSessions,
         long maxSemaphores, long maxWaiters) {
-    /** Every field at its default. */
+    /**
+     * Every field at its default.
+     *
+     * @return the default configuration
+     */
     public static NodeConfig defaults() {
         return new NodeConfig(Duration.ZERO, Duration.ZERO, 0, 0, 0, 0, 0);
     }

@@ -5,6 +5,7 @@ import io.ticketing.wire.Coord;
 /** A per-operation status other than SUCCESS, with the server's message; each status has its subclass. */
 public abstract class StatusException extends CoordinationException {
     private static final long serialVersionUID = 1L;
+    /** The status's number on the wire. */
     private final int status;
 
     StatusException(String message, int status) {
@@ -12,7 +13,11 @@ public abstract class StatusException extends CoordinationException {
         this.status = status;
     }
 
-    /** The status's stable number on the wire (docs/protocol.md). */
+    /**
+     * The status's stable number on the wire (docs/protocol.md).
+     *
+     * @return the status number
+     */
     public int status() {
         return status;
     }
