@@ -32,7 +32,12 @@ public final class CoordinationClient implements AutoCloseable {
         });
     }
 
-    /** A coordination client over broker's connection. */
+    /**
+     * A coordination client over broker's connection.
+     *
+     * @param broker the broker whose connection the client uses
+     * @return the client
+     */
     public static CoordinationClient create(TicketBroker broker) {
         return new CoordinationClient(Brokers.transport(broker));
     }
@@ -114,40 +119,85 @@ public final class CoordinationClient implements AutoCloseable {
         return b;
     }
 
-    /** Creates the node at path. */
+    /**
+     * Creates the node at path.
+     *
+     * @param path the node's path
+     * @param config the node's configuration
+     */
     public void createNodeBlocking(String path, NodeConfig config) {
         nodeCall("create node " + path, Coord.CREATE_NODE, config(path, config), false);
     }
 
-    /** Changes the given (non-zero) fields of the node's configuration. */
+    /**
+     * Changes the given (non-zero) fields of the node's configuration.
+     *
+     * @param path the node's path
+     * @param config the fields to change; zero fields are left as they are
+     */
     public void alterNodeBlocking(String path, NodeConfig config) {
         nodeCall("alter node " + path, Coord.ALTER_NODE, config(path, config), false);
     }
 
-    /** Drops the node; its sessions end. */
+    /**
+     * Drops the node; its sessions end.
+     *
+     * @param path the node's path
+     */
     public void dropNodeBlocking(String path) {
         nodeCall("drop node " + path, Coord.DROP_NODE, pathBody(path), false);
     }
 
-    /** The node's configuration and sizes. */
+    /**
+     * The node's configuration and sizes.
+     *
+     * @param path the node's path
+     * @return the node's configuration and its counts of sessions, semaphores and waiters
+     */
     public NodeDescription describeNodeBlocking(String path) {
         Coord a = nodeCall("describe node " + path, Coord.DESCRIBE_NODE, pathBody(path), true);
         return new NodeDescription(new NodeConfig(Duration.ofMillis(a.selfCheckMs), Duration.ofMillis(a.graceMs), a.readMode, a.attachMode,
                 a.maxSessions, a.maxSemaphores, a.maxWaiters), a.sessions, a.semaphores, a.waiters);
     }
 
+    /**
+     * {@link #createNodeBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @param config the node's configuration
+     * @return completes when the node is created
+     */
     public CompletableFuture<Void> createNodeAsync(String path, NodeConfig config) {
         return CompletableFuture.runAsync(() -> createNodeBlocking(path, config), executor);
     }
 
+    /**
+     * {@link #alterNodeBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @param config the fields to change; zero fields are left as they are
+     * @return completes when the configuration is changed
+     */
     public CompletableFuture<Void> alterNodeAsync(String path, NodeConfig config) {
         return CompletableFuture.runAsync(() -> alterNodeBlocking(path, config), executor);
     }
 
+    /**
+     * {@link #dropNodeBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @return completes when the node is dropped
+     */
     public CompletableFuture<Void> dropNodeAsync(String path) {
         return CompletableFuture.runAsync(() -> dropNodeBlocking(path), executor);
     }
 
+    /**
+     * {@link #describeNodeBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @return the node's configuration and sizes
+     */
     public CompletableFuture<NodeDescription> describeNodeAsync(String path) {
         return CompletableFuture.supplyAsync(() -> describeNodeBlocking(path), executor);
     }
@@ -155,6 +205,11 @@ public final class CoordinationClient implements AutoCloseable {
     /**
      * Starts a session on the node at path with the given timeout (how long
      * it survives a lost connection: 500 ms to 30 min) and description.
+     *
+     * @param path the node's path
+     * @param timeout how long the session survives a lost connection: 500 ms to 30 min
+     * @param description the session's description
+     * @return the attached session
      */
     public Session sessionBlocking(String path, Duration timeout, String description) {
         if (closed) {
@@ -163,6 +218,14 @@ public final class CoordinationClient implements AutoCloseable {
         return Session.start(this, path, timeout, description);
     }
 
+    /**
+     * {@link #sessionBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @param timeout how long the session survives a lost connection: 500 ms to 30 min
+     * @param description the session's description
+     * @return the attached session
+     */
     public CompletableFuture<Session> sessionAsync(String path, Duration timeout, String description) {
         return CompletableFuture.supplyAsync(() -> sessionBlocking(path, timeout, description), executor);
     }

@@ -46,6 +46,7 @@ import java.util.function.Consumer;
 public final class Session implements AutoCloseable {
     /** Bounds of a session's timeout: below the minimum the deadline's allowances leave too little time between keep-alives. */
     public static final Duration MIN_TIMEOUT = Duration.ofMillis(500);
+    /** The longest timeout a session may have. */
     public static final Duration MAX_TIMEOUT = Duration.ofMinutes(30);
     /** The deadline's allowances, the same as a ticket's: the server's clock may run 1 % faster, the client's timers act 100 ms late. */
     static final int DRIFT_PERCENT = 1;
@@ -151,7 +152,11 @@ public final class Session implements AutoCloseable {
         return s;
     }
 
-    /** The session's id. */
+    /**
+     * The session's id.
+     *
+     * @return the id the server gave the session
+     */
     public long id() {
         mu.lock();
         try {
@@ -161,7 +166,11 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** Whether the session is attached to a connection now (not restoring, not ended). */
+    /**
+     * Whether the session is attached to a connection now (not restoring, not ended).
+     *
+     * @return true when attached and not ended
+     */
     public boolean isAttached() {
         mu.lock();
         try {
@@ -777,7 +786,13 @@ public final class Session implements AutoCloseable {
 
     // ---- semaphores: thin request builders ----
 
-    /** Creates a persistent semaphore with limit > 0 and data (up to 1 MiB). */
+    /**
+     * Creates a persistent semaphore with limit &gt; 0 and data (up to 1 MiB).
+     *
+     * @param name the semaphore's name
+     * @param limit the semaphore's limit, greater than 0
+     * @param data the semaphore's data, up to 1 MiB
+     */
     public void createSemaphoreBlocking(String name, long limit, byte[] data) {
         Coord b = new Coord();
         b.name = utf8(name);
@@ -786,7 +801,12 @@ public final class Session implements AutoCloseable {
         request("create semaphore " + name, Coord.CREATE_SEMAPHORE, b, false, null, null, Long.MAX_VALUE);
     }
 
-    /** Replaces the semaphore's data (no ownership needed). */
+    /**
+     * Replaces the semaphore's data (no ownership needed).
+     *
+     * @param name the semaphore's name
+     * @param data the new data, up to 1 MiB
+     */
     public void updateSemaphoreBlocking(String name, byte[] data) {
         Coord b = new Coord();
         b.name = utf8(name);
@@ -794,7 +814,12 @@ public final class Session implements AutoCloseable {
         request("update semaphore " + name, Coord.UPDATE_SEMAPHORE, b, false, null, null, Long.MAX_VALUE);
     }
 
-    /** Deletes the semaphore; without force one in use is PRECONDITION_FAILED, with force its owners lose their leases. */
+    /**
+     * Deletes the semaphore; without force one in use is PRECONDITION_FAILED, with force its owners lose their leases.
+     *
+     * @param name the semaphore's name
+     * @param force whether to delete it even when in use
+     */
     public void deleteSemaphoreBlocking(String name, boolean force) {
         Coord b = new Coord();
         b.name = utf8(name);
@@ -807,6 +832,10 @@ public final class Session implements AutoCloseable {
      * queue timeout passed (zero: one attempt). An acquire sent again after
      * a restore carries only what is left of its timeout, and replaces the
      * earlier one on the server (same queue position, same order id).
+     *
+     * @param name the semaphore's name
+     * @param o the count, queue timeout, data, ephemeral flag and queued callback of the acquire
+     * @return the lease on the semaphore
      */
     public Lease acquireBlocking(String name, AcquireOptions o) {
         String what = "acquire " + name;
@@ -882,12 +911,26 @@ public final class Session implements AutoCloseable {
     /** A description and its one-shot watch: changed completes once with the Changed flags (1 data, 2 owners; 0: describe again). */
     public record Watched(SemaphoreDescription description, CompletableFuture<Integer> changed) {}
 
-    /** Describes the semaphore, with its owners and waiters when asked (all pages). */
+    /**
+     * Describes the semaphore, with its owners and waiters when asked (all pages).
+     *
+     * @param name the semaphore's name
+     * @param owners whether to include its owners
+     * @param waiters whether to include its waiters
+     * @return the semaphore's description
+     */
     public SemaphoreDescription describeSemaphoreBlocking(String name, boolean owners, boolean waiters) {
         return describe(name, (owners ? Coord.FLAG_OWNERS : 0) | (waiters ? Coord.FLAG_WAITERS : 0), 0).description();
     }
 
-    /** Describes the semaphore (owners and waiters included) and sets a one-shot watch on its data and/or owners. */
+    /**
+     * Describes the semaphore (owners and waiters included) and sets a one-shot watch on its data and/or owners.
+     *
+     * @param name the semaphore's name
+     * @param data whether to watch its data
+     * @param owners whether to watch its owners
+     * @return the description and the watch's future
+     */
     public Watched watchSemaphoreBlocking(String name, boolean data, boolean owners) {
         int w = (data ? Coord.FLAG_WATCH_DATA : 0) | (owners ? Coord.FLAG_WATCH_OWNERS : 0);
         if (w == 0) {
@@ -950,38 +993,90 @@ public final class Session implements AutoCloseable {
 
     // ---- recipes, in the Go SDK's name spaces ----
 
-    /** The lock called name on the session's node ({@code recipe/mutex/<name>}). */
+    /**
+     * The lock called name on the session's node ({@code recipe/mutex/<name>}).
+     *
+     * @param name the lock's name
+     * @return the lock, on this session
+     */
     public Mutex mutex(String name) {
         return new Mutex(this, name);
     }
 
-    /** The election called name on the session's node ({@code recipe/election/<name>}). */
+    /**
+     * The election called name on the session's node ({@code recipe/election/<name>}).
+     *
+     * @param name the election's name
+     * @return the election, on this session
+     */
     public Election election(String name) {
         return new Election(this, name);
     }
 
     // ---- CompletableFuture faces, on the client's threads ----
 
+    /**
+     * {@link #createSemaphoreBlocking} on the client's threads.
+     *
+     * @param name the semaphore's name
+     * @param limit the semaphore's limit, greater than 0
+     * @param data the semaphore's data, up to 1 MiB
+     * @return completes when the semaphore is created
+     */
     public CompletableFuture<Void> createSemaphoreAsync(String name, long limit, byte[] data) {
         return CompletableFuture.runAsync(() -> createSemaphoreBlocking(name, limit, data), client.executor);
     }
 
+    /**
+     * {@link #updateSemaphoreBlocking} on the client's threads.
+     *
+     * @param name the semaphore's name
+     * @param data the new data, up to 1 MiB
+     * @return completes when the data is replaced
+     */
     public CompletableFuture<Void> updateSemaphoreAsync(String name, byte[] data) {
         return CompletableFuture.runAsync(() -> updateSemaphoreBlocking(name, data), client.executor);
     }
 
+    /**
+     * {@link #deleteSemaphoreBlocking} on the client's threads.
+     *
+     * @param name the semaphore's name
+     * @param force whether to delete it even when in use
+     * @return completes when the semaphore is deleted
+     */
     public CompletableFuture<Void> deleteSemaphoreAsync(String name, boolean force) {
         return CompletableFuture.runAsync(() -> deleteSemaphoreBlocking(name, force), client.executor);
     }
 
+    /**
+     * {@link #acquireBlocking} on the client's threads.
+     *
+     * @param name the semaphore's name
+     * @param o the count, queue timeout, data, ephemeral flag and queued callback of the acquire
+     * @return the lease on the semaphore
+     */
     public CompletableFuture<Lease> acquireAsync(String name, AcquireOptions o) {
         return CompletableFuture.supplyAsync(() -> acquireBlocking(name, o), client.executor);
     }
 
+    /**
+     * {@link #describeSemaphoreBlocking} on the client's threads.
+     *
+     * @param name the semaphore's name
+     * @param owners whether to include its owners
+     * @param waiters whether to include its waiters
+     * @return the semaphore's description
+     */
     public CompletableFuture<SemaphoreDescription> describeSemaphoreAsync(String name, boolean owners, boolean waiters) {
         return CompletableFuture.supplyAsync(() -> describeSemaphoreBlocking(name, owners, waiters), client.executor);
     }
 
+    /**
+     * {@link #close} on the client's threads.
+     *
+     * @return completes when the session is stopped
+     */
     public CompletableFuture<Void> closeAsync() {
         return CompletableFuture.runAsync(this::close, client.executor);
     }
