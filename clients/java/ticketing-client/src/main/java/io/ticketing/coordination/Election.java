@@ -35,7 +35,13 @@ public final class Election {
      */
     public record Leadership(Lease lease, long token) {}
 
-    /** The leader: its session (0: nobody leads), token and data. */
+    /**
+     * The leader: its session, token and data.
+     *
+     * @param session the leader's session (0: nobody leads)
+     * @param token the leadership's fencing token
+     * @param data the data the leader published
+     */
     public record Leader(long session, long token, byte[] data) {}
 
     /**

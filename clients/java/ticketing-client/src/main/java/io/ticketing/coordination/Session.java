@@ -908,7 +908,12 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** A description and its one-shot watch: changed completes once with the Changed flags (1 data, 2 owners; 0: describe again). */
+    /**
+     * A description and its one-shot watch.
+     *
+     * @param description the semaphore as described
+     * @param changed completes once with the Changed flags (1 data, 2 owners; 0: describe again)
+     */
     public record Watched(SemaphoreDescription description, CompletableFuture<Integer> changed) {}
 
     /**
