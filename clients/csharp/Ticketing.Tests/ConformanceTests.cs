@@ -34,7 +34,7 @@ namespace Ticketing.Tests
         }
 
         /// <summary>The fake server process of one scenario: its address, the frames it received, its verdict.</summary>
-        sealed class Fake : IDisposable
+        internal sealed class Fake : IDisposable
         {
             readonly Process process;
             readonly object mu = new object();
@@ -132,7 +132,7 @@ namespace Ticketing.Tests
             }
         }
 
-        static string ErrorClass(Exception e)
+        internal static string ErrorClass(Exception e)
         {
             var ae = e as AggregateException;
             if (ae != null) e = ae.Flatten().InnerExceptions[0];
@@ -165,20 +165,20 @@ namespace Ticketing.Tests
             }
         }
 
-        static TimeSpan Ms(Dictionary<string, object> step, string name)
+        internal static TimeSpan Ms(Dictionary<string, object> step, string name)
         {
             object v;
             return TimeSpan.FromMilliseconds(step.TryGetValue(name, out v) ? (double)(decimal)v : 0);
         }
 
-        static string Str(Dictionary<string, object> d, string name)
+        internal static string Str(Dictionary<string, object> d, string name)
         {
             object v;
             return d.TryGetValue(name, out v) ? (string)v : null;
         }
 
         /// <summary>The client of a scenario, with the settings its options name.</summary>
-        static TicketBroker Client(string addr, Dictionary<string, object> options)
+        internal static TicketBroker Client(string addr, Dictionary<string, object> options)
         {
             var b = U.Builder(addr);
             if (options == null) return b.Connect();
@@ -192,7 +192,7 @@ namespace Ticketing.Tests
         }
 
         /// <summary>How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same).</summary>
-        const int Parallel = 8;
+        internal const int Parallel = 8;
 
         /// <summary>Every scenario, started at once (Parallel at a time) on first use; each test waits for its own.</summary>
         static readonly Lazy<Dictionary<string, Task>> Runs = new Lazy<Dictionary<string, Task>>(() =>

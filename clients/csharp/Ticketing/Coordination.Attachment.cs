@@ -454,9 +454,10 @@ namespace Ticketing.Coordination
                 attached.TrySetResult(true);
             }
             SetState(SessionState.Expired);
+            // The leases learn why before the tokens theirs are linked to fire.
+            foreach (var le in gone) le.End(why);
             try { life.Cancel(); } catch (ObjectDisposedException) { }
             if (h != null) try { h.Cancel(); } catch (ObjectDisposedException) { }
-            foreach (var le in gone) le.End(why);
             if (l != null) l.Fail();
             if (shared != null && !wasStopped) StopOn(shared, id);
             if (onEnded != null) onEnded(this);
@@ -536,7 +537,16 @@ namespace Ticketing.Coordination
 
         void DeadlinePassed()
         {
-            CheckDeadline();
+            if (!CheckDeadline()) return;
+            // The timer ran before the deadline by the Stopwatch (timers keep
+            // their own clock and may fire a little early): run it again for
+            // what is left, or the holds would outlive the deadline.
+            lock (mu)
+            {
+                if (ended != null || deadline == 0 || timer == null) return;
+                var left = TimeSpan.FromSeconds((double)Math.Max(deadline - Stopwatch.GetTimestamp(), Stopwatch.Frequency / 1000) / Stopwatch.Frequency);
+                timer.Change(left, System.Threading.Timeout.InfiniteTimeSpan);
+            }
         }
 
         /// <summary>
@@ -571,8 +581,10 @@ namespace Ticketing.Coordination
                     l = link;
                 }
             }
-            if (h != null) try { h.Cancel(); } catch (ObjectDisposedException) { }
+            // Each lease learns why before the holds' token (to which its own
+            // is linked) fires: a handler woken by its LostToken finds LossReason set.
             if (gone != null) foreach (var le in gone) le.End(why);
+            if (h != null) try { h.Cancel(); } catch (ObjectDisposedException) { }
             if (l != null) l.Fail();
             return false;
         }

@@ -28,10 +28,11 @@ namespace Ticketing.Coordination
     }
 
     /// <summary>
-    /// A coordination request refused by the server with a status (Status), or
-    /// a coordination outcome of the client's (the subclasses). Statuses that
-    /// a caller may handle (NotFound, AlreadyExists, PreconditionFailed) come
-    /// as this type with that Status.
+    /// A coordination request refused by the server with a status, or a
+    /// coordination outcome of the client's. Every status has its subclass
+    /// (NotFoundException, AlreadyExistsException, ...; Status carries the
+    /// number too, so a filter on Status works alike); a status of a newer
+    /// server comes as this type with its number.
     /// </summary>
     public class CoordinationException : TicketingException
     {
@@ -54,7 +55,19 @@ namespace Ticketing.Coordination
             if (status == 0) return null;
             var st = (CoordinationStatus)status;
             var text = "coordination: " + what + ": " + st + (string.IsNullOrEmpty(message) ? "" : ": " + message);
-            if (st == CoordinationStatus.SessionExpired) return new SessionExpiredException(text) { Status = st };
+            switch (st)
+            {
+                case CoordinationStatus.NotFound: return new NotFoundException(text);
+                case CoordinationStatus.AlreadyExists: return new AlreadyExistsException(text);
+                case CoordinationStatus.BadRequest: return new BadRequestException(text);
+                case CoordinationStatus.PreconditionFailed: return new PreconditionFailedException(text);
+                case CoordinationStatus.Aborted: return new AbortedException(text);
+                case CoordinationStatus.SessionExpired: return new SessionExpiredException(text) { Status = st };
+                case CoordinationStatus.BadSession: return new BadSessionException(text);
+                case CoordinationStatus.Unauthorized: return new UnauthorizedException(text);
+                case CoordinationStatus.LimitExceeded: return new LimitExceededException(text);
+            }
+            // A status of a newer server: its number is kept.
             return new CoordinationException(text) { Status = st };
         }
     }
@@ -118,5 +131,117 @@ namespace Ticketing.Coordination
         /// <param name="message">What happened and what to do.</param>
         /// <param name="innerException">The cause.</param>
         public LeaseLostException(string message, Exception innerException) : base(message, innerException) { }
+    }
+
+    /// <summary>The node, semaphore or session does not exist (the status NotFound).</summary>
+    public sealed class NotFoundException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public NotFoundException() { Status = CoordinationStatus.NotFound; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public NotFoundException(string message) : base(message) { Status = CoordinationStatus.NotFound; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public NotFoundException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.NotFound; }
+    }
+
+    /// <summary>The node or semaphore exists already (the status AlreadyExists).</summary>
+    public sealed class AlreadyExistsException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public AlreadyExistsException() { Status = CoordinationStatus.AlreadyExists; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public AlreadyExistsException(string message) : base(message) { Status = CoordinationStatus.AlreadyExists; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public AlreadyExistsException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.AlreadyExists; }
+    }
+
+    /// <summary>The server found a field out of range or malformed (the status BadRequest): the same request always fails. Arguments the client can check itself are refused before sending with an ArgumentException instead.</summary>
+    public sealed class BadRequestException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public BadRequestException() { Status = CoordinationStatus.BadRequest; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public BadRequestException(string message) : base(message) { Status = CoordinationStatus.BadRequest; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public BadRequestException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.BadRequest; }
+    }
+
+    /// <summary>The request does not fit the current state, such as a semaphore in use or a limit below the count held (the status PreconditionFailed).</summary>
+    public sealed class PreconditionFailedException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public PreconditionFailedException() { Status = CoordinationStatus.PreconditionFailed; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public PreconditionFailedException(string message) : base(message) { Status = CoordinationStatus.PreconditionFailed; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public PreconditionFailedException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.PreconditionFailed; }
+    }
+
+    /// <summary>A wait was ended: its semaphore was deleted with force, or a newer request replaced it (the status Aborted).</summary>
+    public sealed class AbortedException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public AbortedException() { Status = CoordinationStatus.Aborted; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public AbortedException(string message) : base(message) { Status = CoordinationStatus.Aborted; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public AbortedException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.Aborted; }
+    }
+
+    /// <summary>The session is not this connection's, or an attach lost to a higher sequence number (the status BadSession).</summary>
+    public sealed class BadSessionException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public BadSessionException() { Status = CoordinationStatus.BadSession; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public BadSessionException(string message) : base(message) { Status = CoordinationStatus.BadSession; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public BadSessionException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.BadSession; }
+    }
+
+    /// <summary>The principal may not make this request (the status Unauthorized).</summary>
+    public sealed class UnauthorizedException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public UnauthorizedException() { Status = CoordinationStatus.Unauthorized; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public UnauthorizedException(string message) : base(message) { Status = CoordinationStatus.Unauthorized; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public UnauthorizedException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.Unauthorized; }
+    }
+
+    /// <summary>A limit of the node (sessions, semaphores, waiters) or a principal's quota was reached (the status LimitExceeded).</summary>
+    public sealed class LimitExceededException : CoordinationException
+    {
+        /// <summary>An exception with a default message.</summary>
+        public LimitExceededException() { Status = CoordinationStatus.LimitExceeded; }
+        /// <summary>An exception with a message.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        public LimitExceededException(string message) : base(message) { Status = CoordinationStatus.LimitExceeded; }
+        /// <summary>An exception with a message and its cause.</summary>
+        /// <param name="message">What happened and what to do.</param>
+        /// <param name="innerException">The cause.</param>
+        public LimitExceededException(string message, Exception innerException) : base(message, innerException) { Status = CoordinationStatus.LimitExceeded; }
     }
 }

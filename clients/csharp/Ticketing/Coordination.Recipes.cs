@@ -37,7 +37,13 @@ namespace Ticketing.Coordination
 
         internal static void CheckKind(string kind, SemaphoreDescription d)
         {
-            if (d.Limit == 1 && d.GetData().SequenceEqual(Marker(kind))) return;
+            CheckKind(kind, d, 1, b => b.SequenceEqual(Marker(kind)));
+        }
+
+        /// <summary>Throws WrongKindException unless d has kind's limit and data that marked accepts.</summary>
+        internal static void CheckKind(string kind, SemaphoreDescription d, ulong limit, Func<byte[], bool> marked)
+        {
+            if (d.Limit == limit && marked(d.GetData())) return;
             throw new WrongKindException("coordination: semaphore \"" + d.Name + "\" (limit " + d.Limit + ", " + d.GetData().Length +
                 " bytes of data) was not created by a " + kind + " of this library: refusing to use it as one");
         }
@@ -177,23 +183,39 @@ namespace Ticketing.Coordination
         /// <param name="cancellationToken">Ends the wait.</param>
         public async Task<LeaderInfo> GetLeaderAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
+            var r = await ReadLeaderAsync(false, cancellationToken).ConfigureAwait(false);
+            return r.Value;
+        }
+
+        async Task<Watched<LeaderInfo>> ReadLeaderAsync(bool watch, CancellationToken ct)
+        {
             for (;;)
             {
                 SemaphoreDescription d;
                 try
                 {
-                    d = await s.DescribeSemaphoreAsync(sem, new DescribeOptions { Owners = true }, cancellationToken).ConfigureAwait(false);
+                    d = await s.DescribeSemaphoreAsync(sem, new DescribeOptions { Owners = true, WatchOwners = watch, WatchData = watch }, ct).ConfigureAwait(false);
                 }
-                catch (CoordinationException e) when (e.Status == CoordinationStatus.NotFound)
+                catch (NotFoundException)
                 {
-                    await Recipe.EnsureAsync(s, "election", sem, cancellationToken).ConfigureAwait(false);
+                    await Recipe.EnsureAsync(s, "election", sem, ct).ConfigureAwait(false);
                     continue;
                 }
                 Recipe.CheckKind("election", d);
-                if (d.Owners.Count == 0) return new LeaderInfo(0, 0, new byte[0]);
+                if (d.Owners.Count == 0) return new Watched<LeaderInfo>(new LeaderInfo(0, 0, new byte[0]), d.Changed);
                 var o = d.Owners[0];
-                return new LeaderInfo(o.Session, o.OrderId, o.GetData());
+                return new Watched<LeaderInfo>(new LeaderInfo(o.Session, o.OrderId, o.GetData()), d.Changed);
             }
+        }
+
+        /// <summary>
+        /// A watcher of the leader: each NextAsync returns the leader when it
+        /// changed (another session, token or data; Session 0 when nobody
+        /// leads), the first call the current one.
+        /// </summary>
+        public Watcher<LeaderInfo> Observe()
+        {
+            return new Watcher<LeaderInfo>(ReadLeaderAsync, (a, b) => a.Session == b.Session && a.Token == b.Token && a.GetData().SequenceEqual(b.GetData()));
         }
     }
 }

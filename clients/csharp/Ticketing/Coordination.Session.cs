@@ -288,6 +288,24 @@ namespace Ticketing.Coordination
             return new CoordinationElection(this, name);
         }
 
+        /// <summary>The service called name on the session's node ("recipe/discovery/&lt;name&gt;", shared with the Go and Java SDKs).</summary>
+        /// <param name="name">The service's name.</param>
+        public CoordinationDiscovery Discovery(string name)
+        {
+            Args.Name(Recipe.SemaphoreName("discovery", name ?? ""));
+            if (string.IsNullOrEmpty(name)) throw new ArgumentException("coordination: a service needs a name", "name");
+            return new CoordinationDiscovery(this, name);
+        }
+
+        /// <summary>The configuration value called name on the session's node ("recipe/publication/&lt;name&gt;", shared with the Go and Java SDKs).</summary>
+        /// <param name="name">The value's name.</param>
+        public CoordinationPublication Publication(string name)
+        {
+            Args.Name(Recipe.SemaphoreName("publication", name ?? ""));
+            if (string.IsNullOrEmpty(name)) throw new ArgumentException("coordination: a publication needs a name", "name");
+            return new CoordinationPublication(this, name);
+        }
+
         /// <summary>Stops the session: the server releases its holds at once; every lease's LostToken fires.</summary>
         /// <param name="cancellationToken">Ends the wait for the server's answer (the session ends on the client anyway).</param>
         public Task CloseAsync(CancellationToken cancellationToken = default(CancellationToken))
