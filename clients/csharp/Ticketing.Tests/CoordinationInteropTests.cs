@@ -8,7 +8,7 @@ using Ticketing.Coordination;
 
 namespace Ticketing.Tests
 {
-    /// <summary>A C# and a Go process (internal/coordpeer) sharing one mutex and one election on one node.</summary>
+    /// <summary>A C# and a Go process (internal/coordpeer) sharing one mutex, one election, one service and one published value on one node.</summary>
     [TestFixture]
     public class CoordinationInteropTests
     {
@@ -105,6 +105,67 @@ namespace Ticketing.Tests
                     Assert.Greater(li.Token, lead.Token);
                     Assert.AreNotEqual(s.Id, li.Session);
                     Assert.AreEqual("go", Encoding.UTF8.GetString(li.GetData()));
+                }
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void CSharpAndGoShareOneServiceOnePublishedValueAndObserveOneLeader()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/interop"));
+                var s = U.Get(cc.StartSessionAsync("/interop"));
+                using (var go = new GoPeer(c.AddrList, "/interop"))
+                {
+                    var goSession = go.Ask("session").Split(' ')[1];
+
+                    // Discovery: a C# watcher sees members of both languages come and go.
+                    var d = s.Discovery("api");
+                    var watcher = d.Watch();
+                    Assert.AreEqual(0, U.Get(watcher.NextAsync()).Count, "nobody is registered yet");
+                    var goToken = Field(go.Ask("register api go:1"), 1);
+                    var seen = U.Get(watcher.NextAsync());
+                    Assert.AreEqual(1, seen.Count);
+                    Assert.AreEqual(goSession, seen[0].Session.ToString());
+                    Assert.AreEqual(goToken, seen[0].Token);
+                    Assert.AreEqual("go:1", Encoding.UTF8.GetString(seen[0].GetData()));
+                    var mine = U.Get(d.RegisterAsync(Encoding.UTF8.GetBytes("cs:2")));
+                    Assert.AreEqual(2, U.Get(watcher.NextAsync()).Count);
+                    Assert.AreEqual("endpoints " + goSession + ":" + goToken + ":go:1 " + s.Id + ":" + mine.Token + ":cs:2", go.Ask("endpoints api"));
+                    Assert.AreEqual("deregistered", go.Ask("deregister api"));
+                    var left = U.Get(watcher.NextAsync());
+                    Assert.AreEqual(1, left.Count);
+                    Assert.AreEqual(s.Id, left[0].Session);
+                    U.Wait(mine.DisposeAsync().AsTask());
+                    Assert.AreEqual(0, U.Get(d.ListAsync()).Count);
+                    Assert.AreEqual("endpoints", go.Ask("endpoints api"));
+
+                    // Publication: a value published by one is read and watched by the other.
+                    var p = s.Publication("limits");
+                    Assert.AreEqual("unset", go.Ask("get limits"));
+                    var values = p.Watch();
+                    Assert.IsNull(U.Get(values.NextAsync()), "not published yet");
+                    Assert.AreEqual("published", go.Ask("publish limits rps=100"));
+                    Assert.AreEqual("rps=100", Encoding.UTF8.GetString(U.Get(values.NextAsync())));
+                    U.Wait(p.PublishAsync(Encoding.UTF8.GetBytes("rps=200")));
+                    Assert.AreEqual("value rps=200", go.Ask("get limits"));
+                    Assert.AreEqual("rps=200", Encoding.UTF8.GetString(U.Get(p.GetAsync())));
+                    Assert.AreEqual("rps=200", Encoding.UTF8.GetString(U.Get(values.NextAsync())));
+
+                    // Election observed from C#: Go leads, resigns, nobody leads.
+                    var leaders = s.Election("e").Observe();
+                    Assert.AreEqual(0UL, U.Get(leaders.NextAsync()).Session, "nobody leads yet");
+                    var goLead = Field(go.Ask("campaign e go"), 1);
+                    var li = U.Get(leaders.NextAsync());
+                    Assert.AreEqual(goSession, li.Session.ToString());
+                    Assert.AreEqual(goLead, li.Token);
+                    Assert.AreEqual("go", Encoding.UTF8.GetString(li.GetData()));
+                    Assert.AreEqual("resigned", go.Ask("resign e"));
+                    Assert.AreEqual(0UL, U.Get(leaders.NextAsync()).Session);
                 }
                 U.Wait(cc.DisposeAsync().AsTask());
             }

@@ -1,7 +1,8 @@
 // Command coordpeer is a Go coordination session driven line by line on
 // stdin, for the other clients' interoperability tests: a C# or Java test
-// starts it against the same ticketd and checks that a mutex or an election
-// is one and the same across languages.
+// starts it against the same ticketd and checks that a mutex, an election,
+// a service's members and a published value are one and the same across
+// languages.
 //
 //	coordpeer -addr 127.0.0.1:5225 -node /interop
 //
@@ -14,6 +15,11 @@
 //	campaign <name> <d>   leading <token>
 //	resign <name>         resigned
 //	leader <name>         leader <session> <token> <data>
+//	register <name> <e>   registered <token>
+//	deregister <name>     deregistered
+//	endpoints <name>      endpoints [<session>:<token>:<endpoint> ...]
+//	publish <name> <v>    published
+//	get <name>            value <v> | unset
 //
 // An error is answered "error <text>"; end of input stops the session.
 package main
@@ -21,6 +27,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -77,6 +84,7 @@ func main() {
 		}
 		return elections[n]
 	}
+	registrations := map[string]*coordination.Lease{}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
@@ -136,6 +144,50 @@ func main() {
 				out = "error " + err.Error()
 			} else {
 				out = fmt.Sprintf("leader %d %d %s", li.Session, li.Token, li.Data)
+			}
+		case "register":
+			l, err := s.Discovery(arg(1)).Register(ctx, []byte(arg(2)))
+			if err != nil {
+				out = "error " + err.Error()
+			} else {
+				registrations[arg(1)] = l
+				out = fmt.Sprintf("registered %d", l.Token())
+			}
+		case "deregister":
+			l := registrations[arg(1)]
+			delete(registrations, arg(1))
+			if l == nil {
+				out = "error not registered in " + arg(1)
+			} else if err := l.Release(ctx); err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = "deregistered"
+			}
+		case "endpoints":
+			eps, err := s.Discovery(arg(1)).List(ctx)
+			if err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = "endpoints"
+				for _, e := range eps {
+					out += fmt.Sprintf(" %d:%d:%s", e.Session, e.Token, e.Data)
+				}
+			}
+		case "publish":
+			if err := s.Publication(arg(1)).Publish(ctx, []byte(arg(2))); err != nil {
+				out = "error " + err.Error()
+			} else {
+				out = "published"
+			}
+		case "get":
+			v, err := s.Publication(arg(1)).Get(ctx)
+			switch {
+			case errors.Is(err, coordination.ErrNotFound):
+				out = "unset"
+			case err != nil:
+				out = "error " + err.Error()
+			default:
+				out = "value " + string(v)
 			}
 		default:
 			out = "error unknown command " + f[0]
