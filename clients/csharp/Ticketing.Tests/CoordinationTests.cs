@@ -325,7 +325,7 @@ namespace Ticketing.Tests
         [Test]
         public void LeaderKillWithManySessionsOnOneConnectionNeverOverTheLimit()
         {
-            const int sessions = 30, limit = 3;
+            const int sessions = 50, limit = 3;
             using (var c = new Cluster(3))
             using (var b = U.Ready(U.Connect(c.AddrList)))
             {
@@ -446,6 +446,50 @@ namespace Ticketing.Tests
                 Assert.IsFalse(le.IsValid);
                 Assert.IsInstanceOf<DeadlinePassedException>(le.LossReason);
                 U.Wait(other.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
+        public void LeaseIsLostBeforeAnotherSessionIsGrantedWhenTheLeaderIsKilled()
+        {
+            using (var c = new Cluster(3))
+            {
+                // The holder reaches every server through a proxy of its own;
+                // the other session's client reaches them directly.
+                var proxies = c.Addrs.Select(a => new FaultProxy(a)).ToList();
+                try
+                {
+                    using (var bp = U.Ready(U.Connect(string.Join(",", proxies.Select(p => p.Addr)))))
+                    using (var b = U.Ready(U.Connect(c.AddrList)))
+                    {
+                        var holder = new CoordinationClient(bp);
+                        var other = new CoordinationClient(b);
+                        U.Wait(other.CreateNodeAsync("/failover", new NodeSettings { SessionGracePeriod = TimeSpan.FromSeconds(2), SelfCheckPeriod = TimeSpan.FromMilliseconds(200) }));
+                        var s = U.Get(holder.StartSessionAsync("/failover", Opts(TimeSpan.FromSeconds(2))));
+                        U.Wait(s.CreateSemaphoreAsync("m", 1));
+                        var le = U.Get(s.AcquireSemaphoreAsync("m"));
+                        long lostAt = 0, grantedAt = 0, order = 0;
+                        le.LostToken.Register(() => Interlocked.Exchange(ref lostAt, Interlocked.Increment(ref order)));
+                        var s2 = U.Get(other.StartSessionAsync("/failover", Opts(TimeSpan.FromSeconds(10))));
+                        var waiting = s2.AcquireSemaphoreAsync("m").ContinueWith(t => { Interlocked.Exchange(ref grantedAt, Interlocked.Increment(ref order)); return t.Result; });
+                        // The leader dies and the holder can reach no server to
+                        // restore its session: the new leader expires it, and
+                        // only then grants the waiting session.
+                        foreach (var p in proxies) p.BlackHole();
+                        c.Kill(c.LeaderIndex());
+                        var won = U.Get(waiting);
+                        Assert.Greater(won.Token, le.Token);
+                        Assert.AreNotEqual(0, Interlocked.Read(ref lostAt), "the lease's lost token never fired");
+                        Assert.Less(Interlocked.Read(ref lostAt), Interlocked.Read(ref grantedAt), "another session was granted before the lease's lost token fired");
+                        Assert.IsFalse(le.IsValid);
+                        Assert.IsInstanceOf<DeadlinePassedException>(le.LossReason);
+                        U.Wait(other.DisposeAsync().AsTask());
+                    }
+                }
+                finally
+                {
+                    foreach (var p in proxies) p.Dispose();
+                }
             }
         }
 
