@@ -58,11 +58,12 @@ compile -nostdlib -noconfig -define:NETSTANDARD2_0 -out:"$tmp/Ticketing.api-chec
   -r:"$api/mscorlib.dll" -r:"$api/System.dll" -r:"$api/System.Core.dll" -r:"$tmp/AsyncInterfaces.api-check.dll" Ticketing/*.cs
 cp "$nunit" "$tmp/"
 compile -out:"$tmp/Ticketing.Tests.dll" -r:System.dll -r:System.Core.dll -r:"$tmp/Ticketing.dll" -r:"$tmp/nunit.framework.dll" Ticketing.Tests/*.cs
-# The documentation's example, as a program against the library as built above.
+# The documentation's examples, as programs against the library as built above.
 compile -target:exe -out:"$tmp/Example.exe" -r:"$tmp/Ticketing.dll" Example/*.cs
+compile -target:exe -out:"$tmp/CoordinationExample.exe" -r:"$tmp/Ticketing.dll" CoordinationExample/*.cs
 
 echo "== running the C# tests (NUnit 2.6 under Mono)"
-export COORDPEER_BIN="$tmp/coordpeer" TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" FAKETICKETD_BIN="$tmp/faketicketd" TICKETING_REPO="$repo" TICKETING_EXAMPLE="$tmp/Example.exe"
+export COORDPEER_BIN="$tmp/coordpeer" TICKETD_BIN="$tmp/ticketd" TICKETBENCH_BIN="$tmp/ticketbench" FAKETICKETD_BIN="$tmp/faketicketd" TICKETING_REPO="$repo" TICKETING_EXAMPLE="$tmp/Example.exe" TICKETING_COORDINATION_EXAMPLE="$tmp/CoordinationExample.exe"
 status=0
 # -domain:None: no AppDomain unload at the end, which on Mono waits for
 # threads blocked in socket reads (a failed test can leave some behind).

@@ -128,53 +128,6 @@ namespace Ticketing.Tests
         }
 
         [Test]
-        public void ReadmeExample()
-        {
-            using (var c = new Cluster(1))
-            using (var broker = U.Ready(U.Connect(c.AddrList)))
-            {
-                U.Wait(ReadmeExampleAsync(broker, CancellationToken.None));
-            }
-        }
-
-        ulong nightlyToken;
-
-        Task RunNightlyAsync(ulong token, CancellationToken lost)
-        {
-            Assert.IsFalse(lost.IsCancellationRequested);
-            nightlyToken = token;
-            return Task.FromResult(true);
-        }
-
-        async Task ReadmeExampleAsync(TicketBroker broker, CancellationToken cancellationToken)
-        {
-            var coordination = new CoordinationClient(broker);   // does not own the broker
-            await coordination.CreateNodeAsync("/jobs");         // once (AlreadyExists afterwards)
-            var session = await coordination.StartSessionAsync("/jobs", new SessionOptions { Timeout = TimeSpan.FromSeconds(10) });
-
-            // A lock shared with Go and Java processes (the semaphore "recipe/mutex/nightly").
-            var lease = await session.Mutex("nightly").AcquireAsync(cancellationToken);
-            try
-            {
-                // Pass lease.Token (the fencing token) with every write; stop when the lease may be lost.
-                await RunNightlyAsync(lease.Token, lease.LostToken);
-            }
-            finally { await lease.DisposeAsync(); }   // releases
-
-            // An election: the leadership is a lease; its Token fences the leader's writes.
-            var election = session.Election("scheduler");
-            var leadership = await election.CampaignAsync(Encoding.UTF8.GetBytes("10.0.0.7:8080"), cancellationToken);
-            var leader = await election.GetLeaderAsync();        // Session, Token, GetData() of the leader
-
-            Assert.Greater(nightlyToken, 0UL);
-            Assert.IsTrue(lease.LostToken.IsCancellationRequested, "released");
-            Assert.AreEqual(leadership.Token, leader.Token);
-            Assert.AreEqual(session.Id, leader.Session);
-            Assert.AreEqual("10.0.0.7:8080", Encoding.UTF8.GetString(leader.GetData()));
-            await coordination.DisposeAsync();
-        }
-
-        [Test]
         public void SessionsShareTheBrokersConnection()
         {
             using (var c = new Cluster(1))
