@@ -161,7 +161,7 @@ namespace Ticketing.Coordination
             }
             catch (Exception e) when (!(e is OperationCanceledException) || !ct.IsCancellationRequested)
             {
-                throw TicketBroker.ConnectError("coordination session on " + Path, null, e, ct, true);
+                throw Connector.ConnectError("coordination session on " + Path, null, e, ct, true);
             }
             Link l;
             if (shared.Sessions) l = new Link(shared, true);

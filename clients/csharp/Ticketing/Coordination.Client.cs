@@ -252,7 +252,7 @@ namespace Ticketing.Coordination
                 }
                 catch (Exception e) when (!(e is OperationCanceledException) || !ct.IsCancellationRequested)
                 {
-                    throw TicketBroker.ConnectError("coordination: " + what, null, e, ct, true);
+                    throw Connector.ConnectError("coordination: " + what, null, e, ct, true);
                 }
                 var r = await c.CoordCallAsync(op, CoordCodec.Request(op, body, false), false, false, null, null, ct, CancellationToken.None).ConfigureAwait(false);
                 if (r.NotSent || (r.Lost && read && attempt < 2)) continue;

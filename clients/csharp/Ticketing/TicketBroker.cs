@@ -48,20 +48,17 @@ namespace Ticketing
         public static readonly TimeSpan ClockDriftMargin = TimeSpan.FromMilliseconds(100);
 
         internal readonly Config Cfg;
-        readonly CancellationTokenSource life = new CancellationTokenSource();
-        readonly object mu = new object();
-        Connection cur;
-        TaskCompletionSource<bool> changed = NewSignal();
-        bool closed, torn;
-        Exception rejected; // a persistent hello refusal by every listed address alike, reported promptly
-        readonly Dictionary<string, Exception> refusals = new Dictionary<string, Exception>(); // address -> its latest refusal
-        Exception lastErr;  // why the last connection attempt or connection failed
-        readonly Releaser rel;
-        readonly Task manager;
-        readonly TaskCompletionSource<bool> closedDone = NewSignal();
-        readonly Random jitter = new Random();
-        internal int Dials; // tests: connection attempts made
-        internal Connection CurrentForTests { get { lock (mu) return cur; } }
+        // The collaborators, as in the Java client: the connection to the
+        // leader, each kind of request, and the background releases.
+        internal readonly Connector Connector;
+        internal readonly Acquirer Acquirer;
+        internal readonly Releaser Releaser;
+        internal readonly OwnerReleaser OwnerReleaser;
+        internal readonly Describer Describer;
+        readonly ReleaseQueue rel;
+        readonly TaskCompletionSource<bool> closedDone = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        internal int Dials { get { return Connector.Dials; } } // tests: connection attempts made
+        internal Connection CurrentForTests { get { return Connector.Current; } }
 
         /// <summary>
         /// A session with a server began (the first connection, and every
@@ -98,16 +95,20 @@ namespace Ticketing
             }
         }
 
+        internal void OnConnected(ConnectedEventArgs e) { Raise(Connected, e); }
+        internal void OnDisconnected(DisconnectedEventArgs e) { Raise(Disconnected, e); }
+        internal void OnLeaderChanged(LeaderChangedEventArgs e) { Raise(LeaderChanged, e); }
+
         internal TicketBroker(Config cfg)
         {
             Cfg = cfg;
-            rel = new Releaser(this);
-            manager = Task.Run(() => RunAsync());
-        }
-
-        static TaskCompletionSource<bool> NewSignal()
-        {
-            return new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+            Connector = new Connector(this, cfg);
+            Acquirer = new Acquirer(this);
+            Releaser = new Releaser(this);
+            OwnerReleaser = new OwnerReleaser(this);
+            Describer = new Describer(this);
+            rel = new ReleaseQueue(this);
+            Connector.Start();
         }
 
         /// <summary>
@@ -143,136 +144,6 @@ namespace Ticketing
             return list.ToArray();
         }
 
-        void BroadcastLocked()
-        {
-            changed.TrySetResult(true);
-            changed = NewSignal();
-        }
-
-        // ---------------- connection manager ----------------
-
-        async Task RunAsync()
-        {
-            // follows: leader hints followed since the last backoff, at most
-            // addresses + 2 in a row (the Go client's rule, docs/protocol.md):
-            // the whole list once plus a leader change, never a storm between
-            // two servers that name each other.
-            int failures = 0, follows = 0, maxFollows = Cfg.Addrs.Length + 2;
-            string hint = "";
-            // One round of attempts, as in the Go client: the last server that
-            // accepted a session, then the configured addresses in order, each
-            // once; the broker backs off only after a whole round failed.
-            var round = new List<string>();
-            string lastGood = "";
-            string lastSession = ""; // the server of the previous session, for Connected and LeaderChanged
-            string lastDead = ""; // the server whose session just died (silent or dropped): dialed last
-            var ct = life.Token;
-            while (!ct.IsCancellationRequested)
-            {
-                string addr = hint;
-                hint = "";
-                if (addr.Length == 0)
-                {
-                    if (round.Count == 0)
-                    {
-                        if (lastGood.Length > 0) round.Add(lastGood);
-                        foreach (var a in Cfg.Addrs) if (!round.Contains(a)) round.Add(a);
-                        if (lastDead.Length > 0 && round.Remove(lastDead))
-                        {
-                            // A paused or cut-off server still accepts TCP (the
-                            // kernel answers), so dialing it first would cost the
-                            // failover a dial; try it after the others.
-                            round.Add(lastDead);
-                        }
-                    }
-                    addr = round[0];
-                    round.RemoveAt(0);
-                }
-                else round.Remove(addr); // tried now, not again in this round
-                Connection c;
-                try
-                {
-                    Interlocked.Increment(ref Dials);
-                    c = await Connection.DialAsync(addr, Cfg, 0, this, ct).ConfigureAwait(false);
-                }
-                catch (Exception e)
-                {
-                    if (ct.IsCancellationRequested) return;
-                    var he = e as HelloException;
-                    lock (mu)
-                    {
-                        lastErr = he != null ? he.Err : e;
-                        if (he != null && he.Rejected) refusals[addr] = he.Err;
-                        else refusals.Remove(addr);
-                        rejected = RefusedByAllLocked();
-                        BroadcastLocked();
-                    }
-                    if (he != null && he.Hint.Length > 0 && he.Hint != addr && follows < maxFollows)
-                    {
-                        follows++;
-                        hint = he.Hint;
-                        continue;
-                    }
-                    if (round.Count > 0) continue; // the next address of this round at once
-                    follows = 0;
-                    failures++;
-                    if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
-                    continue;
-                }
-                lastGood = addr;
-                lastDead = "";
-                round.Clear(); // after this session, a new round starts with it
-                lock (mu)
-                {
-                    if (torn)
-                    {
-                        c.Fail(new ConnFailure { Kind = FailKind.Closed, Addr = addr });
-                        return;
-                    }
-                    cur = c;
-                    refusals.Remove(addr);
-                    rejected = null;
-                    lastErr = null;
-                    BroadcastLocked();
-                }
-                Raise(Connected, new ConnectedEventArgs(addr, c.NodeId ?? "", lastSession.Length > 0));
-                if (lastSession.Length > 0 && lastSession != addr) Raise(LeaderChanged, new LeaderChangedEventArgs(lastSession, addr));
-                lastSession = addr;
-                await c.Done.Task.ConfigureAwait(false);
-                var f = c.Failure;
-                lock (mu)
-                {
-                    if (cur == c) cur = null;
-                    if (!f.Closed) lastErr = new TicketingException(f.What(), f.Cause);
-                    BroadcastLocked();
-                }
-                if (ct.IsCancellationRequested || f.Closed) return;
-                Raise(Disconnected, new DisconnectedEventArgs(addr, f.What(), f.Cause, f.Hint));
-                if (f.Kind == FailKind.Silent || f.Kind == FailKind.Drop) lastDead = addr;
-                if (Stopwatch.GetTimestamp() - c.Born > Stopwatch.Frequency) failures = follows = 0;
-                if (f.Kind == FailKind.NotLeader && f.Hint.Length > 0 && f.Hint != addr && follows < maxFollows)
-                {
-                    follows++;
-                    hint = f.Hint;
-                    continue;
-                }
-                follows = 0;
-                failures++;
-                if (!await SleepAsync(Backoff(failures), ct).ConfigureAwait(false)) return;
-            }
-        }
-
-        /// <summary>A listed server's refusal as a server of another cluster, or null. mu is held.</summary>
-        WrongClusterException WrongClusterLocked()
-        {
-            foreach (var a in Cfg.Addrs)
-            {
-                Exception r;
-                if (refusals.TryGetValue(a, out r) && r is WrongClusterException) return (WrongClusterException)r;
-            }
-            return null;
-        }
-
         /// <summary>
         /// The cluster this broker is pinned to (32 hex digits): the one given
         /// to the builder's ClusterId, or the cluster of the first server that
@@ -280,63 +151,15 @@ namespace Ticketing
         /// </summary>
         public string ClusterId { get { return Cfg.Pin.Get(); } }
 
-        /// <summary>
-        /// The refusal to report when every listed address refused the hello for
-        /// the same reason (same exception type and server code), else null: as in
-        /// the Go client, a refusal by one node only moves the broker on to the
-        /// next, and calls wait for a connection. mu is held.
-        /// </summary>
-        Exception RefusedByAllLocked()
-        {
-            Exception first;
-            if (!refusals.TryGetValue(Cfg.Addrs[0], out first)) return null;
-            var firstCode = first is TicketingException ? ((TicketingException)first).ServerCode : null;
-            foreach (var a in Cfg.Addrs)
-            {
-                Exception r;
-                if (!refusals.TryGetValue(a, out r) || r.GetType() != first.GetType()) return null;
-                var code = r is TicketingException ? ((TicketingException)r).ServerCode : null;
-                if (code != firstCode) return null;
-            }
-            return first;
-        }
-
-        /// <summary>Exponential delay with jitter: uniform in [d/2, d], d doubling from the base up to the cap.</summary>
-        TimeSpan Backoff(int n)
-        {
-            long d = Cfg.BackoffBase.Ticks;
-            for (int i = 1; i < n && d < Cfg.BackoffMax.Ticks; i++) d *= 2;
-            d = Math.Min(d, Cfg.BackoffMax.Ticks);
-            double r;
-            lock (jitter) r = jitter.NextDouble();
-            return TimeSpan.FromTicks(d / 2 + (long)(r * (d / 2)));
-        }
-
-        static async Task<bool> SleepAsync(TimeSpan d, CancellationToken ct)
-        {
-            try { await Task.Delay(d, ct).ConfigureAwait(false); return true; }
-            catch (OperationCanceledException) { return false; }
-        }
-
         void IConnHooks.LateGrant(string key, ulong token) { LateGrant(key, token); }
 
-        internal bool IsClosed { get { lock (mu) return closed; } }
+        internal bool IsClosed { get { return Connector.IsClosed; } }
 
         /// <summary>An acquire's connection ended before its final answer: release by owner (U) on a later connection.</summary>
         void IConnHooks.Orphaned(string key, byte[] owner, long until) { rel.EnqueueOwner(key, owner, until); }
 
         /// <summary>Waits for the next change of the connection state; false when ct ended first.</summary>
-        internal async Task<bool> WaitChangeAsync(CancellationToken ct)
-        {
-            Task wake;
-            lock (mu) wake = changed.Task;
-            var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-            using (ct.Register(() => tcs.TrySetResult(true)))
-            {
-                await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
-            }
-            return !ct.IsCancellationRequested;
-        }
+        internal Task<bool> WaitChangeAsync(CancellationToken ct) { return Connector.WaitChangeAsync(ct); }
 
         /// <summary>The outcome of a background or disposing release, to the release observer.</summary>
         internal void ReportRelease(string key, ulong token, Exception err)
@@ -355,85 +178,12 @@ namespace Ticketing
             rel.Enqueue(new RelJob { Key = key, Token = token, At = Stopwatch.GetTimestamp() });
         }
 
-        /// <summary>No connection before the caller's token ended.</summary>
-        internal sealed class NoConnectionYet : Exception
-        {
-            internal readonly Exception Last;
-            internal NoConnectionYet(Exception last) : base(last != null ? "no connection to the leader yet (last attempt: " + last.Message + ")" : "no connection to the leader yet") { Last = last; }
-        }
-
-        /// <summary>
-        /// A live connection to the leader, waiting for one while ct allows.
-        /// Throws ClosedException, the persistent refusal, or NoConnectionYet.
-        /// </summary>
-        internal async Task<Connection> GetConnAsync(CancellationToken ct, bool draining)
-        {
-            for (;;)
-            {
-                Task wake;
-                lock (mu)
-                {
-                    if (torn || (closed && !draining)) throw new ClosedException("ticketing: the broker is closed");
-                    if (cur != null && !cur.Dead) return cur;
-                    if (rejected != null) throw rejected;
-                    wake = changed.Task;
-                }
-                if (ct.CanBeCanceled)
-                {
-                    var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-                    using (ct.Register(() => tcs.TrySetResult(true)))
-                    {
-                        await Task.WhenAny(wake, tcs.Task).ConfigureAwait(false);
-                    }
-                }
-                else
-                {
-                    await wake.ConfigureAwait(false);
-                }
-                if (ct.IsCancellationRequested)
-                {
-                    Exception last;
-                    lock (mu)
-                    {
-                        if (torn || (closed && !draining)) throw new ClosedException("ticketing: the broker is closed");
-                        if (cur != null && !cur.Dead) return cur;
-                        last = rejected ?? WrongClusterLocked() ?? lastErr;
-                    }
-                    throw new NoConnectionYet(last);
-                }
-            }
-        }
+        /// <summary>A live connection to the leader, waiting for one while ct allows (Connector.GetConnAsync).</summary>
+        internal Task<Connection> GetConnAsync(CancellationToken ct, bool draining) { return Connector.GetConnAsync(ct, draining); }
 
         internal static string Op(string op, string key)
         {
             return "ticketing: " + op + (key != null ? " \"" + key + "\"" : "") + ": ";
-        }
-
-        /// <summary>Turns a GetConnAsync failure into what an operation throws; nothing was sent.</summary>
-        internal static Exception ConnectError(string op, string key, Exception e, CancellationToken ct, bool timeoutIsUnavailable)
-        {
-            string notSent = op == "connect" ? "" : "not sent: ";
-            if (e is ClosedException)
-                return new ClosedException(Op(op, key) + "the broker is closed" + (op == "connect" ? "" : "; nothing was sent"));
-            var nc = e as NoConnectionYet;
-            if (nc != null)
-            {
-                if (timeoutIsUnavailable || !ct.IsCancellationRequested)
-                {
-                    if (nc.Last is WrongClusterException)
-                        // No server of the pinned cluster answered: say that one of another cluster did, and was refused.
-                        return new WrongClusterException(Op(op, key) + notSent + nc.Message, nc.Last);
-                    return new UnavailableException(Op(op, key) + notSent + nc.Message, nc.Last);
-                }
-                return new OperationCanceledException(Op(op, key) + notSent + nc.Message + "; cancelled", nc.Last, ct);
-            }
-            string msg = Op(op, key) + notSent + "the server refused the connection (" + e.Message + "); the broker keeps retrying in the background";
-            if (e is UnauthenticatedException) return new UnauthenticatedException(msg, e) { Address = ((TicketingException)e).Address, ServerCode = ((TicketingException)e).ServerCode };
-            if (e is WrongClusterException) return new WrongClusterException(msg, e);
-            var ce = e as CapacityException;
-            if (ce != null) return new CapacityException(msg, ce.Reason) { Address = ce.Address };
-            var te = e as TicketingException;
-            return new UnavailableException(msg, e) { ServerCode = te != null ? te.ServerCode : null };
         }
 
         /// <summary>
@@ -458,28 +208,7 @@ namespace Ticketing
         {
             if (timeout < TimeSpan.Zero && timeout != Timeout.InfiniteTimeSpan)
                 throw new ArgumentOutOfRangeException("timeout", timeout, "ticketing: the timeout must not be negative");
-            return WaitReadyCoreAsync(timeout, cancellationToken);
-        }
-
-        async Task WaitReadyCoreAsync(TimeSpan timeout, CancellationToken ct)
-        {
-            using (var lim = CancellationTokenSource.CreateLinkedTokenSource(ct))
-            {
-                if (timeout != Timeout.InfiniteTimeSpan) lim.CancelAfter(timeout);
-                try
-                {
-                    await GetConnAsync(lim.Token, false).ConfigureAwait(false);
-                }
-                catch (Exception e)
-                {
-                    var nc = e as NoConnectionYet;
-                    if (nc != null && ct.IsCancellationRequested)
-                        throw new OperationCanceledException(Op("connect", null) + nc.Message + "; cancelled", nc.Last, ct);
-                    if (nc != null)
-                        throw new UnavailableException(Op("connect", null) + nc.Message + " within " + timeout.TotalMilliseconds + " ms", nc.Last);
-                    throw ConnectError("connect", null, e, ct, true);
-                }
-            }
+            return Connector.WaitReadyAsync(timeout, cancellationToken);
         }
 
         /// <summary>
@@ -499,6 +228,117 @@ namespace Ticketing
             return WaitReadyAsync(Cfg.OperationTimeout, cancellationToken);
         }
 
+        // ---------------- calls: thin fronts over the collaborators ----------------
+
+        /// <summary>
+        /// Asks for the ticket of key and waits for the answer. Fractions of a
+        /// second are rounded up; values out of range are rejected before
+        /// anything is sent (never clamped).
+        /// <para>If cancellationToken ends before the request was sent, nothing
+        /// is sent (OperationCanceledException). If it ends after the request
+        /// may have been sent, the call throws OperationCanceledException at
+        /// once and sends a cancel (C) for the acquire; should the server grant
+        /// it anyway, the client releases that exact token in the background.
+        /// While the connection's in-flight limit is reached, the call waits
+        /// for a free slot (having sent nothing).</para>
+        /// <para>With or without a token the call ends within the broker's
+        /// operation timeout (TicketBrokerBuilder.OperationTimeout, default
+        /// 10 s) plus wait, or sooner when the token ends, as
+        /// HttpClient.Timeout does: UnavailableException if nothing was sent,
+        /// IndeterminateException if the acquire may have been sent (cancelled
+        /// and a late grant released as above).</para>
+        /// </summary>
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="wait">0..255 s: how long the server keeps the request in the key's FIFO queue; zero is one immediate attempt, never queued.</param>
+        /// <param name="lease">1..250 s: how long the ticket is held unless released.</param>
+        /// <param name="budget">Required, at most lease × 0.99 − 0.1 s (what even an immediate grant leaves; rounded up to whole seconds): the minimum time the caller needs for its work; a ticket is handed over only if its conservative remaining time is positive and at least budget, otherwise it is released and BudgetExceededException thrown.</param>
+        /// <param name="cancellationToken">Ends the call sooner than the operation timeout (see above).</param>
+        /// <returns>The granted ticket; release it (ReleaseAsync, await using / DisposeAsync, or Dispose).</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentOutOfRangeException">wait, lease or budget is out of range (thrown by the call itself).</exception>
+        /// <exception cref="NotAcquiredException">Not granted within the wait, or withdrawn by the server.</exception>
+        /// <exception cref="CapacityException">A server limit; final, not retried.</exception>
+        /// <exception cref="IndeterminateException">The request may have been sent but its final answer was lost: do not enter the critical section; it is never re-sent automatically, except after a stopping server's E 11 (shutting down), which sends it again with the same owner and what remains of its wait on the next connection.</exception>
+        /// <exception cref="BudgetExceededException">Granted too late for the budget; it is being released.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused the request for this client's principal.</exception>
+        /// <exception cref="UnavailableException">Nothing could be sent in time (no connection).</exception>
+        /// <exception cref="ClosedException">The broker was closed before the request was sent, or the grant came while it closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task<Ticket> AcquireAsync(string key, TimeSpan wait, TimeSpan lease, TimeSpan budget,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var args = Arguments.CheckAcquire(key, wait, lease, budget);
+            return Acquirer.AcquireAsync(key, args, cancellationToken);
+        }
+
+        /// <summary>
+        /// Releases key's ticket if token still holds it, for a ticket known
+        /// only by its key and token (acquired by another process, or whose
+        /// token was persisted). Within ReleaseBound (5 s from this call, also
+        /// without a token) it retries the exact token across reconnects; a
+        /// release is never presumed successful.
+        /// </summary>
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="token">The ticket's token (never 0).</param>
+        /// <param name="cancellationToken">Ends the call early.</param>
+        /// <returns>A task that completes when the server answered R (the hold ended).</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentOutOfRangeException">token is 0 (thrown by the call itself).</exception>
+        /// <exception cref="NotHeldException">N: the ticket had already expired or been released, or the key is held under another token (NotHeldAfterRetryException when N answered a release sent again).</exception>
+        /// <exception cref="CapacityException">A server capacity limit rejected it.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused it for this client's principal.</exception>
+        /// <exception cref="IndeterminateException">A release may have been sent but no final answer came within the bound.</exception>
+        /// <exception cref="UnavailableException">None could be sent within the bound.</exception>
+        /// <exception cref="ClosedException">The broker was closed before it was sent.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task ReleaseTokenAsync(string key, ulong token, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            string op = "release of token " + token + " for";
+            Arguments.CheckKey(key, op);
+            if (token == 0)
+                throw new ArgumentOutOfRangeException("token", token, Op(op, key) + "token 0 is never granted (tokens start at 1); nothing was sent");
+            return Releaser.ReleaseAsync(key, token, Stopwatch.GetTimestamp(), false, null, cancellationToken);
+        }
+
+        /// <summary>
+        /// Reads the state of key (D/I). Read-only and never retried
+        /// automatically. The call ends within the operation timeout, or sooner
+        /// when the token ends; on a live connection that does not answer, within the
+        /// answer grace (10 s, or 3 ping intervals if longer) in any case.
+        /// </summary>
+        /// <param name="key">The key, 1..1024 UTF-8 bytes.</param>
+        /// <param name="cancellationToken">Ends the call sooner than the operation timeout.</param>
+        /// <returns>The key's state as the leader saw it when it answered.</returns>
+        /// <exception cref="ArgumentNullException">key is null (thrown by the call itself).</exception>
+        /// <exception cref="ArgumentException">key is empty or over 1024 bytes (thrown by the call itself).</exception>
+        /// <exception cref="UnavailableException">No connection in time, the connection was lost before the answer, or no answer within the grace.</exception>
+        /// <exception cref="PermissionDeniedException">The server refused it for this client's principal.</exception>
+        /// <exception cref="CapacityException">A server capacity limit rejected it.</exception>
+        /// <exception cref="UnauthenticatedException">Every server refused the token or the client certificate.</exception>
+        /// <exception cref="ClosedException">The broker was closed.</exception>
+        /// <exception cref="OperationCanceledException">cancellationToken ended first.</exception>
+        public Task<KeyDescription> DescribeAsync(string key, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            Arguments.CheckKey(key, "describe");
+            return Describer.DescribeAsync(key, cancellationToken);
+        }
+
+        /// <summary>The exception of a request answered F: final, nothing happened, the connection stays open.</summary>
+        internal static PermissionDeniedException Forbidden(string op, string addr, byte reason, string effect)
+        {
+            var r = (PermissionReason)reason;
+            return new PermissionDeniedException(op + "permission denied by the server " + addr + ": " + PermissionDeniedException.ReasonName(r) + effect +
+                "; the same request is refused until the server's principals change (docs/deployment.md, Authorization)", r) { Address = addr };
+        }
+
+        internal void EnqueueTicketRelease(Ticket t)
+        {
+            rel.Enqueue(new RelJob { Key = t.Key, Token = t.Token, At = Stopwatch.GetTimestamp(), Ticket = t });
+        }
+
         // ---------------- closing ----------------
 
         /// <summary>
@@ -516,17 +356,7 @@ namespace Ticketing
         /// <returns>A task that completes when the broker is closed; it never fails.</returns>
         public async Task CloseAsync()
         {
-            bool already;
-            lock (mu)
-            {
-                already = closed;
-                if (!closed)
-                {
-                    closed = true;
-                    BroadcastLocked();
-                }
-            }
-            if (already)
+            if (!Connector.MarkClosed())
             {
                 await closedDone.Task.ConfigureAwait(false);
                 return;
@@ -537,8 +367,7 @@ namespace Ticketing
             // Both phases run at once under one bound (DrainTimeout): the
             // releaser keeps accepting jobs until the cancelled acquires have
             // settled, so a late grant is still queued and released.
-            Connection live;
-            lock (mu) live = cur;
+            var live = Connector.Current;
             Task acquiresSettled = Task.FromResult(true);
             if (live != null && !live.Dead)
             {
@@ -546,16 +375,7 @@ namespace Ticketing
                 acquiresSettled = Task.WhenAny(settled, Task.Delay(Cfg.DrainTimeout));
             }
             await rel.DrainAsync(Cfg.DrainTimeout, acquiresSettled).ConfigureAwait(false);
-            Connection c;
-            lock (mu)
-            {
-                torn = true;
-                c = cur;
-                BroadcastLocked();
-            }
-            life.Cancel();
-            if (c != null) c.Fail(new ConnFailure { Kind = FailKind.Closed, Addr = c.Addr });
-            try { await manager.ConfigureAwait(false); } catch (Exception) { }
+            await Connector.TearDownAsync().ConfigureAwait(false);
             closedDone.TrySetResult(true);
         }
 
@@ -575,5 +395,12 @@ namespace Ticketing
         {
             return new ValueTask(CloseAsync());
         }
+    }
+
+    /// <summary>What an operation got to do before it ended: whether its request may have been sent, and an acquire's owner.</summary>
+    internal sealed class OpState
+    {
+        internal bool Sent;
+        internal byte[] Owner;
     }
 }
