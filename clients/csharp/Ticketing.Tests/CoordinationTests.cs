@@ -447,6 +447,36 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void ALeaseKnowsWhyBeforeItsLostTokenFires()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            using (var b = U.Ready(U.Connect(p.Addr)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/why"));
+                var s = U.Get(cc.StartSessionAsync("/why", Opts(TimeSpan.FromSeconds(2))));
+                U.Wait(s.CreateSemaphoreAsync("a", 1));
+                U.Wait(s.CreateSemaphoreAsync("b", 1));
+                // A handler woken by the token reads the reason on the spot.
+                var seen = new BlockingCollection<Exception>();
+                Exception why;
+                var s2 = U.Get(cc.StartSessionAsync("/why", Opts(TimeSpan.FromSeconds(10))));
+                var atClose = U.Get(s2.AcquireSemaphoreAsync("b"));
+                atClose.LostToken.Register(() => seen.Add(atClose.LossReason ?? new Exception("no reason yet")));
+                U.Wait(s2.CloseAsync());
+                Assert.IsTrue(seen.TryTake(out why, U.Patience), "the lost token never fired");
+                Assert.IsInstanceOf<ClosedException>(why);
+
+                var atDeadline = U.Get(s.AcquireSemaphoreAsync("a"));
+                atDeadline.LostToken.Register(() => seen.Add(atDeadline.LossReason ?? new Exception("no reason yet")));
+                p.BlackHole();
+                Assert.IsTrue(seen.TryTake(out why, U.Patience), "the lost token never fired");
+                Assert.IsInstanceOf<DeadlinePassedException>(why);
+            }
+        }
+
+        [Test]
         public void OnlyAnswersThatFollowACommitMoveTheDeadline()
         {
             using (var c = new Cluster(1))
