@@ -477,6 +477,29 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void ADeadlineTimerThatRunsEarlyRunsAgain()
+        {
+            using (var c = new Cluster(1))
+            using (var p = new FaultProxy(c.Addrs[0]))
+            using (var b = U.Ready(U.Connect(p.Addr)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/early"));
+                var s = U.Get(cc.StartSessionAsync("/early", Opts(TimeSpan.FromSeconds(2))));
+                U.Wait(s.CreateSemaphoreAsync("m", 1));
+                var le = U.Get(s.AcquireSemaphoreAsync("m"));
+                p.BlackHole();
+                // Timers keep their own clock: one that runs before the
+                // deadline by the Stopwatch must not leave the holds to outlive it.
+                s.A.DeadlineTimerRanEarlyForTests();
+                var fired = new ManualResetEventSlim();
+                le.LostToken.Register(fired.Set);
+                Assert.IsTrue(fired.Wait(U.Patience), "the lease's lost token never fired after the deadline");
+                Assert.IsInstanceOf<DeadlinePassedException>(le.LossReason);
+            }
+        }
+
+        [Test]
         public void OnlyAnswersThatFollowACommitMoveTheDeadline()
         {
             using (var c = new Cluster(1))

@@ -473,6 +473,13 @@ namespace Ticketing.Coordination
             return false;
         }
 
+        /// <summary>Tests: the deadline's timer runs now, before the deadline, as a timer on its own clock may.</summary>
+        internal void DeadlineTimerRanEarlyForTests()
+        {
+            lock (mu) if (timer != null) timer.Change(System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
+            DeadlinePassed();
+        }
+
         void DeadlinePassed()
         {
             if (!CheckDeadline()) return;
