@@ -500,6 +500,36 @@ namespace Ticketing.Tests
         }
 
         [Test]
+        public void RecipesRefuseSemaphoresOfAnotherKind()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/kinds"));
+                var s = U.Get(cc.StartSessionAsync("/kinds"));
+                // Made by hand under the recipes' names, with other limits or data.
+                U.Wait(s.CreateSemaphoreAsync("recipe/discovery/api", 1, Encoding.UTF8.GetBytes("ticketing-recipe:discovery")));
+                U.Wait(s.CreateSemaphoreAsync("recipe/publication/limits", 1, Encoding.UTF8.GetBytes("ticketing-recipe:publicationX")));
+                U.Wait(s.CreateSemaphoreAsync("recipe/election/e", 2, Encoding.UTF8.GetBytes("ticketing-recipe:election")));
+                U.Throws<WrongKindException>(() => s.Discovery("api").RegisterAsync(Encoding.UTF8.GetBytes("x")));
+                U.Throws<WrongKindException>(() => s.Discovery("api").ListAsync());
+                U.Throws<WrongKindException>(() => s.Discovery("api").Watch().NextAsync());
+                U.Throws<WrongKindException>(() => s.Publication("limits").PublishAsync(new byte[0]));
+                U.Throws<WrongKindException>(() => s.Publication("limits").GetAsync());
+                U.Throws<WrongKindException>(() => s.Election("e").Observe().NextAsync());
+                Assert.AreEqual(0, U.Get(s.DescribeSemaphoreAsync("recipe/discovery/api", new DescribeOptions { Owners = true })).Owners.Count, "registered on a semaphore of another kind");
+                // An empty value is a value, told from none.
+                var p = s.Publication("empty");
+                U.Throws<NotFoundException>(() => p.GetAsync());
+                U.Wait(p.PublishAsync(new byte[0]));
+                Assert.AreEqual(0, U.Get(p.GetAsync()).Length);
+                Assert.IsNotNull(U.Get(p.Watch().NextAsync()), "an empty value is not unset");
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
+        [Test]
         public void OnlyAnswersThatFollowACommitMoveTheDeadline()
         {
             using (var c = new Cluster(1))
