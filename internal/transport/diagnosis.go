@@ -1,4 +1,4 @@
-package ticketing
+package transport
 
 import (
 	"context"
