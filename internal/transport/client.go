@@ -225,33 +225,68 @@ func (t *Client) MaxFollows() int { return len(t.addrs) + 2 }
 // again from its base.
 const StableSession = time.Second
 
-// run is the connection manager.
+// dialing is one dial loop's state across its rounds.
+type dialing struct {
+	failures int // failed rounds since the last session that lasted: the backoff exponent
+	follows  int // leader hints followed since the last backoff
+	failed   logLimiter
+}
+
+func newDialing() *dialing { return &dialing{failed: logLimiter{every: time.Second}} }
+
+// establish is the one dial loop, of the shared connection and of a
+// session's own: rounds of connection attempts (the first led by hint)
+// with the backoff between failed rounds, until one gives a session. stop,
+// asked before every round and after every failed one, ends the loop with
+// its error; so do the end of ctx (a *WaitError) and the client's teardown
+// (ErrClosed) while it backs off.
+func (t *Client) establish(ctx context.Context, hint string, d *dialing, hooks connHooks, stop func() error) (*Conn, string, error) {
+	for {
+		if err := stop(); err != nil {
+			return nil, "", err
+		}
+		c, addr := t.dialRound(ctx, t.dialOrder(hint), &d.follows, &d.failed, hooks)
+		if c != nil {
+			return c, addr, nil
+		}
+		hint = ""
+		if err := stop(); err != nil {
+			return nil, "", err
+		}
+		d.failures++
+		d.follows = 0
+		if err := t.pause(ctx, t.backoff(d.failures)); err != nil {
+			return nil, "", err
+		}
+	}
+}
+
+// tornDown is the shared connection's stop: only the client's teardown
+// ends its dial loop.
+func (t *Client) tornDown() error {
+	if t.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// run is the connection manager of the shared connection.
 func (t *Client) run() {
 	defer t.wg.Done()
-	failures := 0 // rounds since the last session that lasted: the backoff exponent
-	follows := 0  // leader hints followed since the last backoff
-	hint := ""    // the leader named by the M that ended the last session
+	d := newDialing()
+	hint := "" // the leader named by the M that ended the last session
 	ended := logLimiter{every: time.Second}
-	failed := logLimiter{every: time.Second}
 	connected := logLimiter{every: time.Second}
-	for t.ctx.Err() == nil {
-		c, addr := t.dialRound(t.dialOrder(hint), &follows, &failed)
-		hint = ""
-		if c == nil {
-			if t.ctx.Err() != nil {
-				return
-			}
-			failures++
-			follows = 0
-			if !t.sleep(t.backoff(failures)) {
-				return
-			}
-			continue
+	for {
+		c, addr, err := t.establish(t.ctx, hint, d, t, t.tornDown)
+		if err != nil {
+			return
 		}
+		hint = ""
 		t.mu.Lock()
 		if t.torn {
 			t.mu.Unlock()
-			c.fail(&Ended{kind: failClosed, addr: addr})
+			c.End()
 			return
 		}
 		t.cur = c
@@ -286,16 +321,16 @@ func (t *Client) run() {
 		}
 		ended.log(t.cfg.Logger, slog.LevelInfo, "ticketing: connection ended", "addr", addr, "why", f.What(), "err", f.Cause)
 		if time.Since(c.born) > StableSession {
-			failures, follows = 0, 0
+			d.failures, d.follows = 0, 0
 		}
-		if f.kind == failNotLeader && f.hint != "" && f.hint != addr && follows < t.MaxFollows() {
-			follows++
+		if f.kind == failNotLeader && f.hint != "" && f.hint != addr && d.follows < t.MaxFollows() {
+			d.follows++
 			hint = f.hint
 			continue
 		}
-		failures++
-		follows = 0
-		if !t.sleep(t.backoff(failures)) {
+		d.failures++
+		d.follows = 0
+		if t.pause(t.ctx, t.backoff(d.failures)) != nil {
 			return
 		}
 	}
@@ -326,19 +361,15 @@ func (t *Client) dialOrder(hint string) []string {
 	return out
 }
 
-// dialRound runs one round of connection attempts over order: the first at
-// once, the next one when every running attempt has failed or after
-// dialStagger while one is still running (so a stuck address costs a
-// stagger, not a dial timeout), and an address named by a hello's M right
-// after the attempt that named it. It returns the first session established
-// (later ones are closed) and its address, or nil when every attempt failed.
-func (t *Client) dialRound(order []string, follows *int, failed *logLimiter) (*Conn, string) {
-	return t.dialRoundWith(t.ctx, order, follows, failed, t)
-}
-
-// dialRoundWith is dialRound bounded by parent (and the broker's life),
-// with the new connection's hooks.
-func (t *Client) dialRoundWith(parent context.Context, order []string, follows *int, failed *logLimiter, hooks connHooks) (*Conn, string) {
+// dialRound runs one round of connection attempts over order: the
+// first at once, the next one when every running attempt has failed or
+// after the dial stagger while one is still running (so a stuck address
+// costs a stagger, not a dial timeout), and an address named by a hello's M
+// right after the attempt that named it. It returns the first session
+// established (later ones are closed) and its address, or nil when every
+// attempt failed. parent (and the client's life) bounds it; hooks are the
+// new connection's.
+func (t *Client) dialRound(parent context.Context, order []string, follows *int, failed *logLimiter, hooks connHooks) (*Conn, string) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	stopClient := context.AfterFunc(t.ctx, cancel)
@@ -502,7 +533,9 @@ func (t *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (t *Client) sleep(d time.Duration) bool {
+// pause waits d between failed rounds: nil, ErrClosed when the client is
+// torn down meanwhile, or a *WaitError when ctx ends first.
+func (t *Client) pause(ctx context.Context, d time.Duration) error {
 	if h := t.cfg.OnBackoff; h != nil {
 		h(d)
 	}
@@ -510,9 +543,11 @@ func (t *Client) sleep(d time.Duration) bool {
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return true
+		return nil
 	case <-t.ctx.Done():
-		return false
+		return ErrClosed
+	case <-ctx.Done():
+		return t.NoConnection(ctx.Err())
 	}
 }
 

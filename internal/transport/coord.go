@@ -80,64 +80,49 @@ func (h dedicatedHooks) coordEvent(_ *Conn, f wire.Frame) {
 	}
 }
 
-// dialDedicated dials a connection of its own to the leader, in the
-// broker's dial order with its stagger, leader following and backoff, until
-// ctx ends. A refusal that every listed server gave (a wrong port, TLS on
-// one side only, a refused token) is returned at once. The connection is
-// ended when the broker is torn down.
+// dialDedicated dials a connection of its own to the leader in the one
+// dial loop (establish: the dial order with its stagger, leader following
+// and backoff), until ctx ends. A refusal that every listed server gave (a
+// wrong port, TLS on one side only, a refused token) is returned at once.
+// The connection is ended when the client is torn down.
 func (t *Client) dialDedicated(ctx context.Context, onEvent func(wire.Frame)) (*Conn, error) {
-	hooks := dedicatedHooks{Client: t, onEvent: onEvent}
-	failures, follows := 0, 0
-	failed := logLimiter{every: time.Second}
-	for {
+	// Ended by the client's closing, by a refusal every listed server
+	// gave, or by ctx.
+	stop := func() error {
 		t.mu.Lock()
+		defer t.mu.Unlock()
 		if t.closed || t.torn {
-			t.mu.Unlock()
-			return nil, ErrClosed
+			return ErrClosed
 		}
-		t.mu.Unlock()
-		c, _ := t.dialRoundWith(ctx, t.dialOrder(""), &follows, &failed, hooks)
-		if c != nil {
-			t.mu.Lock()
-			if t.torn {
-				t.mu.Unlock()
-				c.End()
-				return nil, ErrClosed
-			}
-			t.dedicated[c] = struct{}{}
-			t.mu.Unlock()
-			t.wg.Add(1)
-			go func() {
-				defer t.wg.Done()
-				<-c.done
-				t.mu.Lock()
-				delete(t.dedicated, c)
-				t.mu.Unlock()
-			}()
-			return c, nil
-		}
-		t.mu.Lock()
-		refused, last := t.refusedByAll(), t.lastErr
-		t.mu.Unlock()
-		if refused != nil {
-			return nil, refused
+		if err := t.refusedByAll(); err != nil {
+			return err
 		}
 		if ctx.Err() != nil {
-			return nil, &WaitError{ctx: ctx.Err(), last: last}
+			return &WaitError{ctx: ctx.Err(), last: t.lastErr}
 		}
-		failures++
-		follows = 0
-		timer := time.NewTimer(t.backoff(failures))
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, &WaitError{ctx: ctx.Err(), last: last}
-		case <-t.ctx.Done():
-			timer.Stop()
-			return nil, ErrClosed
-		}
+		return nil
 	}
+	c, _, err := t.establish(ctx, "", newDialing(), dedicatedHooks{Client: t, onEvent: onEvent}, stop)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.torn {
+		t.mu.Unlock()
+		c.End()
+		return nil, ErrClosed
+	}
+	t.dedicated[c] = struct{}{}
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		<-c.done
+		t.mu.Lock()
+		delete(t.dedicated, c)
+		t.mu.Unlock()
+	}()
+	return c, nil
 }
 
 // Errors of Conn.Call.
