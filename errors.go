@@ -112,7 +112,10 @@ type PermissionError = transport.PermissionError
 
 // permissionError is the error of an operation answered F.
 func permissionError(c *transport.Conn, f *wire.Frame, op, key, effect string) error {
-	return transport.PermissionRefusal(c, f, op, key, effect)
+	pe := &PermissionError{Addr: c.Addr(), Reason: PermissionReason(f.Reason)}
+	e := newOpError(op, key, key != "", pe, "permission denied: "+pe.Reason.String()+effect, ErrPermissionDenied)
+	e.Hide = true
+	return e
 }
 
 // IndeterminateError is the ErrIndeterminate of an acquire: the key and the

@@ -477,6 +477,17 @@ func (t *Client) refusedByAll() error {
 	return first.err
 }
 
+// wrongClusterLocked returns a listed server's refusal as a server of
+// another cluster, nil if there is none. t.mu is held.
+func (t *Client) wrongClusterLocked() error {
+	for _, a := range t.addrs {
+		if he := t.refusals[a]; he != nil && errors.Is(he.err, ErrWrongCluster) {
+			return he.err
+		}
+	}
+	return nil
+}
+
 // refusalReason names the kind of a hello refusal, to tell whether several
 // servers refused for the same reason.
 func refusalReason(he *helloError) string {

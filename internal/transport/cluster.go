@@ -2,7 +2,6 @@ package transport
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -136,14 +135,3 @@ func (e *WrongClusterError) detail() string {
 
 // Is makes it match ErrWrongCluster.
 func (e *WrongClusterError) Is(target error) bool { return target == ErrWrongCluster }
-
-// wrongClusterLocked returns a listed server's refusal as a server of
-// another cluster, nil if there is none. t.mu is held.
-func (t *Client) wrongClusterLocked() error {
-	for _, a := range t.addrs {
-		if he := t.refusals[a]; he != nil && errors.Is(he.err, ErrWrongCluster) {
-			return he.err
-		}
-	}
-	return nil
-}

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -69,11 +68,6 @@ func (c *Config) Check() error {
 		return ConfigError(nil, "the dial timeout must be positive")
 	}
 	return nil
-}
-
-// ConfigError is a bad configuration: it matches ErrInvalidArgument.
-func ConfigError(cause error, format string, args ...any) error {
-	return NewOpError("connect", "", false, cause, fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
 
 // ParseAddrs splits a comma-separated list of host:port addresses; a host

@@ -140,14 +140,6 @@ func (e *PermissionError) detail() string {
 // Is makes it match ErrPermissionDenied.
 func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
 
-// PermissionRefusal is the error of an operation answered F on c.
-func PermissionRefusal(c *Conn, f *wire.Frame, op, key, effect string) error {
-	pe := &PermissionError{Addr: c.addr, Reason: PermissionReason(f.Reason)}
-	e := NewOpError(op, key, key != "", pe, "permission denied: "+pe.Reason.String()+effect, ErrPermissionDenied)
-	e.Hide = true
-	return e
-}
-
 // IndeterminateError is the ErrIndeterminate of an acquire: the key and the
 // owner (the 16 random bytes the acquire sent) whose outcome is unknown. Find
 // it with errors.As. When the acquire's connection ended before its final
@@ -369,4 +361,9 @@ func classOf(kinds []error) retry.Class {
 		return retry.Timeout
 	}
 	return retry.NonRetryable
+}
+
+// ConfigError is a bad configuration: it matches ErrInvalidArgument.
+func ConfigError(cause error, format string, args ...any) error {
+	return NewOpError("connect", "", false, cause, fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
