@@ -96,15 +96,8 @@ func (p *Pin) check(addr string, h *hello) error {
 	return &helloError{addr: addr, err: wc, rejected: true, reason: "wrong cluster"}
 }
 
-// ErrWrongCluster: a server belongs to another cluster than the one the
-// client is pinned to (the first cluster it reached, or WithClusterID), or
-// has no cluster ID yet while the client is pinned. The client never uses
-// such a server and keeps trying the other addresses. WaitReady and calls
-// return it at once when every listed server is refused so, and when their
-// context ends while no server of the pinned cluster could be reached and
-// one of another cluster was refused; such an error also matches
-// ErrUnavailable (no usable server). Use errors.As with *WrongClusterError
-// for both IDs.
+// ErrWrongCluster: a server of another cluster than the pinned one
+// (package ticketing documents it).
 var ErrWrongCluster error = &sentinel{"server of another cluster"}
 
 // WrongClusterError is a server refused because it belongs to another

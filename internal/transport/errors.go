@@ -14,78 +14,24 @@ import (
 	"github.com/ticketing-io/ticketing/retry"
 )
 
-// Sentinel errors. Every error returned by this package matches one or more
-// of them with errors.Is; the error's text says what happened in full.
+// The sentinels. Every error of the client matches one or more of them with
+// errors.Is; package ticketing re-exports each (the same values) and
+// documents what it means.
 var (
-	// ErrInvalidArgument: an argument is out of range (wait, lease, budget,
-	// key length). Nothing was sent.
-	ErrInvalidArgument error = &sentinel{"invalid argument"}
-
-	// ErrIndeterminate: the request may have reached the server, but its final
-	// answer was lost (the connection dropped or went silent, the server ended
-	// the session ("not the leader" or an error), the broker was closed, or no
-	// answer came in time). For an acquire it means the ticket may or may not
-	// have been granted: do not enter the critical section. The acquire is
-	// never re-sent automatically.
-	ErrIndeterminate error = &sentinel{"outcome unknown"}
-
-	// ErrNotAcquired: the key was not granted within the wait, the only
-	// ordinary "no".
-	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
-
-	// ErrCapacity: the server rejected the request for one of its capacity
-	// limits (a capacity reject). It is final and returned at once; the client
-	// does not retry it. Use errors.As with *CapacityError for the reason.
-	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
-
-	// ErrNotHeld: a release found the key free or held under another token
-	// ("not held"): the ticket had already ended (expired, or released
-	// earlier).
-	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
-
-	// ErrBudgetExceeded: the ticket was granted, but so late that its
-	// conservative remaining time is below the work budget (or not positive).
-	// The client released it; do not enter the critical section.
-	ErrBudgetExceeded error = &sentinel{"granted too late for the work budget"}
-
-	// ErrUnauthenticated: the server refused the hello's token
-	// (ErrorCode(wire.CodeUnauthenticated)),
-	// or refused the client certificate or required one (mutual TLS).
-	// WaitReady and calls made while the refusal persists return it promptly;
-	// the broker keeps retrying in the background with backoff.
-	ErrUnauthenticated error = &sentinel{"unauthenticated"}
-
-	// ErrUnavailable: no usable connection to the cluster leader: it could
-	// not be reached before the context ended, or, for requests without an
-	// effect (Describe, admin requests), the connection was lost before the
-	// answer. Requests that may have had an effect report ErrIndeterminate
-	// instead.
-	ErrUnavailable error = &sentinel{"leader unavailable"}
-
-	// ErrClosed: the Broker (or Admin) was closed.
-	ErrClosed error = &sentinel{"closed"}
-
-	// ErrReleaseDropped: Ticket.Close could not queue its background release
-	// because the release queue was full. The ticket stays held until its
-	// lease expires.
-	ErrReleaseDropped error = &sentinel{"background release dropped, the release queue is full"}
-
-	// ErrNotLeader: an admin request needs the leader and the node is a
-	// follower. Use errors.As with *NotLeaderError for the leader's address.
-	ErrNotLeader error = &sentinel{"the node is not the leader"}
-
-	// ErrPermissionDenied: the server refused the request because this
-	// client's principal may not make it ("forbidden"): its role does not
-	// allow it, the key is outside its key prefixes, or the ticket to release
-	// was granted to another principal. It is final, nothing happened, and the
-	// connection stays usable; the same request is refused again until the
-	// server's configuration changes. Use errors.As with *PermissionError for
-	// the reason.
+	ErrInvalidArgument  error = &sentinel{"invalid argument"}
+	ErrIndeterminate    error = &sentinel{"outcome unknown"}
+	ErrNotAcquired      error = &sentinel{"not acquired within the wait"}
+	ErrCapacity         error = &sentinel{"rejected by a server capacity limit"}
+	ErrNotHeld          error = &sentinel{"the token no longer holds the key"}
+	ErrBudgetExceeded   error = &sentinel{"granted too late for the work budget"}
+	ErrUnauthenticated  error = &sentinel{"unauthenticated"}
+	ErrUnavailable      error = &sentinel{"leader unavailable"}
+	ErrClosed           error = &sentinel{"closed"}
+	ErrReleaseDropped   error = &sentinel{"background release dropped, the release queue is full"}
+	ErrNotLeader        error = &sentinel{"the node is not the leader"}
 	ErrPermissionDenied error = &sentinel{"permission denied"}
-
-	// Causes of a ticket context's end (context.Cause).
-	ErrTicketExpired  error = &sentinel{"the ticket's conservative deadline has passed"}
-	ErrTicketReleased error = &sentinel{"the ticket was released"}
+	ErrTicketExpired    error = &sentinel{"the ticket's conservative deadline has passed"}
+	ErrTicketReleased   error = &sentinel{"the ticket was released"}
 )
 
 // Prefix starts the text of every error of the client.
