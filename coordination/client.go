@@ -93,7 +93,7 @@ type Client struct {
 // are b's (ticketing.Connect's options); the connection options of this
 // package (WithToken, WithTLSConfig, WithDialer, WithDialTimeout) are
 // refused here. Closing the client does not close b; closing b ends the
-// client's sessions (ErrClosed).
+// client's sessions (ErrClosed), and New over a closed b is ErrClosed.
 func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	var cfg config
 	for _, o := range opts {
