@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -177,10 +178,10 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 	// session (E 11): the acquire is sent again, with the same owner, on the
 	// next connection; if it cannot be, its owner is released like that of
 	// any acquire whose answer was lost.
-	var interrupted *call
+	var interrupted *transport.Request
 	firstSent := time.Time{}
 	lost := func(what string, cause error, kinds ...error) (*Ticket, error) {
-		b.orphaned(key, owner, interrupted.sent.Add(interrupted.span))
+		b.orphaned(key, owner, interrupted.Sent.Add(interrupted.Span))
 		kinds = append(kinds, &IndeterminateError{Key: key, Owner: owner})
 		return nil, newOpError("acquire", key, true, cause,
 			"outcome unknown: the server that had it stopped, and it could not be sent again ("+what+"); once reconnected, the client releases by owner whatever it may have obtained; do not enter the critical section",
@@ -194,23 +195,23 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 			}
 			return nil, connectError("acquire", key, true, err)
 		}
-		cl := newCall(wire.TypeAcquire, key)
-		cl.owner = owner
+		cl := transport.NewRequest(wire.TypeAcquire, key)
+		cl.Owner = owner
 		// How long a grant of it can matter: a U after a lost answer is
 		// pointless once the lease would have run out (leader changes
 		// restart leases, hence the second lease).
-		cl.span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
+		cl.Span = time.Duration(int(args.wait)+2*int(args.lease)) * time.Second
 		wait := args.wait
 		if interrupted != nil {
 			// Sent again: the wait is what remains of the first one.
 			wait = uint8(max(0, ceilSeconds(time.Duration(args.wait)*time.Second-time.Since(firstSent))))
 		}
 		f := wire.Frame{Type: wire.TypeAcquire, Owner: owner, Wait: wait, Lease: args.lease, Key: []byte(key)}
-		if err := c.start(ctx, cl, &f); err != nil {
-			if err == errConnGone {
+		if err := c.Start(ctx, cl, &f); err != nil {
+			if err == transport.ErrConnGone {
 				continue // nothing was sent: try the next connection
 			}
-			if err == errClosing {
+			if err == transport.ErrClosing {
 				if interrupted != nil {
 					return lost("the broker was closed", nil, ErrClosed)
 				}
@@ -223,7 +224,7 @@ func (b *Broker) Acquire(ctx context.Context, key string, wait, lease, budget ti
 				"not sent: the connection's in-flight limit was reached and no slot freed before "+err.Error(), err)
 		}
 		if interrupted == nil {
-			firstSent = cl.sent
+			firstSent = cl.Sent
 		}
 		t, err := b.awaitAcquire(ctx, c, cl, args)
 		if errors.Is(err, errSendAgain) {
@@ -247,11 +248,6 @@ func ctxKinds(err error) []error {
 	}
 	return nil
 }
-
-// answerGrace is how long a request waits for its final answer on a live
-// connection (an acquire: past its wait) before giving up on it: 3 ping
-// intervals, at least DefaultAnswerGrace.
-func answerGrace(c *conn) time.Duration { return max(c.silence(), c.grace) }
 
 // timers recycles the acquire's answer timers: a timer per acquire was a
 // tenth of the client's allocations per acquire+release.
@@ -280,69 +276,69 @@ func putTimer(t *time.Timer) {
 	timers.Put(t)
 }
 
-func (b *Broker) awaitAcquire(ctx context.Context, c *conn, cl *call, args acquireArgs) (*Ticket, error) {
-	timer := getTimer(time.Duration(args.wait)*time.Second + answerGrace(c))
+func (b *Broker) awaitAcquire(ctx context.Context, c *transport.Conn, cl *transport.Request, args acquireArgs) (*Ticket, error) {
+	timer := getTimer(time.Duration(args.wait)*time.Second + c.AnswerGrace())
 	defer putTimer(timer)
 	select {
-	case a := <-cl.res:
+	case a := <-cl.Res:
 		return b.finishAcquire(c, cl, &a, args)
 	case <-ctx.Done():
-		a := c.abandon(cl)
-		if a != nil && a.fail == nil && a.f.Type != wire.TypeGranted {
+		a := c.Abandon(cl)
+		if a != nil && a.Fail == nil && a.F.Type != wire.TypeGranted {
 			return b.finishAcquire(c, cl, a, args) // W, X or B arrived first
 		}
-		if a != nil && a.f.Type == wire.TypeGranted {
-			b.lateGrant(cl.key, a.f.Token)
+		if a != nil && a.F.Type == wire.TypeGranted {
+			b.lateGrant(cl.Key, a.F.Token)
 		}
-		if a != nil && a.fail != nil && a.fail.shuttingDown() {
-			b.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span)) // the connection left it to this caller
+		if a != nil && a.Fail != nil && a.Fail.ShuttingDown() {
+			b.orphaned(cl.Key, cl.Owner, cl.Sent.Add(cl.Span)) // the connection left it to this caller
 		}
-		return nil, newOpError("acquire", cl.key, true, nil,
+		return nil, newOpError("acquire", cl.Key, true, nil,
 			fmt.Sprintf("%v after the request was sent; a cancel was sent for it and a grant that arrives anyway is released in the background; do not enter the critical section", ctx.Err()),
 			ctx.Err())
-	case <-b.closing:
+	case <-b.t.Closing():
 		// Close cancels what it can still reach; a grant that arrives
 		// anyway is released while Close drains.
-		a := c.abandon(cl)
+		a := c.Abandon(cl)
 		if a != nil {
 			return b.finishAcquire(c, cl, a, args)
 		}
-		return nil, newOpError("acquire", cl.key, true, nil,
+		return nil, newOpError("acquire", cl.Key, true, nil,
 			"outcome unknown: the broker was closed after the request was sent; a cancel was sent and a grant that arrives before the connection closes is released; do not enter the critical section",
-			ErrClosed, &IndeterminateError{Key: cl.key, Owner: cl.owner})
+			ErrClosed, &IndeterminateError{Key: cl.Key, Owner: cl.Owner})
 	case <-timer.C:
-		a := c.abandon(cl)
+		a := c.Abandon(cl)
 		if a != nil {
 			return b.finishAcquire(c, cl, a, args)
 		}
-		return nil, newOpError("acquire", cl.key, true, nil,
+		return nil, newOpError("acquire", cl.Key, true, nil,
 			fmt.Sprintf("outcome unknown, the server %s sent no final answer within the wait plus %v although the connection is alive; a cancel was sent and a late grant is released in the background; do not enter the critical section",
-				c.addr, answerGrace(c)),
-			&IndeterminateError{Key: cl.key, Owner: cl.owner})
+				c.Addr(), c.AnswerGrace()),
+			&IndeterminateError{Key: cl.Key, Owner: cl.Owner})
 	}
 }
 
-func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (*Ticket, error) {
-	key := cl.key
-	if a.fail != nil && a.fail.shuttingDown() {
+func (b *Broker) finishAcquire(c *transport.Conn, cl *transport.Request, a *transport.Answer, args acquireArgs) (*Ticket, error) {
+	key := cl.Key
+	if a.Fail != nil && a.Fail.ShuttingDown() {
 		if !b.isClosed() {
 			return nil, errSendAgain
 		}
-		b.orphaned(key, cl.owner, cl.sent.Add(cl.span)) // the connection left it to this caller
+		b.orphaned(key, cl.Owner, cl.Sent.Add(cl.Span)) // the connection left it to this caller
 	}
-	if a.fail != nil {
-		kinds := []error{&IndeterminateError{Key: key, Owner: cl.owner}}
-		msg := "outcome unknown, " + a.fail.what() + " after the request was sent; do not enter the critical section"
-		if a.fail.closed() {
+	if a.Fail != nil {
+		kinds := []error{&IndeterminateError{Key: key, Owner: cl.Owner}}
+		msg := "outcome unknown, " + a.Fail.What() + " after the request was sent; do not enter the critical section"
+		if a.Fail.Closed() {
 			kinds = append(kinds, ErrClosed)
 		} else {
 			msg += "; once reconnected, the client asks the leader to end whatever this acquire's owner holds or waits for on the key (release by owner)"
 		}
-		e := newOpError("acquire", key, true, a.fail.cause, msg, kinds...)
-		e.hide = a.fail.explained()
+		e := newOpError("acquire", key, true, a.Fail.Cause, msg, kinds...)
+		e.Hide = a.Fail.Explained()
 		return nil, e
 	}
-	f := &a.f
+	f := &a.F
 	switch f.Type {
 	case wire.TypeGranted:
 		if b.isClosed() {
@@ -352,7 +348,7 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 				fmt.Sprintf("granted token %d while the broker was closing; the ticket is being released; do not enter the critical section", f.Token),
 				ErrClosed)
 		}
-		deadline := conservativeDeadline(cl.sent, f.LeaseMs, f.QueuedMs)
+		deadline := conservativeDeadline(cl.Sent, f.LeaseMs, f.QueuedMs)
 		rem := time.Until(deadline)
 		if rem <= 0 || rem < args.budget {
 			b.lateGrant(key, f.Token)
@@ -374,9 +370,9 @@ func (b *Broker) finishAcquire(c *conn, cl *call, a *answer, args acquireArgs) (
 	case wire.TypeForbidden:
 		return nil, permissionError(c, f, "acquire", key, "; not acquired")
 	default: // B
-		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(f.Reason)}
-		e := newOpError("acquire", key, true, ce, fmt.Sprintf("not acquired: the server %s rejected it for capacity: %s", c.addr, ce.Reason), ErrCapacity)
-		e.hide = true
+		ce := &CapacityError{Addr: c.Addr(), Reason: CapacityReason(f.Reason)}
+		e := newOpError("acquire", key, true, ce, fmt.Sprintf("not acquired: the server %s rejected it for capacity: %s", c.Addr(), ce.Reason), ErrCapacity)
+		e.Hide = true
 		return nil, e
 	}
 }

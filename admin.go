@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/adminwire"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -25,8 +26,8 @@ import (
 // the caller dials again. It is safe for concurrent use.
 type Admin struct {
 	addr string
-	pin  *clusterPin // the node's cluster, checked and recorded at the hello
-	c    *conn
+	pin  *transport.Pin // the node's cluster, checked and recorded at the hello
+	c    *transport.Conn
 	wg   sync.WaitGroup
 	once sync.Once
 }
@@ -56,8 +57,8 @@ func DialAdmin(ctx context.Context, addr string, opts ...Option) (*Admin, error)
 	if err != nil {
 		return nil, err
 	}
-	a := &Admin{addr: addrs[0], pin: cfg.pin}
-	c, err := dial(ctx, a.addr, cfg, wire.HelloAdmin, nil, &a.wg)
+	a := &Admin{addr: addrs[0], pin: cfg.Pin}
+	c, err := transport.Dial(ctx, a.addr, &cfg.Config, wire.HelloAdmin, &a.wg)
 	if err != nil {
 		err = unwrapHello(err)
 		kinds := []error{ErrUnavailable}
@@ -77,23 +78,17 @@ func DialAdmin(ctx context.Context, addr string, opts ...Option) (*Admin, error)
 	return a, nil
 }
 
-func unwrapHello(err error) error {
-	var he *helloError
-	if errors.As(err, &he) {
-		return he.err
-	}
-	return err
-}
+func unwrapHello(err error) error { return transport.HelloRefusal(err) }
 
 // Addr is the node's address.
 func (a *Admin) Addr() string { return a.addr }
 
 // NodeID is the node id the server sent in its hello answer.
-func (a *Admin) NodeID() string { return a.c.nodeID }
+func (a *Admin) NodeID() string { return a.c.NodeID() }
 
 // Close ends the session.
 func (a *Admin) Close() error {
-	a.once.Do(func() { a.c.fail(&connFailure{kind: failClosed, addr: a.addr}) })
+	a.once.Do(a.c.End)
 	a.wg.Wait()
 	return nil
 }
@@ -105,7 +100,7 @@ func (a *Admin) Close() error {
 func (a *Admin) do(ctx context.Context, req adminwire.Request, out any, effect bool) error {
 	op := req.Op
 	name := "admin " + op
-	cl := newCall(wire.TypeAdmin, "")
+	cl := transport.NewRequest(wire.TypeAdmin, "")
 	if err := a.send(ctx, cl, name, req); err != nil {
 		return err
 	}
@@ -113,24 +108,24 @@ func (a *Admin) do(ctx context.Context, req adminwire.Request, out any, effect b
 	if err != nil {
 		return err
 	}
-	return a.reply(name, op, &ans.f, out)
+	return a.reply(name, op, &ans.F, out)
 }
 
 // send registers cl and queues the J request req for it.
-func (a *Admin) send(ctx context.Context, cl *call, name string, req adminwire.Request) error {
+func (a *Admin) send(ctx context.Context, cl *transport.Request, name string, req adminwire.Request) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return newOpError(name, "", false, err, "cannot encode the request", ErrInvalidArgument)
 	}
 	f := wire.Frame{Type: wire.TypeAdmin, Text: body}
-	if err := a.c.start(ctx, cl, &f); err != nil {
-		if err == errConnGone {
-			fl := a.c.failureCause()
+	if err := a.c.Start(ctx, cl, &f); err != nil {
+		if err == transport.ErrConnGone {
+			fl := a.c.Ended()
 			kind := ErrUnavailable
-			if fl.closed() {
+			if fl.Closed() {
 				kind = ErrClosed
 			}
-			return newOpError(name, "", false, fl.cause, "not sent: "+fl.what(), kind)
+			return newOpError(name, "", false, fl.Cause, "not sent: "+fl.What(), kind)
 		}
 		return newOpError(name, "", false, nil, "not sent: no free request slot before "+err.Error(), err)
 	}
@@ -159,11 +154,11 @@ func (a *Admin) reply(name, op string, f *wire.Frame, out any) error {
 			// kept beside it.
 			e := newOpError(name, "", false, errors.Join(&NotLeaderError{Addr: a.addr}, err),
 				fmt.Sprintf("the node %s answered that it is not the leader, in JSON that does not decode, so the leader's address is unknown (%v)", a.addr, err), ErrNotLeader)
-			e.hide = true
+			e.Hide = true
 			return e
 		}
 		e := &NotLeaderError{Addr: a.addr, LeaderAddr: nl.LeaderAddr}
-		return newOpError(name, "", false, e, e.detail(), ErrNotLeader)
+		return newOpError(name, "", false, e, detailOf(e), ErrNotLeader)
 	default:
 		var fe adminwire.ErrorReply
 		msg := string(f.Text)
@@ -253,10 +248,10 @@ const snapshotBuffer = 16
 func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
 	const op = adminwire.OpSnapshotSave
 	name := "admin " + op
-	cl := newCall(wire.TypeAdmin, "")
-	cl.chunks = make(chan []byte, snapshotBuffer)
-	cl.gone = make(chan struct{})
-	defer close(cl.gone)
+	cl := transport.NewRequest(wire.TypeAdmin, "")
+	cl.Chunks = make(chan []byte, snapshotBuffer)
+	cl.Gone = make(chan struct{})
+	defer close(cl.Gone)
 	if err := a.send(ctx, cl, name, adminwire.Request{Op: op}); err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -277,27 +272,27 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 	writeFailed := func() error {
 		return newOpError(name, "", false, werr, fmt.Sprintf("writing the snapshot failed after %d bytes", size))
 	}
-	var ans *answer
+	var ans *transport.Answer
 	// The server may not go quiet for longer than answerGrace between pieces.
-	idle := time.NewTimer(answerGrace(a.c))
+	idle := time.NewTimer(a.c.AnswerGrace())
 	defer idle.Stop()
 	for ans == nil {
 		select {
-		case p := <-cl.chunks:
+		case p := <-cl.Chunks:
 			if write(p); werr != nil {
-				a.c.abandon(cl) // the rest of the stream is read and dropped
+				a.c.Abandon(cl) // the rest of the stream is read and dropped
 				return SnapshotInfo{}, writeFailed()
 			}
-			idle.Reset(answerGrace(a.c))
+			idle.Reset(a.c.AnswerGrace())
 		case <-idle.C:
-			if ans = a.c.abandon(cl); ans == nil {
+			if ans = a.c.Abandon(cl); ans == nil {
 				return SnapshotInfo{}, newOpError(name, "", false, nil,
-					fmt.Sprintf("incomplete: %s sent nothing for %v after %d bytes although the connection is alive", a.addr, answerGrace(a.c), size), ErrUnavailable)
+					fmt.Sprintf("incomplete: %s sent nothing for %v after %d bytes although the connection is alive", a.addr, a.c.AnswerGrace(), size), ErrUnavailable)
 			}
-		case got := <-cl.res:
+		case got := <-cl.Res:
 			ans = &got
 		case <-ctx.Done():
-			if ans = a.c.abandon(cl); ans == nil {
+			if ans = a.c.Abandon(cl); ans == nil {
 				return SnapshotInfo{}, newOpError(name, "", false, nil,
 					fmt.Sprintf("incomplete: %v after %d bytes from %s", ctx.Err(), size, a.addr), ctx.Err())
 			}
@@ -306,7 +301,7 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 	// Every piece was queued before the final answer: write the rest.
 	for more := true; more; {
 		select {
-		case p := <-cl.chunks:
+		case p := <-cl.Chunks:
 			write(p)
 		default:
 			more = false
@@ -315,20 +310,20 @@ func (a *Admin) SaveSnapshot(ctx context.Context, w io.Writer) (SnapshotInfo, er
 	if werr != nil {
 		return SnapshotInfo{}, writeFailed()
 	}
-	if ans.fail != nil {
+	if ans.Fail != nil {
 		kind := ErrUnavailable
-		if ans.fail.closed() {
+		if ans.Fail.Closed() {
 			kind = ErrClosed
 		}
-		e := newOpError(name, "", false, ans.fail.cause, fmt.Sprintf("incomplete after %d bytes: %s", size, ans.fail.what()), kind)
-		e.hide = ans.fail.explained()
+		e := newOpError(name, "", false, ans.Fail.Cause, fmt.Sprintf("incomplete after %d bytes: %s", size, ans.Fail.What()), kind)
+		e.Hide = ans.Fail.Explained()
 		return SnapshotInfo{}, e
 	}
 	if err := answerError(a.c, ans, name, "", false); err != nil {
 		return SnapshotInfo{}, err
 	}
 	var meta adminwire.SnapshotMeta
-	if err := a.reply(name, op, &ans.f, &meta); err != nil {
+	if err := a.reply(name, op, &ans.F, &meta); err != nil {
 		return SnapshotInfo{}, err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))

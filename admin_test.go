@@ -111,7 +111,7 @@ func TestDescribeAndAdminAnswersAreBounded(t *testing.T) {
 		}
 	}
 	srv := faketicketd.Start(t, mute)
-	grace := withCfg(func(c *config) { c.answerGrace = 50 * time.Millisecond })
+	grace := withCfg(func(c *config) { c.AnswerGrace = 50 * time.Millisecond })
 	b := connect(t, srv.Addr(), grace)
 	bounded := func(what string, call func() error) error {
 		t.Helper()

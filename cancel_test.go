@@ -159,7 +159,7 @@ func TestCancellation_WhileWaitingForInFlightSlot(t *testing.T) {
 	waitUntil(t, "the second acquire waits for a slot", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.cur != nil && b.cur.slotWaiters.Load() == 1
+		return b.t.Current() != nil && b.t.Current().SlotWaiters() == 1
 	})
 	cancel()
 	if err := <-second; !errors.Is(err, context.Canceled) || errors.Is(err, ErrIndeterminate) {

@@ -175,7 +175,7 @@ func TestCloseReleasesLateGrantBeingHandedOver(t *testing.T) {
 	inWindow := make(chan struct{})
 	proceed := make(chan struct{})
 	hook := withCfg(func(c *config) {
-		c.onLateAnswer = func() {
+		c.OnLateAnswer = func() {
 			if armed.CompareAndSwap(true, false) {
 				close(inWindow)
 				<-proceed

@@ -1,14 +1,6 @@
 package ticketing
 
-import (
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
-
-	"github.com/ticketing-io/ticketing/internal/wire"
-)
+import "github.com/ticketing-io/ticketing/internal/transport"
 
 // A client pins the cluster it serves. Each cluster has an ID, created when
 // it forms and replaced when it is restored from a snapshot; servers report
@@ -26,83 +18,6 @@ import (
 // restart clients that pinned the old one without this option.
 func WithClusterID(id string) Option { return func(c *config) { c.clusterID = id } }
 
-// clusterIDDigits is the length of a cluster ID in hex.
-const clusterIDDigits = 2 * wire.ClusterIDLen
-
-// parseClusterID reads WithClusterID's argument.
-func parseClusterID(s string) (wire.ClusterID, error) {
-	var id wire.ClusterID
-	b, err := hex.DecodeString(strings.TrimSpace(s))
-	if err != nil || len(b) != wire.ClusterIDLen || [wire.ClusterIDLen]byte(b) == id {
-		return id, configError(nil, "cluster ID %q is not a cluster ID: it is %d hex digits, not all zero, as ticketctl status prints it (cluster_id)", s, clusterIDDigits)
-	}
-	return wire.ClusterID(b), nil
-}
-
-// formatClusterID renders an ID as the servers do: hex, "none" when zero.
-func formatClusterID(id wire.ClusterID) string {
-	if id == (wire.ClusterID{}) {
-		return "none"
-	}
-	return hex.EncodeToString(id[:])
-}
-
-// clusterPin is the cluster a client serves: set by WithClusterID or by the
-// first server that reports an ID, never changed afterwards.
-type clusterPin struct {
-	mu         sync.Mutex
-	id         wire.ClusterID
-	known      bool
-	configured bool
-}
-
-func newClusterPin(configured string) (*clusterPin, error) {
-	p := &clusterPin{}
-	if configured != "" {
-		id, err := parseClusterID(configured)
-		if err != nil {
-			return nil, err
-		}
-		p.id, p.known, p.configured = id, true, true
-	}
-	return p, nil
-}
-
-// get returns the pinned ID in hex, "" while none is pinned.
-func (p *clusterPin) get() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.known {
-		return ""
-	}
-	return formatClusterID(p.id)
-}
-
-// check admits or refuses the server at addr by its hello answer. The
-// first ID reported is pinned. A server that reports no ID is admitted
-// without pinning while nothing is pinned (a cluster still forming; a
-// serving leader always has its ID) and refused once an ID is pinned. A
-// server that does not report at all (older than cluster IDs) is admitted
-// unchecked, so that clients keep working through a rolling upgrade.
-func (p *clusterPin) check(addr string, h *hello) error {
-	if !h.reportsCluster {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case !p.known && h.cluster == (wire.ClusterID{}):
-		return nil
-	case !p.known:
-		p.id, p.known = h.cluster, true
-		return nil
-	case h.cluster == p.id:
-		return nil
-	}
-	wc := &WrongClusterError{Addr: addr, NodeID: h.nodeID, Pinned: formatClusterID(p.id), Server: formatClusterID(h.cluster), Configured: p.configured}
-	return &helloError{addr: addr, err: wc, rejected: true, reason: "wrong cluster"}
-}
-
 // ErrWrongCluster: a server belongs to another cluster than the one the
 // client is pinned to (the first cluster it reached, or WithClusterID), or
 // has no cluster ID yet while the client is pinned. The client never uses
@@ -112,54 +27,26 @@ func (p *clusterPin) check(addr string, h *hello) error {
 // one of another cluster was refused; such an error also matches
 // ErrUnavailable (no usable server). Use errors.As with *WrongClusterError
 // for both IDs.
-var ErrWrongCluster error = &sentinel{"server of another cluster"}
+var ErrWrongCluster = transport.ErrWrongCluster
 
 // WrongClusterError is a server refused because it belongs to another
 // cluster. It matches ErrWrongCluster.
-type WrongClusterError struct {
-	Addr       string // the server refused
-	NodeID     string // its node id
-	Pinned     string // the cluster ID the client is pinned to, 32 hex digits
-	Server     string // the server's cluster ID, 32 hex digits, or "none" when it has none yet
-	Configured bool   // Pinned was given with WithClusterID, not learned from the first server
-}
-
-func (e *WrongClusterError) Error() string { return prefix + e.detail() }
-func (e *WrongClusterError) detail() string {
-	pinned := "pinned at the first server it reached"
-	if e.Configured {
-		pinned = "set by WithClusterID"
-	}
-	server := "belongs to cluster " + e.Server
-	if e.Server == "none" {
-		server = "has no cluster ID yet (cluster none: still forming)"
-	}
-	return fmt.Sprintf("server %s (node %s) %s, and this client is pinned to cluster %s (%s): it does not use that server. "+
-		"If the cluster was restored from a snapshot, it has a new ID: give the clients the new one (WithClusterID) or restart them; "+
-		"otherwise remove the address from the client's list",
-		e.Addr, e.NodeID, server, e.Pinned, pinned)
-}
-
-// Is makes it match ErrWrongCluster.
-func (e *WrongClusterError) Is(target error) bool { return target == ErrWrongCluster }
+//
+//	type WrongClusterError struct {
+//		Addr       string // the server refused
+//		NodeID     string // its node id
+//		Pinned     string // the cluster ID the client is pinned to, 32 hex digits
+//		Server     string // the server's cluster ID, 32 hex digits, or "none" when it has none yet
+//		Configured bool   // Pinned was given with WithClusterID, not learned from the first server
+//	}
+type WrongClusterError = transport.WrongClusterError
 
 // ClusterID returns the ID of the cluster the broker is pinned to (32 hex
 // digits), or "" until a server has reported one (and no WithClusterID was
 // given).
-func (b *Broker) ClusterID() string { return b.cfg.pin.get() }
+func (b *Broker) ClusterID() string { return b.cfg.Pin.Get() }
 
 // ClusterID returns the cluster ID the node reported in its hello answer (32
 // hex digits), or "" when it reported none (a cluster still forming, or a
 // server older than cluster IDs).
-func (a *Admin) ClusterID() string { return a.pin.get() }
-
-// wrongClusterLocked returns a listed server's refusal as a server of
-// another cluster, nil if there is none. b.mu is held.
-func (b *Broker) wrongClusterLocked() error {
-	for _, a := range b.addrs {
-		if he := b.refusals[a]; he != nil && errors.Is(he.err, ErrWrongCluster) {
-			return he.err
-		}
-	}
-	return nil
-}
+func (a *Admin) ClusterID() string { return a.pin.Get() }

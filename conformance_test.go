@@ -97,13 +97,13 @@ func scenarioOptions(o faketicketd.ClientOptions) []Option {
 			c.releaseBound = ms(o.ReleaseBoundMs)
 		}
 		if o.ClientPingMs > 0 {
-			c.clientPing = ms(o.ClientPingMs)
+			c.ClientPing = ms(o.ClientPingMs)
 		}
 		if o.AnswerGraceMs > 0 {
-			c.answerGrace = ms(o.AnswerGraceMs)
+			c.AnswerGrace = ms(o.AnswerGraceMs)
 		}
 		if o.BackoffMs > 0 {
-			c.backoffBase, c.backoffMax = ms(o.BackoffMs), ms(o.BackoffMs)
+			c.BackoffBase, c.BackoffMax = ms(o.BackoffMs), ms(o.BackoffMs)
 		}
 	}))
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/retry"
 )
@@ -53,8 +53,8 @@ func TestConnectConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.addrs) != 2 || b.addrs[1] != "127.0.0.1:2" {
-		t.Errorf("addresses %q", b.addrs)
+	if len(b.t.Addrs()) != 2 || b.t.Addrs()[1] != "127.0.0.1:2" {
+		t.Errorf("addresses %q", b.t.Addrs())
 	}
 	b.Close()
 }
@@ -78,33 +78,6 @@ func TestAddressWithoutPortMeansDefaultPort(t *testing.T) {
 	for _, in := range []string{"10.0.0.1:", "10.0.0.1:0", "10.0.0.1:70000", ":5225", "10.0.0.1:port"} {
 		if got, err := parseAddrs(in); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("parseAddrs(%q) = %q, %v; want ErrInvalidArgument", in, got, err)
-		}
-	}
-}
-
-// The order of one round of connection attempts: the leader named by the
-// last M, the last server that accepted a session, then the configured
-// addresses in order, each once.
-func TestDialOrder(t *testing.T) {
-	b := &Broker{addrs: []string{"a:1", "b:1", "c:1"}}
-	cases := []struct {
-		hint, last, dead string
-		want             []string
-	}{
-		{"", "", "", []string{"a:1", "b:1", "c:1"}},
-		{"", "c:1", "", []string{"c:1", "a:1", "b:1"}},
-		{"b:1", "c:1", "", []string{"b:1", "c:1", "a:1"}},
-		{"x:1", "b:1", "", []string{"x:1", "b:1", "a:1", "c:1"}},
-		{"a:1", "a:1", "", []string{"a:1", "b:1", "c:1"}},
-		// The server that just went silent is tried last, unless named.
-		{"", "a:1", "a:1", []string{"b:1", "c:1", "a:1"}},
-		{"", "c:1", "a:1", []string{"c:1", "b:1", "a:1"}},
-		{"a:1", "a:1", "a:1", []string{"a:1", "b:1", "c:1"}},
-	}
-	for _, c := range cases {
-		b.lastGood, b.lastDead = c.last, c.dead
-		if got := b.dialOrder(c.hint); !slices.Equal(got, c.want) {
-			t.Errorf("hint %q, last %q, dead %q: order %v, want %v", c.hint, c.last, c.dead, got, c.want)
 		}
 	}
 }
@@ -150,22 +123,22 @@ func TestSilentServerIsDialedLast(t *testing.T) {
 	l := newLocks(t)
 	good := faketicketd.Start(t, faketicketd.Serve(l, faketicketd.Ready{}))
 	// No parallel attempt: the order alone decides which server is dialed.
-	b := connect(t, silent.Addr()+","+good.Addr(), withCfg(func(c *config) { c.dialStagger = time.Hour }))
+	b := connect(t, silent.Addr()+","+good.Addr(), withCfg(func(c *config) { c.DialStagger = time.Hour }))
 	ctx := ctxFor(t)
 	if err := b.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b.mu.Lock()
-	first := b.cur
+	first := b.t.Current()
 	b.mu.Unlock()
-	if first.addr != silent.Addr() {
-		t.Fatalf("first session on %s, want the first listed server", first.addr)
+	if first.Addr() != silent.Addr() {
+		t.Fatalf("first session on %s, want the first listed server", first.Addr())
 	}
-	<-first.done // given up after 3 silent ping intervals
+	<-first.Done() // given up after 3 silent ping intervals
 	waitUntil(t, "reconnected", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.cur != nil && b.cur != first
+		return b.t.Current() != nil && b.t.Current() != first
 	})
 	if n := good.Accepted(); n != 1 {
 		t.Fatalf("%d sessions on the good server, want 1", n)
@@ -325,7 +298,7 @@ func TestServerStoppingMidHelloIsNotAForeignPort(t *testing.T) {
 	waitUntil(t, "the silent close is the broker's last connection error", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.cur == nil && b.lastErr != nil && strings.Contains(b.lastErr.Error(), "without answering the hello")
+		return b.t.Current() == nil && b.t.LastErr() != nil && strings.Contains(b.t.LastErr().Error(), "without answering the hello")
 	})
 	got := make(chan error, 1)
 	go func() {
@@ -336,7 +309,7 @@ func TestServerStoppingMidHelloIsNotAForeignPort(t *testing.T) {
 		got <- err
 	}()
 	waitUntil(t, "the acquire waits for a connection (or failed)", func() bool {
-		return len(got) > 0 || b.connWaiters.Load() > 0
+		return len(got) > 0 || b.t.ConnWaiters() > 0
 	})
 	if len(got) > 0 {
 		t.Fatalf("acquire while the server restarts: %v; want it to wait for the connection", <-got)
@@ -344,30 +317,6 @@ func TestServerStoppingMidHelloIsNotAForeignPort(t *testing.T) {
 	stopping.Store(false) // the server is back
 	if err := <-got; err != nil {
 		t.Fatalf("acquire after the restart: %v", err)
-	}
-}
-
-// The reconnect backoff protocol.md describes: the n-th delay is uniform in
-// [d/2, d], d = 25 ms doubled n-1 times, at most DefaultBackoffMax (500 ms).
-func TestBackoffIsJitteredExponential(t *testing.T) {
-	cfg, err := newConfig(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &Broker{cfg: cfg}
-	for n := 1; n <= 10; n++ {
-		d := min(25*time.Millisecond<<(n-1), DefaultBackoffMax)
-		lo, hi := d, time.Duration(0)
-		for range 500 {
-			got := b.backoff(n)
-			lo, hi = min(lo, got), max(hi, got)
-		}
-		if lo < d/2 || hi > d {
-			t.Errorf("backoff(%d) ranged over [%v, %v], want within [%v, %v]", n, lo, hi, d/2, d)
-		}
-		if hi-lo < d/4 { // 500 uniform draws cover most of the range
-			t.Errorf("backoff(%d) ranged over [%v, %v] only: not jittered over [%v, %v]", n, lo, hi, d/2, d)
-		}
 	}
 }
 
@@ -381,9 +330,9 @@ func TestBackoffResetsAfterAStableSession(t *testing.T) {
 		if _, err := c.AcceptHello(faketicketd.Ready{}); err != nil {
 			return
 		}
-		if c.Index == 5 { // one session that outlives stableSession
+		if c.Index == 5 { // one session that outlives transport.StableSession
 			select {
-			case <-time.After(stableSession + 200*time.Millisecond):
+			case <-time.After(transport.StableSession + 200*time.Millisecond):
 			case <-c.Done():
 			}
 			mu.Lock()
@@ -393,7 +342,7 @@ func TestBackoffResetsAfterAStableSession(t *testing.T) {
 		c.Close() // every other session ends at once
 	})
 	b, err := Connect(srv.Addr(), quiet, withCfg(func(c *config) {
-		c.onBackoff = func(d time.Duration) {
+		c.OnBackoff = func(d time.Duration) {
 			mu.Lock()
 			delays = append(delays, d)
 			mu.Unlock()
@@ -414,7 +363,7 @@ func TestBackoffResetsAfterAStableSession(t *testing.T) {
 		t.Errorf("the 5th backoff in a row was %v, want at least 200 ms (25 ms doubled 4 times, jittered)", before)
 	}
 	if after := delays[stableAt]; after > 25*time.Millisecond {
-		t.Errorf("after a session of more than %v the backoff was %v, want at most 25 ms (reset)", stableSession, after)
+		t.Errorf("after a session of more than %v the backoff was %v, want at most 25 ms (reset)", transport.StableSession, after)
 	}
 }
 
@@ -469,8 +418,8 @@ func testReconnectStorm(t *testing.T, afterReady bool) {
 	start := time.Now()
 	b, err := Connect(a.Addr(), WithLogger(slog.New(countingHandler{&lines})),
 		withCfg(func(c *config) {
-			c.backoffBase, c.backoffMax = time.Millisecond, 4*time.Millisecond
-			c.onBackoff = func(time.Duration) {
+			c.BackoffBase, c.BackoffMax = time.Millisecond, 4*time.Millisecond
+			c.OnBackoff = func(time.Duration) {
 				mu.Lock()
 				atBackoff = append(atBackoff, a.Accepted()+bsrv.Accepted())
 				mu.Unlock()
@@ -499,9 +448,9 @@ func testReconnectStorm(t *testing.T, afterReady bool) {
 	// Per backoff period: maxFollows hints plus the connection that named
 	// the first one (after Y), or plus a round's own addresses (the listed
 	// one and the last server that accepted a session).
-	bound := b.maxFollows() + 1
+	bound := b.t.MaxFollows() + 1
 	if !afterReady {
-		bound = b.maxFollows() + len(b.addrs) + 1
+		bound = b.t.MaxFollows() + len(b.t.Addrs()) + 1
 	}
 	prev := 0
 	for i, n := range atBackoff[:5] {
@@ -561,7 +510,7 @@ func TestOneRefusingNodeDoesNotPoisonCalls(t *testing.T) {
 				if len(got) > 0 {
 					return true
 				}
-				return b.connWaiters.Load() > 0
+				return b.t.ConnWaiters() > 0
 			})
 			if len(got) > 0 {
 				t.Fatalf("acquire failed at once with one node's refusal: %v", <-got)
@@ -642,11 +591,11 @@ func TestStuckAddressDoesNotDelayReconnect(t *testing.T) {
 	}
 	within("first connect")
 	b.mu.Lock()
-	first := b.cur
+	first := b.t.Current()
 	b.mu.Unlock()
 	c, _ := sessions.Load(0)
 	c.(*faketicketd.Conn).Close() // drop the session
-	<-first.done
+	<-first.Done()
 	within("reconnect after a drop")
 	if n := good.Accepted(); n != 2 {
 		t.Errorf("%d sessions on the good server, want 2", n)

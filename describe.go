@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -32,10 +33,10 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 		if err != nil {
 			return Description{}, connectError("describe", key, true, err)
 		}
-		cl := newCall(wire.TypeDescribe, key)
+		cl := transport.NewRequest(wire.TypeDescribe, key)
 		f := wire.Frame{Type: wire.TypeDescribe, Key: []byte(key)}
-		if err := c.start(ctx, cl, &f); err != nil {
-			if err == errConnGone {
+		if err := c.Start(ctx, cl, &f); err != nil {
+			if err == transport.ErrConnGone {
 				continue
 			}
 			return Description{}, newOpError("describe", key, true, nil, "not sent: no free request slot before "+err.Error(), err)
@@ -46,12 +47,12 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 		}
 		return Description{
 			Key:       key,
-			Held:      a.f.Flags&wire.InfoHeld != 0,
-			Token:     a.f.Token,
-			Owner:     a.f.Owner,
-			Remaining: time.Duration(a.f.Remaining) * time.Millisecond,
-			Lease:     time.Duration(a.f.LeaseMs) * time.Millisecond,
-			Waiters:   int(a.f.Count),
+			Held:      a.F.Flags&wire.InfoHeld != 0,
+			Token:     a.F.Token,
+			Owner:     a.F.Owner,
+			Remaining: time.Duration(a.F.Remaining) * time.Millisecond,
+			Lease:     time.Duration(a.F.LeaseMs) * time.Millisecond,
+			Waiters:   int(a.F.Count),
 		}, nil
 	}
 }
@@ -62,16 +63,16 @@ func (b *Broker) Describe(ctx context.Context, key string) (Description, error) 
 // ctx says). effect marks requests that change the cluster: a lost answer
 // is then ErrIndeterminate, otherwise ErrUnavailable (ErrClosed when
 // closing).
-func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string, effect bool) (*answer, error) {
+func waitAnswer(ctx context.Context, c *transport.Conn, cl *transport.Request, op, key string, effect bool) (*transport.Answer, error) {
 	hasKey := key != ""
-	timer := time.NewTimer(answerGrace(c))
+	timer := time.NewTimer(c.AnswerGrace())
 	defer timer.Stop()
-	var a *answer
+	var a *transport.Answer
 	select {
-	case got := <-cl.res:
+	case got := <-cl.Res:
 		a = &got
 	case <-ctx.Done():
-		if a = c.abandon(cl); a == nil {
+		if a = c.Abandon(cl); a == nil {
 			if effect {
 				return nil, newOpError(op, key, hasKey, nil, "outcome unknown: no answer before "+ctx.Err().Error()+
 					" after the request was sent; it may or may not have been applied: check the cluster's state before repeating it", ctx.Err(), ErrIndeterminate)
@@ -79,8 +80,8 @@ func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string, effect b
 			return nil, newOpError(op, key, hasKey, nil, "no answer before "+ctx.Err().Error(), ctx.Err())
 		}
 	case <-timer.C:
-		if a = c.abandon(cl); a == nil {
-			msg := fmt.Sprintf("no answer from %s within %v although the connection is alive", c.addr, answerGrace(c))
+		if a = c.Abandon(cl); a == nil {
+			msg := fmt.Sprintf("no answer from %s within %v although the connection is alive", c.Addr(), c.AnswerGrace())
 			if effect {
 				return nil, newOpError(op, key, hasKey, nil, "outcome unknown: "+msg+
 					"; it may or may not have been applied: check the cluster's state before repeating it", ErrIndeterminate)
@@ -98,28 +99,28 @@ func waitAnswer(ctx context.Context, c *conn, cl *call, op, key string, effect b
 // that is not a reply: the connection failed (ErrUnavailable, or
 // ErrIndeterminate for a request with an effect, plus ErrClosed when
 // closing) or the server rejected it for capacity (ErrCapacity).
-func answerError(c *conn, a *answer, op, key string, effect bool) error {
+func answerError(c *transport.Conn, a *transport.Answer, op, key string, effect bool) error {
 	hasKey := key != ""
-	if a.fail != nil {
+	if a.Fail != nil {
 		if effect {
 			kinds := []error{ErrIndeterminate}
-			if a.fail.closed() {
+			if a.Fail.Closed() {
 				kinds = append(kinds, ErrClosed)
 			}
-			return newOpError(op, key, hasKey, a.fail.cause, "outcome unknown: "+a.fail.what()+
+			return newOpError(op, key, hasKey, a.Fail.Cause, "outcome unknown: "+a.Fail.What()+
 				" after the request was sent; it may or may not have been applied: check the cluster's state before repeating it", kinds...)
 		}
 		kind := ErrUnavailable
-		if a.fail.closed() {
+		if a.Fail.Closed() {
 			kind = ErrClosed
 		}
-		return newOpError(op, key, hasKey, a.fail.cause, "no answer: "+a.fail.what(), kind)
+		return newOpError(op, key, hasKey, a.Fail.Cause, "no answer: "+a.Fail.What(), kind)
 	}
-	if a.f.Type == wire.TypeForbidden {
-		return permissionError(c, &a.f, op, key, "")
+	if a.F.Type == wire.TypeForbidden {
+		return permissionError(c, &a.F, op, key, "")
 	}
-	if a.f.Type == wire.TypeCapacity {
-		ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+	if a.F.Type == wire.TypeCapacity {
+		ce := &CapacityError{Addr: c.Addr(), Reason: CapacityReason(a.F.Reason)}
 		return newOpError(op, key, hasKey, ce, "rejected by a server capacity limit: "+ce.Reason.String(), ErrCapacity)
 	}
 	return nil

@@ -1,13 +1,11 @@
 package ticketing
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/retry"
 )
 
 // Sentinel errors. Every error returned by this package matches one or more
@@ -15,7 +13,7 @@ import (
 var (
 	// ErrInvalidArgument: an argument is out of range (wait, lease, budget,
 	// key length). Nothing was sent.
-	ErrInvalidArgument error = &sentinel{"invalid argument"}
+	ErrInvalidArgument = transport.ErrInvalidArgument
 
 	// ErrIndeterminate: the request may have reached the server, but its final
 	// answer was lost (the connection dropped or went silent, the server ended
@@ -23,21 +21,21 @@ var (
 	// answer came in time). For an acquire it means the ticket may or may not
 	// have been granted: do not enter the critical section. The acquire is
 	// never re-sent automatically.
-	ErrIndeterminate error = &sentinel{"outcome unknown"}
+	ErrIndeterminate = transport.ErrIndeterminate
 
 	// ErrNotAcquired: the key was not granted within the wait, the only
 	// ordinary "no".
-	ErrNotAcquired error = &sentinel{"not acquired within the wait"}
+	ErrNotAcquired = transport.ErrNotAcquired
 
 	// ErrCapacity: the server rejected the request for one of its capacity
 	// limits (a capacity reject). It is final and returned at once; the client
 	// does not retry it. Use errors.As with *CapacityError for the reason.
-	ErrCapacity error = &sentinel{"rejected by a server capacity limit"}
+	ErrCapacity = transport.ErrCapacity
 
 	// ErrNotHeld: a release found the key free or held under another token
 	// ("not held"): the ticket had already ended (expired, or released
 	// earlier).
-	ErrNotHeld error = &sentinel{"the token no longer holds the key"}
+	ErrNotHeld = transport.ErrNotHeld
 
 	// ErrNotHeldAfterRetry: a release whose first answer was lost (the
 	// connection dropped after it was sent) was sent again with the same
@@ -53,33 +51,33 @@ var (
 	// ErrBudgetExceeded: the ticket was granted, but so late that its
 	// conservative remaining time is below the work budget (or not positive).
 	// The client released it; do not enter the critical section.
-	ErrBudgetExceeded error = &sentinel{"granted too late for the work budget"}
+	ErrBudgetExceeded = transport.ErrBudgetExceeded
 
 	// ErrUnauthenticated: the server refused the hello's token
 	// (CodeUnauthenticated),
 	// or refused the client certificate or required one (mutual TLS).
 	// WaitReady and calls made while the refusal persists return it promptly;
 	// the broker keeps retrying in the background with backoff.
-	ErrUnauthenticated error = &sentinel{"unauthenticated"}
+	ErrUnauthenticated = transport.ErrUnauthenticated
 
 	// ErrUnavailable: no usable connection to the cluster leader: it could
 	// not be reached before the context ended, or, for requests without an
 	// effect (Describe, admin requests), the connection was lost before the
 	// answer. Requests that may have had an effect report ErrIndeterminate
 	// instead.
-	ErrUnavailable error = &sentinel{"leader unavailable"}
+	ErrUnavailable = transport.ErrUnavailable
 
 	// ErrClosed: the Broker (or Admin) was closed.
-	ErrClosed error = &sentinel{"closed"}
+	ErrClosed = transport.ErrClosed
 
 	// ErrReleaseDropped: Ticket.Close could not queue its background release
 	// because the release queue was full. The ticket stays held until its
 	// lease expires.
-	ErrReleaseDropped error = &sentinel{"background release dropped, the release queue is full"}
+	ErrReleaseDropped = transport.ErrReleaseDropped
 
 	// ErrNotLeader: an admin request needs the leader and the node is a
 	// follower. Use errors.As with *NotLeaderError for the leader's address.
-	ErrNotLeader error = &sentinel{"the node is not the leader"}
+	ErrNotLeader = transport.ErrNotLeader
 
 	// ErrPermissionDenied: the server refused the request because this
 	// client's principal may not make it ("forbidden"): its role does not
@@ -88,33 +86,13 @@ var (
 	// connection stays usable; the same request is refused again until the
 	// server's configuration changes. Use errors.As with *PermissionError for
 	// the reason.
-	ErrPermissionDenied error = &sentinel{"permission denied"}
+	ErrPermissionDenied = transport.ErrPermissionDenied
 )
 
-// prefix starts the text of every error of this package.
-const prefix = "ticketing: "
-
-// detailer is an error of this package: detail is its text without prefix,
-// so that an error quoting another builds its text from the parts rather
-// than by cutting the prefix off a string.
-type detailer interface{ detail() string }
-
-// detailOf is err's text, without prefix when err is this package's own.
-func detailOf(err error) string {
-	if d, ok := err.(detailer); ok {
-		return d.detail()
-	}
-	return err.Error()
-}
-
-// sentinel is the type of the Err* values.
-type sentinel struct{ msg string }
-
-func (e *sentinel) Error() string  { return prefix + e.msg }
-func (e *sentinel) detail() string { return e.msg }
-
 // PermissionReason says why the server refused a request as forbidden.
-type PermissionReason uint8
+//
+// Its String method says it in words.
+type PermissionReason = transport.PermissionReason
 
 // Refusal reasons (docs/protocol.md).
 const (
@@ -123,38 +101,20 @@ const (
 	PermissionOwner = PermissionReason(wire.ForbiddenOwner) // the ticket was granted to another principal
 )
 
-func (r PermissionReason) String() string {
-	switch r {
-	case PermissionRole:
-		return "the client's role does not allow this request (an admin token is needed for admin operations)"
-	case PermissionKey:
-		return "the key is outside the key prefixes the client may use"
-	case PermissionOwner:
-		return "the ticket was granted to another principal"
-	}
-	return fmt.Sprintf("refusal reason %d", uint8(r))
-}
-
 // PermissionError is a "forbidden" answer: the server refused the request for
 // this client's principal. It matches ErrPermissionDenied.
-type PermissionError struct {
-	Addr   string
-	Reason PermissionReason
-}
-
-func (e *PermissionError) Error() string { return prefix + e.detail() }
-func (e *PermissionError) detail() string {
-	return fmt.Sprintf("server %s refused the request: %s", e.Addr, e.Reason)
-}
-
-// Is makes it match ErrPermissionDenied.
-func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
+//
+//	type PermissionError struct {
+//		Addr   string           // the server that refused
+//		Reason PermissionReason // why
+//	}
+type PermissionError = transport.PermissionError
 
 // permissionError is the error of an operation answered F.
-func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
-	pe := &PermissionError{Addr: c.addr, Reason: PermissionReason(f.Reason)}
+func permissionError(c *transport.Conn, f *wire.Frame, op, key, effect string) error {
+	pe := &PermissionError{Addr: c.Addr(), Reason: PermissionReason(f.Reason)}
 	e := newOpError(op, key, key != "", pe, "permission denied: "+pe.Reason.String()+effect, ErrPermissionDenied)
-	e.hide = true
+	e.Hide = true
 	return e
 }
 
@@ -166,22 +126,17 @@ func permissionError(c *conn, f *wire.Frame, op, key, effect string) error {
 // by owner), so an orphaned grant is freed within a reconnect rather
 // than at the end of its lease; the caller still must not enter the critical
 // section. Owner also identifies the hold in Broker.Describe.
-type IndeterminateError struct {
-	Key   string
-	Owner [16]byte
-}
-
-func (e *IndeterminateError) Error() string { return prefix + e.detail() }
-func (e *IndeterminateError) detail() string {
-	return fmt.Sprintf("outcome of the acquire of %q by owner %x unknown", e.Key, e.Owner[:])
-}
-
-// Is makes it match ErrIndeterminate.
-func (e *IndeterminateError) Is(target error) bool { return target == ErrIndeterminate }
+//
+//	type IndeterminateError struct {
+//		Key   string
+//		Owner [16]byte
+//	}
+type IndeterminateError = transport.IndeterminateError
 
 // ErrorCode is the stable numeric code of an error with which a server ends
 // a session.
-type ErrorCode uint16
+// Its String method is the code's name in the protocol.
+type ErrorCode = transport.ErrorCode
 
 // Server error codes (docs/protocol.md), the protocol's own values.
 const (
@@ -201,28 +156,19 @@ const (
 	CodeNotAllowed         = ErrorCode(wire.CodeNotAllowed)
 )
 
-func (c ErrorCode) String() string { return wire.Code(c).String() }
-
 // ServerError is a server ending the session with a stable error code. It is found with errors.As in the error a call
 // returns. Code 5 (CodeUnauthenticated) also matches ErrUnauthenticated.
-type ServerError struct {
-	Addr    string    // the server that sent it
-	Code    ErrorCode // the wire code
-	Message string    // the server's explanation
-}
-
-func (e *ServerError) Error() string { return prefix + e.detail() }
-func (e *ServerError) detail() string {
-	return fmt.Sprintf("server %s ended the session: %s (code %d): %s", e.Addr, e.Code, uint16(e.Code), e.Message)
-}
-
-// Is makes a code-5 error match ErrUnauthenticated.
-func (e *ServerError) Is(target error) bool {
-	return target == ErrUnauthenticated && e.Code == CodeUnauthenticated
-}
+//
+//	type ServerError struct {
+//		Addr    string    // the server that sent it
+//		Code    ErrorCode // the wire code
+//		Message string    // the server's explanation
+//	}
+type ServerError = transport.ServerError
 
 // CapacityReason says which server limit a capacity reject hit.
-type CapacityReason uint8
+// Its String method says it in words.
+type CapacityReason = transport.CapacityReason
 
 // Capacity reasons (docs/protocol.md).
 const (
@@ -239,180 +185,50 @@ const (
 	CapacityPrincipalRate        = CapacityReason(wire.CapacityPrincipalRate)
 )
 
-func (r CapacityReason) String() string {
-	switch r {
-	case CapacityHeld:
-		return "the server holds its maximum number of tickets"
-	case CapacityKeyWaiters:
-		return "the key has its maximum number of waiters"
-	case CapacityWaiters:
-		return "the server has its maximum number of waiters"
-	case CapacityInFlight:
-		return "the connection has its maximum number of requests in flight"
-	case CapacityConnections:
-		return "the server has its maximum number of connections"
-	case CapacityPrincipalConnections:
-		return "the principal has its quota of connections (quota connections)"
-	case CapacityPrincipalHeld:
-		return "the principal holds its quota of tickets (quota held_tickets)"
-	case CapacityPrincipalWaiters:
-		return "the principal has its quota of queued acquires (quota waiters)"
-	case CapacityPrincipalInFlight:
-		return "the principal has its quota of requests in flight (quota in_flight)"
-	case CapacityPrincipalRate:
-		return "the principal sends requests faster than its quota (quota requests_per_second)"
-	}
-	return fmt.Sprintf("capacity reason %d", uint8(r))
-}
-
 // CapacityError is a final capacity reject. It matches ErrCapacity.
-type CapacityError struct {
-	Addr   string
-	Reason CapacityReason
-}
-
-func (e *CapacityError) Error() string { return prefix + e.detail() }
-func (e *CapacityError) detail() string {
-	return fmt.Sprintf("server %s rejected the request: %s", e.Addr, e.Reason)
-}
-
-// Is makes it match ErrCapacity.
-func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
-
-// RetryClass is OVERLOADED: retried on the slow backoff tier.
-func (e *CapacityError) RetryClass() retry.Class { return retry.Overloaded }
+// Its RetryClass is OVERLOADED: retried on package retry's slow backoff
+// tier.
+//
+//	type CapacityError struct {
+//		Addr   string         // the server that rejected the request
+//		Reason CapacityReason // which limit
+//	}
+type CapacityError = transport.CapacityError
 
 // NotLeaderError is returned by admin requests that only the leader serves
 // when sent to a follower, and reported when a server answers a hello or ends
 // a session with "not the leader". LeaderAddr is the leader's client address
 // when the node knows it, so a tool can follow it.
-type NotLeaderError struct {
-	Addr       string // the node that answered
-	LeaderAddr string // the leader's client address, "" if unknown
-}
-
-func (e *NotLeaderError) Error() string { return prefix + e.detail() }
-func (e *NotLeaderError) detail() string {
-	if e.LeaderAddr == "" {
-		return fmt.Sprintf("%s is not the leader and does not know the leader", e.Addr)
-	}
-	return fmt.Sprintf("%s is not the leader; the leader is %s", e.Addr, e.LeaderAddr)
-}
-
-// Is makes it match ErrNotLeader.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+// It matches ErrNotLeader.
+//
+//	type NotLeaderError struct {
+//		Addr       string // the node that answered
+//		LeaderAddr string // the leader's client address, "" if unknown
+//	}
+type NotLeaderError = transport.NotLeaderError
 
 // AdminError is an admin request that the node answered with "failed".
-type AdminError struct {
-	Addr    string
-	Op      string
-	Message string
-}
-
-func (e *AdminError) Error() string { return prefix + e.detail() }
-func (e *AdminError) detail() string {
-	return fmt.Sprintf("admin %s on %s failed: %s", e.Op, e.Addr, e.Message)
-}
+//
+//	type AdminError struct {
+//		Addr    string // the node
+//		Op      string // the admin operation
+//		Message string // the node's explanation
+//	}
+type AdminError = transport.AdminError
 
 // opError is what every call returns: which operation on which key, what
 // happened in words, the sentinel kinds it matches and the underlying cause.
-type opError struct {
-	op     string
-	key    string
-	hasKey bool
-	msg    string
-	kinds  []error
-	cause  error
-	hide   bool // msg already says what cause says
-	unsent bool // a release of which nothing was sent (Ticket.Release lets Close retry)
-}
+type opError = transport.OpError
 
 func newOpError(op, key string, hasKey bool, cause error, msg string, kinds ...error) *opError {
-	return &opError{op: op, key: key, hasKey: hasKey, msg: msg, kinds: kinds, cause: cause}
+	return transport.NewOpError(op, key, hasKey, cause, msg, kinds...)
 }
 
-func (e *opError) Error() string { return prefix + e.detail() }
+// prefix starts the text of every error of this package.
+const prefix = transport.Prefix
 
-func (e *opError) detail() string {
-	var sb strings.Builder
-	sb.WriteString(e.op)
-	if e.hasKey {
-		sb.WriteString(" ")
-		sb.WriteString(quoteKey(e.key))
-	}
-	sb.WriteString(": ")
-	sb.WriteString(e.msg)
-	if e.cause != nil && !e.hide {
-		cs := detailOf(e.cause)
-		if !strings.Contains(e.msg, cs) {
-			sb.WriteString(" (")
-			sb.WriteString(cs)
-			sb.WriteString(")")
-		}
-	}
-	return sb.String()
-}
-
-// keyShown is how many bytes of a key an error message quotes: enough to
-// recognise it, without a 1 KiB key filling the log line.
-const keyShown = 64
-
-// quoteKey quotes key for an error message, cut to keyShown bytes.
-func quoteKey(key string) string {
-	if len(key) <= keyShown {
-		return fmt.Sprintf("%q", key)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", key[:keyShown], len(key))
-}
-
-func (e *opError) Unwrap() []error {
-	out := make([]error, 0, len(e.kinds)+1)
-	out = append(out, e.kinds...)
-	if e.cause != nil {
-		out = append(out, e.cause)
-	}
-	return out
-}
-
-// RetryClass reports the retry class for package retry: capacity rejects
-// are OVERLOADED (slow tier), unknown outcomes UNDETERMINED and unusable
-// connections TRANSPORT_UNAVAILABLE (both retried only when the caller's
-// work is idempotent); invalid arguments are INVALID_ARGUMENT, a cancelled
-// context CANCELED and an ended deadline TIMEOUT; everything else (not
-// acquired, not held, budget exceeded, unauthenticated, closed) is
-// NON_RETRYABLE. None of those is retried.
-func (e *opError) RetryClass() retry.Class {
-	return classOf(e.kinds)
-}
-
-func classOf(kinds []error) retry.Class {
-	has := func(t error) bool {
-		for _, k := range kinds {
-			if errors.Is(k, t) {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has(ErrInvalidArgument):
-		return retry.InvalidArgument
-	case has(ErrClosed), has(ErrUnauthenticated), has(ErrNotAcquired),
-		has(ErrNotHeld), has(ErrBudgetExceeded), has(ErrReleaseDropped):
-		return retry.NonRetryable
-	case has(ErrCapacity):
-		return retry.Overloaded
-	case has(ErrIndeterminate):
-		return retry.Undetermined
-	case has(ErrUnavailable):
-		return retry.TransportUnavailable
-	case has(context.Canceled):
-		return retry.Canceled
-	case has(context.DeadlineExceeded):
-		return retry.Timeout
-	}
-	return retry.NonRetryable
-}
+func detailOf(err error) string  { return transport.DetailOf(err) }
+func quoteKey(key string) string { return transport.QuoteKey(key) }
 
 func invalidArg(op, key string, hasKey bool, format string, args ...any) error {
 	return newOpError(op, key, hasKey, nil, fmt.Sprintf(format, args...)+"; nothing was sent", ErrInvalidArgument)

@@ -66,7 +66,7 @@ func withCfg(f func(*config)) Option { return Option(f) }
 var quiet = WithLogger(slog.New(slog.DiscardHandler))
 
 // fast makes reconnects quick.
-var fast = withCfg(func(c *config) { c.backoffBase, c.backoffMax = time.Millisecond, 20*time.Millisecond })
+var fast = withCfg(func(c *config) { c.BackoffBase, c.BackoffMax = time.Millisecond, 20*time.Millisecond })
 
 func connect(t *testing.T, addrs string, opts ...Option) *Broker {
 	t.Helper()

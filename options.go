@@ -4,40 +4,25 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/internal/transport"
 )
 
 // Option configures Connect and DialAdmin.
 type Option func(*config)
 
 type config struct {
-	token        string
+	transport.Config // how to connect
+
 	tlsMode      TLSMode
-	tlsConf      *tls.Config
-	tlsRaw       *tls.Config // set by the coordination SDK's deprecated constructor: used as given
 	observer     func(key string, token uint64, err error)
-	logger       *slog.Logger
-	dialTimeout  time.Duration
-	dialer       func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer
 	releaseQueue int
 	releaseBound time.Duration
-	backoffBase  time.Duration
-	backoffMax   time.Duration
-	answerGrace  time.Duration       // least time a request waits for its answer on a live connection
-	clientPing   time.Duration       // our ping interval when the server sends none
-	dialStagger  time.Duration       // before dialing the next address while one attempt is still running
-	onBackoff    func(time.Duration) // tests: called when the broker backs off
-	onLateAnswer func()              // tests: called when the reader has taken an abandoned call's answer off the table
-	clusterID    string              // WithClusterID, as given
-	pin          *clusterPin         // the cluster this client serves (cluster.go)
+	clusterID    string // WithClusterID, as given
 }
 
 // Defaults.
@@ -52,81 +37,67 @@ const (
 	// in-flight limit; the bound only keeps memory finite.
 	DefaultReleaseQueue = 1 << 14
 	// DefaultPort is the port of an address given without one.
-	DefaultPort = "5225"
+	DefaultPort = transport.DefaultPort
 	// DefaultDialTimeout bounds one connection attempt: TCP, TLS and hello.
-	DefaultDialTimeout = 5 * time.Second
+	DefaultDialTimeout = transport.DefaultDialTimeout
 	// DefaultAnswerGrace is the least time a request waits for its final
 	// answer on a connection that is alive (an acquire: in addition to its
 	// wait); 3 ping intervals when that is longer. A describe or admin
 	// request without an answer by then fails (an acquire is indeterminate).
-	DefaultAnswerGrace = 10 * time.Second
+	DefaultAnswerGrace = transport.DefaultAnswerGrace
 	// DefaultClientPing is the interval of the client's own pings, sent only
 	// when the server announces a ping interval of 0 (it sends none); 3
 	// intervals without any frame from the server end the connection. It is
 	// ticketd's default ping interval: a silent server is given up after
 	// 1.5 s, within the 2 s failover target (docs/reliability.md).
-	DefaultClientPing = 500 * time.Millisecond
+	DefaultClientPing = transport.DefaultClientPing
 	// DefaultBackoffMax caps the reconnect backoff: while an election runs,
 	// a client retries at least this often, so it finds the new leader at
 	// most this long after it is elected.
-	DefaultBackoffMax = 500 * time.Millisecond
+	DefaultBackoffMax = transport.DefaultBackoffMax
 	// DialStagger is how long the broker waits for one connection attempt
 	// before it also starts the next address, in parallel (as happy
 	// eyeballs does); a failed attempt starts the next one at once.
-	DialStagger = 250 * time.Millisecond
+	DialStagger = transport.DialStagger
 )
 
 func newConfig(opts []Option) (*config, error) {
 	cfg := &config{
-		dialTimeout:  DefaultDialTimeout,
+		Config:       transport.DefaultConfig(),
 		releaseQueue: DefaultReleaseQueue,
 		releaseBound: ReleaseBound,
-		backoffBase:  25 * time.Millisecond,
-		backoffMax:   DefaultBackoffMax,
-		answerGrace:  DefaultAnswerGrace,
-		clientPing:   DefaultClientPing,
-		dialStagger:  DialStagger,
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	if len(cfg.token) > wire.MaxToken {
-		return nil, configError(nil, "the token is %d bytes, at most %d are allowed", len(cfg.token), wire.MaxToken)
-	}
-	if cfg.dialTimeout <= 0 {
-		return nil, configError(nil, "the dial timeout must be positive")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.releaseQueue < 1 {
 		return nil, configError(nil, "the release queue size must be at least 1")
 	}
-	pin, err := newClusterPin(cfg.clusterID)
+	pin, err := transport.NewPin(cfg.clusterID)
 	if err != nil {
 		return nil, err
 	}
-	cfg.pin = pin
+	cfg.Pin = pin
 	tc, err := cfg.tlsMode.build()
 	if err != nil {
 		return nil, err
 	}
-	cfg.tlsConf = tc
-	if cfg.tlsRaw != nil {
-		if tc != nil {
-			return nil, configError(nil, "two TLS configurations: give WithTLS or a *tls.Config, not both")
-		}
-		cfg.tlsConf = cfg.tlsRaw
-	}
-	if cfg.logger == nil {
+	cfg.TLS = tc
+	if cfg.Logger == nil {
 		// A library does not write into the application's logs uninvited:
 		// without WithLogger, background events go nowhere (the release
 		// observer still sees every outcome).
-		cfg.logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = transport.DefaultConfig().Logger
 	}
 	return cfg, nil
 }
 
 // WithToken sets the client token sent in the hello; it must match one of
 // the server's client_tokens (at most 1024 bytes).
-func WithToken(token string) Option { return func(c *config) { c.token = token } }
+func WithToken(token string) Option { return func(c *config) { c.Token = token } }
 
 // WithTLS selects the TLS mode: TLSOff (the default), TLSSystemRoots,
 // TLSCAFile or TLSInsecureSkipVerify, optionally with a client certificate
@@ -151,11 +122,11 @@ func WithReleaseObserver(f func(key string, token uint64, err error)) Option {
 // reconnects at Debug/Info, each kind of reconnect line at most once a
 // second). Without it the broker logs nothing: it never writes to
 // slog.Default() on its own.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l } }
 
 // WithDialTimeout bounds one connection attempt (TCP connect, TLS handshake
 // and hello). The default is DefaultDialTimeout.
-func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.DialTimeout = d } }
 
 // WithDialer makes the client open its TCP connections with dial instead of
 // a net.Dialer: through a proxy or tunnel, from another network namespace,
@@ -163,7 +134,7 @@ func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTi
 // server's address; ctx carries the dial timeout (WithDialTimeout) and must
 // be obeyed. TLS and the hello run over the connection it returns.
 func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
-	return func(c *config) { c.dialer = dial }
+	return func(c *config) { c.Dialer = dial }
 }
 
 // WithReleaseQueue sets how many background releases (Ticket.Close and
@@ -288,35 +259,9 @@ func (m TLSMode) buildBase() (*tls.Config, error) {
 
 // configError is a bad configuration: it matches ErrInvalidArgument.
 func configError(cause error, format string, args ...any) error {
-	return newOpError("connect", "", false, cause, fmt.Sprintf(format, args...), ErrInvalidArgument)
+	return transport.ConfigError(cause, format, args...)
 }
 
 // parseAddrs splits a comma-separated list of host:port addresses; a host
 // without a port gets DefaultPort.
-func parseAddrs(s string) ([]string, error) {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		if host, port, err := net.SplitHostPort(a); err == nil {
-			if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 || host == "" {
-				return nil, configError(nil, "address %q needs a host and a port 1..65535 (or a host alone for port %s)", a, DefaultPort)
-			}
-		} else {
-			// A host alone (name, IPv4, [IPv6] or bare IPv6) means the
-			// default port.
-			host := strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
-			if host == "" || strings.ContainsAny(host, "[]/ ") || (strings.Contains(host, ":") && net.ParseIP(host) == nil) {
-				return nil, configError(nil, "address %q is not host or host:port", a)
-			}
-			a = net.JoinHostPort(host, DefaultPort)
-		}
-		out = append(out, a)
-	}
-	if len(out) == 0 {
-		return nil, configError(nil, "no server address given")
-	}
-	return out, nil
-}
+func parseAddrs(s string) ([]string, error) { return transport.ParseAddrs(s) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/faketicketd"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/retry"
 )
@@ -170,8 +171,8 @@ func TestRetryClasses(t *testing.T) {
 		{&CapacityError{Reason: CapacityHeld}, retry.Overloaded},
 		{newOpError("acquire", "k", true, nil, "x", ErrIndeterminate), retry.Undetermined},
 		{newOpError("describe", "k", true, nil, "x", ErrUnavailable), retry.TransportUnavailable},
-		{&waitError{ctx: context.DeadlineExceeded}, retry.Timeout},
-		{connectError("acquire", "k", true, &waitError{ctx: context.DeadlineExceeded}), retry.TransportUnavailable},
+		{transport.WaitFailed(context.DeadlineExceeded, nil), retry.Timeout},
+		{connectError("acquire", "k", true, transport.WaitFailed(context.DeadlineExceeded, nil)), retry.TransportUnavailable},
 		{newOpError("acquire", "k", true, nil, "x", ErrNotAcquired), retry.NonRetryable},
 		{invalidArg("acquire", "k", true, "x"), retry.InvalidArgument},
 		{newOpError("release", "k", true, nil, "x", ErrNotHeld), retry.NonRetryable},

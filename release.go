@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -23,19 +24,19 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 	// The operation's name is formatted only for an error: a release that
 	// succeeds allocates nothing for it.
 	op := func() string { return fmt.Sprintf("release of token %d for", token) }
-	sent := 0                 // attempts that may have reached the server
-	var lastFail *connFailure // why the last sent attempt got no answer
-	waited := false           // the release has waited for a connection
+	sent := 0                     // attempts that may have reached the server
+	var lastFail *transport.Ended // why the last sent attempt got no answer
+	waited := false               // the release has waited for a connection
 	unknown := func(cause error) error {
 		why := "no final answer came"
 		if lastFail != nil {
-			why = lastFail.what() + " and no final answer came"
+			why = lastFail.What() + " and no final answer came"
 		}
 		if cause == nil {
 			cause = ctx.Err()
 		}
 		kinds := []error{ErrIndeterminate}
-		if errors.Is(cause, ErrClosed) || (lastFail != nil && lastFail.closed()) {
+		if errors.Is(cause, ErrClosed) || (lastFail != nil && lastFail.Closed()) {
 			kinds = append(kinds, ErrClosed)
 		}
 		return newOpError(op(), key, true, cause, fmt.Sprintf("outcome unknown: %s within %v of the call; the ticket may still be held until its lease expires", why, b.cfg.releaseBound), kinds...)
@@ -50,15 +51,12 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			}
 			// The bound ended while the release waited for a connection:
 			// the same error as getConn's when its wait ends.
-			b.mu.Lock()
-			last := b.lastErr
-			b.mu.Unlock()
-			return unsent(connectError(op(), key, true, &waitError{ctx: err, last: last}))
+			return unsent(connectError(op(), key, true, b.t.NoConnection(err)))
 		}
 		c, err := b.getConn(ctx, draining)
 		if err != nil {
-			var we *waitError
-			if err != ErrClosed && !errors.As(err, &we) && b.awaitChange(ctx) {
+			var we *transport.WaitError
+			if err != ErrClosed && !errors.As(err, &we) && b.t.AwaitChange(ctx) {
 				// Every listed server refuses the reconnect for now (a
 				// connection limit, a server stopping mid-hello): one more
 				// failed reconnect, within the release's own bound.
@@ -70,10 +68,10 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			}
 			return unsent(connectError(op(), key, true, err))
 		}
-		cl := newCall(wire.TypeRelease, key)
+		cl := transport.NewRequest(wire.TypeRelease, key)
 		f := wire.Frame{Type: wire.TypeRelease, Token: token, Key: []byte(key)}
-		if err := c.start(ctx, cl, &f); err != nil {
-			if err == errConnGone {
+		if err := c.Start(ctx, cl, &f); err != nil {
+			if err == transport.ErrConnGone {
 				waited = true
 				continue
 			}
@@ -83,32 +81,32 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			return unsent(newOpError(op(), key, true, err, "not sent: no free request slot on the connection before the deadline", err))
 		}
 		sent++
-		var a *answer
+		var a *transport.Answer
 		// The caller's context and a pooled timer for the bound, not
 		// ctx.Done(): that would arm bctx's own deadline context, which is
 		// what a release would otherwise allocate and schedule every time.
 		timer := getTimer(time.Until(bctx.deadline))
 		select {
-		case got := <-cl.res:
+		case got := <-cl.Res:
 			a = &got
 		case <-parent.Done():
 		case <-timer.C:
 		}
 		putTimer(timer)
 		if a == nil {
-			a = c.abandon(cl)
+			a = c.Abandon(cl)
 			if a == nil {
 				return unknown(nil)
 			}
 		}
-		if a.fail != nil {
-			lastFail = a.fail
-			if a.fail.closed() || ctx.Err() != nil {
-				return unknown(a.fail.cause)
+		if a.Fail != nil {
+			lastFail = a.Fail
+			if a.Fail.Closed() || ctx.Err() != nil {
+				return unknown(a.Fail.Cause)
 			}
 			continue // the exact token again, on the next connection
 		}
-		switch a.f.Type {
+		switch a.F.Type {
 		case wire.TypeReleased:
 			return nil
 		case wire.TypeNotHeld:
@@ -119,9 +117,9 @@ func (b *Broker) release(ctx context.Context, key string, token uint64, start ti
 			}
 			return newOpError(op(), key, true, nil, "the server answered that this token does not hold the key (it expired or was released before)", ErrNotHeld)
 		case wire.TypeForbidden:
-			return permissionError(c, &a.f, op(), key, "; not released")
+			return permissionError(c, &a.F, op(), key, "; not released")
 		default: // B
-			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+			ce := &CapacityError{Addr: c.Addr(), Reason: CapacityReason(a.F.Reason)}
 			return newOpError(op(), key, true, ce, "not released: rejected by a server capacity limit; the ticket stays held until its lease expires", ErrCapacity)
 		}
 	}
@@ -238,7 +236,7 @@ func (r *releaser) enqueueOwner(key string, owner wire.Owner, until time.Time) {
 	go func() {
 		defer r.owners.Done()
 		err := r.b.releaseOwner(r.ownerCtx, key, owner, until)
-		lg := r.b.cfg.logger
+		lg := r.b.cfg.Logger
 		switch {
 		case err == nil:
 			lg.Info("ticketing: ended the hold of an acquire whose answer was lost (release by owner)", "key", key, "owner", fmt.Sprintf("%x", owner[:]))
@@ -302,9 +300,9 @@ func (r *releaser) report(j relJob, err error) {
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		// Expected when the lease ran out before a deferred Close.
-		r.b.cfg.logger.Debug("ticketing: background release: the ticket was no longer held", "key", j.key, "token", j.token)
+		r.b.cfg.Logger.Debug("ticketing: background release: the ticket was no longer held", "key", j.key, "token", j.token)
 	case err != nil:
-		r.b.cfg.logger.Warn("ticketing: background release failed", "key", j.key, "token", j.token, "err", err)
+		r.b.cfg.Logger.Warn("ticketing: background release failed", "key", j.key, "token", j.token, "err", err)
 	}
 	if obs := r.b.cfg.observer; obs != nil {
 		obs(j.key, j.token, err)
@@ -331,54 +329,51 @@ func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner,
 	for {
 		c, err := b.getConn(ctx, true)
 		if err != nil {
-			var we *waitError
+			var we *transport.WaitError
 			if err == ErrClosed || errors.As(err, &we) {
 				return connectError(op, key, true, err)
 			}
 			// Every listed server refuses for now: wait for a change.
-			b.mu.Lock()
-			ch := b.changed
-			b.mu.Unlock()
 			select {
-			case <-ch:
+			case <-b.t.Changed():
 				continue
 			case <-ctx.Done():
 				return connectError(op, key, true, err)
 			}
 		}
-		cl := newCall(wire.TypeReleaseOwner, key)
+		cl := transport.NewRequest(wire.TypeReleaseOwner, key)
 		f := wire.Frame{Type: wire.TypeReleaseOwner, Owner: owner, Key: []byte(key)}
-		if err := c.start(ctx, cl, &f); err != nil {
-			if err == errConnGone {
+		if err := c.Start(ctx, cl, &f); err != nil {
+			if err == transport.ErrConnGone {
 				continue
 			}
 			return newOpError(op, key, true, nil, "not sent: "+err.Error(), err)
 		}
-		var a answer
+		var a transport.Answer
 		select {
-		case a = <-cl.res:
+		case a = <-cl.Res:
 		case <-ctx.Done():
-			if got := c.abandon(cl); got == nil {
+			if got := c.Abandon(cl); got == nil {
 				return newOpError(op, key, true, nil, "no answer before "+ctx.Err().Error(), ctx.Err(), ErrIndeterminate)
 			} else {
 				a = *got
 			}
 		}
-		if a.fail != nil {
-			if a.fail.closed() {
-				return newOpError(op, key, true, a.fail.cause, "outcome unknown: "+a.fail.what(), ErrClosed, ErrIndeterminate)
+		if a.Fail != nil {
+			if a.Fail.Closed() {
+				return newOpError(op, key, true, a.Fail.Cause, "outcome unknown: "+a.Fail.What(), ErrClosed, ErrIndeterminate)
 			}
 			continue // U is idempotent: again on the next connection
 		}
-		switch a.f.Type {
+		switch a.F.Type {
 		case wire.TypeReleased:
 			return nil
 		case wire.TypeNotHeld:
 			return newOpError(op, key, true, nil, "that owner holds nothing on the key", ErrNotHeld)
 		case wire.TypeForbidden:
-			return permissionError(c, &a.f, op, key, "; not released")
+			return permissionError(c, &a.F, op, key, "; not released")
 		default: // B
-			ce := &CapacityError{Addr: c.addr, Reason: CapacityReason(a.f.Reason)}
+			ce := &CapacityError{Addr: c.Addr(), Reason: CapacityReason(a.F.Reason)}
 			return newOpError(op, key, true, ce, "rejected by a server capacity limit", ErrCapacity)
 		}
 	}
@@ -387,7 +382,7 @@ func (b *Broker) releaseOwner(ctx context.Context, key string, owner wire.Owner,
 // unsent marks a release error as "nothing was sent".
 func unsent(err error) error {
 	if e, ok := err.(*opError); ok {
-		e.unsent = true
+		e.Unsent = true
 	}
 	return err
 }
@@ -395,5 +390,5 @@ func unsent(err error) error {
 // wasUnsent reports whether a release failed before anything was sent.
 func wasUnsent(err error) bool {
 	e, ok := err.(*opError)
-	return ok && e.unsent
+	return ok && e.Unsent
 }

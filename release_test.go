@@ -254,7 +254,7 @@ func TestReleaseWithoutConnectionIsUnavailable(t *testing.T) {
 			waitUntil(t, "the broker noticed the drop", func() bool {
 				b.mu.Lock()
 				defer b.mu.Unlock()
-				return b.cur == nil
+				return b.t.Current() == nil
 			})
 			err := release()
 			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrIndeterminate) || !strings.Contains(err.Error(), "not sent") {
@@ -354,12 +354,12 @@ func TestReleaseWaitsThroughRefusedReconnect(t *testing.T) {
 	waitUntil(t, "the refusal is the broker's answer to calls", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.cur == nil && b.refusedByAll() != nil
+		return b.t.Current() == nil && b.t.RefusedByAll() != nil
 	})
 	got := make(chan error, 1)
 	go func() { got <- tk.Release(ctx) }()
 	waitUntil(t, "the release waits for a connection (or returned)", func() bool {
-		return len(got) > 0 || b.connWaiters.Load() > 0
+		return len(got) > 0 || b.t.ConnWaiters() > 0
 	})
 	if len(got) > 0 {
 		err := <-got

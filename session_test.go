@@ -302,9 +302,7 @@ func TestRequestIDZeroNeverUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.nextID = math.MaxUint32 - 1
-	c.mu.Unlock()
+	c.SetLastID(math.MaxUint32 - 1)
 	for i := 0; i < 3; i++ {
 		if _, err := b.Describe(ctx, "k"); err != nil {
 			t.Fatal(err)
@@ -363,7 +361,7 @@ func TestNoServerPings_ClientPingsAndGivesUpOnSilence(t *testing.T) {
 			}
 		}
 	})
-	b := connect(t, srv.Addr(), withCfg(func(c *config) { c.clientPing = 20 * time.Millisecond }))
+	b := connect(t, srv.Addr(), withCfg(func(c *config) { c.ClientPing = 20 * time.Millisecond }))
 	ctx := ctxFor(t)
 	if err := b.WaitReady(ctx); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ticketing-io/ticketing/internal/transport"
 )
 
 // Ticket is a granted ticket. Its token fences every write made under it
@@ -125,9 +127,9 @@ var (
 	// ErrTicketExpired: the ticket's conservative deadline (Ticket.Deadline)
 	// has passed; the server may already have granted the key to another
 	// holder.
-	ErrTicketExpired error = &sentinel{"the ticket's conservative deadline has passed"}
+	ErrTicketExpired = transport.ErrTicketExpired
 	// ErrTicketReleased: Release or Close was called on the ticket.
-	ErrTicketReleased error = &sentinel{"the ticket was released"}
+	ErrTicketReleased = transport.ErrTicketReleased
 )
 
 // Context returns a copy of parent that is done when the ticket ends: at its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/coordlink"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -75,7 +75,7 @@ func WithDialTimeout(d time.Duration) Option {
 // leader following, backoff, liveness, TLS, token, dialer and logger. It is
 // safe for concurrent use.
 type Client struct {
-	t   coordlink.Transport
+	t   *transport.Client
 	own bool // made by Dial: the broker is the client's own
 	log *slog.Logger
 
@@ -93,15 +93,18 @@ type Client struct {
 // are b's (ticketing.Connect's options); the connection options of this
 // package (WithToken, WithTLSConfig, WithDialer, WithDialTimeout) are
 // refused here. Closing the client does not close b; closing b ends the
-// client's sessions (ErrClosed).
+// client's sessions (ErrClosed), and New over a closed b is ErrClosed.
 func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	t, ok := coordlink.Open(b)
-	if !ok {
+	if b == nil {
 		return nil, fmt.Errorf("%w: New needs a *ticketing.Broker (from ticketing.Connect), got nil", ErrBadRequest)
+	}
+	t, ok := transport.Of(b)
+	if !ok {
+		return nil, fmt.Errorf("%w: New needs an open *ticketing.Broker from ticketing.Connect: this one is closed, or was not made by Connect", ErrClosed)
 	}
 	if len(cfg.connOpts) > 0 {
 		return nil, fmt.Errorf("%w: %s configure the connection, which is the broker's: give the ticketing options (WithToken, WithTLS, WithDialer, WithDialTimeout) to ticketing.Connect instead", ErrBadRequest, strings.Join(cfg.connOpts, ", "))
@@ -131,11 +134,19 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	t, err := coordlink.Connect(addrs, coordlink.Options{Token: cfg.token, TLS: cfg.tls, Dialer: cfg.dialer,
-		DialTimeout: cfg.dialTimeout, Logger: lg})
+	list, err := transport.ParseAddrs(addrs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
+	tc := transport.DefaultConfig()
+	tc.Token, tc.TLS, tc.Dialer, tc.Logger = cfg.token, cfg.tls, cfg.dialer, lg
+	if cfg.dialTimeout != 0 {
+		tc.DialTimeout = cfg.dialTimeout
+	}
+	if err := tc.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	t := transport.New(list, &tc, nil)
 	return &Client{t: t, own: true, log: lg}, nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/coordlink"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -23,7 +23,7 @@ var errLinkLost = errors.New("coordination: connection lost")
 // passed): a dedicated connection is then closed, the shared one stays for
 // the broker's other users and the session attaches on it again.
 type link struct {
-	c      coordlink.Conn
+	c      *transport.Conn
 	shared bool   // the broker's connection: session requests name the session
 	id     uint64 // shared: the session the requests speak for (set once attached)
 	// givenUp: the session's deadline passed while it used this link
@@ -39,7 +39,7 @@ type link struct {
 	detached chan struct{}
 }
 
-func newLink(c coordlink.Conn, shared bool) *link {
+func newLink(c *transport.Conn, shared bool) *link {
 	l := &link{c: c, shared: shared, done: make(chan struct{}), detached: make(chan struct{})}
 	go func() {
 		select {
@@ -132,13 +132,13 @@ var errMalformedAnswer = errors.New("coordination: malformed answer")
 // exchange sends one K request on c and decodes its answer; stop (nil for
 // none) abandons it as a lost connection. A request refused by the server's
 // in-flight limit is ErrCapacity (the Ticketing client's sentinel).
-func exchange(ctx context.Context, c coordlink.Conn, stop <-chan struct{}, op uint8, body *wire.Coord, note func(wire.Frame)) (uint16, wire.Coord, time.Time, error) {
+func exchange(ctx context.Context, c *transport.Conn, stop <-chan struct{}, op uint8, body *wire.Coord, note func(wire.Frame)) (uint16, wire.Coord, time.Time, error) {
 	watch := op&^wire.CoordForSession == wire.CoordDescribeSemaphore && body.Flags&(wire.CoordFlagWatchData|wire.CoordFlagWatchOwners) != 0
 	f, sent, err := c.Call(ctx, stop, op, body, note, watch)
 	switch {
-	case errors.Is(err, coordlink.ErrNotSent):
+	case errors.Is(err, transport.ErrNotSent):
 		return 0, wire.Coord{}, time.Time{}, errLinkLost
-	case errors.Is(err, coordlink.ErrLost):
+	case errors.Is(err, transport.ErrLost):
 		return 0, wire.Coord{}, sent, errLinkLost
 	case errors.Is(err, ticketing.ErrCapacity):
 		return 0, wire.Coord{}, sent, fmt.Errorf("coordination: %w", err)

@@ -35,4 +35,34 @@ func TestDialRefusesBadConfiguration(t *testing.T) {
 			t.Errorf("Dial(%q): %v, want ErrBadRequest", addrs, err)
 		}
 	}
+	for name, o := range map[string]coordination.Option{
+		"a token over 1024 bytes": coordination.WithToken(strings.Repeat("t", 1025)),
+		"a negative dial timeout": coordination.WithDialTimeout(-1),
+	} {
+		if _, err := coordination.Dial("127.0.0.1:1", o); !errors.Is(err, coordination.ErrBadRequest) { //nolint:staticcheck // the deprecated constructor keeps working
+			t.Errorf("Dial with %s: %v, want ErrBadRequest", name, err)
+		}
+	}
+}
+
+// TestNewOverAClosedBroker: a closed broker (or one not made by
+// ticketing.Connect) has no connection layer to share: New says so with
+// ErrClosed rather than failing on the first request.
+func TestNewOverAClosedBroker(t *testing.T) {
+	b, err := ticketing.Connect("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := coordination.New(b)
+	if err != nil {
+		t.Fatalf("New over an open broker: %v", err)
+	}
+	defer c.Close()
+	b.Close()
+	if _, err := coordination.New(b); !errors.Is(err, coordination.ErrClosed) || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("New over a closed broker: %v, want ErrClosed", err)
+	}
+	if _, err := coordination.New(&ticketing.Broker{}); !errors.Is(err, coordination.ErrClosed) {
+		t.Errorf("New over a broker not made by Connect: %v, want ErrClosed", err)
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/coordlink"
+	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -124,9 +124,9 @@ type Session struct {
 	callbacks   callbackQueue            // the caller's callbacks (OnQueued), off the connection's reader
 	grace       time.Duration            // the node's session grace period, as last described
 
-	unsubscribe func()         // ends the session's subscription to the broker's notifications
-	lastShared  coordlink.Conn // the broker's connection the session was last attached on (nil: its own)
-	stopped     bool           // the server confirmed the session's end (stopped or ended)
+	unsubscribe func()          // ends the session's subscription to the broker's notifications
+	lastShared  *transport.Conn // the broker's connection the session was last attached on (nil: its own)
+	stopped     bool            // the server confirmed the session's end (stopped or ended)
 }
 
 // Session starts a session on the node at path.
@@ -172,7 +172,7 @@ func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption
 	}
 	// After the id is known: the broker's connection carries the
 	// notifications of every session on it, each takes its own.
-	s.unsubscribe = c.t.Subscribe(func(_ coordlink.Conn, f wire.Frame) { s.event(f) })
+	s.unsubscribe = c.t.Subscribe(func(_ *transport.Conn, f wire.Frame) { s.event(f) })
 	s.attached = make(chan struct{})
 	close(s.attached)
 	s.mu.Lock()
@@ -257,7 +257,7 @@ const stopBound = 10 * time.Second
 // stopOn stops session id on the broker's connection c in the background,
 // if c is still open: a session given up by its client must not stay
 // attached to a connection that lives on.
-func stopOn(c coordlink.Conn, id uint64) {
+func stopOn(c *transport.Conn, id uint64) {
 	select {
 	case <-c.Done():
 		return // the server detached it; it expires on its own

@@ -19,6 +19,11 @@ type sharedServer struct {
 	ln     net.Listener
 	legacy bool // announce no ReadySessions: a server older than shared sessions
 
+	// refuseAfter: hellos after this many are refused as unauthenticated
+	// (0: none is). Set under mu.
+	refuseAfter int
+	hellos      int
+
 	mu       sync.Mutex
 	conns    []net.Conn
 	nextSess uint64
@@ -74,6 +79,14 @@ func (s *sharedServer) serve(nc net.Conn) {
 	flags := wire.ReadyLeader | wire.ReadySessions
 	if s.legacy {
 		flags = wire.ReadyLeader
+	}
+	s.mu.Lock()
+	s.hellos++
+	refuse := s.refuseAfter > 0 && s.hellos > s.refuseAfter
+	s.mu.Unlock()
+	if refuse {
+		send(&wire.Frame{Type: wire.TypeError, Code: uint16(wire.CodeUnauthenticated), Text: []byte("token refused")})
+		return
 	}
 	send(&wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags, Interval: 5000, Count: 64, Text: []byte("fake")})
 	r.AllowCoordFrames()
@@ -276,5 +289,24 @@ func TestSessionsOnAnOlderServer(t *testing.T) {
 		if err := s.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestOlderServerRefusingASessionsOwnConnection: on a server older than
+// shared sessions, a session's own connection is dialled in the broker's
+// dial loop; a refusal that every listed server gives (here the token,
+// refused once the broker's own connection was up) is returned at once,
+// not when the caller's context ends.
+func TestOlderServerRefusingASessionsOwnConnection(t *testing.T) {
+	srv := startSharedServer(t, true)
+	srv.mu.Lock()
+	srv.refuseAfter = 1
+	srv.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, srv.ln.Addr().String())
+	_, err := c.Session(ctx, "/n", coordination.WithTimeout(10*time.Second))
+	if !errors.Is(err, coordination.ErrUnauthenticated) || ctx.Err() != nil {
+		t.Fatalf("a session whose own connection is refused: %v (context: %v), want ErrUnauthenticated at once", err, ctx.Err())
 	}
 }

@@ -1,4 +1,4 @@
-package ticketing
+package transport
 
 import (
 	"context"
@@ -10,10 +10,134 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ticketing-io/ticketing/internal/hellodiag"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
+
+// The hello: the first frame on a connection, and the server's answer to
+// it (Y, or a refusal: M, E, B).
+
+// hello is the result of a handshake.
+type hello struct {
+	interval time.Duration
+	maxIn    uint32
+	nodeID   string
+	leader   bool
+	sessions bool
+	// The server's cluster ID, when it reports one (ReadyClusterID; all
+	// zero: it has none yet). A server older than cluster IDs reports none.
+	cluster        wire.ClusterID
+	reportsCluster bool
+}
+
+// helloError is a failed handshake. rejected marks refusals that will not go
+// away by themselves (auth, version, certificate, connection limit): callers
+// get them promptly instead of waiting.
+type helloError struct {
+	addr     string
+	err      error // what callers see
+	hint     string
+	rejected bool
+	reason   string // the kind of refusal, the same from every server; "" = from err
+}
+
+func (e *helloError) Error() string  { return e.err.Error() }
+func (e *helloError) detail() string { return DetailOf(e.err) }
+func (e *helloError) Unwrap() error  { return e.err }
+
+// HelloRefusal is what a failed hello reports to the caller: the server's
+// own error (a *ServerError, a *CapacityError, a refused certificate) rather
+// than the attempt around it.
+func HelloRefusal(err error) error {
+	var he *helloError
+	if errors.As(err, &he) {
+		return he.err
+	}
+	return err
+}
+
+// handshake sends H and reads the server's first frame. ctx bounds the
+// diagnosis of a failure (see helloReadError); nc's deadline bounds the rest.
+func handshake(ctx context.Context, nc net.Conn, addr, token string, ts *tlsState, flags uint8) (hello, *wire.Reader, error) {
+	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
+	first := &firstBytes{R: nc}
+	r := wire.NewReader(first)
+	var f wire.Frame
+	if _, err := nc.Write(buf); err != nil {
+		// A server that refused the connection may have said why (a TLS
+		// alert, an E frame) before closing it.
+		if rerr := r.Next(&f); rerr != nil {
+			if he := helloReadError(ctx, addr, ts, rerr, first.Bytes()); he.rejected {
+				return hello{}, nil, he
+			}
+		} else if f.Type == wire.TypeError || f.Type == wire.TypeCapacity {
+			return helloAnswer(addr, &f, r)
+		}
+		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
+	}
+	if err := readHelloAnswer(ctx, nc, r, &f, addr, ts, first); err != nil {
+		return hello{}, nil, err
+	}
+	return helloAnswer(addr, &f, r)
+}
+
+// helloSilence is how long a silent answer to the hello is waited for before
+// the client checks, on a second connection, whether the address speaks
+// another protocol (HTTP, PostgreSQL) instead of failing only at the dial
+// timeout.
+const helloSilence = time.Second
+
+// readHelloAnswer reads the server's first frame. A peer that stays silent
+// for helloSilence, or that closes the connection without a byte, is probed
+// for a foreign protocol so that a wrong port is named at once.
+func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.Frame, addr string, ts *tlsState, first *firstBytes) error {
+	dl, hasDL := ctx.Deadline()
+	if !hasDL || time.Until(dl) > helloSilence {
+		nc.SetReadDeadline(time.Now().Add(helloSilence))
+		err := r.Next(f)
+		if err == nil {
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || first.Len() > 0 || ctx.Err() != nil {
+			return helloReadError(ctx, addr, ts, err, first.Bytes())
+		}
+		if he := foreignProtocol(ctx, addr, ts != nil); he != nil {
+			return he
+		}
+		if hasDL {
+			nc.SetReadDeadline(dl)
+		} else {
+			nc.SetReadDeadline(time.Time{})
+		}
+	}
+	if err := r.Next(f); err != nil {
+		return helloReadError(ctx, addr, ts, err, first.Bytes())
+	}
+	return nil
+}
+
+// helloAnswer interprets the server's answer to the hello.
+func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reader, error) {
+	switch f.Type {
+	case wire.TypeReady:
+		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
+			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0,
+			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}, r, nil
+	case wire.TypeNotLeader:
+		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
+		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}
+	case wire.TypeError:
+		se := &ServerError{Addr: addr, Code: ErrorCode(f.Code), Message: string(f.Text)}
+		rej := se.Code == ErrorCode(wire.CodeUnauthenticated) || se.Code == ErrorCode(wire.CodeUnsupportedVersion) || se.Code == ErrorCode(wire.CodeInvalidArgument)
+		return hello{}, nil, &helloError{addr: addr, err: se, rejected: rej}
+	case wire.TypeCapacity:
+		return hello{}, nil, &helloError{addr: addr, err: &CapacityError{Addr: addr, Reason: CapacityReason(f.Reason)}, rejected: true}
+	}
+	return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an unexpected %s frame", addr, f.Type)}
+}
 
 // Explaining connections that fail before the hello is answered: TLS on one
 // side only, a client certificate the server refuses, a server that does not

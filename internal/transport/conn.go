@@ -1,4 +1,12 @@
-package ticketing
+// Package transport is the Ticketing client's connection layer, beneath
+// its two fronts: package ticketing (tickets, admin sessions) and package
+// coordination (nodes, sessions, semaphores). It dials the listed servers
+// in order with a stagger, runs TLS and the hello (and explains a hello
+// that goes unanswered), follows the leader with backoff, keeps each
+// connection alive by its pings, and multiplexes requests over it: the
+// request table, the in-flight pools, the coalescing writer. Nothing here
+// is public API; the fronts re-export the errors defined here.
+package transport
 
 import (
 	"context"
@@ -29,17 +37,17 @@ const (
 	failClosed                      // the broker or admin session was closed
 )
 
-// connFailure is why a connection ended; every request pending on it gets it.
-type connFailure struct {
+// Ended is why a connection ended; every request pending on it gets it.
+type Ended struct {
 	kind  failKind
 	addr  string
 	hint  string // M: the leader's address, if the server knew it
-	cause error
+	Cause error
 	quiet time.Duration // failSilent: how long the server was silent
 }
 
-// what says in words what happened to the connection.
-func (f *connFailure) what() string {
+// What says in words what happened to the connection.
+func (f *Ended) What() string {
 	switch f.kind {
 	case failSilent:
 		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals) and the connection was given up", f.addr, f.quiet)
@@ -50,7 +58,7 @@ func (f *connFailure) what() string {
 		return fmt.Sprintf("the server %s stopped being the leader and ended the session", f.addr)
 	case failServerError:
 		var se *ServerError
-		if errors.As(f.cause, &se) {
+		if errors.As(f.Cause, &se) {
 			return fmt.Sprintf("the server %s ended the session with error %q (code %d: %s)", f.addr, se.Code.String(), uint16(se.Code), se.Message)
 		}
 		return fmt.Sprintf("the server %s ended the session with an error", f.addr)
@@ -62,42 +70,44 @@ func (f *connFailure) what() string {
 	return fmt.Sprintf("the connection to %s was lost", f.addr)
 }
 
-func (f *connFailure) closed() bool { return f.kind == failClosed }
+func (f *Ended) Closed() bool { return f.kind == failClosed }
 
-// shuttingDown reports whether the server ended the session because it is
+// ShuttingDown reports whether the server ended the session because it is
 // stopping (E 11): a draining leader answers every request it proposed
 // before, so an acquire still pending was not granted, or (from a server
 // that does not drain) was granted to its owner, which an acquire sent
 // again with the same owner gets back (docs/protocol.md, How a connection
 // ends).
-func (f *connFailure) shuttingDown() bool {
+func (f *Ended) ShuttingDown() bool {
 	var se *ServerError
-	return f.kind == failServerError && errors.As(f.cause, &se) && se.Code == CodeShuttingDown
+	return f.kind == failServerError && errors.As(f.Cause, &se) && se.Code == ErrorCode(wire.CodeShuttingDown)
 }
 
-// explained reports whether what() already says everything the cause says.
-func (f *connFailure) explained() bool {
+// Explained reports whether What() already says everything the cause says.
+func (f *Ended) Explained() bool {
 	return f.kind == failServerError || f.kind == failNotLeader || f.kind == failClosed
 }
 
-var errConnGone = errors.New("connection gone")
+// ErrConnGone is Start's answer when the connection ended before anything
+// was queued: nothing was sent, and the caller may try the next connection.
+var ErrConnGone = errors.New("connection gone")
 
-// answer is what a pending call gets: a final answer frame, or the failure
-// that ended the connection.
-type answer struct {
-	f    wire.Frame // Key is nil, Text is a private copy
-	fail *connFailure
+// Answer is what a pending request gets: a final answer frame, or why the
+// connection ended.
+type Answer struct {
+	F    wire.Frame // Key is nil, Text is a private copy
+	Fail *Ended
 }
 
-// call is one request waiting for its final answer.
-type call struct {
+// Request is one request waiting for its final answer.
+type Request struct {
 	typ       wire.Type
-	id        uint32
-	owner     wire.Owner
-	key       string
-	sent      time.Time     // just before its bytes were handed to the writer
-	span      time.Duration // acquire: wait + lease, the longest a grant of it can matter
-	res       chan answer
+	ID        uint32
+	Owner     wire.Owner
+	Key       string
+	Sent      time.Time     // just before its bytes were handed to the writer
+	Span      time.Duration // acquire: wait + lease, the longest a grant of it can matter
+	Res       chan Answer
 	abandoned bool // the caller left; a late G is released (acquire)
 	queued    bool // a Q was seen
 	// large: a request above largeRequest that holds the connection's
@@ -115,12 +125,13 @@ type call struct {
 	// A streaming admin request (snapshot.save) gets its V status 3 pieces
 	// on chunks, in order, before its final answer on res; gone is closed
 	// when its caller stops reading them. Both are nil for other requests.
-	chunks chan []byte
-	gone   chan struct{}
+	Chunks chan []byte
+	Gone   chan struct{}
 }
 
-func newCall(t wire.Type, key string) *call {
-	return &call{typ: t, key: key, res: make(chan answer, 1)}
+// NewRequest returns a request of type t (for key, if it has one).
+func NewRequest(t wire.Type, key string) *Request {
+	return &Request{typ: t, Key: key, Res: make(chan Answer, 1)}
 }
 
 // connHooks connect a conn to its owner.
@@ -138,16 +149,16 @@ type connHooks interface {
 	// coordEvent is called (on the reader goroutine) for a coordination
 	// notification that answers no request (T with id 0: a hold lost, a
 	// session ended). f.Text is a private copy.
-	coordEvent(c *conn, f wire.Frame)
+	coordEvent(c *Conn, f wire.Frame)
 }
 
-// errClosing is start's answer to an acquire that was waiting for an
+// ErrClosing is start's answer to an acquire that was waiting for an
 // in-flight slot when the broker began closing; nothing was sent.
-var errClosing = errors.New("the broker is closing")
+var ErrClosing = errors.New("the broker is closing")
 
-// conn is one established session: a reader goroutine, a writer goroutine
+// Conn is one established session: a reader goroutine, a writer goroutine
 // that coalesces every queued frame into one write, and the pending table.
-type conn struct {
+type Conn struct {
 	nc       net.Conn
 	addr     string
 	r        *wire.Reader
@@ -173,10 +184,10 @@ type conn struct {
 
 	mu      sync.Mutex
 	wbuf    []byte
-	pending map[uint32]*call
+	pending map[uint32]*Request
 	watches map[uint32]func(wire.Frame) // coordination watches set by answered describes, by request id
 	nextID  uint32
-	failure *connFailure
+	failure *Ended
 	werr    error         // the write that failed; the reader drains what arrived
 	settle  chan struct{} // closed when an abandoned acquire gets its answer
 	handing int           // late grants taken off pending, not yet handed to the owner
@@ -189,50 +200,22 @@ type conn struct {
 	onLateAnswer func()       // tests: see config.onLateAnswer
 }
 
-// hello is the result of a handshake.
-type hello struct {
-	interval time.Duration
-	maxIn    uint32
-	nodeID   string
-	leader   bool
-	sessions bool
-	// The server's cluster ID, when it reports one (ReadyClusterID; all
-	// zero: it has none yet). A server older than cluster IDs reports none.
-	cluster        wire.ClusterID
-	reportsCluster bool
-}
-
-// helloError is a failed handshake. rejected marks refusals that will not go
-// away by themselves (auth, version, certificate, connection limit): callers
-// get them promptly instead of waiting.
-type helloError struct {
-	addr     string
-	err      error // what callers see
-	hint     string
-	rejected bool
-	reason   string // the kind of refusal, the same from every server; "" = from err
-}
-
-func (e *helloError) Error() string  { return e.err.Error() }
-func (e *helloError) detail() string { return detailOf(e.err) }
-func (e *helloError) Unwrap() error  { return e.err }
-
 // dial connects to addr, runs TLS and the hello, and returns a running conn.
 // wg tracks the conn's two goroutines.
-func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
+func dial(ctx context.Context, addr string, cfg *Config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	dialFn := (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
-	if cfg.dialer != nil {
-		dialFn = cfg.dialer
+	if cfg.Dialer != nil {
+		dialFn = cfg.Dialer
 	}
 	nc, err := dialFn(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &helloError{addr: addr, err: fmt.Errorf("cannot connect to %s: %w", addr, err)}
 	}
 	var ts *tlsState // nil without TLS
-	if cfg.tlsConf != nil {
-		tc := cfg.tlsConf.Clone()
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
 		if tc.ServerName == "" && !tc.InsecureSkipVerify {
 			host, _, _ := net.SplitHostPort(addr)
 			tc.ServerName = host
@@ -251,31 +234,26 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags|wire.HelloClusterID)
+	h, r, herr := handshake(ctx, nc, addr, cfg.Token, ts, flags|wire.HelloClusterID)
 	stop()
 	if herr == nil {
-		herr = cfg.pin.check(addr, &h)
+		herr = cfg.Pin.check(addr, &h)
 	}
 	if herr != nil {
 		nc.Close()
 		return nil, herr
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{
+	c := &Conn{
 		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
-		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
-		pending:   make(map[uint32]*call),
+		hooks: hooks, born: time.Now(), grace: cfg.AnswerGrace, onLateAnswer: cfg.OnLateAnswer,
+		pending:   make(map[uint32]*Request),
 		watches:   make(map[uint32]func(wire.Frame)),
 		wsig:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		largeSlot: make(chan struct{}, 1),
 	}
-	if c.interval <= 0 {
-		// The server sends no pings (Y interval 0): without our own, a
-		// frozen server would hold every call and the connection forever.
-		c.interval = cfg.clientPing
-		c.ownPing = true
-	}
+	c.pingOwn(cfg.ClientPing)
 	if h.maxIn > 0 {
 		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
 		c.semOther = make(chan struct{}, min(h.maxIn, 1<<24))
@@ -287,125 +265,41 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	return c, nil
 }
 
-// handshake sends H and reads the server's first frame. ctx bounds the
-// diagnosis of a failure (see helloReadError); nc's deadline bounds the rest.
-func handshake(ctx context.Context, nc net.Conn, addr, token string, ts *tlsState, flags uint8) (hello, *wire.Reader, error) {
-	buf := wire.Append(nil, &wire.Frame{Type: wire.TypeHello, Version: wire.Version, Flags: flags, Text: []byte(token)})
-	first := &firstBytes{R: nc}
-	r := wire.NewReader(first)
-	var f wire.Frame
-	if _, err := nc.Write(buf); err != nil {
-		// A server that refused the connection may have said why (a TLS
-		// alert, an E frame) before closing it.
-		if rerr := r.Next(&f); rerr != nil {
-			if he := helloReadError(ctx, addr, ts, rerr, first.Bytes()); he.rejected {
-				return hello{}, nil, he
-			}
-		} else if f.Type == wire.TypeError || f.Type == wire.TypeCapacity {
-			return helloAnswer(addr, &f, r)
-		}
-		return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("sending the hello to %s: %w", addr, err)}
-	}
-	if err := readHelloAnswer(ctx, nc, r, &f, addr, ts, first); err != nil {
-		return hello{}, nil, err
-	}
-	return helloAnswer(addr, &f, r)
+// Dial connects to addr, runs TLS and the hello with flags, and returns a
+// running connection of its own (an admin session): nothing follows the
+// leader or dials again. wg tracks the connection's two goroutines.
+func Dial(ctx context.Context, addr string, cfg *Config, flags uint8, wg *sync.WaitGroup) (*Conn, error) {
+	return dial(ctx, addr, cfg, flags, nil, wg)
 }
 
-// helloSilence is how long a silent answer to the hello is waited for before
-// the client checks, on a second connection, whether the address speaks
-// another protocol (HTTP, PostgreSQL) instead of failing only at the dial
-// timeout.
-const helloSilence = time.Second
+// Addr is the server's address as dialed.
+func (c *Conn) Addr() string { return c.addr }
 
-// readHelloAnswer reads the server's first frame. A peer that stays silent
-// for helloSilence, or that closes the connection without a byte, is probed
-// for a foreign protocol so that a wrong port is named at once.
-func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.Frame, addr string, ts *tlsState, first *firstBytes) error {
-	dl, hasDL := ctx.Deadline()
-	if !hasDL || time.Until(dl) > helloSilence {
-		nc.SetReadDeadline(time.Now().Add(helloSilence))
-		err := r.Next(f)
-		if err == nil {
-			return nil
-		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() || first.Len() > 0 || ctx.Err() != nil {
-			return helloReadError(ctx, addr, ts, err, first.Bytes())
-		}
-		if he := foreignProtocol(ctx, addr, ts != nil); he != nil {
-			return he
-		}
-		if hasDL {
-			nc.SetReadDeadline(dl)
-		} else {
-			nc.SetReadDeadline(time.Time{})
-		}
-	}
-	if err := r.Next(f); err != nil {
-		return helloReadError(ctx, addr, ts, err, first.Bytes())
-	}
-	return nil
-}
+// NodeID is the node id the server sent in its hello answer.
+func (c *Conn) NodeID() string { return c.nodeID }
 
-// helloAnswer interprets the server's answer to the hello.
-func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reader, error) {
-	switch f.Type {
-	case wire.TypeReady:
-		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
-			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0,
-			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}, r, nil
-	case wire.TypeNotLeader:
-		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
-		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}
-	case wire.TypeError:
-		se := &ServerError{Addr: addr, Code: ErrorCode(f.Code), Message: string(f.Text)}
-		rej := se.Code == CodeUnauthenticated || se.Code == CodeUnsupportedVersion || se.Code == CodeInvalidArgument
-		return hello{}, nil, &helloError{addr: addr, err: se, rejected: rej}
-	case wire.TypeCapacity:
-		return hello{}, nil, &helloError{addr: addr, err: &CapacityError{Addr: addr, Reason: CapacityReason(f.Reason)}, rejected: true}
-	}
-	return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an unexpected %s frame", addr, f.Type)}
-}
+// End closes the connection: every request still pending on it gets a
+// closed failure.
+func (c *Conn) End() { c.fail(&Ended{kind: failClosed, addr: c.addr}) }
 
-// silence is how long the server may stay silent before the connection is
-// considered dead: 3 ping intervals.
-func (c *conn) silence() time.Duration { return 3 * c.interval }
+// Ended says why the connection ended, nil while it is open.
+func (c *Conn) Ended() *Ended { return c.failureCause() }
 
-// liveConn is a connection whose every read, once its owner is set, first
-// moves the read deadline to the silence bound from now: liveness is bytes,
-// not frames. A server sending a large answer on a slow link is alive while
-// its bytes arrive, though its pings wait behind that answer.
-type liveConn struct {
-	net.Conn
-	owner atomic.Pointer[conn]
-}
-
-func (l *liveConn) Read(p []byte) (int, error) {
-	if c := l.owner.Load(); c != nil {
-		c.renewReadDeadline()
-	}
-	return l.Conn.Read(p)
-}
-
-// renewReadDeadline gives the server the silence bound from now to send its
-// next byte; after a failed write, only what is left of the drain. Under mu,
-// so that a failed write's shorter drain deadline is never overwritten by a
-// later one.
-func (c *conn) renewReadDeadline() {
+// SetLastID makes id the last request id used, so that the next is id+1
+// (for tests of the counter's wrap).
+func (c *Conn) SetLastID(id uint32) {
 	c.mu.Lock()
-	dl := time.Now().Add(c.silence())
-	if c.werr != nil {
-		dl = c.drainBy
-	}
-	c.nc.SetReadDeadline(dl)
+	c.nextID = id
 	c.mu.Unlock()
 }
 
-// writeTimeout bounds one write.
-func (c *conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Second) }
+// SlotWaiters is how many callers wait for an in-flight slot (for tests).
+func (c *Conn) SlotWaiters() int32 { return c.slotWaiters.Load() }
 
-func (c *conn) readLoop(wg *sync.WaitGroup) {
+// writeTimeout bounds one write.
+func (c *Conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Second) }
+
+func (c *Conn) readLoop(wg *sync.WaitGroup) {
 	defer wg.Done()
 	var f wire.Frame
 	quiet := c.silence()
@@ -422,7 +316,7 @@ func (c *conn) readLoop(wg *sync.WaitGroup) {
 	}
 }
 
-func (c *conn) readFailure(err error, quiet time.Duration) *connFailure {
+func (c *Conn) readFailure(err error, quiet time.Duration) *Ended {
 	c.mu.Lock()
 	werr := c.werr
 	c.mu.Unlock()
@@ -430,36 +324,29 @@ func (c *conn) readFailure(err error, quiet time.Duration) *connFailure {
 	switch {
 	case werr != nil && !errors.As(err, &we):
 		// The write failed first; the reader only drained what had arrived.
-		return &connFailure{kind: failDrop, addr: c.addr, cause: werr}
+		return &Ended{kind: failDrop, addr: c.addr, Cause: werr}
 	case errors.As(err, &we):
-		return &connFailure{kind: failProtocol, addr: c.addr, cause: err}
+		return &Ended{kind: failProtocol, addr: c.addr, Cause: err}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &connFailure{kind: failSilent, addr: c.addr, quiet: quiet, cause: err}
+		return &Ended{kind: failSilent, addr: c.addr, quiet: quiet, Cause: err}
 	case errors.Is(err, io.EOF):
-		return &connFailure{kind: failDrop, addr: c.addr, cause: errors.New("closed by the server")}
+		return &Ended{kind: failDrop, addr: c.addr, Cause: errors.New("closed by the server")}
 	}
-	return &connFailure{kind: failDrop, addr: c.addr, cause: err}
+	return &Ended{kind: failDrop, addr: c.addr, Cause: err}
 }
 
 // dispatch handles one received frame; a non-nil result ends the connection.
-func (c *conn) dispatch(f *wire.Frame) *connFailure {
+func (c *Conn) dispatch(f *wire.Frame) *Ended {
 	switch f.Type {
-	case wire.TypePing:
-		c.mu.Lock()
-		if c.failure == nil {
-			c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypePong, Nonce: f.Nonce})
-		}
-		c.mu.Unlock()
-		c.signal()
-		return nil
-	case wire.TypePong:
+	case wire.TypePing, wire.TypePong:
+		c.pinged(f)
 		return nil
 	case wire.TypeNotLeader:
-		return &connFailure{kind: failNotLeader, addr: c.addr, hint: string(f.Text),
-			cause: &NotLeaderError{Addr: c.addr, LeaderAddr: string(f.Text)}}
+		return &Ended{kind: failNotLeader, addr: c.addr, hint: string(f.Text),
+			Cause: &NotLeaderError{Addr: c.addr, LeaderAddr: string(f.Text)}}
 	case wire.TypeError:
-		return &connFailure{kind: failServerError, addr: c.addr,
-			cause: &ServerError{Addr: c.addr, Code: ErrorCode(f.Code), Message: string(f.Text)}}
+		return &Ended{kind: failServerError, addr: c.addr,
+			Cause: &ServerError{Addr: c.addr, Code: ErrorCode(f.Code), Message: string(f.Text)}}
 	case wire.TypeCoordReply:
 		if done, fl := c.coordNotice(f); done || fl != nil {
 			return fl
@@ -467,21 +354,21 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 	case wire.TypeGranted, wire.TypeNotAcquired, wire.TypeQueued, wire.TypeCancelled, wire.TypeCapacity,
 		wire.TypeReleased, wire.TypeNotHeld, wire.TypeInfo, wire.TypeAdminReply, wire.TypeForbidden:
 	default:
-		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("unexpected %s frame from the server", f.Type)}
+		return &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("unexpected %s frame from the server", f.Type)}
 	}
 	c.mu.Lock()
 	cl := c.pending[f.ID]
 	if cl == nil || !answers(cl.typ, f.Type) {
 		c.mu.Unlock()
 		if cl == nil {
-			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame for request id %d, which is not in flight", f.Type, f.ID)}
+			return &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("%s frame for request id %d, which is not in flight", f.Type, f.ID)}
 		}
-		return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("%s frame answers request id %d, which is a %s", f.Type, f.ID, cl.typ)}
+		return &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("%s frame answers request id %d, which is a %s", f.Type, f.ID, cl.typ)}
 	}
 	if f.Type == wire.TypeAdminReply && f.Code == adminwire.StatusChunk {
-		if cl.chunks == nil {
+		if cl.Chunks == nil {
 			c.mu.Unlock()
-			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("a V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}
+			return &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("a V frame with status %d (a piece of a stream) for request id %d, which does not stream", f.Code, f.ID)}
 		}
 		if cl.abandoned {
 			c.mu.Unlock()
@@ -491,8 +378,8 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		// Blocks while the caller's buffer is full: the server waits for us
 		// (TCP flow control) rather than either side buffering the stream.
 		select {
-		case cl.chunks <- append([]byte(nil), f.Text...):
-		case <-cl.gone:
+		case cl.Chunks <- append([]byte(nil), f.Text...):
+		case <-cl.Gone:
 		case <-c.done:
 		}
 		return nil
@@ -500,7 +387,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 	if f.Type == wire.TypeQueued {
 		if cl.queued {
 			c.mu.Unlock()
-			return &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("second Q frame for request id %d", f.ID)}
+			return &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("second Q frame for request id %d", f.ID)}
 		}
 		cl.queued = true
 		c.mu.Unlock()
@@ -514,7 +401,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 	if cl.watch && !cl.abandoned && f.Type == wire.TypeCoordReply && f.Code == wire.CoordSuccess && c.watches != nil {
 		// Registered before the answer is handed over: the watch's Changed
 		// can only follow the answer on the connection.
-		c.watches[cl.id] = cl.note
+		c.watches[cl.ID] = cl.note
 	}
 	if cl.abandoned {
 		late := f.Type == wire.TypeGranted && cl.typ == wire.TypeAcquire && c.hooks != nil
@@ -529,7 +416,7 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 			c.onLateAnswer()
 		}
 		if late {
-			c.hooks.lateGrant(cl.key, f.Token)
+			c.hooks.lateGrant(cl.Key, f.Token)
 		}
 		// After lateGrant: Broker.Close's drain then sees the release running.
 		c.mu.Lock()
@@ -543,10 +430,10 @@ func (c *conn) dispatch(f *wire.Frame) *connFailure {
 		c.mu.Unlock()
 		return nil
 	}
-	a := answer{f: *f}
-	a.f.Key = nil
-	a.f.Text = append([]byte(nil), f.Text...)
-	cl.res <- a
+	a := Answer{F: *f}
+	a.F.Key = nil
+	a.F.Text = append([]byte(nil), f.Text...)
+	cl.Res <- a
 	c.mu.Unlock()
 	return nil
 }
@@ -574,7 +461,7 @@ func answers(r, a wire.Type) bool {
 	return false
 }
 
-func (c *conn) signal() {
+func (c *Conn) signal() {
 	select {
 	case c.wsig <- struct{}{}:
 	default:
@@ -592,27 +479,17 @@ const writeDrain = time.Second
 
 // writeLoop flushes everything queued since the last write, so under load
 // many frames share a syscall. When the server sends no pings it also sends
-// ours.
-func (c *conn) writeLoop(wg *sync.WaitGroup) {
+// ours (liveness.go).
+func (c *Conn) writeLoop(wg *sync.WaitGroup) {
 	defer wg.Done()
 	var spare []byte
-	var tick <-chan time.Time
-	if c.ownPing {
-		t := time.NewTicker(c.interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	var nonce uint64
+	p := c.newPinger()
+	defer p.stop()
 	for {
 		select {
 		case <-c.wsig:
-		case <-tick:
-			nonce++
-			c.mu.Lock()
-			if c.failure == nil {
-				c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypePing, Nonce: nonce})
-			}
-			c.mu.Unlock()
+		case <-p.tick:
+			p.ping()
 		case <-c.done:
 			return
 		}
@@ -647,7 +524,7 @@ func (c *conn) writeLoop(wg *sync.WaitGroup) {
 // writeFailed stops new requests from using the connection and lets the
 // reader drain, for at most writeDrain, what the server sent before the
 // failure; the reader then ends the connection.
-func (c *conn) writeFailed(err error) {
+func (c *Conn) writeFailed(err error) {
 	c.mu.Lock()
 	if c.failure == nil && c.werr == nil {
 		c.werr = err
@@ -658,7 +535,7 @@ func (c *conn) writeFailed(err error) {
 }
 
 // fail ends the connection once; every pending caller gets f.
-func (c *conn) fail(f *connFailure) {
+func (c *Conn) fail(f *Ended) {
 	c.mu.Lock()
 	if c.failure != nil {
 		c.mu.Unlock()
@@ -680,17 +557,17 @@ func (c *conn) fail(f *connFailure) {
 		// the caller then always has its release-by-owner under way.
 		// An acquire the server's shutdown interrupted is sent again by its
 		// caller (Acquire), which releases by owner itself if it cannot.
-		if cl.typ == wire.TypeAcquire && !f.closed() && (!f.shuttingDown() || cl.abandoned) && c.hooks != nil {
-			c.hooks.orphaned(cl.key, cl.owner, cl.sent.Add(cl.span))
+		if cl.typ == wire.TypeAcquire && !f.Closed() && (!f.ShuttingDown() || cl.abandoned) && c.hooks != nil {
+			c.hooks.orphaned(cl.Key, cl.Owner, cl.Sent.Add(cl.Span))
 		}
 		if !cl.abandoned {
-			cl.res <- answer{fail: f}
+			cl.Res <- Answer{Fail: f}
 		}
 	}
 }
 
 // dead reports whether the connection ended or can no longer send.
-func (c *conn) dead() bool {
+func (c *Conn) dead() bool {
 	select {
 	case <-c.done:
 		return true
@@ -705,7 +582,7 @@ func (c *conn) dead() bool {
 // op) counts against (nil: no limit, or not counted). A coordination
 // acquire counts as an acquire, every other K request as the others do, as
 // the server counts them.
-func (c *conn) slots(t wire.Type, op uint8) chan struct{} {
+func (c *Conn) slots(t wire.Type, op uint8) chan struct{} {
 	switch t {
 	case wire.TypeAcquire:
 		return c.semAcq
@@ -720,17 +597,17 @@ func (c *conn) slots(t wire.Type, op uint8) chan struct{} {
 	return nil
 }
 
-func (c *conn) failureCause() *connFailure {
+func (c *Conn) failureCause() *Ended {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failure
 }
 
-// start registers cl and queues f for the writer. It returns errConnGone if
+// Start registers cl and queues f for the writer. It returns ErrConnGone if
 // the connection ended before anything was queued (nothing was sent) and
 // ctx's error if ctx ended while waiting for an in-flight slot. Once start
 // returns nil the request may have been sent.
-func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
+func (c *Conn) Start(ctx context.Context, cl *Request, f *wire.Frame) error {
 	sem := c.slots(cl.typ, cl.op)
 	if sem != nil {
 		var closing <-chan struct{}
@@ -746,20 +623,20 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 				c.slotWaiters.Add(-1)
 			case <-closing:
 				c.slotWaiters.Add(-1)
-				return errClosing
+				return ErrClosing
 			case <-ctx.Done():
 				c.slotWaiters.Add(-1)
 				return ctx.Err()
 			case <-c.done:
 				c.slotWaiters.Add(-1)
-				return errConnGone
+				return ErrConnGone
 			}
 		}
 	}
 	large := cl.large
 	if large {
 		if err := c.takeLarge(ctx); err != nil {
-			if sem != nil && !errors.Is(err, errConnGone) {
+			if sem != nil && !errors.Is(err, ErrConnGone) {
 				<-sem
 			}
 			return err
@@ -777,7 +654,7 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 				<-c.largeSlot
 			}
 		}
-		return errConnGone
+		return ErrConnGone
 	}
 	if err := ctx.Err(); err != nil {
 		c.mu.Unlock()
@@ -800,10 +677,10 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 			break
 		}
 	}
-	cl.id = c.nextID
-	f.ID = cl.id
-	c.pending[cl.id] = cl
-	cl.sent = time.Now()
+	cl.ID = c.nextID
+	f.ID = cl.ID
+	c.pending[cl.ID] = cl
+	cl.Sent = time.Now()
 	c.wbuf = wire.Append(c.wbuf, f)
 	c.mu.Unlock()
 	c.signal()
@@ -815,33 +692,33 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 // behind several of them would wait for all.
 const largeRequest = 64 << 10
 
-// takeLarge waits for the connection's large slot. errConnGone: the
+// takeLarge waits for the connection's large slot. ErrConnGone: the
 // connection ended meanwhile.
-func (c *conn) takeLarge(ctx context.Context) error {
+func (c *Conn) takeLarge(ctx context.Context) error {
 	select {
 	case c.largeSlot <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
-		return errConnGone
+		return ErrConnGone
 	}
 }
 
 // freeLargeLocked gives the large slot back once cl's request has been
 // answered (Q or final: the server has read all of it) or its connection
 // ended. c.mu is held.
-func (c *conn) freeLargeLocked(cl *call) {
+func (c *Conn) freeLargeLocked(cl *Request) {
 	if cl.large {
 		cl.large = false
 		<-c.largeSlot
 	}
 }
 
-// abandonedAcquires reports whether acquires whose callers left still wait
+// AbandonedAcquires reports whether acquires whose callers left still wait
 // for their final answer (or a late grant of one is still being handed to
 // the owner), and a channel closed when one of them is settled.
-func (c *conn) abandonedAcquires() (bool, <-chan struct{}) {
+func (c *Conn) AbandonedAcquires() (bool, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	open := c.handing > 0
@@ -860,22 +737,22 @@ func (c *conn) abandonedAcquires() (bool, <-chan struct{}) {
 	return true, c.settle
 }
 
-// abandon is called when cl's caller stops waiting. If cl is still pending
+// Abandon is called when cl's caller stops waiting. If cl is still pending
 // it is marked abandoned (a late G will be released by the owner) and, for
 // an acquire, a C frame is queued; abandon then returns nil. If the answer
 // already arrived (or the connection failed), abandon returns it.
-func (c *conn) abandon(cl *call) *answer {
+func (c *Conn) Abandon(cl *Request) *Answer {
 	c.mu.Lock()
-	if c.failure == nil && c.pending[cl.id] == cl {
+	if c.failure == nil && c.pending[cl.ID] == cl {
 		cl.abandoned = true
 		if cl.typ == wire.TypeAcquire {
-			c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypeCancel, ID: cl.id, Owner: cl.owner})
+			c.wbuf = wire.Append(c.wbuf, &wire.Frame{Type: wire.TypeCancel, ID: cl.ID, Owner: cl.Owner})
 		}
 		c.mu.Unlock()
 		c.signal()
 		return nil
 	}
 	c.mu.Unlock()
-	a := <-cl.res
+	a := <-cl.Res
 	return &a
 }

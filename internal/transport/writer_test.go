@@ -1,4 +1,4 @@
-package ticketing
+package transport
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (g *gateConn) SetWriteDeadline(time.Time) error { return nil }
 
 func TestWriterCoalescesFrames(t *testing.T) {
 	g := &gateConn{entered: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
-	c := &conn{nc: g, addr: "gate", pending: make(map[uint32]*call), wsig: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Conn{nc: g, addr: "gate", pending: make(map[uint32]*Request), wsig: make(chan struct{}, 1), done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go c.writeLoop(&wg)
@@ -60,7 +60,7 @@ func TestWriterCoalescesFrames(t *testing.T) {
 	total := 0
 	send := func() {
 		f := wire.Frame{Type: wire.TypeDescribe, Key: []byte("key")}
-		if err := c.start(ctx, newCall(wire.TypeDescribe, "key"), &f); err != nil {
+		if err := c.Start(ctx, NewRequest(wire.TypeDescribe, "key"), &f); err != nil {
 			t.Fatal(err)
 		}
 		total += len(wire.Append(nil, &f))
@@ -81,7 +81,7 @@ func TestWriterCoalescesFrames(t *testing.T) {
 		t.Errorf("101 frames took %d writes, want 2", g.writes)
 	}
 	g.mu.Unlock()
-	c.fail(&connFailure{kind: failClosed, addr: "gate"})
+	c.fail(&Ended{kind: failClosed, addr: "gate"})
 	wg.Wait()
 }
 
@@ -156,8 +156,8 @@ func (n *fakeNet) SetWriteDeadline(time.Time) error { return nil }
 
 func (n *fakeNet) Close() error { n.closeOnce.Do(func() { close(n.closed) }); return nil }
 
-func testConn(nc net.Conn) *conn {
-	return &conn{nc: nc, addr: "fake", r: wire.NewReader(nc), interval: time.Hour, pending: make(map[uint32]*call),
+func testConn(nc net.Conn) *Conn {
+	return &Conn{nc: nc, addr: "fake", r: wire.NewReader(nc), interval: time.Hour, pending: make(map[uint32]*Request),
 		wsig: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -166,7 +166,7 @@ func testConn(nc net.Conn) *conn {
 func TestWriteSizeBoundedPerDeadline(t *testing.T) {
 	n := newFakeNet()
 	c := testConn(n)
-	key := strings.Repeat("k", MaxKey)
+	key := strings.Repeat("k", wire.MaxKey)
 	total := 0
 	c.mu.Lock() // queue everything before the writer runs: one coalesced batch
 	for total < 4<<20 {
@@ -196,7 +196,7 @@ func TestWriteSizeBoundedPerDeadline(t *testing.T) {
 		}
 	}
 	n.mu.Unlock()
-	c.fail(&connFailure{kind: failClosed, addr: "fake"})
+	c.fail(&Ended{kind: failClosed, addr: "fake"})
 	wg.Wait()
 }
 
@@ -213,18 +213,31 @@ func TestWriteErrorKeepsAnswersAlreadyReceived(t *testing.T) {
 	// The server's answer to request id 1 has arrived, unread, when the
 	// write fails.
 	n.reads <- wire.Append(nil, &wire.Frame{Type: wire.TypeReleased, ID: 1})
-	cl := newCall(wire.TypeRelease, "k")
+	cl := NewRequest(wire.TypeRelease, "k")
 	f := wire.Frame{Type: wire.TypeRelease, Token: 4, Key: []byte("k")}
-	if err := c.start(context.Background(), cl, &f); err != nil || cl.id != 1 {
-		t.Fatalf("start: id %d, %v", cl.id, err)
+	if err := c.Start(context.Background(), cl, &f); err != nil || cl.ID != 1 {
+		t.Fatalf("start: id %d, %v", cl.ID, err)
 	}
-	a := <-cl.res
-	if a.fail != nil || a.f.Type != wire.TypeReleased {
+	a := <-cl.Res
+	if a.Fail != nil || a.F.Type != wire.TypeReleased {
 		t.Fatalf("answer: %+v, want the R the server had sent", a)
 	}
 	<-c.done
-	if fl := c.failureCause(); fl.kind != failDrop || !strings.Contains(fl.cause.Error(), "broken pipe") {
+	if fl := c.failureCause(); fl.kind != failDrop || !strings.Contains(fl.Cause.Error(), "broken pipe") {
 		t.Errorf("failure %+v, want the write error", fl)
 	}
 	wg.Wait()
+}
+
+// waitUntil polls cond until it holds, failing the test after a long
+// deadline (a condition, never a fixed sleep).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

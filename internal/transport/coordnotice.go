@@ -1,4 +1,4 @@
-package ticketing
+package transport
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // reports that f was handled; a non-nil failure ends the connection. A
 // final answer (done false) goes through the pending table like every
 // other answer.
-func (c *conn) coordNotice(f *wire.Frame) (done bool, fl *connFailure) {
+func (c *Conn) coordNotice(f *wire.Frame) (done bool, fl *Ended) {
 	private := func() wire.Frame {
 		g := *f
 		g.Key = nil
@@ -41,7 +41,7 @@ func (c *conn) coordNotice(f *wire.Frame) (done bool, fl *connFailure) {
 		cl := c.pending[f.ID]
 		if cl == nil || cl.typ != wire.TypeCoord {
 			c.mu.Unlock()
-			return true, &connFailure{kind: failProtocol, addr: c.addr, cause: fmt.Errorf("a coordination Queued for request id %d, which is not a coordination request in flight", f.ID)}
+			return true, &Ended{kind: failProtocol, addr: c.addr, Cause: fmt.Errorf("a coordination Queued for request id %d, which is not a coordination request in flight", f.ID)}
 		}
 		c.freeLargeLocked(cl) // the server has read all of it
 		note := cl.note
