@@ -209,6 +209,21 @@ public final class TicketingLockProvider implements ExtensibleLockProvider, Auto
         return l != null && l.isValid() && l.state == FencedLock.HELD ? OptionalLong.of(l.token()) : OptionalLong.empty();
     }
 
+    /**
+     * How many locks this provider holds now (unlocked ones still kept for lockAtLeastFor included).
+     *
+     * @return the count
+     */
+    public int heldCount() {
+        int n = 0;
+        for (FencedLock l : held.values()) {
+            if (l.state != FencedLock.ACQUIRING && l.isValid()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     @Override
     public Optional<SimpleLock> lock(LockConfiguration config) {
         if (closed) {

@@ -189,6 +189,10 @@ public final class TicketingLock implements Lock {
         throw new UnsupportedOperationException("lock " + key + ": conditions are not supported by distributed locks");
     }
 
+    boolean isHeld() {
+        return owner != null;
+    }
+
     boolean unusedSince(long nowNanos, Duration age) {
         return owner == null && nowNanos - lastUsedNanos > age.toNanos();
     }

@@ -167,6 +167,21 @@ public final class TicketingLockRegistry implements ExpirableLockRegistry, AutoC
     }
 
     /**
+     * How many of this registry's locks a thread of this process holds now.
+     *
+     * @return the count
+     */
+    public int heldCount() {
+        int n = 0;
+        for (TicketingLock l : locks.values()) {
+            if (l.isHeld()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /**
      * The coordination node of the locks.
      *
      * @return the node's path
