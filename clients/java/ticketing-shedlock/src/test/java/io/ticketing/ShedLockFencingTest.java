@@ -124,4 +124,18 @@ class ShedLockFencingTest {
             assertEquals(0, rs.getInt(1), "the stale holder wrote nothing");
         }
     }
+
+    /** Closing a provider releases its locks on the server: another process takes them at once. */
+    @Test
+    void closeReleasesTheLocks() {
+        try (TicketingLockProvider closing = TicketingLockProvider.create(brokerB)) {
+            closing.lock(config("closing-ticket", Duration.ofSeconds(60))).orElseThrow();
+            closing.lock(config("closing-semaphore", Duration.ofMinutes(5))).orElseThrow();
+            assertEquals(2, closing.heldCount());
+        }
+        SimpleLock t = a.lock(config("closing-ticket", Duration.ofSeconds(60))).orElseThrow();
+        SimpleLock s = a.lock(config("closing-semaphore", Duration.ofMinutes(5))).orElseThrow();
+        t.unlock();
+        s.unlock();
+    }
 }

@@ -96,4 +96,16 @@ class LockRegistryTest {
         l.unlock();
         assertEquals(0, l.token());
     }
+
+    /** expireUnusedOlderThan forgets idle locks and keeps held ones. */
+    @Test
+    void expiryForgetsOnlyIdleLocks() throws Exception {
+        TicketingLock held = a.obtain("kept");
+        TicketingLock idle = a.obtain("idle");
+        assertTrue(held.tryLock(5, TimeUnit.SECONDS));
+        a.expireUnusedOlderThan(0);
+        assertSame(held, a.obtain("kept"), "a held lock stays");
+        assertNotSame(idle, a.obtain("idle"), "an idle lock is forgotten");
+        held.unlock();
+    }
 }

@@ -363,6 +363,10 @@ public final class TicketingLockProvider implements ExtensibleLockProvider, Auto
             fresh.ticket = null;
         }
         if (!held.replace(old.name, old, fresh)) {
+            // The old lock was taken for ended meanwhile: give back what the extension took.
+            if (fresh.lease != old.lease && fresh.lease != null) {
+                fresh.lease.releaseBlocking();
+            }
             return false;
         }
         fresh.state = FencedLock.HELD;
@@ -395,8 +399,17 @@ public final class TicketingLockProvider implements ExtensibleLockProvider, Auto
     void releaseNow(FencedLock l) {
         l.cancelTimers();
         try {
-            if (l.lease != null) {
-                l.lease.releaseBlocking();
+            Lease lease = l.lease;
+            if (lease != null) {
+                boolean stood = lease.isValid();
+                try {
+                    lease.releaseBlocking();
+                } catch (RuntimeException e) {
+                    if (stood) {
+                        throw e;
+                    }
+                    // the hold had ended already (its session, a forced delete): nothing left to release
+                }
             } else {
                 releaseTicket(l.ticket);
             }

@@ -190,11 +190,13 @@ public final class TicketingLock implements Lock {
     }
 
     boolean isHeld() {
-        return owner != null;
+        Lease l = lease;
+        return owner != null && l != null && l.isValid();
     }
 
+    /** Neither held nor waited for in this process, and idle for age. */
     boolean unusedSince(long nowNanos, Duration age) {
-        return owner == null && nowNanos - lastUsedNanos > age.toNanos();
+        return owner == null && !permit.hasQueuedThreads() && permit.availablePermits() == 1 && nowNanos - lastUsedNanos > age.toNanos();
     }
 
     private static InterruptedException interrupted(CancellationException e) {
