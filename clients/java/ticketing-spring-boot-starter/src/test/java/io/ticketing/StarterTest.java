@@ -168,6 +168,9 @@ class StarterTest {
                         Duration.ofMinutes(10), Duration.ZERO)).orElseThrow();
                 assertTrue(provider.tokenOf("job").orElseThrow() > 0);
                 assertEquals(1.0, meters.get("ticketing.shedlock.held").gauge().value());
+                Object health = ctx.getBean("ticketingHealthIndicator");
+                assertEquals(1, details(health).get("shedlockHeld"), "the health indicator's details: " + details(health));
+                assertEquals(0, details(health).get("lockRegistryHeld"));
                 lock.unlock();
                 assertEquals(0.0, meters.get("ticketing.shedlock.held").gauge().value());
 

@@ -35,7 +35,8 @@ import org.springframework.context.annotation.Configuration;
  * ({@code TicketingLockRegistry}, {@code ticketing.lock-registry.*}); each
  * unless the application defines its own, with a gauge of the locks it holds
  * ({@code ticketing.shedlock.held}, {@code ticketing.lock.registry.held})
- * when Micrometer is there.
+ * when Micrometer is there, and the same counts in the health indicator's
+ * details ({@code shedlockHeld}, {@code lockRegistryHeld}).
  */
 @AutoConfiguration(after = TaskExecutionAutoConfiguration.class)
 @ConditionalOnClass(TicketBroker.class)
@@ -101,6 +102,22 @@ public class TicketingAutoConfiguration {
                     .sessionTimeout(s.getSessionTimeout()).build();
         }
 
+        @Bean
+        HeldLocks ticketingShedLockHeld(ObjectProvider<io.ticketing.shedlock.TicketingLockProvider> provider) {
+            return new HeldLocks() {
+                @Override
+                public String name() {
+                    return "shedlockHeld";
+                }
+
+                @Override
+                public int held() {
+                    io.ticketing.shedlock.TicketingLockProvider p = provider.getIfUnique();
+                    return p == null ? 0 : p.heldCount();
+                }
+            };
+        }
+
         @Configuration(proxyBeanMethods = false)
         @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
         static class Meters {
@@ -128,6 +145,22 @@ public class TicketingAutoConfiguration {
                     .sessionTimeout(s.getSessionTimeout()).build();
         }
 
+        @Bean
+        HeldLocks ticketingLockRegistryHeld(ObjectProvider<io.ticketing.spring.integration.TicketingLockRegistry> registry) {
+            return new HeldLocks() {
+                @Override
+                public String name() {
+                    return "lockRegistryHeld";
+                }
+
+                @Override
+                public int held() {
+                    io.ticketing.spring.integration.TicketingLockRegistry r = registry.getIfUnique();
+                    return r == null ? 0 : r.heldCount();
+                }
+            };
+        }
+
         @Configuration(proxyBeanMethods = false)
         @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
         static class Meters {
@@ -139,6 +172,29 @@ public class TicketingAutoConfiguration {
                         .description("Spring Integration locks this process holds").register(r)));
             }
         }
+    }
+
+    /** A count of locks held, for the health indicator's details. */
+    interface HeldLocks {
+        /**
+         * The detail's name.
+         *
+         * @return the name
+         */
+        String name();
+
+        /**
+         * The count now.
+         *
+         * @return the locks held
+         */
+        int held();
+    }
+
+    static java.util.Map<String, Object> heldLocks(ObjectProvider<HeldLocks> held) {
+        java.util.Map<String, Object> m = new java.util.TreeMap<>();
+        held.orderedStream().forEach(h -> m.put(h.name(), h.held()));
+        return m;
     }
 
     static TlsMode tls(TicketingProperties.Tls t) {
@@ -184,8 +240,8 @@ public class TicketingAutoConfiguration {
     static class Boot3Health {
         @Bean
         @ConditionalOnMissingBean(name = "ticketingHealthIndicator")
-        TicketingHealthIndicator ticketingHealthIndicator(TicketBroker broker) {
-            return new TicketingHealthIndicator(broker);
+        TicketingHealthIndicator ticketingHealthIndicator(TicketBroker broker, ObjectProvider<HeldLocks> held) {
+            return new TicketingHealthIndicator(broker, () -> heldLocks(held));
         }
     }
 
@@ -195,8 +251,8 @@ public class TicketingAutoConfiguration {
     static class Boot4Health {
         @Bean
         @ConditionalOnMissingBean(name = "ticketingHealthIndicator")
-        TicketingBoot4HealthIndicator ticketingHealthIndicator(TicketBroker broker) {
-            return new TicketingBoot4HealthIndicator(broker);
+        TicketingBoot4HealthIndicator ticketingHealthIndicator(TicketBroker broker, ObjectProvider<HeldLocks> held) {
+            return new TicketingBoot4HealthIndicator(broker, () -> heldLocks(held));
         }
     }
 }
