@@ -23,6 +23,8 @@ class ConfigurationMetadataTest {
             }
         }
         for (String p : new String[] {"ticketing.addrs", "ticketing.token", "ticketing.tls.mode", "ticketing.connect-wait", "ticketing.cluster-id",
+                "ticketing.shedlock.enabled", "ticketing.shedlock.node", "ticketing.shedlock.prefix", "ticketing.shedlock.session-timeout",
+                "ticketing.lock-registry.enabled", "ticketing.lock-registry.node", "ticketing.lock-registry.session-timeout",
                 "ticketing.transaction.retry.enabled", "ticketing.transaction.retry.max-attempts",
                 "ticketing.transaction.retry.fast-backoff-base-ms", "ticketing.transaction.retry.slow-cap-backoff-ms"}) {
             assertTrue(all.indexOf("\"name\": \"" + p + "\"") >= 0, p + " is not described in the configuration metadata");

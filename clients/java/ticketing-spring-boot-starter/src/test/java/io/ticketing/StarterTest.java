@@ -147,6 +147,50 @@ class StarterTest {
         assertTrue(t.getMessage().contains("32 hex digits"), e.toString());
     }
 
+    /**
+     * With ticketing-shedlock and ticketing-spring-integration on the class
+     * path, the application gets the coordination client, a ShedLock
+     * provider and a lock registry on the broker, each with its settings and
+     * a gauge of the locks it holds; each can be switched off.
+     */
+    @Test
+    void coordinationShedLockAndTheLockRegistryOnTheBroker() throws Exception {
+        try (AutoCloseable cluster = TicketdAccess.start(1)) {
+            try (ConfigurableApplicationContext ctx = app("ticketing.addrs=" + TicketdAccess.addrs(cluster),
+                    "ticketing.shedlock.node=/jobs", "ticketing.lock-registry.session-timeout=5s")) {
+                ctx.getBean(TicketBroker.class).waitReadyBlocking(Duration.ofSeconds(30));
+                assertTrue(ctx.getBeanNamesForType(io.ticketing.coordination.CoordinationClient.class).length == 1);
+                var provider = ctx.getBean(io.ticketing.shedlock.TicketingLockProvider.class);
+                assertSame(provider, ctx.getBean(net.javacrumbs.shedlock.core.LockProvider.class));
+                assertEquals("/jobs", provider.node());
+                io.micrometer.core.instrument.MeterRegistry meters = ctx.getBean(io.micrometer.core.instrument.MeterRegistry.class);
+                var lock = provider.lock(new net.javacrumbs.shedlock.core.LockConfiguration(java.time.Instant.now(), "job",
+                        Duration.ofMinutes(10), Duration.ZERO)).orElseThrow();
+                assertTrue(provider.tokenOf("job").orElseThrow() > 0);
+                assertEquals(1.0, meters.get("ticketing.shedlock.held").gauge().value());
+                Object health = ctx.getBean("ticketingHealthIndicator");
+                assertEquals(1, details(health).get("shedlockHeld"), "the health indicator's details: " + details(health));
+                assertEquals(0, details(health).get("lockRegistryHeld"));
+                lock.unlock();
+                assertEquals(0.0, meters.get("ticketing.shedlock.held").gauge().value());
+
+                var registry = ctx.getBean(io.ticketing.spring.integration.TicketingLockRegistry.class);
+                assertSame(registry, ctx.getBean(org.springframework.integration.support.locks.LockRegistry.class));
+                var l = registry.obtain("orders");
+                assertTrue(l.tryLock(5, TimeUnit.SECONDS));
+                assertTrue(l.token() > 0);
+                assertEquals(1.0, meters.get("ticketing.lock.registry.held").gauge().value());
+                l.unlock();
+                assertEquals(0.0, meters.get("ticketing.lock.registry.held").gauge().value());
+            }
+        }
+        try (ConfigurableApplicationContext ctx = app("ticketing.addrs=127.0.0.1:1", "ticketing.shedlock.enabled=false",
+                "ticketing.lock-registry.enabled=false")) {
+            assertEquals(0, ctx.getBeanNamesForType(net.javacrumbs.shedlock.core.LockProvider.class).length);
+            assertEquals(0, ctx.getBeanNamesForType(org.springframework.integration.support.locks.LockRegistry.class).length);
+        }
+    }
+
     @Test
     void noAddressesNoBroker() {
         try (ConfigurableApplicationContext ctx = app()) {

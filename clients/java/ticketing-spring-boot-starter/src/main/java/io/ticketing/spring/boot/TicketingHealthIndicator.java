@@ -1,15 +1,19 @@
 package io.ticketing.spring.boot;
 
 import io.ticketing.TicketBroker;
+import java.util.Map;
+import java.util.function.Supplier;
 import org.springframework.boot.actuate.health.Health;
 import org.springframework.boot.actuate.health.HealthIndicator;
 
 /**
  * The {@code ticketing} health indicator on Spring Boot 3: UP while the
- * broker has a live session with the leader, DOWN with the reason otherwise.
+ * broker has a live session with the leader, DOWN with the reason otherwise;
+ * with the locks held by what shares the broker's connection as details.
  */
 public final class TicketingHealthIndicator implements HealthIndicator {
     private final TicketBroker broker;
+    private final Supplier<Map<String, Object>> details;
 
     /**
      * An indicator for one broker.
@@ -17,14 +21,26 @@ public final class TicketingHealthIndicator implements HealthIndicator {
      * @param broker the broker whose session is reported
      */
     public TicketingHealthIndicator(TicketBroker broker) {
+        this(broker, Map::of);
+    }
+
+    /**
+     * An indicator for one broker, with details of what uses its connection
+     * (the locks the ShedLock provider and the lock registry hold).
+     *
+     * @param broker the broker whose session is reported
+     * @param details the details to add, read at each check
+     */
+    public TicketingHealthIndicator(TicketBroker broker, Supplier<Map<String, Object>> details) {
         this.broker = broker;
+        this.details = details;
     }
 
     @Override
     public Health health() {
         if (broker.isConnected()) {
-            return Health.up().build();
+            return Health.up().withDetails(details.get()).build();
         }
-        return Health.down().withDetail("reason", broker.connectionProblem().orElse("not connected")).build();
+        return Health.down().withDetail("reason", broker.connectionProblem().orElse("not connected")).withDetails(details.get()).build();
     }
 }

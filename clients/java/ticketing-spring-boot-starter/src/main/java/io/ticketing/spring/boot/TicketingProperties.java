@@ -25,6 +25,10 @@ public class TicketingProperties {
     private String clusterId = "";
     /** TLS settings. */
     private final Tls tls = new Tls();
+    /** The ShedLock provider's settings. */
+    private final Shedlock shedlock = new Shedlock();
+    /** The Spring Integration lock registry's settings. */
+    private final LockRegistry lockRegistry = new LockRegistry();
 
     /**
      * The cluster the client is pinned to.
@@ -192,5 +196,197 @@ public class TicketingProperties {
      */
     public Tls getTls() {
         return tls;
+    }
+
+    /**
+     * The ShedLock provider's settings.
+     *
+     * @return the settings
+     */
+    public Shedlock getShedlock() {
+        return shedlock;
+    }
+
+    /**
+     * The Spring Integration lock registry's settings.
+     *
+     * @return the settings
+     */
+    public LockRegistry getLockRegistry() {
+        return lockRegistry;
+    }
+
+    /** {@code ticketing.shedlock.*}: the ShedLock provider (module ticketing-shedlock). */
+    public static class Shedlock {
+        /** The defaults. */
+        public Shedlock() {}
+
+        /** Whether to configure the ShedLock provider when its module is on the class path. */
+        private boolean enabled = true;
+        /** The coordination node of its semaphores (created when missing). */
+        private String node = "/shedlock";
+        /** The prefix of its ticket keys and semaphore names. */
+        private String prefix = "shedlock/";
+        /** Its coordination session's timeout: how long its holds outlive a dead process. */
+        private Duration sessionTimeout = Duration.ofSeconds(10);
+
+        /**
+         * Whether it is configured.
+         *
+         * @return true unless switched off
+         */
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        /**
+         * Switches it on or off.
+         *
+         * @param enabled whether to configure it
+         */
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        /**
+         * The coordination node.
+         *
+         * @return its path
+         */
+        public String getNode() {
+            return node;
+        }
+
+        /**
+         * Sets the coordination node.
+         *
+         * @param node its path
+         */
+        public void setNode(String node) {
+            this.node = node;
+        }
+
+        /**
+         * The prefix of keys and names.
+         *
+         * @return the prefix
+         */
+        public String getPrefix() {
+            return prefix;
+        }
+
+        /**
+         * Sets the prefix of keys and names.
+         *
+         * @param prefix the prefix
+         */
+        public void setPrefix(String prefix) {
+            this.prefix = prefix;
+        }
+
+        /**
+         * The session's timeout.
+         *
+         * @return the timeout
+         */
+        public Duration getSessionTimeout() {
+            return sessionTimeout;
+        }
+
+        /**
+         * Sets the session's timeout.
+         *
+         * @param sessionTimeout the timeout
+         */
+        public void setSessionTimeout(Duration sessionTimeout) {
+            this.sessionTimeout = sessionTimeout;
+        }
+    }
+
+    /** {@code ticketing.lock-registry.*}: the Spring Integration lock registry (module ticketing-spring-integration). */
+    public static class LockRegistry {
+        /** The defaults. */
+        public LockRegistry() {}
+
+        /** Whether to configure the lock registry when its module is on the class path. */
+        private boolean enabled = true;
+        /** The coordination node of its semaphores (created when missing). */
+        private String node = "/spring-integration";
+        /** The prefix of its ticket keys and semaphore names. */
+        private String prefix = "lock/";
+        /** Its coordination session's timeout: how long its holds outlive a dead process. */
+        private Duration sessionTimeout = Duration.ofSeconds(10);
+
+        /**
+         * Whether it is configured.
+         *
+         * @return true unless switched off
+         */
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        /**
+         * Switches it on or off.
+         *
+         * @param enabled whether to configure it
+         */
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        /**
+         * The coordination node.
+         *
+         * @return its path
+         */
+        public String getNode() {
+            return node;
+        }
+
+        /**
+         * Sets the coordination node.
+         *
+         * @param node its path
+         */
+        public void setNode(String node) {
+            this.node = node;
+        }
+
+        /**
+         * The prefix of keys and names.
+         *
+         * @return the prefix
+         */
+        public String getPrefix() {
+            return prefix;
+        }
+
+        /**
+         * Sets the prefix of keys and names.
+         *
+         * @param prefix the prefix
+         */
+        public void setPrefix(String prefix) {
+            this.prefix = prefix;
+        }
+
+        /**
+         * The session's timeout.
+         *
+         * @return the timeout
+         */
+        public Duration getSessionTimeout() {
+            return sessionTimeout;
+        }
+
+        /**
+         * Sets the session's timeout.
+         *
+         * @param sessionTimeout the timeout
+         */
+        public void setSessionTimeout(Duration sessionTimeout) {
+            this.sessionTimeout = sessionTimeout;
+        }
     }
 }
