@@ -305,6 +305,14 @@ func TestRestartKnowsAReaddedIncarnationFromTheLog(t *testing.T) {
 	if reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: cluster, Incarnation: 42}, ""); !strings.Contains(reason, "removed and added back") {
 		t.Fatalf("p1's old directory: refusal %q", reason)
 	}
+	// Stating its own admission (before the one of 43) changes nothing.
+	rec := n.id.recordOf("p1")
+	if rec.Index <= 1 {
+		t.Fatalf("p1's record read from the log: %+v, want its entry's index", rec)
+	}
+	if reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: cluster, Incarnation: 42, Admitted: rec.Index - 1}, ""); !strings.Contains(reason, "removed and added back") {
+		t.Fatalf("p1's old directory stating its admission: refusal %q", reason)
+	}
 }
 
 // TestSnapshotsKeepUpWithAGrowingState: while every operation adds a

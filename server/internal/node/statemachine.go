@@ -47,6 +47,7 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	}
 	m.marked.Do(m.mark)
 	b, err := fsm.DecodeBatch(l.Data)
+	b.Index = l.Index // recorded with admissions
 	if err != nil {
 		// A committed entry that does not decode: this replica can no longer
 		// follow the log faithfully, so it stops rather than diverge.
