@@ -162,7 +162,7 @@ type State struct {
 	members  map[string]string // node id -> client address
 	cluster  ClusterID
 	admitted map[string]Admission // participants (see OpAdmit)
-	coord    *coordsm.State    // coordination nodes, sessions and semaphores
+	coord    *coordsm.State       // coordination nodes, sessions and semaphores
 	// heldBy counts the holds of each principal (Hold.Principal), derived
 	// from holds: the leader reads it for per-principal quotas.
 	heldBy map[string]int

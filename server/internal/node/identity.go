@@ -70,7 +70,7 @@ type identity struct {
 	settledPeer    string
 	settledCluster fsm.ClusterID
 	known          map[string]fsm.Admission // participants in this directory's log at start (applied or not): their records
-	knownUpTo      uint64            // the last index of that log
+	knownUpTo      uint64                   // the last index of that log
 	conns          map[*hsConn]fsm.ClusterID
 	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
