@@ -46,6 +46,23 @@ import (
 // young cluster whose first leader failed, F7). It is accepted and catches
 // up through Raft. A different incarnation is a directory that lost its
 // data and started again: refused.
+//
+// A settled peer whose incarnation is not the one recorded for its node id
+// is either the directory from before that id was removed and added back
+// (refused: it lacks what was committed since), or the directory that
+// replaced it, met by a server that has not read the re-admission yet (a
+// server that was down, or catches up by replaying the log or from an
+// older snapshot; often that peer is its leader, and refusing it keeps the
+// server behind for as long as it leads). The order of the admissions
+// tells them apart: each record keeps the log index of its entry, and
+// every server states in the handshake (version 4) the index of its own
+// admission in its applied state. Applied entries are committed, and
+// committed entries form one history in which the old directory's
+// admission comes before its removal, which comes before the re-admission:
+// a peer admitted after the record this server holds is newer than that
+// record, one admitted at or before it is the old directory. An index of 0
+// (not applied yet, or recorded by an earlier version) proves nothing and
+// the peer is refused as before; it tries again at its next connection.
 
 // identity is this server's side of the handshake.
 type identity struct {
