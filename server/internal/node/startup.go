@@ -240,10 +240,19 @@ func (n *Node) startRaft(rc *raft.Config, start *fsm.State) error {
 		}
 	}
 	n.fsm.snapshotEvery = cfg.SnapshotThreshold
+	n.fsm.incarnation = n.id.incarnation
 	n.fsm.snapshotNow = func() {
-		defer n.fsm.snapshotting.Store(false)
-		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
-			cfg.Logger.Warn("snapshot failed", "err", err)
+		for {
+			n.fsm.ownAdmission.Store(false)
+			if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
+				cfg.Logger.Warn("snapshot failed", "err", err)
+			}
+			n.fsm.snapshotting.Store(false)
+			// This server's own admission, applied while this snapshot was
+			// under way (it may not be in it): one more.
+			if !n.fsm.ownAdmission.Load() || !n.fsm.snapshotting.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}
 	if start != nil {
