@@ -62,7 +62,9 @@ import (
 // a peer admitted after the record this server holds is newer than that
 // record, one admitted at or before it is the old directory. An index of 0
 // (not applied yet, or recorded by an earlier version) proves nothing and
-// the peer is refused as before; it tries again at its next connection.
+// the peer is refused as before; it tries again at its next connection. A
+// server snapshots once it has applied its own admission (statemachine.go),
+// so a restart does not take the index away until Raft applies the log.
 
 // identity is this server's side of the handshake.
 type identity struct {
