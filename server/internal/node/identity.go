@@ -107,8 +107,8 @@ func (m *identity) self() peerInfo {
 // ownAdmission is the log index of the admission that recorded this data
 // directory's incarnation for this node id, in the applied state (entries
 // committed, so in the one history every member shares), or 0 if the
-// applied state has none yet. A server that restarted states 0 until Raft
-// applies its log again; a peer that refuses it for that tries again later.
+// applied state has none yet. After a restart the applied state is the
+// newest snapshot, taken once that admission was applied (statemachine.go).
 func (m *identity) ownAdmission() uint64 {
 	if m.fsm == nil {
 		return 0
