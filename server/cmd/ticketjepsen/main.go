@@ -36,7 +36,7 @@ func main() {
 	flag.IntVar(&cfg.Workers, "workers", 6, "client workers, each with its own connection")
 	flag.IntVar(&cfg.Keys, "keys", 4, "contended keys")
 	flag.DurationVar(&cfg.Hold, "hold", 3*time.Second, "mean `duration` of one fault")
-	flag.StringVar(&cfg.Dir, "dir", "", "`directory` for data, logs and the visualization (default: a new temporary directory, kept)")
+	flag.StringVar(&cfg.Dir, "dir", "", "`directory` for data, logs and the visualization, created if missing (default: a new temporary directory, kept)")
 	flag.StringVar(&cfg.Ticketd, "ticketd", "", "ticketd `binary` (default: built from this module with -tags stallhook; the stall-after-commit fault needs that hook)")
 	flag.StringVar(&kinds, "faults", "", "comma-separated fault `kinds` (default: all): "+allKinds()+"; also quiet (no fault: counts elections a healthy cluster holds)")
 	flag.StringVar(&check, "check", "", "check the history.txt `file` of an earlier run instead of running")

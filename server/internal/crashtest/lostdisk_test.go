@@ -242,3 +242,70 @@ func TestRestoreRefusesAMembersDataDirectory(t *testing.T) {
 		t.Fatalf("the restored cluster has ID %q; the old one was %s", st.ClusterID, id)
 	}
 }
+
+// TestServerBehindAcceptsReaddedLeader: four servers; n4 stops; n2's disk
+// is replaced as documented (members remove, an empty directory, join,
+// members add: a new incarnation, recorded by n1 and n3), 10 grants, and n2
+// becomes leader. n4 then starts with a log that records n2's first
+// incarnation only: the entry that re-added n2 is on the leader, which n4
+// must accept to receive it. n4 catches up and holds every grant (before,
+// it refused n2 as an older directory of a re-added id and stayed behind
+// for as long as n2 led). n2's old directory is still refused: see
+// TestReaddedIDRefusesItsOldDirectory.
+func TestServerBehindAcceptsReaddedLeader(t *testing.T) {
+	c := startCluster(t, 4)
+	n1, n2, n4 := c.procs[0], c.procs[1], c.procs[3]
+	all := strings.Join(c.addrs(), ",")
+	var id string
+	waitFor(t, startTimeout, "one cluster ID on all servers", func() bool {
+		ids := map[string]bool{}
+		for _, p := range c.procs {
+			st, err := adminStatus(p.client)
+			if err != nil || st.ClusterID == "" || st.ClusterID == "none" {
+				return false
+			}
+			ids[st.ClusterID], id = true, st.ClusterID
+		}
+		return len(ids) == 1
+	}, c.procs...)
+	for i := 0; i < 5; i++ {
+		grantKey(t, c.addrs(), fmt.Sprintf("before/%d", i), byte(i))
+	}
+	if c.procs[c.leader()] != n1 {
+		if code, out, errs := ctl(t, "--addr", all, "leader", "transfer", "n1"); code != 0 {
+			t.Fatalf("leader transfer to n1: %d %s %s", code, out, errs)
+		}
+	}
+	n4.kill()
+	replaceDisk(t, n2, all)
+	waitFor(t, startTimeout, "the new n2 caught up as a voter", func() bool {
+		st, err := adminStatus(n1.client)
+		if err != nil {
+			return false
+		}
+		voter, found := memberOf(st, "n2")
+		st2, err := adminStatus(n2.client)
+		return err == nil && found && voter && st2.ClusterID == id
+	}, c.procs[:3]...)
+	var last uint64
+	for i := 0; i < 10; i++ {
+		last = grantKey(t, c.addrs()[:3], fmt.Sprintf("after/%d", i), byte(i))
+	}
+	if code, out, errs := ctl(t, "--addr", all, "leader", "transfer", "n2"); code != 0 {
+		t.Fatalf("leader transfer to n2: %d %s %s", code, out, errs)
+	}
+	waitFor(t, startTimeout, "n2 leads", func() bool { st, err := adminStatus(n2.client); return err == nil && st.Role == "leader" }, n2)
+
+	n4.start()
+	const why = "older data directory of a node id that was removed and added back"
+	waitFor(t, startTimeout, "n4 catches up from its leader n2", func() bool {
+		if strings.Contains(n4.log(), why) {
+			t.Fatalf("n4 refused its leader n2, whose re-admission its log does not hold yet:\n%s", n4.logTail(10))
+		}
+		st, err := adminStatus(n4.client)
+		return err == nil && st.LastToken >= last
+	}, n2, n4)
+	if tok := grantKey(t, c.addrs(), "after/next", 99); tok <= last {
+		t.Fatalf("token %d granted after %d: tokens went backwards", tok, last)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
 // upgradeFrom is the ticketd a running cluster is upgraded from in
@@ -20,6 +22,11 @@ const upgradeFrom = "1bcf4b20cdb773b84557f64e15772d3034fe5660"
 // before the log store: its data directories are migrated at the first
 // start of this one.
 const lastBolt = "8b052303ca255e581410dddf41bd792def4c126d"
+
+// beforeAdmissionIndexes is the last ticketd whose Raft handshake is
+// version 3 and whose snapshots are format 4: participant records without
+// the log index of their admission.
+const beforeAdmissionIndexes = "f3324de70e695b0c4866fe5c647c7334761024d4"
 
 var lastBoltBuild struct {
 	once sync.Once
@@ -90,6 +97,63 @@ func buildAt(t *testing.T, commit, dir string) string {
 // grants, and tokens keep rising throughout.
 func TestUpgradeOneServerAtATime(t *testing.T) {
 	rollingUpgrade(t, buildAt(t, upgradeFrom, t.TempDir()), nil)
+}
+
+// TestUpgradeFromHandshakeVersion3: a three-server cluster of the version
+// before admission indexes, with the cluster secret, is upgraded one server
+// at a time, followers first: an upgraded server says hello in version 4,
+// and to an older one (which closes the connection unanswered) in version
+// 3 with the proof of the secret; the older one challenges it in version 3.
+// The cluster keeps its ID and grants, and tokens keep rising.
+func TestUpgradeFromHandshakeVersion3(t *testing.T) {
+	old := buildAt(t, beforeAdmissionIndexes, t.TempDir())
+	base := t.TempDir()
+	cfgFile := filepath.Join(base, "ticketd.toml")
+	if err := os.WriteFile(cfgFile, []byte(clusterConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ps []*proc
+	for i := 1; i <= 3; i++ {
+		p := newProc(t, fmt.Sprintf("n%d", i), base, "--config", cfgFile)
+		p.bin, p.secret = old, testcluster.RaftSecretFile(t)
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		p.extra = append(p.extra, "--bootstrap", peers(ps...))
+		p.start()
+	}
+	c := &cluster{t: t, procs: ps}
+	for _, p := range ps {
+		p.mustReady()
+	}
+	var last uint64
+	for i := 0; i < 5; i++ {
+		last = grantKey(t, c.addrs(), fmt.Sprintf("upgrade/%d", i), byte(i))
+	}
+	id := statusOf(t, ps[c.leader()]).ClusterID
+	leader := c.leader()
+	for step, i := range []int{(leader + 1) % 3, (leader + 2) % 3, leader} {
+		p := ps[i]
+		p.stop()
+		p.bin = ""
+		p.start()
+		p.mustReady()
+		tok := grantKey(t, c.addrs(), fmt.Sprintf("upgrade/step%d", step), byte(10+step))
+		if tok <= last {
+			t.Fatalf("after upgrading %s: token %d, not above %d", p.id, tok, last)
+		}
+		last = tok
+	}
+	for _, p := range ps {
+		if st := statusOf(t, p); st.ClusterID != id {
+			t.Fatalf("%s is in cluster %s after the upgrade, was %s", p.id, st.ClusterID, id)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if holder(t, c.addrs(), fmt.Sprintf("upgrade/%d", i)) == 0 {
+			t.Fatalf("upgrade/%d lost its grant in the upgrade", i)
+		}
+	}
 }
 
 // TestUpgradeMigratesRaftLog: a cluster of the last version whose Raft log

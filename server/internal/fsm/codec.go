@@ -193,8 +193,10 @@ var snapshotMagic = [4]byte{'T', 'K', 'S', 'N'}
 // Version 3 adds each hold's principal (who it was granted to) after the
 // hold's other fields; versions 1 and 2 are read with no principals.
 // Version 4 adds each participant's incarnation (u64, 0 if unknown) after
-// its node id; older versions are read with incarnation 0.
-const snapshotVersion = 4
+// its node id; older versions are read with incarnation 0. Version 5 adds
+// the log index of each participant's admission (u64, 0 if unknown) after
+// its incarnation; older versions are read with index 0.
+const snapshotVersion = 5
 
 // ErrSnapshotVersion reports a snapshot written by a newer ticketd.
 var ErrSnapshotVersion = errors.New("fsm: snapshot format is newer than this ticketd")
@@ -243,7 +245,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	buf = binary.AppendUvarint(buf, uint64(len(parts)))
 	for _, id := range parts {
 		buf = appendStr(buf, id)
-		buf = binary.BigEndian.AppendUint64(buf, s.admitted[id])
+		a := s.admitted[id]
+		buf = binary.BigEndian.AppendUint64(buf, a.Incarnation)
+		buf = binary.BigEndian.AppendUint64(buf, a.Index)
 	}
 	// The coordination section stays last: it is read only when present.
 	buf = s.coord.AppendSnapshot(buf)
@@ -317,11 +321,14 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		}
 		for i := uint64(0); i < np && d.Err == nil; i++ {
 			id := d.Str("participant")
-			var inc uint64
+			var a Admission
 			if version >= 4 {
-				inc = d.U64("participant incarnation")
+				a.Incarnation = d.U64("participant incarnation")
 			}
-			s.admitted[id] = inc
+			if version >= 5 {
+				a.Index = d.U64("participant admission index")
+			}
+			s.admitted[id] = a
 		}
 	}
 	if d.Err == nil && len(d.B) > 0 && d.B[0] == coordsm.SectionTag {

@@ -45,6 +45,8 @@ const (
 	// Incarnation, when not zero, is the participant's data-directory
 	// incarnation: a participant without the cluster ID but with this
 	// incarnation is the same directory lagging behind, not a wiped one.
+	// The record keeps the log index of its entry (Batch.Index): of two
+	// records of one node id, the later one is the later admission.
 	OpAdmit OpKind = 17
 	// OpForget drops NodeID from the participants (members add of a server
 	// that was removed, or lost its data and is added back empty).
@@ -83,6 +85,10 @@ type Op struct {
 type Batch struct {
 	Time int64
 	Ops  []Op
+	// Index is the Raft log index of the entry, set by whoever applies it
+	// (not encoded: the log stores it beside the batch); 0 if unknown. An
+	// admission records it.
+	Index uint64
 }
 
 // Status is the outcome of one Op.
@@ -155,8 +161,8 @@ type State struct {
 	order    *btree.BTreeG[string]
 	members  map[string]string // node id -> client address
 	cluster  ClusterID
-	admitted map[string]uint64 // participants and their incarnations, 0 if unknown (see OpAdmit)
-	coord    *coordsm.State    // coordination nodes, sessions and semaphores
+	admitted map[string]Admission // participants (see OpAdmit)
+	coord    *coordsm.State       // coordination nodes, sessions and semaphores
 	// heldBy counts the holds of each principal (Hold.Principal), derived
 	// from holds: the leader reads it for per-principal quotas.
 	heldBy map[string]int
@@ -164,8 +170,17 @@ type State struct {
 
 // New returns an empty state.
 func New() *State {
-	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]uint64), coord: coordsm.New(),
+	return &State{holds: make(map[string]Hold), order: newKeyOrder(), members: make(map[string]string), admitted: make(map[string]Admission), coord: coordsm.New(),
 		heldBy: make(map[string]int)}
+}
+
+// Admission is a participant's record: the incarnation of its data
+// directory (0 if unknown: an older ticketd) and the log index of the entry
+// that recorded it (0 if unknown: read from a snapshot written before
+// indexes were recorded).
+type Admission struct {
+	Incarnation uint64
+	Index       uint64
 }
 
 // Apply applies one committed batch and returns one result per op.
@@ -181,24 +196,24 @@ func (s *State) ApplyInto(b Batch, res []Result) []Result {
 	}
 	s.lastTime = now
 	for i := range b.Ops {
-		res = append(res, s.apply(now, &b.Ops[i]))
+		res = append(res, s.apply(now, b.Index, &b.Ops[i]))
 	}
 	return res
 }
 
 // apply routes op to the part of the state that owns its kind (kinds.go).
-func (s *State) apply(now int64, op *Op) Result {
+func (s *State) apply(now int64, index uint64, op *Op) Result {
 	switch owners[op.Kind] {
 	case ownerTickets, ownerCluster:
-		return s.applyTicket(now, op)
+		return s.applyTicket(now, index, op)
 	case ownerCoordination:
 		return s.applyCoord(now, op)
 	}
 	return Result{Status: Invalid}
 }
 
-// applyTicket applies a ticket or cluster identity op.
-func (s *State) applyTicket(now int64, op *Op) Result {
+// applyTicket applies a ticket or cluster identity op (index: its entry's).
+func (s *State) applyTicket(now int64, index uint64, op *Op) Result {
 	switch op.Kind {
 	case OpAcquire:
 		if op.LeaseMs == 0 || op.Key == "" {
@@ -267,7 +282,7 @@ func (s *State) applyTicket(now int64, op *Op) Result {
 			return Result{Status: Invalid}
 		}
 		if op.Kind == OpAdmit {
-			s.admitted[op.NodeID] = op.Incarnation
+			s.admitted[op.NodeID] = Admission{Incarnation: op.Incarnation, Index: index}
 		} else {
 			delete(s.admitted, op.NodeID)
 		}
@@ -366,7 +381,10 @@ func (s *State) Admitted(nodeID string) bool { _, ok := s.admitted[nodeID]; retu
 
 // Incarnation returns the data-directory incarnation recorded with
 // participant nodeID: 0 if it is not a participant or was recorded without one.
-func (s *State) Incarnation(nodeID string) uint64 { return s.admitted[nodeID] }
+func (s *State) Incarnation(nodeID string) uint64 { return s.admitted[nodeID].Incarnation }
+
+// AdmissionOf returns participant nodeID's record (zero if it is not one).
+func (s *State) AdmissionOf(nodeID string) Admission { return s.admitted[nodeID] }
 
 // Participants returns the participants, sorted.
 func (s *State) Participants() []string {
@@ -382,9 +400,9 @@ func (s *State) Participants() []string {
 func (s *State) Clone() *State {
 	c := &State{lastToken: s.lastToken, lastTime: s.lastTime, cluster: s.cluster,
 		holds: make(map[string]Hold, len(s.holds)), order: s.order.Clone(), members: make(map[string]string, len(s.members)),
-		admitted: make(map[string]uint64, len(s.admitted)), coord: s.coord.Clone()}
-	for id, inc := range s.admitted {
-		c.admitted[id] = inc
+		admitted: make(map[string]Admission, len(s.admitted)), coord: s.coord.Clone()}
+	for id, a := range s.admitted {
+		c.admitted[id] = a
 	}
 	for k, h := range s.holds {
 		c.holds[k] = h

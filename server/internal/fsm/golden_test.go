@@ -30,7 +30,7 @@ func goldenBatch() Batch {
 // what older servers read.
 func TestGoldenBytes(t *testing.T) {
 	rich := richCoordState(t)
-	rich.Apply(Batch{Time: rich.LastTime(), Ops: []Op{takeover("node-1", "10.0.0.1:5225"),
+	rich.Apply(Batch{Time: rich.LastTime(), Index: 42, Ops: []Op{takeover("node-1", "10.0.0.1:5225"),
 		{Kind: OpSetCluster, Cluster: ClusterID{0xc1, 0x05}}, {Kind: OpAdmit, NodeID: "n1", Incarnation: 7}, {Kind: OpAdmit, NodeID: "n2"},
 		acqBy("by-alice", ownerB, 900, "alice")}})
 	b := goldenBatch()
@@ -72,5 +72,22 @@ func TestGoldenBytes(t *testing.T) {
 		if !bytes.Equal(again, want) {
 			t.Errorf("%s: read and written again as\n%x\nwant\n%x", name, again, want)
 		}
+	}
+	// The same state as written in format 4, before admission indexes: read
+	// with every index 0 (unknown), the rest as it was.
+	old, err := os.ReadFile(filepath.Join("testdata", "golden", "rich-v4.snapshot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadSnapshot(bytes.NewReader(old))
+	if err != nil {
+		t.Fatalf("rich-v4.snapshot: %v", err)
+	}
+	if s.AdmissionOf("n1") != (Admission{Incarnation: 7}) || s.AdmissionOf("n2") != (Admission{}) || !s.Admitted("n2") {
+		t.Fatalf("rich-v4.snapshot: n1 %+v, n2 %+v", s.AdmissionOf("n1"), s.AdmissionOf("n2"))
+	}
+	s.Apply(Batch{Time: s.LastTime(), Index: 42, Ops: []Op{{Kind: OpAdmit, NodeID: "n1", Incarnation: 7}, {Kind: OpAdmit, NodeID: "n2"}}})
+	if got := snapshotBytes(t, s); !bytes.Equal(got, snapshotBytes(t, rich)) {
+		t.Errorf("rich-v4.snapshot with the indexes set: written\n%x\nwant\n%x", got, snapshotBytes(t, rich))
 	}
 }

@@ -80,3 +80,34 @@ func TestSnapshotFormat3ParticipantsWithoutIncarnation(t *testing.T) {
 		t.Fatalf("format 3: cluster %x, participants %v", s.Cluster(), s.Participants())
 	}
 }
+
+// TestAdmissionIndex: an admission records its entry's log index, a later
+// admission of the same node id replaces it, and the index survives a
+// snapshot and a clone; a new cluster ID forgets it with the participant.
+func TestAdmissionIndex(t *testing.T) {
+	s := New()
+	s.Apply(Batch{Time: 1, Index: 3, Ops: []Op{{Kind: OpSetCluster, Cluster: ClusterID{7}}, {Kind: OpAdmit, NodeID: "n1", Incarnation: 11}}})
+	s.Apply(Batch{Time: 2, Index: 9, Ops: []Op{{Kind: OpAdmit, NodeID: "n2", Incarnation: 21}}})
+	s.Apply(Batch{Time: 3, Index: 14, Ops: []Op{{Kind: OpForget, NodeID: "n2"}}})
+	s.Apply(Batch{Time: 4, Index: 15, Ops: []Op{{Kind: OpAdmit, NodeID: "n2", Incarnation: 22}}})
+	want := map[string]Admission{"n1": {11, 3}, "n2": {22, 15}}
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]*State{"applied": s, "snapshot": r, "clone": s.Clone()} {
+		for id, a := range want {
+			if got := st.AdmissionOf(id); got != a {
+				t.Errorf("%s: %s recorded as %+v, want %+v", name, id, got, a)
+			}
+		}
+	}
+	s.Apply(Batch{Time: 5, Index: 20, Ops: []Op{{Kind: OpSetCluster, Cluster: ClusterID{8}}}})
+	if s.AdmissionOf("n1") != (Admission{}) {
+		t.Fatalf("a new cluster ID must forget the admissions: n1 %+v", s.AdmissionOf("n1"))
+	}
+}

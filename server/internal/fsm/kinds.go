@@ -45,7 +45,7 @@ var ticketKinds = []kindSpec{
 	{OpTakeover, "takeover", ownerTickets, "The first entry of every new leader: records its client address, restarts every lease in full and detaches every coordination session."},
 	{OpReleaseOwner, "release owner", ownerTickets, "Ends the hold of Key if Owner is its current owner (a client whose acquire is indeterminate frees an orphaned grant)."},
 	{OpSetCluster, "set cluster", ownerCluster, "Gives the cluster its ID and forgets every participant (the first leader of a cluster, a restore)."},
-	{OpAdmit, "admit", ownerCluster, "Records NodeID, with its data-directory incarnation if known, as a participant that holds the cluster's log."},
+	{OpAdmit, "admit", ownerCluster, "Records NodeID, with its data-directory incarnation if known and the log index of its entry, as a participant that holds the cluster's log."},
 	{OpForget, "forget", ownerCluster, "Drops NodeID from the participants."},
 }
 

@@ -64,20 +64,8 @@ func TestShortRun(t *testing.T) {
 	}
 }
 
-// shortRunKinds is every kind but the two that replace a member while
-// others catch up: they meet F11 (docs/reliability.md: a server catching up
-// refuses a leader whose re-added incarnation it has not read yet, an
-// availability fault that is still open), so the short run would fail on a
-// known open fault. Long runs (ticketjepsen) draw every kind.
-func shortRunKinds() []FaultKind {
-	var kinds []FaultKind
-	for _, k := range AllFaults {
-		if k != ReAddOldDir && k != JoinLeaderKill {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds
-}
+// shortRunKinds is every kind of the long runs.
+func shortRunKinds() []FaultKind { return AllFaults }
 
 type testWriter struct{ t *testing.T }
 

@@ -17,24 +17,27 @@ var ErrRefused = errors.New("raft connection refused")
 // then run the check below and close the connection when it fails. Raft's
 // own bytes follow only on an accepted connection.
 //
-//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [auth:u8 nonce:[32]]
-//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
-//	challenge: "TKRC" 3 2 id:str8 nonce:[32] n:u8 proof:[32]*n   (acceptor, when the hello has auth 1)
-//	proof:     n:u8 proof:[32]*n                                   (dialer, answering the challenge)
+//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64] [auth:u8 nonce:[32]]
+//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64] reason:str16
+//	challenge: "TKRC" ver:u8 2 id:str8 nonce:[32] n:u8 proof:[32]*n   (acceptor, when the hello has auth 1)
+//	proof:     n:u8 proof:[32]*n                                        (dialer, answering the challenge)
 //
 // Version 2 adds the incarnation; version 1 (older ticketd) is read with
 // incarnation 0 (unknown). Version 3 adds the cluster secret's
 // challenge-response (peerauth.go): a hello with auth 1 is answered with a
 // challenge instead of a reply, the dialer sends its proof, and only then
-// the acceptor runs its checks and replies. The acceptor replies in the
-// version of the hello, so an older dialer reads the reply. An older
-// acceptor refuses a newer hello by closing the connection unanswered; the
-// dialer then says hello once more in the older versions (see hello),
-// unless it requires the cluster secret, which older versions cannot prove.
+// the acceptor runs its checks and replies. Version 4 adds the log index of
+// the sender's own admission (peerInfo.Admitted); older versions are read
+// with 0 (unknown). The acceptor answers in the version of the hello, so an
+// older dialer reads the answer. An older acceptor refuses a newer hello by
+// closing the connection unanswered; the dialer then says hello once more
+// in the older versions (see hello), unless it requires the cluster secret,
+// which versions before 3 cannot prove.
 var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
 
 const (
-	handshakeVersion   = 3
+	handshakeVersion   = 4
+	handshakeVersionV3 = 3
 	handshakeVersionV2 = 2
 	handshakeVersionV1 = 1
 	kindRaft           = 1 // a Raft connection
@@ -70,6 +73,12 @@ type peerInfo struct {
 	Cluster     fsm.ClusterID
 	State       byte
 	Incarnation uint64 // of its data directory; 0 if unknown (version 1)
+	// Admitted is the log index of the admission that recorded this
+	// incarnation for this node id, as the sender has applied it (committed
+	// entries only); 0 if unknown (not applied yet, recorded before indexes
+	// were, or version 3 and older). Of two directories of one node id, the
+	// one admitted later is the current one (identity.check).
+	Admitted uint64
 	// Version is the handshake version the frame was read in, or is to be
 	// written in (0 means the current one).
 	Version byte
@@ -92,6 +101,9 @@ func appendIdentity(b []byte, p peerInfo) []byte {
 	b = append(b, p.ID...)
 	if p.version() >= 2 {
 		b = binary.BigEndian.AppendUint64(b, p.Incarnation)
+	}
+	if p.version() >= 4 {
+		b = binary.BigEndian.AppendUint64(b, p.Admitted)
 	}
 	return b
 }
@@ -183,6 +195,13 @@ func readBody(r io.Reader, version byte, reply bool) (p peerInfo, reason string,
 			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		p.Incarnation = binary.BigEndian.Uint64(inc[:])
+	}
+	if p.Version >= 4 {
+		var adm [8]byte
+		if _, err = io.ReadFull(r, adm[:]); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		p.Admitted = binary.BigEndian.Uint64(adm[:])
 	}
 	if !reply && p.Version >= 3 {
 		var auth [1 + nonceSize]byte

@@ -46,6 +46,25 @@ import (
 // young cluster whose first leader failed, F7). It is accepted and catches
 // up through Raft. A different incarnation is a directory that lost its
 // data and started again: refused.
+//
+// A settled peer whose incarnation is not the one recorded for its node id
+// is either the directory from before that id was removed and added back
+// (refused: it lacks what was committed since), or the directory that
+// replaced it, met by a server that has not read the re-admission yet (a
+// server that was down, or catches up by replaying the log or from an
+// older snapshot; often that peer is its leader, and refusing it keeps the
+// server behind for as long as it leads). The order of the admissions
+// tells them apart: each record keeps the log index of its entry, and
+// every server states in the handshake (version 4) the index of its own
+// admission in its applied state. Applied entries are committed, and
+// committed entries form one history in which the old directory's
+// admission comes before its removal, which comes before the re-admission:
+// a peer admitted after the record this server holds is newer than that
+// record, one admitted at or before it is the old directory. An index of 0
+// (not applied yet, or recorded by an earlier version) proves nothing and
+// the peer is refused as before; it tries again at its next connection. A
+// server snapshots once it has applied its own admission (statemachine.go),
+// so a restart does not take the index away until Raft applies the log.
 
 // identity is this server's side of the handshake.
 type identity struct {
@@ -69,8 +88,8 @@ type identity struct {
 	// while this server had none: this server then never sets one.
 	settledPeer    string
 	settledCluster fsm.ClusterID
-	known          map[string]uint64 // participants in this directory's log at start (applied or not): their incarnations
-	knownUpTo      uint64            // the last index of that log
+	known          map[string]fsm.Admission // participants in this directory's log at start (applied or not): their records
+	knownUpTo      uint64                   // the last index of that log
 	conns          map[*hsConn]fsm.ClusterID
 	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
 	// floodLogged: when the line saying that refusals went unlogged was logged.
@@ -79,8 +98,28 @@ type identity struct {
 
 func (m *identity) self() peerInfo {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.selfLocked()
+	me := m.selfLocked()
+	m.mu.Unlock()
+	me.Admitted = m.ownAdmission()
+	return me
+}
+
+// ownAdmission is the log index of the admission that recorded this data
+// directory's incarnation for this node id, in the applied state (entries
+// committed, so in the one history every member shares), or 0 if the
+// applied state has none yet. After a restart the applied state is the
+// newest snapshot, taken once that admission was applied (statemachine.go).
+func (m *identity) ownAdmission() uint64 {
+	if m.fsm == nil {
+		return 0
+	}
+	m.fsm.mu.RLock()
+	a := m.fsm.state.AdmissionOf(m.nodeID)
+	m.fsm.mu.RUnlock()
+	if a.Incarnation == 0 || a.Incarnation != m.incarnation {
+		return 0
+	}
+	return a.Index
 }
 
 func (m *identity) selfLocked() peerInfo {
@@ -207,7 +246,7 @@ func (m *identity) check(p peerInfo, dialed string) string {
 		return ""
 	}
 	if p.State == stateSettled {
-		if rec := m.incarnationOf(p.ID); rec != 0 && p.Incarnation != 0 && rec != p.Incarnation {
+		if rec := m.recordOf(p.ID); rec.Incarnation != 0 && p.Incarnation != 0 && rec.Incarnation != p.Incarnation && !newerAdmission(p, rec) {
 			// The cluster recorded another data directory for this node id:
 			// the id was removed and added back, and this is a directory
 			// from before (put back, or a server never stopped). It lacks
@@ -215,7 +254,7 @@ func (m *identity) check(p peerInfo, dialed string) string {
 			// leader without it.
 			return fmt.Sprintf("%s shows data directory incarnation %016x, but cluster %s recorded %016x for %s: it is an older data directory of a node id that was removed and added back, a lost disk that must not vote or count towards a majority. "+
 				"Stop it and never start that directory again. To bring %s back: ticketctl members remove %s; empty its data directory and start it with --join; ticketctl members add %s RAFTADDR",
-				p.ID, p.Incarnation, FormatClusterID(me.Cluster), rec, p.ID, p.ID, p.ID, p.ID)
+				p.ID, p.Incarnation, FormatClusterID(me.Cluster), rec.Incarnation, p.ID, p.ID, p.ID, p.ID)
 		}
 		m.mu.Lock()
 		delete(m.admitting, p.ID) // caught up: from now on it is an ordinary member
@@ -336,26 +375,43 @@ func (m *identity) participant(id string) bool {
 }
 
 // incarnationOf returns the incarnation recorded with participant id; 0 if
-// none. Until Raft has applied the whole log this directory held at start,
-// the log is newer than the applied state (the newest snapshot, at first):
-// a member removed and added back since has its new incarnation there.
-func (m *identity) incarnationOf(id string) uint64 {
+// none.
+func (m *identity) incarnationOf(id string) uint64 { return m.recordOf(id).Incarnation }
+
+// recordOf returns participant id's record as this server knows it (zero
+// if none). Until Raft has applied the whole log this directory held at
+// start, the log is newer than the applied state (the newest snapshot, at
+// first): a member removed and added back since has its new record there.
+func (m *identity) recordOf(id string) fsm.Admission {
 	m.mu.Lock()
-	inc := m.known[id]
+	rec := m.known[id]
 	upTo := m.knownUpTo
 	m.mu.Unlock()
 	if r := m.r.Load(); upTo > 0 && (r == nil || r.AppliedIndex() < upTo) {
-		return inc
+		return rec
 	}
 	if m.fsm != nil {
 		m.fsm.mu.RLock()
-		ok, applied := m.fsm.state.Admitted(id), m.fsm.state.Incarnation(id)
+		ok, applied := m.fsm.state.Admitted(id), m.fsm.state.AdmissionOf(id)
 		m.fsm.mu.RUnlock()
 		if ok {
 			return applied
 		}
 	}
-	return inc
+	return rec
+}
+
+// newerAdmission: settled peer p, whose incarnation is not the one this
+// server recorded for its node id (rec), was admitted after that record,
+// so this server is behind: it has not applied the entry that re-added p
+// yet (a server catching up, from an older snapshot or by replaying the
+// log). p then holds that entry and everything before it, and this server
+// catches up from it. A directory from before a re-add was admitted before
+// the record of the directory that replaced it, so it is still refused.
+// Both indexes are of committed entries of the one history (p states its
+// own from its applied state); an unknown index (0) proves nothing.
+func newerAdmission(p peerInfo, rec fsm.Admission) bool {
+	return rec.Index != 0 && p.Admitted > rec.Index
 }
 
 func (m *identity) configIDAt(addr string) string {

@@ -5,9 +5,11 @@ package node
 // back data directories, removing and re-adding a node id, electing
 // leaders and granting tokens, for three and for five servers, up to a
 // bounded depth, against a model of the rules that the handshake
-// (identity.check), the vote gate and Open enforce. The invariant is the
-// product's promise: a granted token is above every token acknowledged
-// before.
+// (identity.check), the vote gate and Open enforce. The invariants: the
+// product's promise, that a granted token is above every token acknowledged
+// before; and that a server holding its cluster's current record of its own
+// directory never refuses a leader that does too, nor is refused by it (a
+// server behind must be able to catch up: F11).
 //
 // The model is deliberately generous to what could go wrong: logs are
 // reduced to their last token, terms are left out (a new leader may be
@@ -15,11 +17,11 @@ package node
 // servers: the ones a step leaves out are stalled, crashed or cut off, so
 // every partition and crash is covered without steps of its own. A founder
 // sees every server it probes (more founding than real servers do, which
-// wait for one that does not answer). One simplification goes the other
-// way: the incarnation a cluster records for a re-added node id is known
-// to every member of that cluster at once (in the product, to every server
-// that has the entry: the majority that committed the removal, and any
-// leader elected after).
+// wait for one that does not answer). Each server knows the participant
+// records (admissions) that its log holds: a prefix of its cluster's
+// admissions, in log order, as far as it caught up. A re-admission is
+// stored by a majority, as any committed entry; the others learn it when
+// they next catch up from a leader.
 
 import (
 	"fmt"
@@ -38,7 +40,7 @@ const mMaxServers = 5
 
 // mDir is a data directory's Raft state as a copy of it keeps it.
 type mDir struct {
-	st, hist, last, inc uint8
+	st, hist, last, inc, adms uint8
 }
 
 type mServer struct {
@@ -46,6 +48,7 @@ type mServer struct {
 	hist    uint8 // the cluster (history) it holds, 0 while it has no ID
 	last    uint8 // its last token
 	inc     uint8 // incarnation of its data directory
+	adms    uint8 // how many of its cluster's admissions its log holds
 	founder bool  // empty and started with initial state new (it founds)
 	// metSettled: provisional and has met a settled member (rule 4).
 	metSettled bool
@@ -61,8 +64,36 @@ type mServer struct {
 	old mDir
 }
 
+// mAdmission records incarnation inc for server node; its log index is
+// its position in mCluster.adm, plus one.
+type mAdmission struct{ node, inc uint8 }
+
+const mMaxAdmissions = 12
+
 type mCluster struct {
-	part [mMaxServers]uint8 // recorded incarnation of each participant (0: none)
+	adm  [mMaxAdmissions]mAdmission // in log order
+	nadm uint8
+}
+
+// admit appends an admission; false when the bound is reached.
+func (c *mCluster) admit(node int, inc uint8) bool {
+	if int(c.nadm) >= mMaxAdmissions {
+		return false
+	}
+	c.adm[c.nadm] = mAdmission{uint8(node), inc}
+	c.nadm++
+	return true
+}
+
+// record returns the last of the first n admissions of node: its
+// incarnation and index (0, 0 if none).
+func (c *mCluster) record(node int, n uint8) (inc, idx uint8) {
+	for i := int(n) - 1; i >= 0; i-- {
+		if int(c.adm[i].node) == node {
+			return c.adm[i].inc, uint8(i + 1)
+		}
+	}
+	return 0, 0
 }
 
 type mState struct {
@@ -87,11 +118,12 @@ type rules struct {
 	noSecondID         bool // a provisional server that met a settled one never sets an ID, nor leads it
 	admitIncarnation   bool // the leader admits a data directory, not a node id
 	settledIncarnation bool // a settled peer's incarnation is the one recorded (a re-added id's old directory is refused)
+	newerAdmission     bool // ... or it was admitted after that record (this server is behind)
 	retiredNeverRead   bool // a lost log store is refused, never replaced by the log from before the upgrade
 	copyRefused        bool // a copied directory (another inode) is refused at start
 }
 
-var allRules = rules{true, true, true, true, true, true, true, true}
+var allRules = rules{true, true, true, true, true, true, true, true, true}
 
 // faultKinds: which faults a check explores.
 type faultKinds struct {
@@ -122,14 +154,35 @@ func (c mConfig) start() mState {
 			// Its directory as formed is also copied aside: the oldest
 			// copy (a cp -a, the log before an upgrade, the directory of
 			// an id removed later) is the one with most missing.
-			m.s[i] = mServer{st: mSettled, hist: 1, inc: m.nextInc, old: mDir{mSettled, 1, 0, m.nextInc}}
-			m.clus[1].part[i] = m.nextInc
+			m.s[i] = mServer{st: mSettled, hist: 1, inc: m.nextInc, adms: uint8(c.servers), old: mDir{mSettled, 1, 0, m.nextInc, uint8(c.servers)}}
+			m.clus[1].admit(i, m.nextInc)
 		}
 	}
 	if c.formed {
 		m.nclus = 1
 	}
 	return m
+}
+
+// record: server me's record of peer, as far as its log goes.
+func (m *mState) record(me, peer int) (inc, idx uint8) {
+	a := &m.s[me]
+	return m.clus[a.hist].record(peer, a.adms)
+}
+
+// latest: the cluster's last record of node (committed or not).
+func (m *mState) latest(hist uint8, node int) uint8 {
+	inc, _ := m.clus[hist].record(node, m.clus[hist].nadm)
+	return inc
+}
+
+// ownAdmission: the index of the admission of i's own directory in i's
+// log (0 if its log has none, or a later one of another directory).
+func (m *mState) ownAdmission(i int) uint8 {
+	if inc, idx := m.record(i, i); inc == m.s[i].inc {
+		return idx
+	}
+	return 0
 }
 
 func (m *mState) majority() int { return int(m.n)/2 + 1 }
@@ -147,12 +200,15 @@ func (m *mState) accepts(r rules, me, peer int) bool {
 		return true
 	}
 	// settled
-	rec := m.clus[a.hist].part[peer]
+	rec, recIdx := m.record(me, peer)
 	if p.st == mSettled {
 		if p.hist != a.hist {
 			return false
 		}
-		return !r.settledIncarnation || rec == 0 || rec == p.inc
+		if !r.settledIncarnation || rec == 0 || rec == p.inc {
+			return true
+		}
+		return r.newerAdmission && m.ownAdmission(peer) > recIdx
 	}
 	if !r.settledDecides {
 		return true
@@ -240,13 +296,13 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 					return
 				}
 				o := sv.old
-				n.s[i] = mServer{st: o.st, hist: o.hist, last: o.last, inc: o.inc, old: o}
+				n.s[i] = mServer{st: o.st, hist: o.hist, last: o.last, inc: o.inc, adms: o.adms, old: o}
 				add(name, n, "")
 			}
 			if c.faults.putBack {
 				revert(fmt.Sprintf("n%d's copy is put back in its place (cp -a: another inode)", i+1), r.copyRefused)
 				revert(fmt.Sprintf("n%d loses its log store; the log from before its upgrade is still there", i+1), r.retiredNeverRead)
-				if rec := m.clus[sv.old.hist].part[i]; rec != 0 && rec != sv.old.inc {
+				if rec := m.latest(sv.old.hist, i); rec != 0 && rec != sv.old.inc {
 					revert(fmt.Sprintf("n%d's directory from before its removal is moved back", i+1), false)
 				}
 			}
@@ -254,15 +310,36 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 				revert(fmt.Sprintf("n%d's directory is put back from a disk snapshot (same inode)", i+1), false)
 			}
 		}
-		// members remove and add of i, with an empty directory and join.
-		if l := int(m.leader); c.faults.replace && m.replaced == 0 && l >= 0 && l != i && m.s[l].st == mSettled {
-			n := m
-			n.replaced++
-			n.nextInc++
-			n.s[i] = mServer{st: mEmpty, inc: n.nextInc, old: sv.old}
-			n.clus[m.s[l].hist].part[i] = n.nextInc
-			n.adm[i] = n.nextInc
-			add(fmt.Sprintf("n%d is removed and added back with an empty directory", i+1), n, "")
+		// members remove and add of i, with an empty directory and join:
+		// the leader and a majority store the new record (each catching
+		// up first).
+		if l := int(m.leader); c.faults.replace && m.replaced == 0 && l >= 0 && l != i && m.s[l].st == mSettled && !m.s[l].refused {
+			m.groups(m.majority()-1, l, func(acks uint8) {
+				if acks&(1<<i) != 0 {
+					return
+				}
+				n := m
+				n.replaced++
+				n.nextInc++
+				n.s[i] = mServer{st: mEmpty, inc: n.nextInc, old: sv.old}
+				ls := &n.s[l]
+				if !n.clus[ls.hist].admit(i, n.nextInc) {
+					return
+				}
+				ls.adms = n.clus[ls.hist].nadm
+				n.adm[i] = n.nextInc
+				for a := 0; a < int(m.n); a++ {
+					if acks&(1<<a) == 0 {
+						continue
+					}
+					if !n.connect(r, l, a) {
+						return
+					}
+					n.s[a].last, n.s[a].st, n.s[a].hist, n.s[a].adms = ls.last, ls.st, ls.hist, ls.adms
+					n.s[a].metSettled = false
+				}
+				add(fmt.Sprintf("n%d is removed and added back with an empty directory, recorded by %s", i+1, names(acks|1<<l)), n, "")
+			})
 		}
 		if sv.st == mEmpty && sv.founder && !sv.refused {
 			m.found(r, c, i, add)
@@ -287,7 +364,7 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 				if r.emptyNeverVotes && vs.st == mEmpty {
 					return
 				}
-				if cs.last < vs.last || (cs.st == mSettled && vs.st == mSettled && cs.hist != vs.hist) {
+				if cs.last < vs.last || (cs.st == mSettled && vs.st == mSettled && (cs.hist != vs.hist || cs.adms < vs.adms)) {
 					return // Raft's election restriction
 				}
 			}
@@ -304,20 +381,21 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 					return // bound: at most three clusters
 				}
 				n.s[cand].st, n.s[cand].hist = mSettled, h
-				p := &n.clus[h].part
-				p[cand] = n.s[cand].inc
+				cl := &n.clus[h]
+				cl.admit(cand, n.s[cand].inc)
 				for j := 0; j < int(m.n); j++ {
 					if j != cand && n.s[cand].seen[j] != 0 {
-						p[j] = n.s[cand].seen[j]
+						cl.admit(j, n.s[cand].seen[j])
 						n.adm[j] = n.s[cand].seen[j]
 					}
 					if voters&(1<<j) != 0 {
-						if p[j] == 0 {
-							p[j] = n.s[j].inc
+						if inc, _ := cl.record(j, cl.nadm); inc == 0 {
+							cl.admit(j, n.s[j].inc)
 						}
 						n.adm[j] = n.s[j].inc
 					}
 				}
+				n.s[cand].adms = cl.nadm
 			}
 			add(fmt.Sprintf("n%d elected with the votes of %s", cand+1, names(voters)), n, "")
 		})
@@ -336,11 +414,21 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 				if !n.connect(r, l, a) {
 					return
 				}
-				if ls.st == mSettled && n.clus[ls.hist].part[a] == 0 {
-					n.clus[ls.hist].part[a] = n.s[a].inc
-					n.adm[a] = n.s[a].inc
+				if ls.st == mSettled {
+					if inc, _ := n.record(l, a); inc == 0 {
+						if !n.clus[ls.hist].admit(a, n.s[a].inc) {
+							return
+						}
+						n.s[l].adms = n.clus[ls.hist].nadm
+						n.adm[a] = n.s[a].inc
+					}
 				}
-				n.s[a].last, n.s[a].st, n.s[a].hist = tok, ls.st, ls.hist
+			}
+			for a := 0; a < int(m.n); a++ {
+				if acks&(1<<a) == 0 {
+					continue
+				}
+				n.s[a].last, n.s[a].st, n.s[a].hist, n.s[a].adms = tok, ls.st, ls.hist, n.s[l].adms
 				if ls.st == mSettled {
 					n.s[a].metSettled = false
 				}
@@ -355,6 +443,36 @@ func (m mState) steps(r rules, c mConfig) []mStep {
 		})
 	}
 	return out
+}
+
+// current: server i holds the directory its cluster recorded last for it.
+func (m *mState) current(i int) bool {
+	sv := &m.s[i]
+	return sv.st == mSettled && !sv.refused && m.latest(sv.hist, i) == sv.inc
+}
+
+// refusedLeader says which current server refuses the current leader, or
+// is refused by it ("" if none): the one refused could never catch up
+// while that leader leads.
+func (m *mState) refusedLeader(r rules) string {
+	l := int(m.leader)
+	if l < 0 || !m.current(l) {
+		return ""
+	}
+	for i := 0; i < int(m.n); i++ {
+		if i == l || !m.current(i) || m.s[i].hist != m.s[l].hist {
+			continue
+		}
+		if !m.accepts(r, i, l) {
+			inc, idx := m.record(i, l)
+			return fmt.Sprintf("n%d refuses its leader n%d (incarnation %d, admitted at %d), having read only the record of incarnation %d at %d",
+				i+1, l+1, m.s[l].inc, m.ownAdmission(l), inc, idx)
+		}
+		if !m.accepts(r, l, i) {
+			return fmt.Sprintf("leader n%d refuses n%d, the directory its cluster recorded", l+1, i+1)
+		}
+	}
+	return ""
 }
 
 // found: empty founder i founds, or finds a settled server and waits.
@@ -461,6 +579,9 @@ func modelCheck(r rules, c mConfig) (string, int) {
 		var next []int32
 		for _, i := range frontier {
 			for _, s := range nodes[i].st.steps(r, c) {
+				if s.bad == "" {
+					s.bad = s.next.refusedLeader(r)
+				}
 				if s.bad != "" {
 					return s.bad + ":\n  " + trace(i, s.name), len(seen)
 				}
@@ -495,37 +616,42 @@ var (
 )
 
 // TestIdentityModel: with every rule, no interleaving up to the depth
-// grants a token at or below one acknowledged before.
+// grants a token at or below one acknowledged before, or leaves a current
+// server refusing its current leader.
 func TestIdentityModel(t *testing.T) {
 	for _, c := range []mConfig{youngThree, formedThree, formedFive} {
 		if bad, states := modelCheck(allRules, c); bad != "" {
-			t.Errorf("%s: the identity protocol lets tokens go backwards: %s", c.name, bad)
+			t.Errorf("%s: the identity protocol fails: %s", c.name, bad)
 		} else {
-			t.Logf("%s: %d states, depth %d: tokens never go backwards", c.name, states, c.depth)
+			t.Logf("%s: %d states, depth %d: tokens never go backwards, no current server refuses its leader", c.name, states, c.depth)
 		}
 	}
 }
 
 // TestIdentityModelNeedsItsRules: the check is not vacuous. Without each
-// rule below it finds an interleaving in which tokens go backwards; each is
-// also reproduced with real processes in crashtest (identity_test.go,
-// lostdisk_test.go).
+// rule below it finds an interleaving in which tokens go backwards, or (the
+// admission order) one in which a server behind refuses its leader for
+// good; each is also reproduced with real processes in crashtest
+// (identity_test.go, lostdisk_test.go).
 func TestIdentityModelNeedsItsRules(t *testing.T) {
 	without := func(off func(*rules)) rules { r := allRules; off(&r); return r }
+	const backwards, refuses = "was acknowledged", "refuses its leader"
 	for _, tc := range []struct {
 		name string
 		r    rules
 		c    mConfig
+		want string // the violation
 	}{
-		{"an empty server votes", without(func(r *rules) { r.emptyNeverVotes = false }), youngThree},
-		{"founding with the servers that answered", without(func(r *rules) { r.foundWithAll = false }), youngThree},
-		{"a settled peer's incarnation is not compared", without(func(r *rules) { r.settledIncarnation = false }), formedThree},
-		{"the log from before the upgrade replaces a lost log store", without(func(r *rules) { r.retiredNeverRead = false }), formedThree},
-		{"a copied directory is not refused", without(func(r *rules) { r.copyRefused = false }), formedThree},
+		{"an empty server votes", without(func(r *rules) { r.emptyNeverVotes = false }), youngThree, backwards},
+		{"founding with the servers that answered", without(func(r *rules) { r.foundWithAll = false }), youngThree, backwards},
+		{"a settled peer's incarnation is not compared", without(func(r *rules) { r.settledIncarnation = false }), formedThree, backwards},
+		{"a server behind refuses a peer admitted after its record", without(func(r *rules) { r.newerAdmission = false }), formedFive, refuses},
+		{"the log from before the upgrade replaces a lost log store", without(func(r *rules) { r.retiredNeverRead = false }), formedThree, backwards},
+		{"a copied directory is not refused", without(func(r *rules) { r.copyRefused = false }), formedThree, backwards},
 	} {
 		bad, states := modelCheck(tc.r, tc.c)
-		if bad == "" {
-			t.Errorf("%s (%s): no violation found in %d states; the model check would not notice the rule missing", tc.name, tc.c.name, states)
+		if !strings.Contains(bad, tc.want) {
+			t.Errorf("%s (%s): no violation %q found in %d states (%q); the model check would not notice the rule missing", tc.name, tc.c.name, tc.want, states, bad)
 			continue
 		}
 		t.Logf("%s (%s): %s", tc.name, tc.c.name, bad)
@@ -546,8 +672,8 @@ func TestIdentityModelLimits(t *testing.T) {
 			faults: faultKinds{wipe: true, absent: true}, maxFaults: 2, tokens: 3, depth: 13},
 	} {
 		bad, states := modelCheck(allRules, c)
-		if bad == "" {
-			t.Errorf("%s: no violation in %d states: the documented limit is not one", c.name, states)
+		if !strings.Contains(bad, "was acknowledged") {
+			t.Errorf("%s: no token going backwards in %d states (%q): the documented limit is not one", c.name, states, bad)
 			continue
 		}
 		t.Logf("%s: %s", c.name, bad)

@@ -237,7 +237,7 @@ func TestIncarnationFile(t *testing.T) {
 
 // TestHandshakeVersion1Peers: an older ticketd (handshake version 1, no
 // incarnation) still connects both ways. Its hello is answered in version 1;
-// when it refuses a version 3 hello and then a version 2 hello by closing
+// when it refuses a version 4, a version 3 and then a version 2 hello by closing
 // the connection, the dialer says hello again in version 1. Its incarnation reads as 0 (unknown).
 func TestHandshakeVersion1Peers(t *testing.T) {
 	var l syncBuf
@@ -265,7 +265,7 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	versions := make(chan byte, 4)
+	versions := make(chan byte, 5)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -291,8 +291,8 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 	if err != nil || ps.NodeID != "old" || !ps.Empty || ps.Incarnation != 0 {
 		t.Fatalf("probe of an older ticketd: %+v, %v", ps, err)
 	}
-	if v3, v2, v1 := <-versions, <-versions, <-versions; v3 != handshakeVersion || v2 != handshakeVersionV2 || v1 != handshakeVersionV1 {
-		t.Fatalf("hello versions sent: %d, %d, %d; want %d, %d, %d", v3, v2, v1, handshakeVersion, handshakeVersionV2, handshakeVersionV1)
+	if v4, v3, v2, v1 := <-versions, <-versions, <-versions, <-versions; v4 != handshakeVersion || v3 != handshakeVersionV3 || v2 != handshakeVersionV2 || v1 != handshakeVersionV1 {
+		t.Fatalf("hello versions sent: %d, %d, %d, %d; want %d, %d, %d, %d", v4, v3, v2, v1, handshakeVersion, handshakeVersionV3, handshakeVersionV2, handshakeVersionV1)
 	}
 }
 
@@ -315,5 +315,35 @@ func TestLeadsNeedsTheClusterID(t *testing.T) {
 	s := openSingle(t, "s1", &l)
 	if !s.Leads() {
 		t.Fatal("the leader of a cluster with its ID does not lead")
+	}
+}
+
+// TestBehindServerTakesNewerAdmission: a settled peer whose incarnation is
+// not the one recorded is accepted only when it states an admission after
+// that record (this server has not applied its re-admission yet); one
+// admitted at or before the record, or stating none, is the older
+// directory and is refused. A server states its own admission's index.
+func TestBehindServerTakesNewerAdmission(t *testing.T) {
+	var l syncBuf
+	n := openSingle(t, "s1", &l)
+	if me := n.id.self(); me.Admitted == 0 {
+		t.Fatalf("the founder states no admission of its own: %+v", me)
+	}
+	b := fsm.Batch{Time: time.Now().UnixMilli(), Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: "p1", Incarnation: 42}}}
+	f := n.Raft().Apply(fsm.AppendBatch(nil, &b), 10*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	at := f.Index()
+	var rec fsm.Admission
+	n.Read(func(s *fsm.State) { rec = s.AdmissionOf("p1") })
+	if rec != (fsm.Admission{Incarnation: 42, Index: at}) {
+		t.Fatalf("p1 recorded as %+v, want incarnation 42 at index %d", rec, at)
+	}
+	for admitted, ok := range map[uint64]bool{at + 7: true, at + 1: true, at: false, at - 1: false, 0: false} {
+		reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: n.Cluster(), Incarnation: 43, Admitted: admitted}, "")
+		if (reason == "") != ok {
+			t.Errorf("settled p1 with incarnation 43 admitted at %d (42 recorded at %d): refusal %q, want accepted %v", admitted, at, reason, ok)
+		}
 	}
 }

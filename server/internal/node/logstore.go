@@ -201,6 +201,7 @@ func verifyLog(path string, s raft.LogStore, after uint64, each func(fsm.Batch))
 				return damaged(path, fmt.Errorf("log entry %d: %w", i, err))
 			}
 			if each != nil {
+				b.Index = i
 				each(b)
 			}
 		}

@@ -116,11 +116,11 @@ func newNonce() [nonceSize]byte {
 	return n
 }
 
-// appendChallengeHead writes the challenge up to its proofs: what the
-// proofs cover of it.
-func appendChallengeHead(b []byte, id string, nonce [nonceSize]byte) []byte {
+// appendChallengeHead writes the challenge, in the version of the hello it
+// answers, up to its proofs: what the proofs cover of it.
+func appendChallengeHead(b []byte, version byte, id string, nonce [nonceSize]byte) []byte {
 	b = append(b, handshakeMagic[:]...)
-	b = append(b, handshakeVersion, verdictChallenge, byte(len(id)))
+	b = append(b, version, verdictChallenge, byte(len(id)))
 	b = append(b, id...)
 	return append(b, nonce[:]...)
 }
@@ -162,7 +162,7 @@ type challenge struct {
 }
 
 // readChallengeBody reads a challenge after its magic, version and verdict.
-func readChallengeBody(r io.Reader) (challenge, error) {
+func readChallengeBody(r io.Reader, version byte) (challenge, error) {
 	var ch challenge
 	var n [1]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
@@ -174,7 +174,7 @@ func readChallengeBody(r io.Reader) (challenge, error) {
 	}
 	ch.ID = string(rest[:n[0]])
 	copy(ch.Nonce[:], rest[n[0]:])
-	ch.head = appendChallengeHead(nil, ch.ID, ch.Nonce)
+	ch.head = appendChallengeHead(nil, version, ch.ID, ch.Nonce)
 	var err error
 	ch.Proofs, err = readProofs(r)
 	return ch, err
@@ -188,7 +188,7 @@ func readAnswer(r io.Reader) (p peerInfo, verdict byte, reason string, ch *chall
 		return p, 0, "", nil, err
 	}
 	if version >= 3 && verdict == verdictChallenge {
-		c, err := readChallengeBody(r)
+		c, err := readChallengeBody(r, version)
 		if err != nil {
 			return p, 0, "", nil, err
 		}
@@ -217,7 +217,7 @@ func (a peerAuth) accept(c net.Conn, myID string, p peerInfo, hello []byte) stri
 		}
 		return "the peer did not prove the cluster secret: it has no raft_secret_file; give every server the same one (ticketd new-raft-secret FILE makes one)"
 	}
-	head := appendChallengeHead(nil, myID, newNonce())
+	head := appendChallengeHead(nil, p.version(), myID, newNonce())
 	if _, err := c.Write(appendProofs(head, a.proofs(roleAcceptor, hello, head))); err != nil {
 		return "writing the challenge failed: " + err.Error()
 	}

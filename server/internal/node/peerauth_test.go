@@ -15,7 +15,7 @@ import (
 func TestPeerProofs(t *testing.T) {
 	oldS, newS, other := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32)), []byte(strings.Repeat("x", 32))
 	hello := appendHello(nil, kindRaft, peerInfo{ID: "n1", Auth: authSecret, Nonce: newNonce()})
-	head := appendChallengeHead(nil, "n2", newNonce())
+	head := appendChallengeHead(nil, handshakeVersion, "n2", newNonce())
 	rotating := peerAuth{secrets: [][]byte{newS, oldS}}
 	old := peerAuth{secrets: [][]byte{oldS}}
 	if !rotating.verify(old.proofs(roleDialer, hello, head), roleDialer, hello, head) ||
@@ -26,7 +26,7 @@ func TestPeerProofs(t *testing.T) {
 	for name, proofs := range map[string][][proofSize]byte{
 		"another secret":    stranger.proofs(roleDialer, hello, head),
 		"the other role":    old.proofs(roleAcceptor, hello, head),
-		"another challenge": old.proofs(roleDialer, hello, appendChallengeHead(nil, "n2", newNonce())),
+		"another challenge": old.proofs(roleDialer, hello, appendChallengeHead(nil, handshakeVersion, "n2", newNonce())),
 		"another hello":     old.proofs(roleDialer, appendHello(nil, kindRaft, peerInfo{ID: "n3", Auth: authSecret}), head),
 	} {
 		if rotating.verify(proofs, roleDialer, hello, head) {
@@ -46,13 +46,16 @@ func TestHandshakeProvesBothWays(t *testing.T) {
 		dialer, acceptor peerAuth
 		want             string // the acceptor's refusal; "" to accept
 		dialerWant       string // the dialer's refusal
+		dialerVersion    byte   // the dialer's handshake version (0: the current one)
 	}{
-		{"same secret", peerAuth{secrets: [][]byte{s1}}, peerAuth{secrets: [][]byte{s1}}, "", ""},
-		{"rotating", peerAuth{secrets: [][]byte{s2, s1}}, peerAuth{secrets: [][]byte{s1}}, "", ""},
-		{"wrong secret", peerAuth{secrets: [][]byte{s2}}, peerAuth{secrets: [][]byte{s1}}, "did not answer the challenge", "does not match"},
-		{"no secret", peerAuth{}, peerAuth{secrets: [][]byte{s1}}, "did not prove", ""},
-		{"no secret, insecure", peerAuth{}, peerAuth{secrets: [][]byte{s1}, insecure: true}, "", ""},
-		{"acceptor without a secret", peerAuth{secrets: [][]byte{s1}}, peerAuth{insecure: true}, "", "without proving the cluster secret"},
+		{"same secret", peerAuth{secrets: [][]byte{s1}}, peerAuth{secrets: [][]byte{s1}}, "", "", 0},
+		{"rotating", peerAuth{secrets: [][]byte{s2, s1}}, peerAuth{secrets: [][]byte{s1}}, "", "", 0},
+		{"wrong secret", peerAuth{secrets: [][]byte{s2}}, peerAuth{secrets: [][]byte{s1}}, "did not answer the challenge", "does not match", 0},
+		{"no secret", peerAuth{}, peerAuth{secrets: [][]byte{s1}}, "did not prove", "", 0},
+		{"no secret, insecure", peerAuth{}, peerAuth{secrets: [][]byte{s1}, insecure: true}, "", "", 0},
+		{"acceptor without a secret", peerAuth{secrets: [][]byte{s1}}, peerAuth{insecure: true}, "", "without proving the cluster secret", 0},
+		// An older ticketd during a rolling upgrade: challenged in its version.
+		{"version 3 dialer", peerAuth{secrets: [][]byte{s1}}, peerAuth{secrets: [][]byte{s1}}, "", "", handshakeVersionV3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, a := net.Pipe()
@@ -72,12 +75,15 @@ func TestHandshakeProvesBothWays(t *testing.T) {
 				a.Write(appendReply(nil, why != "", peerInfo{ID: "n2", Version: p.Version}, why))
 				refusal <- why
 			}()
-			me := peerInfo{ID: "n1", Auth: tc.dialer.auth(), Nonce: newNonce()}
+			me := peerInfo{ID: "n1", Auth: tc.dialer.auth(), Nonce: newNonce(), Version: tc.dialerVersion}
 			hello := appendHello(nil, kindRaft, me)
 			if _, err := d.Write(hello); err != nil {
 				t.Fatal(err)
 			}
 			p, verdict, reason, ch, err := readAnswer(d)
+			if ch != nil && tc.dialerVersion != 0 && ch.head[4] != tc.dialerVersion {
+				t.Fatalf("a version %d hello was challenged in version %d, which that dialer cannot read", tc.dialerVersion, ch.head[4])
+			}
 			if err == nil {
 				p, verdict, reason, err = tc.dialer.dialed(d, hello, p, verdict, reason, ch)
 			}

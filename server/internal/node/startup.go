@@ -94,7 +94,7 @@ func openIdentity(cfg Config, existing bool, m *stateMachine) (*identity, error)
 	}
 	return &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: m, cluster: cluster, hasState: existing, incarnation: inc,
 		admitting: map[string]uint64{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
-		known: map[string]uint64{}}, nil
+		known: map[string]fsm.Admission{}}, nil
 }
 
 // identityReplay follows the cluster ID and the participants from the
@@ -111,11 +111,10 @@ func newIdentityReplay(snapshot *fsm.State) *identityReplay {
 		if id := snapshot.Cluster(); id != (fsm.ClusterID{}) {
 			st.SetCluster(id)
 		}
-		var admits []fsm.Op
 		for _, id := range snapshot.Participants() {
-			admits = append(admits, fsm.Op{Kind: fsm.OpAdmit, NodeID: id, Incarnation: snapshot.Incarnation(id)})
+			a := snapshot.AdmissionOf(id)
+			st.Apply(fsm.Batch{Index: a.Index, Ops: []fsm.Op{{Kind: fsm.OpAdmit, NodeID: id, Incarnation: a.Incarnation}}})
 		}
-		st.Apply(fsm.Batch{Ops: admits})
 	}
 	return &identityReplay{state: st}
 }
@@ -129,7 +128,7 @@ func (r *identityReplay) apply(b fsm.Batch) {
 		}
 	}
 	if len(ops) > 0 {
-		r.state.Apply(fsm.Batch{Time: b.Time, Ops: ops})
+		r.state.Apply(fsm.Batch{Time: b.Time, Index: b.Index, Ops: ops})
 	}
 }
 
@@ -151,7 +150,7 @@ func (n *Node) learnParticipants(local *fsm.State) error {
 	}
 	if local.Cluster() == cluster {
 		for _, id := range local.Participants() {
-			n.id.known[id] = local.Incarnation(id)
+			n.id.known[id] = local.AdmissionOf(id)
 		}
 		last, err := n.store.LastIndex()
 		if err != nil {
@@ -241,10 +240,19 @@ func (n *Node) startRaft(rc *raft.Config, start *fsm.State) error {
 		}
 	}
 	n.fsm.snapshotEvery = cfg.SnapshotThreshold
+	n.fsm.incarnation = n.id.incarnation
 	n.fsm.snapshotNow = func() {
-		defer n.fsm.snapshotting.Store(false)
-		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
-			cfg.Logger.Warn("snapshot failed", "err", err)
+		for {
+			n.fsm.ownAdmission.Store(false)
+			if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
+				cfg.Logger.Warn("snapshot failed", "err", err)
+			}
+			n.fsm.snapshotting.Store(false)
+			// This server's own admission, applied while this snapshot was
+			// under way (it may not be in it): one more.
+			if !n.fsm.ownAdmission.Load() || !n.fsm.snapshotting.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}
 	if start != nil {

@@ -305,6 +305,14 @@ func TestRestartKnowsAReaddedIncarnationFromTheLog(t *testing.T) {
 	if reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: cluster, Incarnation: 42}, ""); !strings.Contains(reason, "removed and added back") {
 		t.Fatalf("p1's old directory: refusal %q", reason)
 	}
+	// Stating its own admission (before the one of 43) changes nothing.
+	rec := n.id.recordOf("p1")
+	if rec.Index <= 1 {
+		t.Fatalf("p1's record read from the log: %+v, want its entry's index", rec)
+	}
+	if reason := n.id.check(peerInfo{ID: "p1", State: stateSettled, Cluster: cluster, Incarnation: 42, Admitted: rec.Index - 1}, ""); !strings.Contains(reason, "removed and added back") {
+		t.Fatalf("p1's old directory stating its admission: refusal %q", reason)
+	}
 }
 
 // TestSnapshotsKeepUpWithAGrowingState: while every operation adds a
@@ -335,4 +343,38 @@ func TestSnapshotsKeepUpWithAGrowingState(t *testing.T) {
 		list, err := n.snaps.List()
 		return err == nil && len(list) > 0 && list[0].Index >= at80
 	})
+}
+
+// TestRestartStatesItsOwnAdmission: a server takes a snapshot once it has
+// applied its own admission, so after a restart, before Raft applies its
+// log again (no leader here), it still states that admission in the
+// handshake: a peer that has not read a later re-admission of this id
+// needs it to tell this directory from the one before.
+func TestRestartStatesItsOwnAdmission(t *testing.T) {
+	var l syncBuf
+	dir := filepath.Join(t.TempDir(), "s1")
+	n, err := Open(singleConfig(dir, &l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "cluster ID", func() bool { return n.Cluster() != (fsm.ClusterID{}) })
+	want := n.id.self().Admitted
+	if want == 0 {
+		t.Fatal("the founder states no admission of its own")
+	}
+	waitUntil(t, "a snapshot after its own admission", func() bool {
+		list, err := n.snaps.List()
+		return err == nil && len(list) > 0 && list[0].Index >= want
+	})
+	n.Close()
+
+	cfg := singleConfig(dir, &l)
+	cfg.ElectionTimeout, cfg.HeartbeatTimeout = time.Hour, time.Hour // no leader: nothing is applied
+	if n, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if got := n.id.self().Admitted; got != want {
+		t.Fatalf("after a restart it states admission index %d, want %d", got, want)
+	}
 }

@@ -35,6 +35,13 @@ type stateMachine struct {
 	opsSince      atomic.Uint64
 	snapshotting  atomic.Bool
 	snapshotNow   func()
+	// incarnation is this data directory's. Once this server applies the
+	// admission of its own directory it takes a snapshot (ownAdmission
+	// asks for one): after a restart its applied state, the newest
+	// snapshot, then holds the admission it states in the handshake
+	// (identity.ownAdmission) without waiting for Raft to apply the log.
+	incarnation  uint64
+	ownAdmission atomic.Bool
 	// heldAtSnapshot is the number of tickets the last snapshot (taken or
 	// restored) held: a snapshot is due after that many operations, at
 	// least snapshotEvery.
@@ -47,6 +54,7 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	}
 	m.marked.Do(m.mark)
 	b, err := fsm.DecodeBatch(l.Data)
+	b.Index = l.Index // recorded with admissions
 	if err != nil {
 		// A committed entry that does not decode: this replica can no longer
 		// follow the log faithfully, so it stops rather than diverge.
@@ -69,10 +77,25 @@ func (m *stateMachine) Apply(l *raft.Log) any {
 	// a restart would replay every one of them (replaying the log costs
 	// several times more per ticket than reading a snapshot).
 	limit := max(m.snapshotEvery, m.heldAtSnapshot.Load())
-	if m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= limit && m.snapshotting.CompareAndSwap(false, true) {
+	due := m.snapshotEvery > 0 && m.opsSince.Add(uint64(len(b.Ops))) >= limit
+	if m.admitsSelf(b) {
+		m.ownAdmission.Store(true)
+		due = true
+	}
+	if due && m.snapshotting.CompareAndSwap(false, true) {
 		go m.snapshotNow() // not here: Raft takes the snapshot through this goroutine
 	}
 	return &Applied{Index: l.Index, Results: res}
+}
+
+// admitsSelf: b records this data directory as a participant.
+func (m *stateMachine) admitsSelf(b fsm.Batch) bool {
+	for _, op := range b.Ops {
+		if op.Kind == fsm.OpAdmit && op.NodeID == m.nodeID && op.Incarnation != 0 && op.Incarnation == m.incarnation {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
