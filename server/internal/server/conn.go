@@ -49,14 +49,7 @@ type conn struct {
 	ready  atomic.Bool   // hello answered with Y: pings start then
 	cutOff atomic.Bool   // a slow consumer: read nothing more from it
 	rx     atomic.Uint64 // reads that brought bytes; the pinger watches it move
-	pingRx uint64        // pinger only
-	missed int           // pinger only
-	// pingGroup is the group of connections it is pinged with, and
-	// pingFrom the first part of the ping interval (counted from the
-	// server's start) that may ping it: the parts before it began before
-	// the connection joined (both Server.mu).
-	pingGroup int
-	pingFrom  int64
+	ping   pingState     // the pinger's (pinger.go)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

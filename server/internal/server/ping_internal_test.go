@@ -1,37 +1,33 @@
 package server
 
 import (
+	"bytes"
 	"testing"
 	"time"
+
+	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
-// pingServer is a Server with only what the pinger's bookkeeping uses, its
-// clock pinned half-way into part 'at' of the ping interval.
-func pingServer(interval time.Duration, at int64) *Server {
-	s := &Server{cfg: Config{PingInterval: interval}, conns: map[*conn]struct{}{}, pingWake: make(chan struct{}, 1)}
-	s.pingGroups = make([]map[*conn]struct{}, pingGroupsFor(interval))
-	for i := range s.pingGroups {
-		s.pingGroups[i] = map[*conn]struct{}{}
-	}
-	s.pingStart = time.Now().Add(-time.Duration(at)*s.pingPart() - s.pingPart()/2)
-	return s
+// testPinger is a pinger whose clock is pinned half-way into part 'at' of
+// the ping interval.
+func testPinger(interval time.Duration, at int64) *pinger {
+	p := newPinger(interval)
+	p.start = time.Now().Add(-time.Duration(at)*p.part() - p.part()/2)
+	return p
 }
 
-func (s *Server) join() *conn {
-	c := &conn{}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.conns[c] = struct{}{}
-	c.pingGroup, c.pingFrom = s.joinPingGroup()
-	s.pingGroups[c.pingGroup][c] = struct{}{}
+// joinNew joins a new connection that can queue frames (nothing reads them).
+func (p *pinger) joinNew() *conn {
+	c := newConn(&Server{cfg: Config{WriteBufferLimit: 1 << 20}}, nil)
+	p.join(c)
 	return c
 }
 
 // A server without connections has no part to wake for: its pinger sleeps
 // until a connection joins, instead of waking every part.
 func TestPingerOfAnIdleServerHasNothingToWakeFor(t *testing.T) {
-	s := pingServer(500*time.Millisecond, 1000)
-	if p, ok := s.nextPingPart(900); ok {
+	pg := testPinger(500*time.Millisecond, 1000)
+	if p, ok := pg.nextPart(900); ok {
 		t.Fatalf("no connections, yet part %d is due to be pinged", p)
 	}
 }
@@ -41,30 +37,118 @@ func TestPingerOfAnIdleServerHasNothingToWakeFor(t *testing.T) {
 // one the pinger has yet to catch up on.
 func TestFirstPingComesAboutOneIntervalAfterJoining(t *testing.T) {
 	const at = 1000
-	s := pingServer(500*time.Millisecond, at)
-	groups := int64(len(s.pingGroups))
-	c := s.join()
-	if want := int((at - 1) % groups); c.pingGroup != want {
-		t.Fatalf("joined group %d, want %d (the group pinged last)", c.pingGroup, want)
+	pg := testPinger(500*time.Millisecond, at)
+	groups := int64(len(pg.groups))
+	c := pg.joinNew()
+	if want := int((at - 1) % groups); c.ping.group != want {
+		t.Fatalf("joined group %d, want %d (the group pinged last)", c.ping.group, want)
 	}
 	// The pinger, behind by a whole interval, catches up from at-groups.
-	p, ok := s.nextPingPart(at - groups)
+	p, ok := pg.nextPart(at - groups)
 	if !ok {
 		t.Fatal("a connection joined, yet no part is due")
 	}
 	for q := at - groups; q < p; q++ {
-		if len(s.pingable(q)) != 0 {
+		if len(pg.pingable(q, nil)) != 0 {
 			t.Fatalf("part %d pings someone before part %d", q, p)
 		}
 	}
-	if got := s.pingable(p); len(got) != 0 {
+	if got := pg.pingable(p, nil); len(got) != 0 {
 		t.Fatalf("part %d, which began before the connection joined, pings it", p)
 	}
 	next := at - 1 + groups
-	if got := s.pingable(next); len(got) != 1 || got[0] != c {
+	if got := pg.pingable(next, nil); len(got) != 1 || got[0] != c {
 		t.Fatalf("part %d (about one interval later) pings %d connections, want the new one", next, len(got))
 	}
-	if p, ok := s.nextPingPart(at); !ok || p != next {
+	if p, ok := pg.nextPart(at); !ok || p != next {
 		t.Fatalf("next part to wake for from %d: %d %v, want %d", at, p, ok, next)
+	}
+}
+
+// A connection that leaves is pinged no more, and a pinger left without
+// connections has nothing to wake for again.
+func TestPingerForgetsALeavingConnection(t *testing.T) {
+	pg := testPinger(500*time.Millisecond, 10)
+	c := pg.joinNew()
+	pg.leave(c)
+	pg.leave(c) // twice is harmless
+	if p, ok := pg.nextPart(10); ok {
+		t.Fatalf("the only connection left, yet part %d is due", p)
+	}
+	if pg.members != 0 {
+		t.Fatalf("%d members after the only one left", pg.members)
+	}
+}
+
+// Connections arriving together (a reconnecting fleet) are spread over the
+// groups: none holds more than twice the average plus one.
+func TestPingerSpreadsConnectionsArrivingTogether(t *testing.T) {
+	pg := testPinger(500*time.Millisecond, 77)
+	const n = 1000
+	for range n {
+		pg.joinNew()
+	}
+	room := 2*n/len(pg.groups) + 1
+	for g, m := range pg.groups {
+		if len(m) > room {
+			t.Fatalf("group %d holds %d of %d connections, more than %d", g, len(m), n, room)
+		}
+	}
+}
+
+// queued decodes the frames c has queued for its writer and forgets them.
+func queued(t *testing.T, c *conn) []wire.Frame {
+	t.Helper()
+	c.mu.Lock()
+	out := c.out
+	c.out = nil
+	c.mu.Unlock()
+	var frames []wire.Frame
+	r := wire.NewReader(bytes.NewReader(out))
+	for {
+		var f wire.Frame
+		if err := r.Next(&f); err != nil {
+			break
+		}
+		f.Text = append([]byte(nil), f.Text...)
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// A connection past its hello is pinged at every look; one from which no
+// byte arrived for the two looks after an unanswered ping is ended with E 9
+// at the third, and any byte in between starts the count again. Before its
+// hello a connection is not pinged at all.
+func TestPingerPingsAndEndsASilentConnection(t *testing.T) {
+	pg := testPinger(500*time.Millisecond, 10)
+	c := pg.joinNew()
+	pg.look(c, 1)
+	if got := queued(t, c); len(got) != 0 {
+		t.Fatalf("a connection before its hello was sent %v", got)
+	}
+	c.ready.Store(true)
+	c.rx.Add(1) // the hello's bytes
+	for nonce := uint64(2); nonce <= 4; nonce++ {
+		pg.look(c, nonce)
+		got := queued(t, c)
+		if len(got) != 1 || got[0].Type != wire.TypePing || got[0].Nonce != nonce {
+			t.Fatalf("look with nonce %d queued %v, want one P with that nonce", nonce, got)
+		}
+	}
+	c.rx.Add(1) // an O arrives: the count starts again
+	for nonce := uint64(5); nonce <= 7; nonce++ {
+		pg.look(c, nonce)
+		if got := queued(t, c); len(got) != 1 || got[0].Type != wire.TypePing {
+			t.Fatalf("look %d after a byte arrived queued %v, want a P", nonce, got)
+		}
+	}
+	pg.look(c, 8)
+	got := queued(t, c)
+	if len(got) != 1 || got[0].Type != wire.TypeError || wire.Code(got[0].Code) != wire.CodePingTimeout {
+		t.Fatalf("the third silent look queued %v, want E %d", got, wire.CodePingTimeout)
+	}
+	if !c.isClosing() {
+		t.Fatal("the silent connection is not closing")
 	}
 }
