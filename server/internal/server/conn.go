@@ -50,6 +50,25 @@ type conn struct {
 	cutOff atomic.Bool   // a slow consumer: read nothing more from it
 	rx     atomic.Uint64 // reads that brought bytes; the pinger watches it move
 	ping   pingState     // the pinger's (pinger.go)
+	// idlePings: the client follows the idle ping interval (its hello
+	// asked, Y announced one); set before ready.
+	idlePings bool
+	// coord is set by the first K frame: a connection that carries
+	// coordination never counts as idle (its sessions' keep-alives rely
+	// on the ping interval).
+	coord atomic.Bool
+}
+
+// idle reports whether the connection may be pinged at the idle interval:
+// it follows one, no request awaits its final answer and it never carried
+// a coordination frame.
+func (c *conn) idle() bool {
+	if !c.idlePings || c.coord.Load() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acquires == 0 && c.others == 0
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -349,6 +368,13 @@ func (c *conn) hello(f *wire.Frame) bool {
 	ready := &wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
 		Interval: uint32(s.cfg.PingInterval / time.Millisecond), Count: uint32(s.cfg.Limits.MaxInFlightPerConn),
 		Text: []byte(s.cfg.NodeID)}
+	if idle := s.cfg.idlePings(); idle > 0 && f.Flags&wire.HelloIdlePings != 0 {
+		// Only to a client that asked: an older one refuses the longer Y,
+		// and gives a connection up after 3 ping intervals of silence.
+		ready.Flags |= wire.ReadyIdlePings
+		ready.IdleInterval = uint32(idle / time.Millisecond)
+		c.idlePings = true
+	}
 	if f.Flags&wire.HelloClusterID != 0 {
 		// Only to a client that asked: an older one refuses the longer Y.
 		// Clients pin the first cluster they meet and refuse any other.
@@ -388,6 +414,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		return true
 	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
 	case wire.TypeCoord:
+		c.coord.Store(true)
 		return c.coordFrame(f) // coord.go
 	default:
 		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")

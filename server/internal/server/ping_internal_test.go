@@ -11,7 +11,7 @@ import (
 // testPinger is a pinger whose clock is pinned half-way into part 'at' of
 // the ping interval.
 func testPinger(interval time.Duration, at int64) *pinger {
-	p := newPinger(interval)
+	p := newPinger(interval, 0)
 	p.start = time.Now().Add(-time.Duration(at)*p.part() - p.part()/2)
 	return p
 }
@@ -150,5 +150,59 @@ func TestPingerPingsAndEndsASilentConnection(t *testing.T) {
 	}
 	if !c.isClosing() {
 		t.Fatal("the silent connection is not closing")
+	}
+}
+
+// An idle connection that follows the idle interval is pinged once per idle
+// interval; one with a request in flight, or that ever carried a
+// coordination frame, at every look; one that did not ask for idle pings at
+// every look too.
+func TestPingerPingsIdleConnectionsAtTheIdleInterval(t *testing.T) {
+	const idle = 20 * time.Second
+	p := newPinger(500*time.Millisecond, idle)
+	clock := time.Unix(1000, 0)
+	p.now = func() time.Time { return clock }
+	join := func(follows bool) *conn {
+		c := p.joinNew()
+		c.idlePings = follows
+		c.ready.Store(true)
+		return c
+	}
+	pinged := func(c *conn) bool {
+		t.Helper()
+		c.rx.Add(1) // it answers
+		p.look(c, 1)
+		return len(queued(t, c)) == 1
+	}
+	follows, older := join(true), join(false)
+	if !pinged(follows) || !pinged(older) {
+		t.Fatal("the first look pinged not both")
+	}
+	clock = clock.Add(idle / 2)
+	if pinged(follows) {
+		t.Fatal("an idle connection was pinged again half an idle interval later")
+	}
+	if !pinged(older) {
+		t.Fatal("a connection that did not ask for idle pings was not pinged at every look")
+	}
+	follows.mu.Lock()
+	follows.acquires = 1 // an acquire waits in a queue
+	follows.mu.Unlock()
+	if !pinged(follows) {
+		t.Fatal("a connection with an acquire in flight was not pinged at the next look")
+	}
+	follows.mu.Lock()
+	follows.acquires = 0
+	follows.mu.Unlock()
+	if pinged(follows) {
+		t.Fatal("idle again, the connection was pinged less than an idle interval after its last ping")
+	}
+	clock = clock.Add(idle)
+	if !pinged(follows) {
+		t.Fatal("an idle connection was not pinged an idle interval after its last ping")
+	}
+	follows.coord.Store(true)
+	if !pinged(follows) {
+		t.Fatal("a connection that carried coordination was pinged at the idle interval")
 	}
 }

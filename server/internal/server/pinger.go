@@ -44,6 +44,7 @@ type pingState struct {
 // unanswered ping.
 type pinger struct {
 	interval time.Duration
+	idle     time.Duration // the idle interval; 0: none
 	start    time.Time
 	groups   []map[*conn]struct{} // under mu
 	members  int                  // under mu
@@ -53,8 +54,8 @@ type pinger struct {
 	now      func() time.Time
 }
 
-func newPinger(interval time.Duration) *pinger {
-	p := &pinger{interval: interval, start: time.Now(), wake: make(chan struct{}, 1), now: time.Now}
+func newPinger(interval, idle time.Duration) *pinger {
+	p := &pinger{interval: interval, idle: idle, start: time.Now(), wake: make(chan struct{}, 1), now: time.Now}
 	p.groups = make([]map[*conn]struct{}, pingGroupsFor(interval))
 	for i := range p.groups {
 		p.groups[i] = make(map[*conn]struct{})
@@ -177,12 +178,19 @@ func (p *pinger) pingPart(q int64, nonce uint64) {
 	clear(p.scratch) // hold no closed connection until the next part
 }
 
-// look checks one connection and pings it.
+// look checks one connection and pings it, unless it is idle and was
+// pinged less than an idle interval ago.
 func (p *pinger) look(c *conn, nonce uint64) {
 	if !c.ready.Load() {
 		return // before the hello only its own deadline applies
 	}
 	st := &c.ping
+	now := p.now()
+	if p.idle > 0 && now.Sub(st.last) < p.idle && c.idle() {
+		// Looked at every interval all the same, so that the first ping
+		// after a request arrives comes within one interval.
+		return
+	}
 	rx := c.rx.Load()
 	if rx == st.rx {
 		st.missed++
@@ -193,6 +201,6 @@ func (p *pinger) look(c *conn, nonce uint64) {
 		c.fatalErr(wire.CodePingTimeout, "nothing received for two ping intervals after an unanswered ping")
 		return
 	}
-	st.last = p.now()
+	st.last = now
 	c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
 }

@@ -69,7 +69,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
-	s.pinger = newPinger(cfg.PingInterval)
+	s.pinger = newPinger(cfg.PingInterval, cfg.idlePings())
 	s.initConsole()
 	s.logLimit = newLogLimiter(cfg.Logger)
 	s.usage = make(map[string]*principalUsage)
