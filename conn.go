@@ -22,7 +22,7 @@ type failKind int
 
 const (
 	failDrop        failKind = iota // EOF, reset, write error
-	failSilent                      // nothing received for 3 ping intervals
+	failSilent                      // nothing received for 3 ping intervals (3 idle intervals while idle)
 	failNotLeader                   // M
 	failServerError                 // E
 	failProtocol                    // malformed, oversized, unknown or unexpected frame
@@ -42,7 +42,7 @@ type connFailure struct {
 func (f *connFailure) what() string {
 	switch f.kind {
 	case failSilent:
-		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals) and the connection was given up", f.addr, f.quiet)
+		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals, or idle intervals while nothing was in flight) and the connection was given up", f.addr, f.quiet)
 	case failNotLeader:
 		if f.hint != "" {
 			return fmt.Sprintf("the server %s stopped being the leader (new leader %s) and ended the session", f.addr, f.hint)
@@ -152,13 +152,18 @@ type conn struct {
 	addr     string
 	r        *wire.Reader
 	interval time.Duration // ping interval from Y
-	nodeID   string
-	leader   bool
-	maxIn    uint32 // max in-flight per class from Y, 0 = no limit
-	sessions bool   // Y announced coordination sessions multiplexed on one connection
-	ownPing  bool   // the server sends no pings (interval 0): we ping it
-	grace    time.Duration
-	hooks    connHooks
+	// idleInterval is the server's idle ping interval (Y with
+	// ReadyIdlePings), 0 without: while the connection is idle (nothing
+	// pending, never a coordination request) the server pings it this
+	// often, and the silence bound is 3 of these.
+	idleInterval time.Duration
+	nodeID       string
+	leader       bool
+	maxIn        uint32 // max in-flight per class from Y, 0 = no limit
+	sessions     bool   // Y announced coordination sessions multiplexed on one connection
+	ownPing      bool   // the server sends no pings (interval 0): we ping it
+	grace        time.Duration
+	hooks        connHooks
 	// In-flight slots, nil = no limit. Acquires and the other requests
 	// (release, release-by-owner, describe, admin) have separate pools of
 	// maxIn each, as the server counts them (docs/protocol.md): waiting
@@ -181,6 +186,8 @@ type conn struct {
 	settle  chan struct{} // closed when an abandoned acquire gets its answer
 	handing int           // late grants taken off pending, not yet handed to the owner
 	drainBy time.Time     // with werr: when the reader stops draining
+	coord   bool          // a coordination request was sent: never idle again
+	quiet   time.Duration // the silence bound last set on the socket
 
 	wsig chan struct{}
 	done chan struct{}
@@ -192,6 +199,7 @@ type conn struct {
 // hello is the result of a handshake.
 type hello struct {
 	interval time.Duration
+	idle     time.Duration // ReadyIdlePings: the idle ping interval
 	maxIn    uint32
 	nodeID   string
 	leader   bool
@@ -251,7 +259,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags|wire.HelloClusterID)
+	h, r, herr := handshake(ctx, nc, addr, cfg.token, ts, flags|wire.HelloClusterID|wire.HelloIdlePings)
 	stop()
 	if herr == nil {
 		herr = cfg.pin.check(addr, &h)
@@ -262,7 +270,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 	}
 	nc.SetDeadline(time.Time{})
 	c := &conn{
-		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
+		nc: nc, addr: addr, r: r, interval: h.interval, idleInterval: h.idle, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
 		hooks: hooks, born: time.Now(), grace: cfg.answerGrace, onLateAnswer: cfg.onLateAnswer,
 		pending:   make(map[uint32]*call),
 		watches:   make(map[uint32]func(wire.Frame)),
@@ -275,6 +283,7 @@ func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks conn
 		// frozen server would hold every call and the connection forever.
 		c.interval = cfg.clientPing
 		c.ownPing = true
+		c.idleInterval = 0
 	}
 	if h.maxIn > 0 {
 		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
@@ -352,9 +361,13 @@ func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.F
 func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reader, error) {
 	switch f.Type {
 	case wire.TypeReady:
-		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
+		h := hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
 			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0,
-			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}, r, nil
+			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}
+		if f.Flags&wire.ReadyIdlePings != 0 && f.IdleInterval > f.Interval {
+			h.idle = time.Duration(f.IdleInterval) * time.Millisecond
+		}
+		return h, r, nil
 	case wire.TypeNotLeader:
 		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
 		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}
@@ -368,9 +381,20 @@ func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reade
 	return hello{}, nil, &helloError{addr: addr, err: fmt.Errorf("the server %s answered the hello with an unexpected %s frame", addr, f.Type)}
 }
 
-// silence is how long the server may stay silent before the connection is
-// considered dead: 3 ping intervals.
+// silence is how long the server may stay silent before a busy connection
+// is considered dead: 3 ping intervals.
 func (c *conn) silence() time.Duration { return 3 * c.interval }
+
+// silenceLocked is the silence bound that applies now: 3 idle intervals
+// while the connection is idle (nothing pending, never a coordination
+// request) and the server pings it at its idle interval, else silence.
+// c.mu is held.
+func (c *conn) silenceLocked() time.Duration {
+	if c.idleInterval > 0 && len(c.pending) == 0 && !c.coord {
+		return 3 * c.idleInterval
+	}
+	return c.silence()
+}
 
 // liveConn is a connection whose every read, once its owner is set, first
 // moves the read deadline to the silence bound from now: liveness is bytes,
@@ -394,7 +418,8 @@ func (l *liveConn) Read(p []byte) (int, error) {
 // later one.
 func (c *conn) renewReadDeadline() {
 	c.mu.Lock()
-	dl := time.Now().Add(c.silence())
+	c.quiet = c.silenceLocked()
+	dl := time.Now().Add(c.quiet)
 	if c.werr != nil {
 		dl = c.drainBy
 	}
@@ -408,10 +433,12 @@ func (c *conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Se
 func (c *conn) readLoop(wg *sync.WaitGroup) {
 	defer wg.Done()
 	var f wire.Frame
-	quiet := c.silence()
 	for {
 		// Every read from the socket renews the deadline (liveConn).
 		if err := c.r.Next(&f); err != nil {
+			c.mu.Lock()
+			quiet := c.quiet
+			c.mu.Unlock()
 			c.fail(c.readFailure(err, quiet))
 			return
 		}
@@ -802,7 +829,17 @@ func (c *conn) start(ctx context.Context, cl *call, f *wire.Frame) error {
 	}
 	cl.id = c.nextID
 	f.ID = cl.id
+	wasIdle := c.silenceLocked() > c.silence()
 	c.pending[cl.id] = cl
+	if f.Type == wire.TypeCoord {
+		c.coord = true
+	}
+	if wasIdle && c.werr == nil {
+		// Busy now: the server pings every interval from the moment it
+		// reads this request, so silence is measured on that scale again.
+		c.quiet = c.silence()
+		c.nc.SetReadDeadline(time.Now().Add(c.quiet))
+	}
 	cl.sent = time.Now()
 	c.wbuf = wire.Append(c.wbuf, f)
 	c.mu.Unlock()
