@@ -19,8 +19,9 @@ import (
 const writeTimeout = 10 * time.Second
 
 // conn is one client connection: a reader goroutine that decodes requests and
-// hands them to the core, and a writer goroutine that flushes every queued
-// answer with one write.
+// hands them to the core, and, while answers wait, a writer goroutine that
+// flushes every queued answer with one write. The writer ends when nothing
+// is left to write, so that an idle connection keeps one goroutine, not two.
 type conn struct {
 	srv   *Server
 	nc    net.Conn
@@ -43,7 +44,7 @@ type conn struct {
 	// describes of the same connection (protocol.md, capacity reason 4).
 	acquires, others int
 	closing          bool // no more answers; writer flushes, then closes
-	wake             chan struct{}
+	writing          bool // a writer goroutine runs (flush)
 	done             chan struct{} // closed when the writer has closed the socket
 
 	ready  atomic.Bool   // hello answered with Y: pings start then
@@ -72,7 +73,7 @@ func (c *conn) idle() bool {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), done: make(chan struct{})}
 }
 
 // send queues one frame. It reports false when the connection is closing.
@@ -186,28 +187,46 @@ func (c *conn) isClosing() bool {
 }
 
 func (c *conn) notify() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	c.mu.Lock()
+	start := !c.writing && (len(c.out) > 0 || c.closing)
+	if start {
+		c.writing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flush()
 	}
 }
 
-func (c *conn) writeLoop() {
-	defer close(c.done)
-	defer c.nc.Close()
-	for range c.wake {
+// flush writes the queued answers until none are left, then ends; once the
+// connection is closing and everything is written (or a write failed) it
+// closes the socket and done. notify starts it, and at most one runs.
+func (c *conn) flush() {
+	for {
 		c.mu.Lock()
 		buf, closing := c.out, c.closing
+		if len(buf) == 0 {
+			c.writing = closing // a closed connection never starts another
+			c.mu.Unlock()
+			if closing {
+				if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+					_ = tc.CloseWrite() // let the client read the last frame before the reset
+				}
+				c.nc.Close()
+				close(c.done)
+			}
+			return
+		}
 		c.out = c.spare[:0]
 		c.mu.Unlock()
-		if len(buf) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := c.nc.Write(buf); err != nil {
-				c.mu.Lock()
-				c.closing = true
-				c.mu.Unlock()
-				return
-			}
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.mu.Lock()
+			c.closing = true
+			c.mu.Unlock()
+			c.nc.Close()
+			close(c.done)
+			return
 		}
 		c.mu.Lock()
 		if cap(buf) <= 256<<10 {
@@ -215,17 +234,7 @@ func (c *conn) writeLoop() {
 		} else {
 			c.spare = nil // c.out may already use the old spare: never share an array
 		}
-		more := len(c.out) > 0
 		c.mu.Unlock()
-		if closing && !more {
-			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
-				_ = tc.CloseWrite() // let the client read the last frame before the reset
-			}
-			return
-		}
-		if more {
-			c.notify()
-		}
 	}
 }
 
@@ -252,7 +261,6 @@ func (c *conn) serve() {
 		// Admin sessions too: on the leader they may have waiters.
 		s.core.ConnClosed(c)
 	}()
-	go c.writeLoop()
 
 	// Liveness is bytes, not frames: a client sending a large request on a
 	// slow link is alive while its bytes arrive, though its pong waits

@@ -16,9 +16,11 @@ func testPinger(interval time.Duration, at int64) *pinger {
 	return p
 }
 
-// joinNew joins a new connection that can queue frames (nothing reads them).
+// joinNew joins a new connection that can queue frames (nothing reads them:
+// its writer counts as running, so none starts).
 func (p *pinger) joinNew() *conn {
 	c := newConn(&Server{cfg: Config{WriteBufferLimit: 1 << 20}}, nil)
+	c.writing = true
 	p.join(c)
 	return c
 }
