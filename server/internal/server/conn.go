@@ -43,8 +43,8 @@ type conn struct {
 	// limits, so acquires waiting in queues never starve releases and
 	// describes of the same connection (protocol.md, capacity reason 4).
 	acquires, others int
-	closing          bool // no more answers; writer flushes, then closes
-	writing          bool // a writer goroutine runs (flush)
+	closing          bool          // no more answers; writer flushes, then closes
+	writing          bool          // a writer goroutine runs (flush)
 	done             chan struct{} // closed when the writer has closed the socket
 
 	ready  atomic.Bool   // hello answered with Y: pings start then
