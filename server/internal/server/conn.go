@@ -58,18 +58,15 @@ type conn struct {
 	// coordination never counts as idle (its sessions' keep-alives rely
 	// on the ping interval).
 	coord atomic.Bool
+	// busy is acquires+others, for the pinger's look without the lock.
+	busy atomic.Int32
 }
 
 // idle reports whether the connection may be pinged at the idle interval:
 // it follows one, no request awaits its final answer and it never carried
 // a coordination frame.
 func (c *conn) idle() bool {
-	if !c.idlePings || c.coord.Load() {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.acquires == 0 && c.others == 0
+	return c.idlePings && c.busy.Load() == 0 && !c.coord.Load()
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -119,6 +116,7 @@ func (c *conn) finish(id uint32, f *wire.Frame) bool {
 		} else {
 			c.others--
 		}
+		c.busy.Add(-1)
 		if c.use != nil {
 			c.use.inFlight.Add(-1)
 		}
@@ -154,6 +152,7 @@ func (c *conn) begin(id uint32, acquire, givesBack bool) (dup bool, full uint8) 
 		return false, wire.CapacityPrincipalInFlight
 	}
 	*n++
+	c.busy.Add(1)
 	c.inflight[id] = acquire
 	return false, 0
 }

@@ -52,11 +52,11 @@ func TestFirstPingComesAboutOneIntervalAfterJoining(t *testing.T) {
 	}
 	for q := at - groups; q < p; q++ {
 		if len(pg.pingable(q, nil)) != 0 {
-			t.Fatalf("part %d pings someone before part %d", q, p)
+			t.Fatalf("part %d lists someone before part %d", q, p)
 		}
 	}
-	if got := pg.pingable(p, nil); len(got) != 0 {
-		t.Fatalf("part %d, which began before the connection joined, pings it", p)
+	if p >= c.ping.from {
+		t.Fatalf("part %d, which began before the connection joined, may ping it (from part %d)", p, c.ping.from)
 	}
 	next := at - 1 + groups
 	if got := pg.pingable(next, nil); len(got) != 1 || got[0] != c {
@@ -67,13 +67,36 @@ func TestFirstPingComesAboutOneIntervalAfterJoining(t *testing.T) {
 	}
 }
 
-// A connection that leaves is pinged no more, and a pinger left without
-// connections has nothing to wake for again.
+// A connection that leaves is pinged no more, the others of its group stay,
+// and a pinger left without connections has nothing to wake for again.
 func TestPingerForgetsALeavingConnection(t *testing.T) {
 	pg := testPinger(500*time.Millisecond, 10)
-	c := pg.joinNew()
-	pg.leave(c)
-	pg.leave(c) // twice is harmless
+	cs := make([]*conn, 5*len(pg.groups))
+	for i := range cs {
+		cs[i] = pg.joinNew()
+	}
+	for _, i := range []int{7, 0, len(cs) - 1, 3} {
+		pg.leave(cs[i])
+		pg.leave(cs[i]) // twice is harmless
+		cs[i] = nil
+	}
+	listed := map[*conn]bool{}
+	for q := int64(0); q < int64(len(pg.groups)); q++ {
+		for _, c := range pg.pingable(q, nil) {
+			listed[c] = true
+		}
+	}
+	for i, c := range cs {
+		if c != nil && !listed[c] {
+			t.Fatalf("connection %d, still joined, is in no group", i)
+		}
+		if c != nil {
+			pg.leave(c)
+		}
+	}
+	if len(listed) != len(cs)-4 {
+		t.Fatalf("%d connections listed, want %d", len(listed), len(cs)-4)
+	}
 	if p, ok := pg.nextPart(10); ok {
 		t.Fatalf("the only connection left, yet part %d is due", p)
 	}
@@ -125,14 +148,14 @@ func queued(t *testing.T, c *conn) []wire.Frame {
 func TestPingerPingsAndEndsASilentConnection(t *testing.T) {
 	pg := testPinger(500*time.Millisecond, 10)
 	c := pg.joinNew()
-	pg.look(c, 1)
+	pg.look(c, 1000, 1, time.Now())
 	if got := queued(t, c); len(got) != 0 {
 		t.Fatalf("a connection before its hello was sent %v", got)
 	}
 	c.ready.Store(true)
 	c.rx.Add(1) // the hello's bytes
 	for nonce := uint64(2); nonce <= 4; nonce++ {
-		pg.look(c, nonce)
+		pg.look(c, 1000, nonce, time.Now())
 		got := queued(t, c)
 		if len(got) != 1 || got[0].Type != wire.TypePing || got[0].Nonce != nonce {
 			t.Fatalf("look with nonce %d queued %v, want one P with that nonce", nonce, got)
@@ -140,12 +163,12 @@ func TestPingerPingsAndEndsASilentConnection(t *testing.T) {
 	}
 	c.rx.Add(1) // an O arrives: the count starts again
 	for nonce := uint64(5); nonce <= 7; nonce++ {
-		pg.look(c, nonce)
+		pg.look(c, 1000, nonce, time.Now())
 		if got := queued(t, c); len(got) != 1 || got[0].Type != wire.TypePing {
 			t.Fatalf("look %d after a byte arrived queued %v, want a P", nonce, got)
 		}
 	}
-	pg.look(c, 8)
+	pg.look(c, 1000, 8, time.Now())
 	got := queued(t, c)
 	if len(got) != 1 || got[0].Type != wire.TypeError || wire.Code(got[0].Code) != wire.CodePingTimeout {
 		t.Fatalf("the third silent look queued %v, want E %d", got, wire.CodePingTimeout)
@@ -173,7 +196,7 @@ func TestPingerPingsIdleConnectionsAtTheIdleInterval(t *testing.T) {
 	pinged := func(c *conn) bool {
 		t.Helper()
 		c.rx.Add(1) // it answers
-		p.look(c, 1)
+		p.look(c, 1000, 1, clock)
 		return len(queued(t, c)) == 1
 	}
 	follows, older := join(true), join(false)
@@ -187,15 +210,11 @@ func TestPingerPingsIdleConnectionsAtTheIdleInterval(t *testing.T) {
 	if !pinged(older) {
 		t.Fatal("a connection that did not ask for idle pings was not pinged at every look")
 	}
-	follows.mu.Lock()
-	follows.acquires = 1 // an acquire waits in a queue
-	follows.mu.Unlock()
+	follows.busy.Store(1) // an acquire waits in a queue
 	if !pinged(follows) {
 		t.Fatal("a connection with an acquire in flight was not pinged at the next look")
 	}
-	follows.mu.Lock()
-	follows.acquires = 0
-	follows.mu.Unlock()
+	follows.busy.Store(0)
 	if pinged(follows) {
 		t.Fatal("idle again, the connection was pinged less than an idle interval after its last ping")
 	}

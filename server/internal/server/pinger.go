@@ -29,12 +29,12 @@ type pingState struct {
 	rx     uint64    // the connection's read count at the last look
 	missed int       // looks in a row that found no byte since the one before
 	last   time.Time // when it was last pinged (looked at)
-	// group is the group of connections it is pinged with, and from the
-	// first part of the ping interval (counted from the pinger's start)
-	// that may ping it: the parts before it began before the connection
-	// joined.
-	group int
-	from  int64
+	// group is the group of connections it is pinged with, slot its place
+	// in that group, and from the first part of the ping interval (counted
+	// from the pinger's start) that may ping it: the parts before it began
+	// before the connection joined.
+	group, slot int
+	from        int64
 }
 
 // pinger sends P to every connection once each interval (or once each idle
@@ -46,20 +46,20 @@ type pinger struct {
 	interval time.Duration
 	idle     time.Duration // the idle interval; 0: none
 	start    time.Time
-	groups   []map[*conn]struct{} // under mu
-	members  int                  // under mu
-	wake     chan struct{}        // a connection joined: the loop may sleep too long
-	mu       sync.Mutex
-	scratch  []*conn // the loop's list of one part's connections, reused
-	now      func() time.Time
+	// groups holds the connections of each part (under mu). Slices, not
+	// maps: every connection is looked at once per interval, and copying a
+	// part's slice costs a fraction of iterating a map of it.
+	groups  [][]*conn
+	members int           // under mu
+	wake    chan struct{} // a connection joined: the loop may sleep too long
+	mu      sync.Mutex
+	scratch []*conn // the loop's list of one part's connections, reused
+	now     func() time.Time
 }
 
 func newPinger(interval, idle time.Duration) *pinger {
 	p := &pinger{interval: interval, idle: idle, start: time.Now(), wake: make(chan struct{}, 1), now: time.Now}
-	p.groups = make([]map[*conn]struct{}, pingGroupsFor(interval))
-	for i := range p.groups {
-		p.groups[i] = make(map[*conn]struct{})
-	}
+	p.groups = make([][]*conn, pingGroupsFor(interval))
 	return p
 }
 
@@ -85,8 +85,8 @@ func (p *pinger) join(c *conn) {
 			group = g
 		}
 	}
-	c.ping.group, c.ping.from = group, pinged
-	p.groups[group][c] = struct{}{}
+	c.ping.group, c.ping.slot, c.ping.from = group, len(p.groups[group]), pinged
+	p.groups[group] = append(p.groups[group], c)
 	p.members++
 	p.mu.Unlock()
 	select {
@@ -98,8 +98,13 @@ func (p *pinger) join(c *conn) {
 // leave stops pinging c.
 func (p *pinger) leave(c *conn) {
 	p.mu.Lock()
-	if _, ok := p.groups[c.ping.group][c]; ok {
-		delete(p.groups[c.ping.group], c)
+	g := p.groups[c.ping.group]
+	if i := c.ping.slot; i < len(g) && g[i] == c {
+		last := len(g) - 1
+		g[i] = g[last]
+		g[i].ping.slot = i
+		g[last] = nil
+		p.groups[c.ping.group] = g[:last]
 		p.members--
 	}
 	p.mu.Unlock()
@@ -153,18 +158,13 @@ func (p *pinger) nextPart(from int64) (int64, bool) {
 	return 0, false
 }
 
-// pingable lists the connections part q pings into dst: its group's, those
-// that joined before the part began.
+// pingable lists the connections of part q's group into dst; look skips
+// those that joined after the part began.
 func (p *pinger) pingable(q int64, dst []*conn) []*conn {
 	g := int(q % int64(len(p.groups)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for c := range p.groups[g] {
-		if q >= c.ping.from {
-			dst = append(dst, c)
-		}
-	}
-	return dst
+	return append(dst, p.groups[g]...)
 }
 
 // pingPart pings, for part q of the interval, the connections of its group
@@ -172,20 +172,21 @@ func (p *pinger) pingable(q int64, dst []*conn) []*conn {
 // those from which no byte arrived for two looks after an unanswered ping.
 func (p *pinger) pingPart(q int64, nonce uint64) {
 	p.scratch = p.pingable(q, p.scratch[:0])
+	now := p.now()
 	for _, c := range p.scratch {
-		p.look(c, nonce)
+		p.look(c, q, nonce, now)
 	}
 	clear(p.scratch) // hold no closed connection until the next part
 }
 
-// look checks one connection and pings it, unless it is idle and was
-// pinged less than an idle interval ago.
-func (p *pinger) look(c *conn, nonce uint64) {
-	if !c.ready.Load() {
+// look checks one connection for part q and pings it, unless it joined
+// after the part began, or it is idle and was pinged less than an idle
+// interval ago. It is cheap for the idle ones: no lock, no clock.
+func (p *pinger) look(c *conn, q int64, nonce uint64, now time.Time) {
+	st := &c.ping
+	if q < st.from || !c.ready.Load() {
 		return // before the hello only its own deadline applies
 	}
-	st := &c.ping
-	now := p.now()
 	if p.idle > 0 && now.Sub(st.last) < p.idle && c.idle() {
 		// Looked at every interval all the same, so that the first ping
 		// after a request arrives comes within one interval.
