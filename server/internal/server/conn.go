@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -25,6 +26,7 @@ const writeTimeout = 10 * time.Second
 type conn struct {
 	srv   *Server
 	nc    net.Conn
+	raw   syscall.RawConn // nc's socket when it is plain TCP, for pings (sendPing)
 	admin bool
 	// principal is the name of who authenticated in the hello; its rights
 	// are looked up per request, so a reload applies to open connections.
@@ -70,7 +72,48 @@ func (c *conn) idle() bool {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), done: make(chan struct{})}
+	c := &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), done: make(chan struct{})}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.raw, _ = tc.SyscallConn()
+	}
+	return c
+}
+
+// sendPing sends P. On a plain TCP connection with nothing queued and no
+// writer running (an idle one, always) the pinger writes it itself, with
+// one non-blocking write: no writer goroutine started, no write deadline
+// set (and fired ten seconds later). What the socket does not take at
+// once is queued for a writer, which then applies the deadline.
+func (c *conn) sendPing(nonce uint64) {
+	f := wire.Frame{Type: wire.TypePing, Nonce: nonce}
+	if c.raw == nil {
+		c.send(&f)
+		return
+	}
+	c.mu.Lock()
+	if c.closing || c.writing || len(c.out) > 0 {
+		c.mu.Unlock()
+		c.send(&f)
+		return
+	}
+	var b [wire.HeaderLen + 8]byte
+	frame := wire.Append(b[:0], &f)
+	n := 0
+	_ = c.raw.Write(func(fd uintptr) bool {
+		if k, err := syscall.Write(int(fd), frame); err == nil {
+			n = k
+		}
+		return true // never wait for the socket here: a writer does
+	})
+	start := n < len(frame)
+	if start {
+		c.out = append(c.out, frame[n:]...)
+		c.writing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flush()
+	}
 }
 
 // send queues one frame. It reports false when the connection is closing.

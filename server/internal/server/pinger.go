@@ -203,5 +203,5 @@ func (p *pinger) look(c *conn, q int64, nonce uint64, now time.Time) {
 		return
 	}
 	st.last = now
-	c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
+	c.sendPing(nonce)
 }
