@@ -230,7 +230,10 @@ func (e *helloError) Unwrap() error  { return e.err }
 func dial(ctx context.Context, addr string, cfg *config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
 	defer cancel()
-	dialFn := (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
+	// No TCP keep-alive: the protocol's pings are the liveness check, and
+	// probes every 15 s would cost both ends more than an idle
+	// connection's pings do (docs/benchmarks.md, "Idle connections").
+	dialFn := (&net.Dialer{KeepAlive: -1}).DialContext
 	if cfg.dialer != nil {
 		dialFn = cfg.dialer
 	}

@@ -175,7 +175,7 @@ func (b *bench) newBrokers(ctx context.Context, n, sourceIPs int) ([]*ticketing.
 		var extra []ticketing.Option
 		if sourceIPs > 0 {
 			local := &net.TCPAddr{IP: net.IPv4(127, 0, byte((2+i%sourceIPs)>>8), byte(2+i%sourceIPs))}
-			d := &net.Dialer{LocalAddr: local, KeepAlive: 15 * time.Second}
+			d := &net.Dialer{LocalAddr: local, KeepAlive: -1} // as the client's own dialer
 			extra = append(extra, ticketing.WithDialer(d.DialContext))
 		}
 		br, err := b.newBroker(ctx, extra...)

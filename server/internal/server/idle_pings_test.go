@@ -110,3 +110,15 @@ func TestIdleConnectionsArePingedAtTheIdleInterval(t *testing.T) {
 		}
 	}
 }
+
+// Client connections carry no TCP keep-alive: pings are their liveness
+// check, and probes every 15 s (Go's default) would cost an idle
+// connection more than its pings.
+func TestClientConnectionsHaveNoTCPKeepAlive(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	testcluster.Hello(t, c.Addr(0), "")
+	on := server.KeepAlives(c.Server(0))
+	if len(on) != 1 || on[0] {
+		t.Fatalf("keep-alive on the server's client sockets: %v, want one socket without it", on)
+	}
+}

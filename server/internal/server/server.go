@@ -100,7 +100,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.ClientAddr)
+	// No TCP keep-alive on client connections: pings are the liveness
+	// check (before the hello, its timeout), and Go's default probes every
+	// 15 s would cost an idle connection more than its pings do.
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients on %s: %w", cfg.ClientAddr, err)
 	}
