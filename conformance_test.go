@@ -155,6 +155,13 @@ func runScenario(sc *faketicketd.Scenario) error {
 			}
 			continue
 		}
+		if step.Op == "pause" {
+			// The scenario's idle time: no call is made, the connection
+			// stays as it is (the pause is the stimulus, not a wait for a
+			// condition).
+			time.Sleep(time.Duration(step.PauseMs) * time.Millisecond)
+			continue
+		}
 		var done chan scenarioOutcome
 		if step.Op == "await" {
 			done = background[step.Call]

@@ -240,7 +240,12 @@
 // Coordination clients over a broker (package coordination) inherit its pin.
 //
 // Liveness. The broker answers the server's pings and treats 3 ping
-// intervals without any frame as a dead connection. A server that announces
+// intervals without a byte as a dead connection. It asks for idle pings:
+// a server that has them pings an idle connection (nothing in flight, never
+// a coordination request) every idle interval (ticketd: 20 s), and the
+// broker then gives an idle connection up after 3 idle intervals without a
+// byte, a busy one 3 ping intervals after it became busy, as before
+// (docs/protocol.md, "Idle connections"). A server that announces
 // interval 0 sends no pings; the broker then sends its own every
 // DefaultClientPing (500 ms) and applies the same rule. Every answer is
 // bounded on a live connection too: an acquire waits its wait plus

@@ -265,6 +265,9 @@ type Ready struct {
 	// Sessions announces ReadySessions: the server carries any number of
 	// coordination sessions on one connection.
 	Sessions bool
+	// IdleInterval, when set, is the idle ping interval announced to a
+	// hello that asks for one (HelloIdlePings), as ticketd does.
+	IdleInterval time.Duration
 }
 
 // AcceptHello reads the client's H and answers Y. It returns the hello.
@@ -286,6 +289,10 @@ func (r Ready) FrameFor(h wire.Frame) wire.Frame {
 	if r.Cluster != nil && h.Flags&wire.HelloClusterID != 0 {
 		f.Flags |= wire.ReadyClusterID
 		f.ClusterID = *r.Cluster
+	}
+	if r.IdleInterval > 0 && h.Flags&wire.HelloIdlePings != 0 {
+		f.Flags |= wire.ReadyIdlePings
+		f.IdleInterval = uint32(r.IdleInterval / time.Millisecond)
 	}
 	return f
 }

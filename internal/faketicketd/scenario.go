@@ -160,6 +160,9 @@ type HelloStep struct {
 	// for it: 32 hex digits, or "none" (it has none yet). Absent, it
 	// reports none at all, as a server older than cluster IDs.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// IdleIntervalMs is the idle ping interval announced to a hello that
+	// asks for one (HelloIdlePings), as ticketd does; 0: none.
+	IdleIntervalMs uint32 `json:"idle_interval_ms,omitempty"`
 }
 
 // cluster is the ID a HelloStep reports, nil for none at all.
@@ -183,13 +186,16 @@ func (h *HelloStep) cluster() (*wire.ClusterID, error) {
 type ClientStep struct {
 	// Op is acquire, release (the last acquired ticket), release_token
 	// (Key, Token), describe, wait_ready (TimeoutMs), close (the client),
-	// await (the outcome of the background call named Call) or
-	// await_frame (until the servers have received Count frames of Type).
+	// await (the outcome of the background call named Call),
+	// await_frame (until the servers have received Count frames of Type)
+	// or pause (PauseMs with no call: the client's connection is idle).
 	Op    string `json:"op"`
 	Key   string `json:"key,omitempty"`
 	Token string `json:"token,omitempty"` // release_token: u64 as a decimal string
 	// TimeoutMs is wait_ready's timeout.
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// PauseMs is how long pause makes no call.
+	PauseMs int64 `json:"pause_ms,omitempty"`
 	// Type and Count are what await_frame waits for (Count 0: 1).
 	Type  string `json:"type,omitempty"`
 	Count int    `json:"count,omitempty"`
@@ -407,6 +413,11 @@ func (sc *Scenario) validate() error {
 		case "await_frame":
 			if len(cs.Type) != 1 {
 				return fmt.Errorf("client step %d: await_frame needs a frame type", i)
+			}
+			continue
+		case "pause":
+			if cs.PauseMs <= 0 {
+				return fmt.Errorf("client step %d: pause needs pause_ms", i)
 			}
 			continue
 		default:
@@ -822,7 +833,8 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				return
 			}
 			cluster, _ := st.Hello.cluster() // checked when the scenario was loaded
-			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower, Cluster: cluster, Sessions: st.Hello.Sessions}
+			r := Ready{MaxInFlight: st.Hello.MaxInFlight, Follower: st.Hello.Follower, Cluster: cluster, Sessions: st.Hello.Sessions,
+				IdleInterval: time.Duration(st.Hello.IdleIntervalMs) * time.Millisecond}
 			sessions = st.Hello.Sessions
 			if st.Hello.IntervalMs != nil {
 				r.Interval = time.Duration(*st.Hello.IntervalMs) * time.Millisecond

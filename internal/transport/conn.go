@@ -30,7 +30,7 @@ type failKind int
 
 const (
 	failDrop        failKind = iota // EOF, reset, write error
-	failSilent                      // nothing received for 3 ping intervals
+	failSilent                      // nothing received for 3 ping intervals (3 idle intervals while idle)
 	failNotLeader                   // M
 	failServerError                 // E
 	failProtocol                    // malformed, oversized, unknown or unexpected frame
@@ -50,7 +50,7 @@ type Ended struct {
 func (f *Ended) What() string {
 	switch f.kind {
 	case failSilent:
-		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals) and the connection was given up", f.addr, f.quiet)
+		return fmt.Sprintf("the server %s sent nothing for %v (3 ping intervals, or idle intervals while nothing was in flight) and the connection was given up", f.addr, f.quiet)
 	case failNotLeader:
 		if f.hint != "" {
 			return fmt.Sprintf("the server %s stopped being the leader (new leader %s) and ended the session", f.addr, f.hint)
@@ -163,13 +163,18 @@ type Conn struct {
 	addr     string
 	r        *wire.Reader
 	interval time.Duration // ping interval from Y
-	nodeID   string
-	leader   bool
-	maxIn    uint32 // max in-flight per class from Y, 0 = no limit
-	sessions bool   // Y announced coordination sessions multiplexed on one connection
-	ownPing  bool   // the server sends no pings (interval 0): we ping it
-	grace    time.Duration
-	hooks    connHooks
+	// idleInterval is the server's idle ping interval (Y with
+	// ReadyIdlePings), 0 without: while the connection is idle (nothing
+	// pending, never a coordination request) the server pings it this
+	// often, and the silence bound is 3 of these.
+	idleInterval time.Duration
+	nodeID       string
+	leader       bool
+	maxIn        uint32 // max in-flight per class from Y, 0 = no limit
+	sessions     bool   // Y announced coordination sessions multiplexed on one connection
+	ownPing      bool   // the server sends no pings (interval 0): we ping it
+	grace        time.Duration
+	hooks        connHooks
 	// In-flight slots, nil = no limit. Acquires and the other requests
 	// (release, release-by-owner, describe, admin) have separate pools of
 	// maxIn each, as the server counts them (docs/protocol.md): waiting
@@ -192,6 +197,8 @@ type Conn struct {
 	settle  chan struct{} // closed when an abandoned acquire gets its answer
 	handing int           // late grants taken off pending, not yet handed to the owner
 	drainBy time.Time     // with werr: when the reader stops draining
+	coord   bool          // a coordination request was sent: never idle again
+	quiet   time.Duration // the silence bound last set on the socket
 
 	wsig chan struct{}
 	done chan struct{}
@@ -205,7 +212,10 @@ type Conn struct {
 func dial(ctx context.Context, addr string, cfg *Config, flags uint8, hooks connHooks, wg *sync.WaitGroup) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	dialFn := (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
+	// No TCP keep-alive: the protocol's pings are the liveness check, and
+	// probes every 15 s would cost both ends more than an idle
+	// connection's pings do (docs/benchmarks.md, "Idle connections").
+	dialFn := (&net.Dialer{KeepAlive: -1}).DialContext
 	if cfg.Dialer != nil {
 		dialFn = cfg.Dialer
 	}
@@ -234,7 +244,7 @@ func dial(ctx context.Context, addr string, cfg *Config, flags uint8, hooks conn
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	h, r, herr := handshake(ctx, nc, addr, cfg.Token, ts, flags|wire.HelloClusterID)
+	h, r, herr := handshake(ctx, nc, addr, cfg.Token, ts, flags|wire.HelloClusterID|wire.HelloIdlePings)
 	stop()
 	if herr == nil {
 		herr = cfg.Pin.check(addr, &h)
@@ -245,7 +255,7 @@ func dial(ctx context.Context, addr string, cfg *Config, flags uint8, hooks conn
 	}
 	nc.SetDeadline(time.Time{})
 	c := &Conn{
-		nc: nc, addr: addr, r: r, interval: h.interval, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
+		nc: nc, addr: addr, r: r, interval: h.interval, idleInterval: h.idle, nodeID: h.nodeID, leader: h.leader, maxIn: h.maxIn, sessions: h.sessions,
 		hooks: hooks, born: time.Now(), grace: cfg.AnswerGrace, onLateAnswer: cfg.OnLateAnswer,
 		pending:   make(map[uint32]*Request),
 		watches:   make(map[uint32]func(wire.Frame)),
@@ -302,10 +312,12 @@ func (c *Conn) writeTimeout() time.Duration { return max(c.silence(), 10*time.Se
 func (c *Conn) readLoop(wg *sync.WaitGroup) {
 	defer wg.Done()
 	var f wire.Frame
-	quiet := c.silence()
 	for {
 		// Every read from the socket renews the deadline (liveConn).
 		if err := c.r.Next(&f); err != nil {
+			c.mu.Lock()
+			quiet := c.quiet
+			c.mu.Unlock()
 			c.fail(c.readFailure(err, quiet))
 			return
 		}
@@ -679,7 +691,17 @@ func (c *Conn) Start(ctx context.Context, cl *Request, f *wire.Frame) error {
 	}
 	cl.ID = c.nextID
 	f.ID = cl.ID
+	wasIdle := c.silenceLocked() > c.silence()
 	c.pending[cl.ID] = cl
+	if f.Type == wire.TypeCoord {
+		c.coord = true
+	}
+	if wasIdle && c.werr == nil {
+		// Busy now: the server pings every interval from the moment it
+		// reads this request, so silence is measured on that scale again.
+		c.quiet = c.silence()
+		c.nc.SetReadDeadline(time.Now().Add(c.quiet))
+	}
 	cl.Sent = time.Now()
 	c.wbuf = wire.Append(c.wbuf, f)
 	c.mu.Unlock()

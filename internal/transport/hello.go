@@ -22,6 +22,7 @@ import (
 // hello is the result of a handshake.
 type hello struct {
 	interval time.Duration
+	idle     time.Duration // ReadyIdlePings: the idle ping interval
 	maxIn    uint32
 	nodeID   string
 	leader   bool
@@ -123,9 +124,13 @@ func readHelloAnswer(ctx context.Context, nc net.Conn, r *wire.Reader, f *wire.F
 func helloAnswer(addr string, f *wire.Frame, r *wire.Reader) (hello, *wire.Reader, error) {
 	switch f.Type {
 	case wire.TypeReady:
-		return hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
+		h := hello{interval: time.Duration(f.Interval) * time.Millisecond, maxIn: f.Count, nodeID: string(f.Text),
 			leader: f.Flags&wire.ReadyLeader != 0, sessions: f.Flags&wire.ReadySessions != 0,
-			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}, r, nil
+			cluster: f.ClusterID, reportsCluster: f.Flags&wire.ReadyClusterID != 0}
+		if f.Flags&wire.ReadyIdlePings != 0 && f.IdleInterval > f.Interval {
+			h.idle = time.Duration(f.IdleInterval) * time.Millisecond
+		}
+		return h, r, nil
 	case wire.TypeNotLeader:
 		nl := &NotLeaderError{Addr: addr, LeaderAddr: string(f.Text)}
 		return hello{}, nil, &helloError{addr: addr, err: nl, hint: nl.LeaderAddr}

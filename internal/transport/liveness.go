@@ -22,12 +22,24 @@ func (c *Conn) pingOwn(interval time.Duration) {
 	if c.interval <= 0 {
 		c.interval = interval
 		c.ownPing = true
+		c.idleInterval = 0
 	}
 }
 
-// silence is how long the server may stay silent before the connection is
-// considered dead: 3 ping intervals.
+// silence is how long the server may stay silent before a busy connection
+// is considered dead: 3 ping intervals.
 func (c *Conn) silence() time.Duration { return 3 * c.interval }
+
+// silenceLocked is the silence bound that applies now: 3 idle intervals
+// while the connection is idle (nothing pending, never a coordination
+// request) and the server pings it at its idle interval, else silence.
+// c.mu is held.
+func (c *Conn) silenceLocked() time.Duration {
+	if c.idleInterval > 0 && len(c.pending) == 0 && !c.coord {
+		return 3 * c.idleInterval
+	}
+	return c.silence()
+}
 
 // AnswerGrace is how long a request waits for its final answer on this
 // live connection (an acquire: past its wait) before giving up on it: 3
@@ -106,7 +118,8 @@ func (l *liveConn) Read(p []byte) (int, error) {
 // later one.
 func (c *Conn) renewReadDeadline() {
 	c.mu.Lock()
-	dl := time.Now().Add(c.silence())
+	c.quiet = c.silenceLocked()
+	dl := time.Now().Add(c.quiet)
 	if c.werr != nil {
 		dl = c.drainBy
 	}

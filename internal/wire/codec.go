@@ -27,6 +27,9 @@ func Append(dst []byte, f *Frame) []byte {
 		if f.Flags&ReadyClusterID != 0 {
 			dst = append(dst, f.ClusterID[:]...)
 		}
+		if f.Flags&ReadyIdlePings != 0 {
+			dst = putU32(dst, f.IdleInterval)
+		}
 	case TypeAcquire:
 		dst = putU32(dst, f.ID)
 		dst = append(dst, f.Owner[:]...)
@@ -199,6 +202,9 @@ func Decode(body []byte, f *Frame) error {
 		f.Text = d.str()
 		if f.Flags&ReadyClusterID != 0 {
 			d.fixed(f.ClusterID[:])
+		}
+		if f.Flags&ReadyIdlePings != 0 {
+			f.IdleInterval = d.u32()
 		}
 	case TypeAcquire:
 		f.ID = d.u32()

@@ -15,6 +15,9 @@ import (
 func randomFrame(rng *rand.Rand, t Type) *Frame {
 	f := &Frame{Type: t}
 	for _, fs := range layoutOf(t).fields {
+		if !fs.present(f) { // an optional field whose flag bit the random flags left out
+			continue
+		}
 		switch p := fieldPtr(f, fs.name).(type) {
 		case *uint8:
 			*p = uint8(rng.Uint32())

@@ -154,9 +154,11 @@ func constantsObject(t testing.TB) object {
 	flags := object{
 		{"hello_admin", HelloAdmin},
 		{"hello_cluster_id", HelloClusterID},
+		{"hello_idle_pings", HelloIdlePings},
 		{"ready_leader", ReadyLeader},
 		{"ready_sessions", ReadySessions},
 		{"ready_cluster_id", ReadyClusterID},
+		{"ready_idle_pings", ReadyIdlePings},
 		{"info_held", InfoHeld},
 	}
 	return object{

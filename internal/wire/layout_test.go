@@ -22,6 +22,7 @@ const (
 	kCluster // a cluster ID, ClusterIDLen bytes, present only with the ReadyClusterID flag
 	kStr     // len:u16 then len bytes
 	kRest    // every byte to the end of the frame
+	kIdleMs  // a u32, present only with the ReadyIdlePings flag
 )
 
 func (k fieldKind) size() int {
@@ -38,12 +39,14 @@ func (k fieldKind) size() int {
 		return OwnerLen
 	case kCluster:
 		return ClusterIDLen
+	case kIdleMs:
+		return 4
 	}
 	return -1
 }
 
 func (k fieldKind) String() string {
-	return [...]string{"u8", "u16", "u32", "u64", "bytes", "bytes", "str", "bytes"}[k]
+	return [...]string{"u8", "u16", "u32", "u64", "bytes", "bytes", "str", "bytes", "u32"}[k]
 }
 
 type fieldSpec struct {
@@ -56,8 +59,11 @@ type fieldSpec struct {
 // extension that a client asks for in its hello), 0 for a field always
 // present.
 func (fs fieldSpec) when() uint8 {
-	if fs.kind == kCluster {
+	switch fs.kind {
+	case kCluster:
 		return ReadyClusterID
+	case kIdleMs:
+		return ReadyIdlePings
 	}
 	return 0
 }
@@ -81,7 +87,7 @@ const echoID = "the request id of the request answered"
 var layouts = []layout{
 	{TypeHello, "Hello", "client->server", []fieldSpec{
 		{"version", kU16, "protocol version the client speaks: 1"},
-		{"flags", kU8, "bit 0 (`1`, `HelloAdmin`): administrative session (a follower accepts it instead of answering `M`); bit 1 (`2`, `HelloClusterID`): the client reads the server's cluster ID in `Y` (see [Cluster ID](#cluster-id)); other bits 0"},
+		{"flags", kU8, "bit 0 (`1`, `HelloAdmin`): administrative session (a follower accepts it instead of answering `M`); bit 1 (`2`, `HelloClusterID`): the client reads the server's cluster ID in `Y` (see [Cluster ID](#cluster-id)); bit 2 (`4`, `HelloIdlePings`): the client follows an idle ping interval (see [Idle connections](#idle-connections)); other bits 0"},
 		{"text", kStr, "client token, 0..1024 bytes of any value; checked only by a server configured with tokens (one without ignores it)"},
 	}, "first frame of every connection"},
 	{TypeAcquire, "Acquire", "client->server", []fieldSpec{
@@ -115,11 +121,12 @@ var layouts = []layout{
 	}, "status and membership request"},
 	{TypeReady, "Ready", "server->client", []fieldSpec{
 		{"version", kU16, "protocol version the server speaks: 1"},
-		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; bit 1 (`2`, `ReadySessions`): it carries any number of coordination sessions on one connection (Coordination frames); bit 2 (`4`, `ReadyClusterID`): `cluster_id` follows `text`; other bits 0"},
+		{"flags", kU8, "bit 0 (`1`, `ReadyLeader`): this server is the leader; bit 1 (`2`, `ReadySessions`): it carries any number of coordination sessions on one connection (Coordination frames); bit 2 (`4`, `ReadyClusterID`): `cluster_id` follows `text`; bit 3 (`8`, `ReadyIdlePings`): `idle_interval_ms` ends the frame; other bits 0"},
 		{"interval_ms", kU32, "ping interval in ms"},
 		{"count", kU32, "in-flight limit per class: at most this many acquires (`A`, and `K` acquires) and, separately, this many other requests (`L`, `U`, `D`, `J`, other `K`) may await a final answer on this connection"},
 		{"text", kStr, "the server's node id"},
 		{"cluster_id", kCluster, "only with flag bit 2 (sent only to a hello with `HelloClusterID`): the server's cluster ID, all zero when it has none yet (see [Cluster ID](#cluster-id))"},
+		{"idle_interval_ms", kIdleMs, "only with flag bit 3 (sent only to a hello with `HelloIdlePings`): the ping interval in ms while the connection is idle, longer than `interval_ms` (see [Idle connections](#idle-connections))"},
 	}, "hello accepted"},
 	{TypeGranted, "Granted", "server->client", []fieldSpec{
 		fID(echoID),
@@ -229,6 +236,8 @@ func fieldPtr(f *Frame, name string) any {
 		return &f.Owner
 	case "cluster_id":
 		return &f.ClusterID
+	case "idle_interval_ms":
+		return &f.IdleInterval
 	case "wait":
 		return &f.Wait
 	case "lease":
@@ -350,8 +359,8 @@ func frameTablesMarkdown(examples map[Type]vector) string {
 	w("count from the first byte of the length prefix. `str` is `len:u16` followed by\n")
 	w("`len` bytes; a `bytes` field without a length runs to the end of the frame.\n")
 	w("Every variable-length field is the last field of its frame, so all offsets are\n")
-	w("fixed, except for the optional cluster ID that ends `Y` (present with a flag bit,\n")
-	w("right after the node id). A frame that is one byte shorter or longer than its layout is malformed\n")
+	w("fixed, except for the optional cluster ID and idle interval that end `Y` (each present\n")
+	w("with a flag bit, after the node id). A frame that is one byte shorter or longer than its layout is malformed\n")
 	w("(`E` 1), except that the JSON of `J` and `V` simply becomes shorter or longer,\n")
 	w("and the body of `K` and `T` has the layout of its sub-op ([Coordination frames](#coordination-frames)).\n\n")
 	w("Field names are the names used in `testdata/vectors.json`.\n\n")

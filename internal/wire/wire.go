@@ -91,6 +91,11 @@ const (
 	// then sets ReadyClusterID and appends it. A client without it gets Y
 	// in its original layout (older decoders refuse trailing bytes).
 	HelloClusterID uint8 = 1 << 1
+	// HelloIdlePings says the client follows an idle ping interval: while
+	// its connection is idle it waits 3 idle intervals, not 3 ping
+	// intervals, for a byte from the server. A server that has one then
+	// sets ReadyIdlePings and appends it to Y.
+	HelloIdlePings uint8 = 1 << 2
 )
 
 // Ready flags.
@@ -107,6 +112,12 @@ const (
 	// only to a hello with HelloClusterID). All zero: the server has no
 	// cluster ID yet (a cluster that has not finished forming).
 	ReadyClusterID uint8 = 1 << 2
+	// ReadyIdlePings is set when Y ends with the idle ping interval (sent
+	// only to a hello with HelloIdlePings): the server pings this
+	// connection every idle interval while it is idle (no request awaiting
+	// its final answer, never a coordination frame), and every ping
+	// interval otherwise.
+	ReadyIdlePings uint8 = 1 << 3
 )
 
 // Info flags (TypeInfo).
@@ -181,6 +192,9 @@ type Frame struct {
 
 	// Y with ReadyClusterID: the server's cluster ID (zero: none yet).
 	ClusterID ClusterID
+	// Y with ReadyIdlePings: the ping interval in ms while the connection
+	// is idle.
+	IdleInterval uint32
 
 	// K, T (coordination, coord.go): the sub-op; Code carries T's status
 	// and Text the sub-op's body.

@@ -245,6 +245,12 @@ namespace Ticketing.Tests
                             "step " + i + ": the servers did not receive " + count + " " + Str(step, "type") + " frames within " + within);
                         continue;
                     }
+                    if (op == "pause")
+                    {
+                        // The scenario's idle time: no call, the connection stays as it is.
+                        Thread.Sleep(Ms(step, "pause_ms"));
+                        continue;
+                    }
                     var cts = new CancellationTokenSource();
                     // OperationTimeout (connect_wait_ms) bounds calls with a token too.
                     var token = cts.Token;

@@ -102,6 +102,8 @@ namespace Ticketing.Tests
             Assert.AreEqual(Limit("flags", "ready_sessions"), Codec.ReadySessions);
             Assert.AreEqual(Limit("flags", "hello_cluster_id"), Codec.HelloClusterId);
             Assert.AreEqual(Limit("flags", "ready_cluster_id"), Codec.ReadyClusterId);
+            Assert.AreEqual(Limit("flags", "hello_idle_pings"), Codec.HelloIdlePings);
+            Assert.AreEqual(Limit("flags", "ready_idle_pings"), Codec.ReadyIdlePings);
             Assert.AreEqual(Limit("limits", "cluster_id_len"), Codec.ClusterIdLen);
         }
     }

@@ -102,6 +102,7 @@ namespace Ticketing.Tests
                     case "text": break;
                     case "text_hex": f.Text = Hex((string)v); break;
                     case "interval_ms": f.IntervalMs = (uint)(decimal)v; break;
+                    case "idle_interval_ms": f.IdleIntervalMs = (uint)(decimal)v; break;
                     case "count": f.Count = (uint)(decimal)v; break;
                     case "lease_ms": f.LeaseMs = (uint)(decimal)v; break;
                     case "queued_ms": f.QueuedMs = (uint)(decimal)v; break;
@@ -139,6 +140,7 @@ namespace Ticketing.Tests
                     case "flags": Assert.AreEqual(want.Flags, got.Flags, name + ": flags"); break;
                     case "text_hex": Assert.AreEqual(ToHex(want.Text), ToHex(got.Text), name + ": text"); break;
                     case "interval_ms": Assert.AreEqual(want.IntervalMs, got.IntervalMs, name + ": interval_ms"); break;
+                    case "idle_interval_ms": Assert.AreEqual(want.IdleIntervalMs, got.IdleIntervalMs, name + ": idle_interval_ms"); break;
                     case "count": Assert.AreEqual(want.Count, got.Count, name + ": count"); break;
                     case "lease_ms": Assert.AreEqual(want.LeaseMs, got.LeaseMs, name + ": lease_ms"); break;
                     case "queued_ms": Assert.AreEqual(want.QueuedMs, got.QueuedMs, name + ": queued_ms"); break;

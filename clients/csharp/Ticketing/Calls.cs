@@ -41,7 +41,7 @@ namespace Ticketing
             switch (Kind)
             {
                 case FailKind.Silent:
-                    return "the server " + Addr + " sent nothing for " + Quiet.TotalMilliseconds + " ms (3 ping intervals) and the connection was given up";
+                    return "the server " + Addr + " sent nothing for " + Quiet.TotalMilliseconds + " ms (3 ping intervals, or idle intervals while nothing was in flight) and the connection was given up";
                 case FailKind.NotLeader:
                     return Hint.Length > 0
                         ? "the server " + Addr + " stopped being the leader (new leader " + Hint + ") and ended the session"

@@ -117,7 +117,7 @@ namespace Ticketing
                 }
                 s = ssl;
             }
-            var hello = new Frame { Type = FrameType.Hello, Version = Codec.Version, Flags = (byte)(flags | Codec.HelloClusterId), Text = cfg.Token };
+            var hello = new Frame { Type = FrameType.Hello, Version = Codec.Version, Flags = (byte)(flags | Codec.HelloClusterId | Codec.HelloIdlePings), Text = cfg.Token };
             Frame first;
             try
             {
@@ -200,6 +200,8 @@ namespace Ticketing
             else
             {
                 c.Silence = TimeSpan.FromTicks(c.Interval.Ticks * 3);
+                if ((first.Flags & Codec.ReadyIdlePings) != 0 && first.IdleIntervalMs > first.IntervalMs)
+                    c.IdleSilence = TimeSpan.FromTicks(TimeSpan.FromMilliseconds(first.IdleIntervalMs).Ticks * 3);
             }
             tcp.ReceiveTimeout = 0; // the watchdog detects silence
             tcp.SendTimeout = (int)Math.Min(int.MaxValue, Math.Max(c.Silence.TotalMilliseconds, 10000));

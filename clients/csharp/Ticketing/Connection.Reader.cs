@@ -53,11 +53,21 @@ namespace Ticketing
 
         void Tick()
         {
-            long quiet = Stopwatch.GetTimestamp() - Interlocked.Read(ref lastRecv);
-            var q = TimeSpan.FromSeconds((double)quiet / Stopwatch.Frequency);
-            if (q > Silence)
+            // Idle (nothing pending, never a coordination request, the server
+            // pinging at its idle interval): 3 idle intervals since the last
+            // byte; busy: 3 ping intervals since the later of the last byte
+            // and the moment it became busy.
+            long from = Interlocked.Read(ref lastRecv);
+            TimeSpan bound = Silence;
+            lock (mu)
             {
-                Fail(new ConnFailure { Kind = FailKind.Silent, Addr = Addr, Quiet = Silence });
+                if (IdleSilence > TimeSpan.Zero && pending.Count == 0 && !coordSent) bound = IdleSilence;
+                else from = Math.Max(from, busySince);
+            }
+            var q = TimeSpan.FromSeconds((double)(Stopwatch.GetTimestamp() - from) / Stopwatch.Frequency);
+            if (q > bound)
+            {
+                Fail(new ConnFailure { Kind = FailKind.Silent, Addr = Addr, Quiet = bound });
                 return;
             }
             if (ownPing > TimeSpan.Zero)

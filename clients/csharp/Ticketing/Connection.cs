@@ -25,7 +25,11 @@ namespace Ticketing
         internal bool Leader;
         internal uint MaxIn;           // 0 = no limit
         internal TimeSpan Interval;    // the server's ping interval; zero = it sends none
-        internal TimeSpan Silence;     // silence after which the connection is dead
+        internal TimeSpan Silence;     // silence after which a busy connection is dead
+        // Silence after which an idle connection (nothing pending, never a
+        // coordination request) is dead: 3 of the server's idle ping
+        // intervals (Y with ReadyIdlePings); zero without.
+        internal TimeSpan IdleSilence;
         internal readonly long Born = Stopwatch.GetTimestamp();
 
         readonly TcpClient tcp;
@@ -47,6 +51,8 @@ namespace Ticketing
         uint nextId;
         ConnFailure failure;
         long lastRecv = Stopwatch.GetTimestamp();
+        long busySince;   // when the connection last became busy (under mu)
+        bool coordSent;   // a coordination request was sent: never idle again (under mu)
         Timer watchdog;
         TimeSpan ownPing; // nonzero when the client pings (server interval 0)
         long pingNonce;
@@ -158,6 +164,9 @@ namespace Ticketing
                 do { nextId++; } while (nextId == 0 || pending.ContainsKey(nextId) || watches.ContainsKey(nextId));
                 cl.Id = nextId;
                 f.Id = nextId;
+                // The server pings every interval from this request on.
+                if (pending.Count == 0) busySince = Stopwatch.GetTimestamp();
+                if (f.Type == FrameType.Coord) coordSent = true;
                 pending[cl.Id] = cl;
                 cl.Sent = Stopwatch.GetTimestamp();
                 Codec.Append(wbuf, f);

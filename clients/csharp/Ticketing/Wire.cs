@@ -67,6 +67,8 @@ namespace Ticketing.Wire
         public ulong Nonce;
         /// <summary>Y with ReadyClusterId: the server's cluster ID (all zero: none yet).</summary>
         public byte[] ClusterId = new byte[Codec.ClusterIdLen];
+        /// <summary>Y with ReadyIdlePings: the ping interval in ms while the connection is idle.</summary>
+        public uint IdleIntervalMs;
         /// <summary>K and T: the coordination sub-op.</summary>
         public byte Op;
         /// <summary>K and T: the sub-op's body (CoordCodec encodes and decodes it); T's status is Code.</summary>
@@ -96,9 +98,13 @@ namespace Ticketing.Wire
         public const byte HelloAdmin = 1;
         /// <summary>Hello flag: the client reads the server's cluster ID in Y.</summary>
         public const byte HelloClusterId = 2;
+        /// <summary>Hello flag: the client follows an idle ping interval (3 idle intervals of silence while idle).</summary>
+        public const byte HelloIdlePings = 4;
         public const byte ReadyLeader = 1;
         /// <summary>Ready flag: Y ends with the server's cluster ID (all zero: none yet).</summary>
         public const byte ReadyClusterId = 4;
+        /// <summary>Ready flag: Y ends with the idle ping interval (u32 ms).</summary>
+        public const byte ReadyIdlePings = 8;
         /// <summary>The size of a cluster ID in Y.</summary>
         public const int ClusterIdLen = 16;
         /// <summary>Ready flag: the server carries many coordination sessions on one connection.</summary>
@@ -170,6 +176,7 @@ namespace Ticketing.Wire
                 case FrameType.Ready:
                     w.U16(f.Version); w.U8(f.Flags); w.U32(f.IntervalMs); w.U32(f.Count); w.Str(f.Text);
                     if ((f.Flags & ReadyClusterId) != 0) w.Owner(f.ClusterId);
+                    if ((f.Flags & ReadyIdlePings) != 0) w.U32(f.IdleIntervalMs);
                     break;
                 case FrameType.Granted: w.U32(f.Id); w.U64(f.Token); w.U32(f.LeaseMs); w.U32(f.QueuedMs); break;
                 case FrameType.NotAcquired: w.U32(f.Id); w.U32(f.QueuedMs); break;
@@ -244,6 +251,7 @@ namespace Ticketing.Wire
                 case FrameType.Ready:
                     f.Version = r.U16(); f.Flags = r.U8(); f.IntervalMs = r.U32(); f.Count = r.U32(); f.Text = r.Str();
                     if ((f.Flags & ReadyClusterId) != 0) f.ClusterId = r.Owner();
+                    if ((f.Flags & ReadyIdlePings) != 0) f.IdleIntervalMs = r.U32();
                     break;
                 case FrameType.Granted: f.Id = r.U32(); f.Token = r.U64(); f.LeaseMs = r.U32(); f.QueuedMs = r.U32(); break;
                 case FrameType.NotAcquired: f.Id = r.U32(); f.QueuedMs = r.U32(); break;

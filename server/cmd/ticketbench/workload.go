@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +54,15 @@ type Config struct {
 	// started the servers.
 	RestartBins []string
 	Prefix      string // key prefix
+	// IdleWindow, for connections: how long the servers' CPU is measured
+	// with no load, first without and then with the idle connections (0:
+	// not measured). Longer than the idle ping interval, so that it holds
+	// whole ping cycles.
+	IdleWindow time.Duration
+	// SourceIPs, for connections: the idle Brokers dial from 127.0.0.2
+	// onwards, this many addresses in turn (0: the system picks), so that
+	// tens of thousands of connections never run out of source ports.
+	SourceIPs int
 }
 
 // ApplyDefaults fills the workload-dependent defaults (etcdbench's, so
@@ -138,8 +149,9 @@ type bench struct {
 	brokers []*ticketing.Broker
 }
 
-func (b *bench) newBroker(ctx context.Context) (*ticketing.Broker, error) {
+func (b *bench) newBroker(ctx context.Context, extra ...ticketing.Option) (*ticketing.Broker, error) {
 	opts := append([]ticketing.Option{ticketing.WithLogger(quietLogger())}, b.env.Opts...)
+	opts = append(opts, extra...)
 	br, err := ticketing.Connect(b.env.Addrs, opts...)
 	if err != nil {
 		return nil, err
@@ -155,11 +167,18 @@ func (b *bench) newBroker(ctx context.Context) (*ticketing.Broker, error) {
 	return br, nil
 }
 
-// newBrokers opens n Brokers (n connections) with bounded parallelism.
-func (b *bench) newBrokers(ctx context.Context, n int) ([]*ticketing.Broker, error) {
+// newBrokers opens n Brokers (n connections) with bounded parallelism;
+// with sourceIPs > 0, Broker i dials from 127.0.0.(2 + i%sourceIPs).
+func (b *bench) newBrokers(ctx context.Context, n, sourceIPs int) ([]*ticketing.Broker, error) {
 	out := make([]*ticketing.Broker, n)
 	err := benchkit.Parallel(ctx, n, 32, func(i int) error {
-		br, err := b.newBroker(ctx)
+		var extra []ticketing.Option
+		if sourceIPs > 0 {
+			local := &net.TCPAddr{IP: net.IPv4(127, 0, byte((2+i%sourceIPs)>>8), byte(2+i%sourceIPs))}
+			d := &net.Dialer{LocalAddr: local, KeepAlive: -1} // as the client's own dialer
+			extra = append(extra, ticketing.WithDialer(d.DialContext))
+		}
+		br, err := b.newBroker(ctx, extra...)
 		out[i] = br
 		return err
 	})
@@ -237,7 +256,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	cfg := b.cfg
 	C := cfg.Clients
 	nConn := cfg.brokersFor(C)
-	brs, err := b.newBrokers(ctx, nConn)
+	brs, err := b.newBrokers(ctx, nConn, 0)
 	if err != nil {
 		return nil, fmt.Errorf("brokers: %w", err)
 	}
@@ -312,7 +331,7 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := b.env.rss()
 	nConn := cfg.brokersFor(cfg.FillPar)
-	brs, err := b.newBrokers(ctx, nConn)
+	brs, err := b.newBrokers(ctx, nConn, 0)
 	if err != nil {
 		return nil, fmt.Errorf("fill brokers: %w", err)
 	}
@@ -497,9 +516,17 @@ func (b *bench) restart(ctx context.Context, cl *cluster, tickets []*ticketing.T
 // done), then runs cfg.Clients acquire/release workers alongside them.
 func (b *bench) runConnections(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
+	pids := b.env.Pids()
+	var cpuBase time.Duration
+	if cfg.IdleWindow > 0 {
+		var err error
+		if cpuBase, err = b.serverCPU(ctx, pids); err != nil {
+			return nil, err
+		}
+	}
 	rss0 := b.env.rss()
 	t0 := time.Now()
-	idle, err := b.newBrokers(ctx, cfg.N)
+	idle, err := b.newBrokers(ctx, cfg.N, cfg.SourceIPs)
 	if err != nil {
 		return nil, fmt.Errorf("idle brokers: %w", err)
 	}
@@ -507,9 +534,33 @@ func (b *bench) runConnections(ctx context.Context) (*benchkit.Result, error) {
 	sleepTo(ctx.Done(), time.Now().Add(time.Second))
 	rssIdle := b.env.rss()
 	b.env.Logf("ticketbench: connections: %d idle Brokers ready in %.1fs", len(idle), setup.Seconds())
+	idleNotes := ""
+	if cfg.IdleWindow > 0 {
+		cpuIdle, err := b.serverCPU(ctx, pids)
+		if err != nil {
+			return nil, err
+		}
+		perConn := float64(cpuIdle-cpuBase) / float64(time.Microsecond) / cfg.IdleWindow.Seconds() / float64(cfg.N)
+		idleNotes = fmt.Sprintf(" idle_window_s=%.0f server_cpu_base_cores=%.4f server_cpu_idle_conns_cores=%.4f idle_cpu_us_per_conn_s=%.3f rss_per_conn_b=%d",
+			cfg.IdleWindow.Seconds(), cpuBase.Seconds()/cfg.IdleWindow.Seconds(), cpuIdle.Seconds()/cfg.IdleWindow.Seconds(), perConn, (rssIdle-rss0)/int64(cfg.N))
+		b.env.Logf("ticketbench: connections: idle server CPU %.3f µs per connection per second, RSS %d B per connection", perConn, (rssIdle-rss0)/int64(cfg.N))
+	}
 	return b.runLoops(ctx, func(r *benchkit.Result) {
-		n := fmt.Sprintf("n=%d idle Brokers (1 connection each, WaitReady) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d",
-			cfg.N, setup.Seconds(), rss0, rssIdle)
+		n := fmt.Sprintf("n=%d idle Brokers (1 connection each, WaitReady) setup_s=%.1f rss_before_idle=%d rss_with_idle=%d%s",
+			cfg.N, setup.Seconds(), rss0, rssIdle, idleNotes)
 		r.Notes = n + "; " + r.Notes
 	})
+}
+
+// serverCPU is the servers' CPU time over one IdleWindow with no load of
+// ours (the idle connections, if open, only answer pings).
+func (b *bench) serverCPU(ctx context.Context, pids []int) (time.Duration, error) {
+	if len(pids) == 0 {
+		return 0, errors.New("-idle-window needs the servers' pids (servers started here, or -server-pids)")
+	}
+	c0 := benchkit.SumCPU(pids)
+	if !sleepTo(ctx.Done(), time.Now().Add(b.cfg.IdleWindow)) {
+		return 0, ctx.Err()
+	}
+	return benchkit.SumCPU(pids) - c0, nil
 }

@@ -469,7 +469,7 @@ func TestDurationKeys(t *testing.T) {
 	for _, k := range durationKeys() {
 		got = append(got, strings.Join(k, "."))
 	}
-	want := []string{"election_timeout", "heartbeat_timeout", "hello_timeout", "ping_interval", "snapshot_interval"}
+	want := []string{"election_timeout", "heartbeat_timeout", "hello_timeout", "idle_ping_interval", "ping_interval", "snapshot_interval"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("durationKeys = %q, want %q", got, want)
 	}

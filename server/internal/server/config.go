@@ -154,6 +154,11 @@ type Config struct {
 
 	HelloTimeout time.Duration `toml:"hello_timeout"`
 	PingInterval time.Duration `toml:"ping_interval"`
+	// IdlePingInterval is how often an idle connection (nothing awaiting an
+	// answer, never a coordination frame) of a client that follows it is
+	// pinged; 0, or not longer than PingInterval, pings every connection
+	// every PingInterval.
+	IdlePingInterval time.Duration `toml:"idle_ping_interval"`
 	// WriteBufferLimit bounds the answers queued for one connection; a
 	// client that does not read them is disconnected.
 	WriteBufferLimit int `toml:"write_buffer_limit"`
@@ -189,6 +194,11 @@ const (
 	// Y carries the ping interval in whole ms, and 0 there means "the
 	// server sends no pings": a smaller interval would silently turn them off.
 	MinPingInterval = time.Millisecond
+	// DefaultIdlePingInterval keeps an idle connection's pings under
+	// 2.5 µs of server CPU a second (docs/benchmarks.md, idle connections)
+	// while a silent peer of an idle connection is still found within a
+	// minute.
+	DefaultIdlePingInterval = 20 * time.Second
 )
 
 // DefaultConfig returns the configuration of a single-node server on loopback:
@@ -209,6 +219,7 @@ func DefaultConfig() Config {
 		},
 		HelloTimeout:      5 * time.Second,
 		PingInterval:      500 * time.Millisecond,
+		IdlePingInterval:  DefaultIdlePingInterval,
 		WriteBufferLimit:  4 << 20,
 		SnapshotThreshold: 100_000,
 		SnapshotInterval:  30 * time.Second,
@@ -515,6 +526,9 @@ func (c *Config) checkTimings(p *problems) {
 	}
 	minDur("hello_timeout", c.HelloTimeout, time.Millisecond)
 	minDur("ping_interval", c.PingInterval, MinPingInterval)
+	if c.IdlePingInterval < 0 || c.IdlePingInterval%time.Millisecond != 0 {
+		p.add("idle_ping_interval = %q: must be whole milliseconds (0, or not longer than ping_interval: idle connections are pinged every ping_interval)", c.IdlePingInterval.String())
+	}
 	if c.WriteBufferLimit < 64<<10 {
 		p.add("write_buffer_limit = %d: must be at least 65536 (64 KiB)", c.WriteBufferLimit)
 	}
@@ -542,4 +556,13 @@ func (c *Config) checkLogLevel(p *problems) {
 	default:
 		p.add("log_format %q: want text or json", c.LogFormat)
 	}
+}
+
+// idlePings is the idle ping interval announced to clients that follow
+// one, 0 for none.
+func (c *Config) idlePings() time.Duration {
+	if c.IdlePingInterval <= c.PingInterval {
+		return 0
+	}
+	return c.IdlePingInterval
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -19,11 +20,13 @@ import (
 const writeTimeout = 10 * time.Second
 
 // conn is one client connection: a reader goroutine that decodes requests and
-// hands them to the core, and a writer goroutine that flushes every queued
-// answer with one write.
+// hands them to the core, and, while answers wait, a writer goroutine that
+// flushes every queued answer with one write. The writer ends when nothing
+// is left to write, so that an idle connection keeps one goroutine, not two.
 type conn struct {
 	srv   *Server
 	nc    net.Conn
+	raw   syscall.RawConn // nc's socket when it is plain TCP, for pings (sendPing)
 	admin bool
 	// principal is the name of who authenticated in the hello; its rights
 	// are looked up per request, so a reload applies to open connections.
@@ -42,25 +45,75 @@ type conn struct {
 	// limits, so acquires waiting in queues never starve releases and
 	// describes of the same connection (protocol.md, capacity reason 4).
 	acquires, others int
-	closing          bool // no more answers; writer flushes, then closes
-	wake             chan struct{}
+	closing          bool          // no more answers; writer flushes, then closes
+	writing          bool          // a writer goroutine runs (flush)
 	done             chan struct{} // closed when the writer has closed the socket
 
 	ready  atomic.Bool   // hello answered with Y: pings start then
 	cutOff atomic.Bool   // a slow consumer: read nothing more from it
 	rx     atomic.Uint64 // reads that brought bytes; the pinger watches it move
-	pingRx uint64        // pinger only
-	missed int           // pinger only
-	// pingGroup is the group of connections it is pinged with, and
-	// pingFrom the first part of the ping interval (counted from the
-	// server's start) that may ping it: the parts before it began before
-	// the connection joined (both Server.mu).
-	pingGroup int
-	pingFrom  int64
+	ping   pingState     // the pinger's (pinger.go)
+	// idlePings: the client follows the idle ping interval (its hello
+	// asked, Y announced one); set before ready.
+	idlePings bool
+	// coord is set by the first K frame: a connection that carries
+	// coordination never counts as idle (its sessions' keep-alives rely
+	// on the ping interval).
+	coord atomic.Bool
+	// busy is acquires+others, for the pinger's look without the lock.
+	busy atomic.Int32
+}
+
+// idle reports whether the connection may be pinged at the idle interval:
+// it follows one, no request awaits its final answer and it never carried
+// a coordination frame.
+func (c *conn) idle() bool {
+	return c.idlePings && c.busy.Load() == 0 && !c.coord.Load()
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &conn{srv: s, nc: nc, inflight: make(map[uint32]bool), done: make(chan struct{})}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.raw, _ = tc.SyscallConn()
+	}
+	return c
+}
+
+// sendPing sends P. On a plain TCP connection with nothing queued and no
+// writer running (an idle one, always) the pinger writes it itself, with
+// one non-blocking write: no writer goroutine started, no write deadline
+// set (and fired ten seconds later). What the socket does not take at
+// once is queued for a writer, which then applies the deadline.
+func (c *conn) sendPing(nonce uint64) {
+	f := wire.Frame{Type: wire.TypePing, Nonce: nonce}
+	if c.raw == nil {
+		c.send(&f)
+		return
+	}
+	c.mu.Lock()
+	if c.closing || c.writing || len(c.out) > 0 {
+		c.mu.Unlock()
+		c.send(&f)
+		return
+	}
+	var b [wire.HeaderLen + 8]byte
+	frame := wire.Append(b[:0], &f)
+	n := 0
+	_ = c.raw.Write(func(fd uintptr) bool {
+		if k, err := syscall.Write(int(fd), frame); err == nil {
+			n = k
+		}
+		return true // never wait for the socket here: a writer does
+	})
+	start := n < len(frame)
+	if start {
+		c.out = append(c.out, frame[n:]...)
+		c.writing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flush()
+	}
 }
 
 // send queues one frame. It reports false when the connection is closing.
@@ -106,6 +159,7 @@ func (c *conn) finish(id uint32, f *wire.Frame) bool {
 		} else {
 			c.others--
 		}
+		c.busy.Add(-1)
 		if c.use != nil {
 			c.use.inFlight.Add(-1)
 		}
@@ -141,6 +195,7 @@ func (c *conn) begin(id uint32, acquire, givesBack bool) (dup bool, full uint8) 
 		return false, wire.CapacityPrincipalInFlight
 	}
 	*n++
+	c.busy.Add(1)
 	c.inflight[id] = acquire
 	return false, 0
 }
@@ -174,28 +229,46 @@ func (c *conn) isClosing() bool {
 }
 
 func (c *conn) notify() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	c.mu.Lock()
+	start := !c.writing && (len(c.out) > 0 || c.closing)
+	if start {
+		c.writing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flush()
 	}
 }
 
-func (c *conn) writeLoop() {
-	defer close(c.done)
-	defer c.nc.Close()
-	for range c.wake {
+// flush writes the queued answers until none are left, then ends; once the
+// connection is closing and everything is written (or a write failed) it
+// closes the socket and done. notify starts it, and at most one runs.
+func (c *conn) flush() {
+	for {
 		c.mu.Lock()
 		buf, closing := c.out, c.closing
+		if len(buf) == 0 {
+			c.writing = closing // a closed connection never starts another
+			c.mu.Unlock()
+			if closing {
+				if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+					_ = tc.CloseWrite() // let the client read the last frame before the reset
+				}
+				c.nc.Close()
+				close(c.done)
+			}
+			return
+		}
 		c.out = c.spare[:0]
 		c.mu.Unlock()
-		if len(buf) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := c.nc.Write(buf); err != nil {
-				c.mu.Lock()
-				c.closing = true
-				c.mu.Unlock()
-				return
-			}
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.mu.Lock()
+			c.closing = true
+			c.mu.Unlock()
+			c.nc.Close()
+			close(c.done)
+			return
 		}
 		c.mu.Lock()
 		if cap(buf) <= 256<<10 {
@@ -203,17 +276,7 @@ func (c *conn) writeLoop() {
 		} else {
 			c.spare = nil // c.out may already use the old spare: never share an array
 		}
-		more := len(c.out) > 0
 		c.mu.Unlock()
-		if closing && !more {
-			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
-				_ = tc.CloseWrite() // let the client read the last frame before the reset
-			}
-			return
-		}
-		if more {
-			c.notify()
-		}
 	}
 }
 
@@ -240,7 +303,6 @@ func (c *conn) serve() {
 		// Admin sessions too: on the leader they may have waiters.
 		s.core.ConnClosed(c)
 	}()
-	go c.writeLoop()
 
 	// Liveness is bytes, not frames: a client sending a large request on a
 	// slow link is alive while its bytes arrive, though its pong waits
@@ -356,6 +418,13 @@ func (c *conn) hello(f *wire.Frame) bool {
 	ready := &wire.Frame{Type: wire.TypeReady, Version: wire.Version, Flags: flags,
 		Interval: uint32(s.cfg.PingInterval / time.Millisecond), Count: uint32(s.cfg.Limits.MaxInFlightPerConn),
 		Text: []byte(s.cfg.NodeID)}
+	if idle := s.cfg.idlePings(); idle > 0 && f.Flags&wire.HelloIdlePings != 0 {
+		// Only to a client that asked: an older one refuses the longer Y,
+		// and gives a connection up after 3 ping intervals of silence.
+		ready.Flags |= wire.ReadyIdlePings
+		ready.IdleInterval = uint32(idle / time.Millisecond)
+		c.idlePings = true
+	}
 	if f.Flags&wire.HelloClusterID != 0 {
 		// Only to a client that asked: an older one refuses the longer Y.
 		// Clients pin the first cluster they meet and refuse any other.
@@ -395,6 +464,7 @@ func (c *conn) handle(f *wire.Frame) bool {
 		return true
 	case wire.TypeAcquire, wire.TypeRelease, wire.TypeReleaseOwner, wire.TypeDescribe, wire.TypeCancel:
 	case wire.TypeCoord:
+		c.coord.Store(true)
 		return c.coordFrame(f) // coord.go
 	default:
 		c.fatalErr(wire.CodeNotAllowed, "frame "+f.Type.String()+" is not a request")

@@ -1,5 +1,7 @@
 package server
 
+import "syscall"
+
 import "time"
 
 // Timers is the number of live wait and lease timers on the leader's core.
@@ -57,4 +59,23 @@ func SetLogLimit(s *Server, window time.Duration, burst int) {
 	s.logLimit.mu.Lock()
 	defer s.logLimit.mu.Unlock()
 	s.logLimit.window, s.logLimit.burst = window, burst
+}
+
+// KeepAlives reports, for each client connection of s on plain TCP,
+// whether its socket has TCP keep-alive on.
+func KeepAlives(s *Server) []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var on []bool
+	for c := range s.conns {
+		if c.raw == nil {
+			continue
+		}
+		v := -1
+		_ = c.raw.Control(func(fd uintptr) {
+			v, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+		})
+		on = append(on, v != 0)
+	}
+	return on
 }

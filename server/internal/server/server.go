@@ -43,16 +43,12 @@ type Server struct {
 	httpLn net.Listener
 	http   *http.Server
 
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	// pingGroups splits the connections (under mu) into the parts of the
-	// ping interval they are pinged in, counted from pingStart (pinger).
-	pingGroups []map[*conn]struct{}
-	pingStart  time.Time
-	pingWake   chan struct{} // a connection joined: the pinger may sleep too long
-	serving    bool
-	servingCh  chan struct{} // closed while serving; replaced when serving stops
-	closed     bool
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	pinger    *pinger // pings every connection past its hello (pinger.go)
+	serving   bool
+	servingCh chan struct{} // closed while serving; replaced when serving stops
+	closed    bool
 	// transferTo is the id of the voter that a leadership transfer started
 	// here was sent to, until Raft names the new leader: M names it meanwhile
 	// instead of nothing.
@@ -73,10 +69,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*conn]struct{}), servingCh: make(chan struct{}), stop: make(chan struct{})}
-	s.pingGroups, s.pingStart, s.pingWake = make([]map[*conn]struct{}, pingGroupsFor(cfg.PingInterval)), time.Now(), make(chan struct{}, 1)
-	for i := range s.pingGroups {
-		s.pingGroups[i] = make(map[*conn]struct{})
-	}
+	s.pinger = newPinger(cfg.PingInterval, cfg.idlePings())
 	s.initConsole()
 	s.logLimit = newLogLimiter(cfg.Logger)
 	s.usage = make(map[string]*principalUsage)
@@ -107,7 +100,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.ClientAddr)
+	// No TCP keep-alive on client connections: pings are the liveness
+	// check (before the hello, its timeout), and Go's default probes every
+	// 15 s would cost an idle connection more than its pings do.
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for clients on %s: %w", cfg.ClientAddr, err)
 	}
@@ -171,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s.watchLeaders()
 	s.goRun(func() { s.logLimit.run(s.stop) })
 	s.goRun(s.watchLeadership)
-	s.goRun(s.pinger)
+	s.goRun(func() { s.pinger.run(s.stop) })
 	s.goRun(s.acceptLoop)
 	raftListen := s.node.RaftAddr()
 	switch {
@@ -272,12 +268,7 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 		return false, false
 	}
 	s.conns[c] = struct{}{}
-	c.pingGroup, c.pingFrom = s.joinPingGroup()
-	s.pingGroups[c.pingGroup][c] = struct{}{}
-	select {
-	case s.pingWake <- struct{}{}:
-	default: // a wake is pending already
-	}
+	s.pinger.join(c)
 	s.metrics.connections.Set(float64(len(s.conns)))
 	return true, false
 }
@@ -285,7 +276,7 @@ func (s *Server) addConn(c *conn) (ok, stopping bool) {
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	delete(s.pingGroups[c.pingGroup], c)
+	s.pinger.leave(c)
 	s.metrics.connections.Set(float64(len(s.conns)))
 	s.mu.Unlock()
 }
@@ -409,133 +400,6 @@ func (s *Server) watchLeadership() {
 			last = cur
 			s.core.LeaderChange(cur)
 		}
-	}
-}
-
-// The pinger cuts each ping interval into parts of pingStep (at most
-// maxPingGroups parts) and pings one group of connections in each part.
-// Pinging every connection at the same instant sent 10,000 pings in one
-// burst: the server's writers, the clients' readers and writers and then the
-// server's readers all woke together, and every other connection's answers
-// waited behind them for hundreds of milliseconds.
-const (
-	pingStep      = 10 * time.Millisecond
-	maxPingGroups = 50
-)
-
-// pingGroupsFor is how many groups the connections are pinged in.
-func pingGroupsFor(interval time.Duration) int {
-	return max(1, min(maxPingGroups, int(interval/pingStep)))
-}
-
-// pingPart is the length of one part of the ping interval.
-func (s *Server) pingPart() time.Duration {
-	return s.cfg.PingInterval / time.Duration(len(s.pingGroups))
-}
-
-// joinPingGroup picks the group of a new connection and the first part
-// that may ping it; s.mu is held. It is the group pinged last, so that the
-// first ping comes about one interval after the connection was accepted, as
-// every later one does; but a group takes at most twice the average plus
-// one, so that connections arriving together (a reconnecting fleet) are
-// still spread: then the group pinged last that has room. Some group always
-// has room, since one holds no more than the average.
-func (s *Server) joinPingGroup() (group int, from int64) {
-	groups := int64(len(s.pingGroups))
-	pinged := int64(time.Since(s.pingStart) / s.pingPart()) // parts begun and ended so far
-	room := 2*len(s.conns)/int(groups) + 1
-	for back := groups; back >= 1; back-- { // the group pinged longest ago first, the last one wins
-		if c := int(((pinged-back)%groups + groups) % groups); len(s.pingGroups[c]) < room {
-			group = c
-		}
-	}
-	return group, pinged
-}
-
-// pinger sends P to every client once each interval, one group of
-// connections per part of the interval, and ends connections that sent
-// nothing (not even O) for two intervals. Each part's pings carry their own
-// nonce. It sleeps until the next part whose group has connections, so an
-// idle server does not wake every part for nothing.
-func (s *Server) pinger() {
-	groups := int64(len(s.pingGroups))
-	part := s.pingPart()
-	timer := time.NewTimer(part)
-	defer timer.Stop()
-	var parts int64 // the next part to ping, counted from pingStart
-	var nonce uint64
-	for {
-		// After a pause (or a sleep with no connections) catch up on one
-		// interval at most.
-		parts = max(parts, int64(time.Since(s.pingStart)/part)-groups)
-		var wake <-chan time.Time
-		if next, ok := s.nextPingPart(parts); ok {
-			timer.Reset(time.Until(s.pingStart.Add(time.Duration(next+1) * part)))
-			wake = timer.C
-		}
-		select {
-		case <-s.stop:
-			return
-		case <-s.pingWake:
-		case <-wake:
-		}
-		due := int64(time.Since(s.pingStart) / part) // parts ended so far
-		parts = max(parts, due-groups)
-		for ; parts < due; parts++ {
-			nonce++
-			s.pingGroup(parts, nonce)
-		}
-	}
-}
-
-// nextPingPart is the first part from 'from' on, within one interval, whose
-// group has connections; false when no group has any.
-func (s *Server) nextPingPart(from int64) (int64, bool) {
-	groups := int64(len(s.pingGroups))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for p := from; p < from+groups; p++ {
-		if len(s.pingGroups[p%groups]) > 0 {
-			return p, true
-		}
-	}
-	return 0, false
-}
-
-// pingable lists the connections part p pings: its group's, those that
-// joined before the part began.
-func (s *Server) pingable(p int64) []*conn {
-	g := int(p % int64(len(s.pingGroups)))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	conns := make([]*conn, 0, len(s.pingGroups[g]))
-	for c := range s.pingGroups[g] {
-		if p >= c.pingFrom {
-			conns = append(conns, c)
-		}
-	}
-	return conns
-}
-
-// pingGroup pings, for part p of the interval, the connections of its group
-// that are past their hello and joined before the part began, and ends
-// those from which no byte arrived for two intervals.
-func (s *Server) pingGroup(p int64, nonce uint64) {
-	for _, c := range s.pingable(p) {
-		if !c.ready.Load() {
-			continue // before the hello only its own deadline applies
-		}
-		rx := c.rx.Load()
-		if rx == c.pingRx {
-			c.missed++
-		} else {
-			c.pingRx, c.missed = rx, 0
-		}
-		if c.missed > 2 { // two whole intervals since an unanswered ping
-			c.fatalErr(wire.CodePingTimeout, "nothing received for two ping intervals after an unanswered ping")
-			continue
-		}
-		c.send(&wire.Frame{Type: wire.TypePing, Nonce: nonce})
 	}
 }
 

@@ -53,7 +53,7 @@ final class Conn {
     record Failure(Kind kind, String addr, String hint, int code, String detail) {
         String what() {
             return switch (kind) {
-                case SILENT -> "the server " + addr + " sent nothing for " + detail + " (3 ping intervals) and the connection was given up";
+                case SILENT -> "the server " + addr + " sent nothing for " + detail + " (3 ping intervals, or idle intervals while nothing was in flight) and the connection was given up";
                 case NOT_LEADER -> hint.isEmpty()
                         ? "the server " + addr + " stopped being the leader and ended the session"
                         : "the server " + addr + " stopped being the leader (new leader " + hint + ") and ended the session";
@@ -138,10 +138,19 @@ final class Conn {
     final String addr;
     final String nodeId;
     final long intervalMs;
+    /**
+     * The server's idle ping interval (Y with READY_IDLE_PINGS), 0 without:
+     * while nothing is pending and no coordination request was ever sent,
+     * the server pings this often and the silence bound is 3 of these.
+     */
+    final long idleIntervalMs;
+    /** When the connection last became busy (System.nanoTime), under mu. */
+    private long busySince;
     final long maxInFlight;
     final long bornNanos = System.nanoTime();
     private final Socket sock;
     private final InputStream in;
+    private LiveInput live; // set before the threads start
     private final OutputStream out;
     private final Hooks hooks;
     private final Semaphore acquireSlots;
@@ -183,6 +192,8 @@ final class Conn {
         this.hooks = hooks;
         this.nodeId = new String(ready.text, java.nio.charset.StandardCharsets.UTF_8);
         this.intervalMs = ready.intervalMs;
+        this.idleIntervalMs = ready.intervalMs > 0 && (ready.flags & Type.READY_IDLE_PINGS) != 0 && ready.idleIntervalMs > ready.intervalMs
+                ? ready.idleIntervalMs : 0;
         this.maxInFlight = ready.count;
         this.readySessions = (ready.flags & Type.READY_SESSIONS) != 0;
         if (ready.count == 0) {
@@ -194,9 +205,22 @@ final class Conn {
         }
     }
 
-    /** How long the server may stay silent before the connection is considered dead: 3 ping intervals. */
+    /** How long the server may stay silent before a busy connection is considered dead: 3 ping intervals. */
     long silenceMs() {
         return 3 * (intervalMs > 0 ? intervalMs : clientPingMs);
+    }
+
+    /** LiveInput's bound: 3 idle intervals after the last byte while idle, else 3 ping intervals after the later of the last byte and becoming busy. */
+    private long deadlineNanos(long lastByte) {
+        mu.lock();
+        try {
+            if (idleIntervalMs > 0 && pending.isEmpty() && !coordFrames) {
+                return lastByte + 3 * idleIntervalMs * 1_000_000;
+            }
+            return Math.max(lastByte, busySince) + silenceMs() * 1_000_000;
+        } finally {
+            mu.unlock();
+        }
     }
 
     /**
@@ -215,10 +239,11 @@ final class Conn {
             if (cfg.ssl != null) {
                 s = startTls(s, hp, cfg);
             }
-            InputStream in = new BufferedInputStream(s.getInputStream(), 64 * 1024);
+            LiveInput live = new LiveInput(s);
+            InputStream in = new BufferedInputStream(live, 64 * 1024);
             Frame h = new Frame(Type.HELLO);
             h.version = Type.VERSION;
-            h.flags = helloFlags | Type.HELLO_CLUSTER_ID;
+            h.flags = helloFlags | Type.HELLO_CLUSTER_ID | Type.HELLO_IDLE_PINGS;
             h.text = cfg.token.getBytes(java.nio.charset.StandardCharsets.UTF_8);
             OutputStream o = s.getOutputStream();
             IOException writeErr = null;
@@ -273,7 +298,19 @@ final class Conn {
                 default -> throw new HelloException(new UnavailableException("the server " + addr
                         + " answered the hello with an unexpected " + Type.name(f.type) + " frame"), "", false);
             }
-            s.setSoTimeout((int) c.silenceMs());
+            Conn conn = c;
+            live.bound(new LiveInput.Bound() {
+                @Override
+                public long deadlineNanos(long lastByte) {
+                    return conn.deadlineNanos(lastByte);
+                }
+
+                @Override
+                public long busyMs() {
+                    return conn.silenceMs();
+                }
+            });
+            c.live = live;
             c.startThreads();
             return c;
         } catch (HelloException e) {
@@ -343,7 +380,7 @@ final class Conn {
             try {
                 f = Codec.read(in, () -> coordFrames);
             } catch (SocketTimeoutException e) {
-                fail(new Failure(Kind.SILENT, addr, "", 0, silenceMs() + " ms"));
+                fail(new Failure(Kind.SILENT, addr, "", 0, live.quietMs + " ms"));
                 return;
             } catch (WireException e) {
                 fail(new Failure(Kind.PROTOCOL, addr, "", 0, e.getMessage()));
@@ -674,6 +711,9 @@ final class Conn {
             } while (nextId == 0 || pending.containsKey(nextId));
             cl.id = nextId;
             cl.slot = slot;
+            if (pending.isEmpty()) {
+                busySince = System.nanoTime(); // the server pings every interval from this request on
+            }
             if (cl.type == Type.COORD) {
                 coordFrames = true;
             }

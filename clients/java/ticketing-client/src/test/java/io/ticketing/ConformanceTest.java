@@ -260,6 +260,11 @@ class ConformanceTest {
                     }
                     continue;
                 }
+                if (op.equals("pause")) {
+                    // The scenario's idle time: no call, the connection stays as it is.
+                    Thread.sleep(((Number) step.get("pause_ms")).longValue());
+                    continue;
+                }
                 CompletableFuture<String> outcome;
                 Thread th = null;
                 if (op.equals("await")) {

@@ -113,6 +113,8 @@ class ConstantsTest {
         assertEquals(((Number) flags.get("hello_admin")).intValue(), Type.HELLO_ADMIN);
         assertEquals(((Number) flags.get("hello_cluster_id")).intValue(), Type.HELLO_CLUSTER_ID);
         assertEquals(((Number) flags.get("ready_cluster_id")).intValue(), Type.READY_CLUSTER_ID);
+        assertEquals(((Number) flags.get("hello_idle_pings")).intValue(), Type.HELLO_IDLE_PINGS);
+        assertEquals(((Number) flags.get("ready_idle_pings")).intValue(), Type.READY_IDLE_PINGS);
         assertEquals(((Number) limits.get("cluster_id_len")).intValue(), Type.CLUSTER_ID_LEN);
         assertEquals(((Number) flags.get("ready_leader")).intValue(), Type.READY_LEADER);
         assertEquals(((Number) flags.get("ready_sessions")).intValue(), Type.READY_SESSIONS);

@@ -69,6 +69,9 @@ public final class Codec {
                 if ((f.flags & Type.READY_CLUSTER_ID) != 0) {
                     b.put(f.clusterId, 0, Type.CLUSTER_ID_LEN);
                 }
+                if ((f.flags & Type.READY_IDLE_PINGS) != 0) {
+                    b.putInt((int) f.idleIntervalMs);
+                }
             }
             case Type.GRANTED -> {
                 b.putInt((int) f.id);
@@ -134,7 +137,8 @@ public final class Codec {
             case Type.DESCRIBE -> 6 + f.key.length;
             case Type.RELEASE_OWNER -> 22 + f.key.length;
             case Type.ADMIN -> 4 + f.text.length;
-            case Type.READY -> 13 + f.text.length + ((f.flags & Type.READY_CLUSTER_ID) != 0 ? Type.CLUSTER_ID_LEN : 0);
+            case Type.READY -> 13 + f.text.length + ((f.flags & Type.READY_CLUSTER_ID) != 0 ? Type.CLUSTER_ID_LEN : 0)
+                    + ((f.flags & Type.READY_IDLE_PINGS) != 0 ? 4 : 0);
             case Type.GRANTED -> 20;
             case Type.NOT_ACQUIRED, Type.QUEUED, Type.PING, Type.PONG -> 8;
             case Type.CANCELLED, Type.RELEASED, Type.NOT_HELD -> 4;
@@ -211,6 +215,9 @@ public final class Codec {
                     f.text = str(b);
                     if ((f.flags & Type.READY_CLUSTER_ID) != 0) {
                         b.get(f.clusterId);
+                    }
+                    if ((f.flags & Type.READY_IDLE_PINGS) != 0) {
+                        f.idleIntervalMs = u32(b);
                     }
                 }
                 case Type.GRANTED -> {

@@ -51,6 +51,8 @@ public final class Frame {
     public byte[] text = new byte[0];
     /** Y with {@link Type#READY_CLUSTER_ID}: the server's cluster ID (all zero: none yet). */
     public byte[] clusterId = new byte[Type.CLUSTER_ID_LEN];
+    /** Y with {@link Type#READY_IDLE_PINGS}: the ping interval in ms while the connection is idle (u32). */
+    public long idleIntervalMs;
 
     public Frame() {}
 
@@ -68,7 +70,8 @@ public final class Frame {
                 && Arrays.equals(key, f.key) && token == f.token && leaseMs == f.leaseMs
                 && queuedMs == f.queuedMs && count == f.count && reason == f.reason && code == f.code
                 && intervalMs == f.intervalMs && nonce == f.nonce && remainingMs == f.remainingMs && op == f.op
-                && Arrays.equals(text, f.text) && Arrays.equals(clusterId, f.clusterId);
+                && Arrays.equals(text, f.text) && Arrays.equals(clusterId, f.clusterId)
+                && idleIntervalMs == f.idleIntervalMs;
     }
 
     @Override

@@ -43,12 +43,16 @@ public final class Type {
     public static final int HELLO_ADMIN = 1;
     /** Hello flag: the client reads the server's cluster ID in Y. */
     public static final int HELLO_CLUSTER_ID = 2;
+    /** Hello flag: the client follows an idle ping interval (3 idle intervals of silence while idle). */
+    public static final int HELLO_IDLE_PINGS = 4;
     /** Ready flag: the server is the leader. */
     public static final int READY_LEADER = 1;
     /** Ready flag: the server carries many coordination sessions on one connection (coordination requests then name their session). */
     public static final int READY_SESSIONS = 2;
     /** Ready flag: Y ends with the server's cluster ID (all zero: none yet). */
     public static final int READY_CLUSTER_ID = 4;
+    /** Ready flag: Y ends with the idle ping interval (u32 ms). */
+    public static final int READY_IDLE_PINGS = 8;
     /** Size of a cluster ID in Y. */
     public static final int CLUSTER_ID_LEN = 16;
     /** Info flag: the key is held. */

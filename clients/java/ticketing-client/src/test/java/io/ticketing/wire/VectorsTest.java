@@ -74,6 +74,7 @@ class VectorsTest {
                 case "reason" -> f.reason = num(v);
                 case "code" -> f.code = num(v);
                 case "interval_ms" -> f.intervalMs = (Long) v;
+                case "idle_interval_ms" -> f.idleIntervalMs = (Long) v;
                 case "remaining_ms" -> f.remainingMs = (Long) v;
                 default -> throw new AssertionError("vector field " + e.getKey() + " is unknown to this test");
             }
