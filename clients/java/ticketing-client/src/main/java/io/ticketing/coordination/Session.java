@@ -100,8 +100,41 @@ public final class Session implements AutoCloseable {
     private long graceNanos = DEFAULT_GRACE_NANOS;
     private final Map<String, Lease> leases = new HashMap<>();
     private final Map<Long, CompletableFuture<Integer>> watches = new HashMap<>();
+    /**
+     * Changed notifications that found no watch: the watch of a describe
+     * whose answer the reader delivered but whose caller has not yet
+     * registered it (the change came right after the answer). The last few
+     * are kept, by request id, for that registration; the others are other
+     * sessions' on a shared connection.
+     */
+    private final Map<Long, Integer> early = new java.util.LinkedHashMap<>() {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, Integer> e) {
+            return size() > 256;
+        }
+    };
     private ScheduledFuture<?> timer;
     private ScheduledFuture<?> keepAlive;
+    private final Map<String, CompletableFuture<Void>> withdrawing = new HashMap<>();
+    private State reported = State.ATTACHED;
+    private final List<Consumer<State>> stateListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final CallbackQueue callbacks;
+
+    /** A session's state as its client sees it. */
+    public enum State {
+        /** Attached to a connection to the leader; holds and waits are in force. */
+        ATTACHED,
+        /**
+         * The connection was lost, or the session's deadline passed: the
+         * session is being restored and keeps its queue positions until its
+         * timeout, but its leases have ended if the deadline passed.
+         */
+        DETACHED,
+        /** The session ended (timed out, stopped, or its node dropped); its holds are released. */
+        EXPIRED
+    }
 
     private Session(CoordinationClient client, String path, Duration timeout, String desc) {
         this.client = client;
@@ -110,6 +143,7 @@ public final class Session implements AutoCloseable {
         this.timeoutNanos = timeout.toNanos();
         this.spanNanos = timeoutNanos - timeoutNanos * DRIFT_PERCENT / 100 - MARGIN_NANOS;
         this.desc = desc;
+        this.callbacks = new CallbackQueue(client.executor);
     }
 
     static Session start(CoordinationClient client, String path, Duration timeout, String desc) {
@@ -125,7 +159,13 @@ public final class Session implements AutoCloseable {
         long bound = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.t.answerGraceMs());
         Att a = s.connect(bound, what);
         Exchange ex = s.sendAttach(a, 0, 1);
-        Reply r = ex == null ? null : await(ex.reply(), bound, s.t, what);
+        Reply r;
+        try {
+            r = ex == null ? null : await(ex.reply(), bound, s.t, what);
+        } catch (RuntimeException e) {
+            s.abandonStart(a, ex);
+            throw e;
+        }
         if (r == null) {
             s.drop(a);
             throw s.t.unavailable("coordination: " + what + ": the connection was lost before the answer");
@@ -153,6 +193,40 @@ public final class Session implements AutoCloseable {
     }
 
     /**
+     * Lets go of a start whose answer did not come within the call's bound:
+     * a session the server starts anyway is stopped there once its answer
+     * arrives, so that it does not stay attached, holding a place in the
+     * node's session limit, until its timeout.
+     */
+    private void abandonStart(Att a, Exchange ex) {
+        ex.reply().whenComplete((r, e) -> {
+            if (r == null || r.capacity() || r.status() != Coord.SUCCESS) {
+                drop(a);
+                return;
+            }
+            Coord b = new Coord();
+            try {
+                b.session = Coord.decode(true, r.op(), r.status(), r.body()).session;
+            } catch (WireException we) {
+                drop(a);
+                return;
+            }
+            int op = Coord.STOP | (a.shared ? Coord.FOR_SESSION : 0);
+            try {
+                Exchange stop = a.link.send(op, b.encode(false, op, 0), 0, null);
+                if (stop == null) {
+                    drop(a);
+                } else {
+                    stop.reply().whenComplete((sr, se) -> drop(a));
+                }
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+                drop(a);
+            }
+        });
+    }
+
+    /**
      * The session's id.
      *
      * @return the id the server gave the session
@@ -175,6 +249,72 @@ public final class Session implements AutoCloseable {
         mu.lock();
         try {
             return att != null && ended == null;
+        } finally {
+            mu.unlock();
+        }
+    }
+
+    /**
+     * The session's current state. It checks the deadline when called: a
+     * session whose deadline has passed is never reported ATTACHED, even
+     * before the deadline's timer has run (a process resumed after a pause).
+     *
+     * @return ATTACHED, DETACHED or EXPIRED
+     */
+    public State state() {
+        checkDeadline();
+        mu.lock();
+        try {
+            if (ended != null) {
+                return State.EXPIRED;
+            }
+            return att != null && holdsValidLocked() ? State.ATTACHED : State.DETACHED;
+        } finally {
+            mu.unlock();
+        }
+    }
+
+    /**
+     * Calls listener at every change of the session's state from now on
+     * (DETACHED when its connection is lost or its deadline passes,
+     * ATTACHED when it is restored, EXPIRED when it ends), in order, one
+     * call at a time, on a thread of the client: never on the connection's
+     * reader, so a listener that blocks delays only this session's
+     * callbacks.
+     *
+     * @param listener called with each new state
+     */
+    public void addStateListener(Consumer<State> listener) {
+        stateListeners.add(listener);
+    }
+
+    /**
+     * Stops calling listener.
+     *
+     * @param listener a listener given to {@link #addStateListener}
+     */
+    public void removeStateListener(Consumer<State> listener) {
+        stateListeners.remove(listener);
+    }
+
+    /** Reports st to the listeners if it is a change; never blocks (mu may be held). */
+    private void reportLocked(State st) {
+        if (st == reported) {
+            return;
+        }
+        reported = st;
+        callbacks.push(() -> {
+            for (Consumer<State> l : stateListeners) {
+                l.accept(st);
+            }
+        });
+    }
+
+    /** Why the session ended, or null while it lives. */
+    RuntimeException endCause() {
+        mu.lock();
+        try {
+            return ended;
         } finally {
             mu.unlock();
         }
@@ -393,8 +533,10 @@ public final class Session implements AutoCloseable {
                     return;
                 }
                 att = null;
+                reportLocked(State.DETACHED);
                 fired = new ArrayList<>(watches.values());
                 watches.clear();
+                early.clear(); // request ids of the lost connection
                 changed.signalAll();
             } finally {
                 mu.unlock();
@@ -476,6 +618,7 @@ public final class Session implements AutoCloseable {
                 }
                 attachedLocked(a);
                 confirmLocked(a, ex.sentNanos());
+                reportLocked(State.ATTACHED);
             } finally {
                 mu.unlock();
             }
@@ -546,6 +689,9 @@ public final class Session implements AutoCloseable {
                 mu.lock();
                 try {
                     w = watches.remove(f.id);
+                    if (w == null) {
+                        early.put(f.id, b.flags);
+                    }
                 } finally {
                     mu.unlock();
                 }
@@ -573,6 +719,7 @@ public final class Session implements AutoCloseable {
                 return;
             }
             ended = e;
+            reportLocked(State.EXPIRED);
             gone = new ArrayList<>(leases.values());
             leases.clear();
             fired = new ArrayList<>(watches.values());
@@ -857,7 +1004,16 @@ public final class Session implements AutoCloseable {
                 }
             }
         };
-        Coord ans = request(what, Coord.ACQUIRE, b, true, note, before, Long.MAX_VALUE);
+        awaitWithdrawal(name, what);
+        Coord ans;
+        try {
+            ans = request(what, Coord.ACQUIRE, b, true, note, before, Long.MAX_VALUE);
+        } catch (CancellationException | io.ticketing.IndeterminateException e) {
+            // Interrupted (a cancelled future or coroutine) or lost in
+            // flight: withdraw the wait, or a grant that raced with it.
+            withdraw(name);
+            throw e;
+        }
         if ((ans.flags & Coord.FLAG_ACQUIRED) == 0) {
             throw t.notAcquired("coordination: " + what + ": not acquired within its timeout");
         }
@@ -895,6 +1051,61 @@ public final class Session implements AutoCloseable {
         b.name = utf8(name);
         Coord ans = request("release " + name, Coord.RELEASE, b, true, null, null, Long.MAX_VALUE);
         return (ans.flags & Coord.FLAG_RELEASED) != 0;
+    }
+
+    /**
+     * Releases name in the background after an interrupted acquire: the
+     * caller returns at once, and the session's next acquire of name waits
+     * for the withdrawal first, so that the withdrawal cannot end that one.
+     */
+    private void withdraw(String name) {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        CompletableFuture<Void> prev;
+        mu.lock();
+        try {
+            prev = withdrawing.put(name, done);
+        } finally {
+            mu.unlock();
+        }
+        client.executor.execute(() -> {
+            try {
+                if (prev != null) {
+                    prev.join();
+                }
+                release(name); // bounded by the session: a session that ends releases everything
+            } catch (RuntimeException e) {
+                // the session ended: nothing is held or waited for
+            } finally {
+                mu.lock();
+                try {
+                    withdrawing.remove(name, done);
+                } finally {
+                    mu.unlock();
+                }
+                done.complete(null);
+            }
+        });
+    }
+
+    private void awaitWithdrawal(String name, String what) {
+        CompletableFuture<Void> w;
+        mu.lock();
+        try {
+            w = withdrawing.get(name);
+        } finally {
+            mu.unlock();
+        }
+        if (w == null) {
+            return;
+        }
+        try {
+            w.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CancellationException("coordination: " + what + ": interrupted");
+        } catch (ExecutionException e) {
+            // a withdrawal never fails
+        }
     }
 
     void forget(Lease l) {
@@ -966,7 +1177,12 @@ public final class Session implements AutoCloseable {
                     changedFuture = new CompletableFuture<>();
                     mu.lock();
                     try {
-                        watches.put(a.requestId(), changedFuture);
+                        Integer fired = early.remove(a.requestId());
+                        if (fired != null) {
+                            changedFuture.complete(fired);
+                        } else {
+                            watches.put(a.requestId(), changedFuture);
+                        }
                     } finally {
                         mu.unlock();
                     }
@@ -1018,6 +1234,26 @@ public final class Session implements AutoCloseable {
         return new Election(this, name);
     }
 
+    /**
+     * The service called name on the session's node ({@code recipe/discovery/<name>}).
+     *
+     * @param name the service's name
+     * @return the service's discovery, on this session
+     */
+    public Discovery discovery(String name) {
+        return new Discovery(this, name);
+    }
+
+    /**
+     * The configuration value called name on the session's node ({@code recipe/publication/<name>}).
+     *
+     * @param name the value's name
+     * @return the publication, on this session
+     */
+    public Publication publication(String name) {
+        return new Publication(this, name);
+    }
+
     // ---- CompletableFuture faces, on the client's threads ----
 
     /**
@@ -1055,14 +1291,17 @@ public final class Session implements AutoCloseable {
     }
 
     /**
-     * {@link #acquireBlocking} on the client's threads.
+     * {@link #acquireBlocking} on the client's threads. Cancelling the
+     * future interrupts the acquire and withdraws its wait (a release, in
+     * the background; the session's next acquire of the semaphore waits for
+     * it); a hold granted anyway is released.
      *
      * @param name the semaphore's name
      * @param o the count, queue timeout, data, ephemeral flag and queued callback of the acquire
      * @return the lease on the semaphore
      */
     public CompletableFuture<Lease> acquireAsync(String name, AcquireOptions o) {
-        return CompletableFuture.supplyAsync(() -> acquireBlocking(name, o), client.executor);
+        return Async.interruptible(client.executor, () -> acquireBlocking(name, o), Lease::releaseAsync);
     }
 
     /**
