@@ -105,6 +105,11 @@ type Step struct {
 	// of this status (0: SUCCESS with a zero body; otherwise the message
 	// "refused by the script"), answering pings too.
 	AnswerCoord *uint16 `json:"answer_coord,omitempty"`
+	// KeepAlives, on a K read of another sub-op, answers each describe_node
+	// read before the awaited request (a session's keep-alive, whose timing
+	// is the client's) with a T of this status instead of taking it for the
+	// step's request.
+	KeepAlives *uint16 `json:"keep_alives,omitempty"`
 
 	// Fields of a coordination frame (K read, T sent): Op is the sub-op by
 	// name (coordOps), Session the session a K acts for or a T names,
@@ -840,6 +845,12 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				f, ok := read()
 				if !ok {
 					return
+				}
+				if st.KeepAlives != nil && f.Type == wire.TypeCoord && st.Op != "describe_node" {
+					if op, _, ok := coordRequest(f); ok && op == wire.CoordDescribeNode {
+						c.Send(*coordAnswer(f, *st.KeepAlives))
+						continue
+					}
 				}
 				if f.Type.String() == st.Read {
 					got = f
