@@ -72,7 +72,7 @@ public final class CoordinationClient implements AutoCloseable {
                 }
                 CoordTransport.Link l = transport.shared(deadline, "coordination: " + what);
                 CoordTransport.Exchange ex = l.send(op, body.encode(false, op, 0), body.data.length, null);
-                CoordTransport.Reply r = ex == null ? null : Session.await(ex.reply(), deadline, transport, what);
+                CoordTransport.Reply r = ex == null ? null : Attachment.await(ex.reply(), deadline, transport, what);
                 if (r == null) {
                     if (ex != null && l.endedByServer()) {
                         losses++;
