@@ -400,7 +400,7 @@ func (sc *Scenario) validate() error {
 		case "acquire", "release", "describe", "close", "wait_ready":
 		case "session", "close_session", "create_node", "describe_node", "create_semaphore", "update_semaphore",
 			"delete_semaphore", "acquire_semaphore", "release_semaphore", "lease_valid", "lease_ended",
-			"mutex_lock", "mutex_try_lock", "election_campaign":
+			"mutex_lock", "mutex_try_lock", "election_campaign", "watch_semaphore":
 		case "release_token":
 			if _, err := strconv.ParseUint(cs.Token, 10, 64); err != nil {
 				return fmt.Errorf("client step %d: release_token needs a token: %w", i, err)
