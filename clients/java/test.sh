@@ -92,7 +92,7 @@ clear_reports
 echo "== mvn -B -q -Pboot4 clean verify (JDK 17, Spring Boot 4: client, fence, ShedLock, Spring modules, example)"
 JAVA_HOME=$JDK17_HOME PATH="$JDK17_HOME/bin:$PATH" MAVEN_OPTS="${MAVEN_OPTS_17:-}" nice -n 10 mvn -B -q -Pboot4 clean verify \
   -pl ticketing-client,ticketing-jdbc,ticketing-spring-retry,ticketing-shedlock,ticketing-spring-integration,ticketing-spring-boot-starter,examples/orders-spring \
-  -Dtest='ConformanceTest,CoordinationConformanceTest,CoordVectorsTest,CoordinationIntegrationTest,RecipeInteropTest,FutureCancellationTest,TicketCloseTest,VirtualThreadsTest,ListenerTest,OwnerReleaseCompatibilityTest,SingleNodeIntegrationTest,VectorsTest,*FenceTest,Retry*Test,CommittedTransactionsTest,TicketingClassesTest,ShedLock*Test,LockRegistryTest,LeaderInitiatorTest,StarterTest,ConfigurationMetadataTest,OrdersApplicationTest' \
+  -Dtest='ConformanceTest,CoordinationConformanceTest,CoordVectorsTest,CoordinationIntegrationTest,RecipeInteropTest,FutureCancellationTest,TicketCloseTest,VirtualThreadsTest,ListenerTest,OwnerReleaseCompatibilityTest,SingleNodeIntegrationTest,VectorsTest,*FenceTest,Retry*Test,CommittedTransactionsTest,TicketingClassesTest,RecipesIntegrationTest,JvmConformanceTest,CoordinationExamplesTest,ShedLock*Test,LockRegistryTest,LeaderInitiatorTest,StarterTest,ConfigurationMetadataTest,OrdersApplicationTest' \
   -Dsurefire.failIfNoSpecifiedTests=false || b4=$?
 before=$failed
 count

@@ -105,6 +105,11 @@ type Step struct {
 	// of this status (0: SUCCESS with a zero body; otherwise the message
 	// "refused by the script"), answering pings too.
 	AnswerCoord *uint16 `json:"answer_coord,omitempty"`
+	// KeepAlives, on a K read of another sub-op, answers each describe_node
+	// read before the awaited request (a session's keep-alive, whose timing
+	// is the client's) with a T of this status instead of taking it for the
+	// step's request.
+	KeepAlives *uint16 `json:"keep_alives,omitempty"`
 
 	// Fields of a coordination frame (K read, T sent): Op is the sub-op by
 	// name (coordOps), Session the session a K acts for or a T names,
@@ -401,7 +406,7 @@ func (sc *Scenario) validate() error {
 		case "acquire", "release", "describe", "close", "wait_ready":
 		case "session", "close_session", "create_node", "describe_node", "create_semaphore", "update_semaphore",
 			"delete_semaphore", "acquire_semaphore", "release_semaphore", "lease_valid", "lease_ended",
-			"mutex_lock", "mutex_try_lock", "election_campaign":
+			"mutex_lock", "mutex_try_lock", "election_campaign", "watch_semaphore":
 		case "release_token":
 			if _, err := strconv.ParseUint(cs.Token, 10, 64); err != nil {
 				return fmt.Errorf("client step %d: release_token needs a token: %w", i, err)
@@ -852,6 +857,12 @@ func (s *ScenarioServer) handle(n int, c *Conn) {
 				f, ok := read()
 				if !ok {
 					return
+				}
+				if st.KeepAlives != nil && f.Type == wire.TypeCoord && st.Op != "describe_node" {
+					if op, _, ok := coordRequest(f); ok && op == wire.CoordDescribeNode {
+						c.Send(*coordAnswer(f, *st.KeepAlives))
+						continue
+					}
 				}
 				if f.Type.String() == st.Read {
 					got = f

@@ -206,6 +206,16 @@ class CoordinationConformanceTest {
                                     lease.get().releaseBlocking();
                                     out.complete("released");
                                 }
+                                case "watch_semaphore" -> {
+                                    // JVM scenarios only (src/test/resources/jvm-conformance): a watch on data and owners; "changed" once it fires
+                                    Session.Watched w = session.get().watchSemaphoreBlocking(name, true, true);
+                                    try {
+                                        w.changed().get(within.toMillis(), TimeUnit.MILLISECONDS);
+                                        out.complete("changed");
+                                    } catch (TimeoutException e) {
+                                        out.complete("no change");
+                                    }
+                                }
                                 case "lease_valid" -> out.complete(lease.get().isValid() ? "valid" : "invalid");
                                 case "lease_ended" -> {
                                     RuntimeException cause = lease.get().ended().get(within.toMillis(), TimeUnit.MILLISECONDS);

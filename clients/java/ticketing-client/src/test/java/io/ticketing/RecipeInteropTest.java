@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.ticketing.coordination.CoordinationClient;
+import io.ticketing.coordination.Discovery;
 import io.ticketing.coordination.Election;
 import io.ticketing.coordination.Lease;
 import io.ticketing.coordination.Mutex;
@@ -16,17 +17,21 @@ import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A Go process (internal/recipeinterop, the Go SDK's Mutex and Election)
- * and this client share one mutex and one election on one node of a real
+ * A Go process (internal/recipeinterop, the Go SDK's Mutex, Election,
+ * Discovery and Publication) and this client share one mutex, one
+ * election, one service and one configuration value on one node of a real
  * ticketd: the recipes' name spaces and markers are the same, so Java sees
- * Go holding the lock and leading, waits, and takes both over with larger
- * fencing tokens once Go lets go.
+ * Go holding the lock, leading, registered and published, waits, takes the
+ * lock and the leadership over with larger fencing tokens once Go lets go,
+ * and Go reads back the endpoint and the value Java registered and
+ * published.
  */
 @Timeout(180)
 class RecipeInteropTest {
@@ -57,7 +62,16 @@ class RecipeInteropTest {
                 BufferedReader out = new BufferedReader(new InputStreamReader(go.getInputStream(), StandardCharsets.UTF_8));
                 long goLock = expect(out, "locked");
                 long goLead = expect(out, "leading");
+                long goRegistered = expect(out, "registered");
+                assertEquals("published", out.readLine());
                 try (Session s = c.sessionBlocking("/interop", Duration.ofSeconds(10), "java")) {
+                    List<Discovery.Endpoint> members = s.discovery("shared").listBlocking();
+                    assertEquals(1, members.size(), "Go's registration");
+                    assertEquals(goRegistered, members.get(0).token());
+                    assertArrayEquals("go".getBytes(StandardCharsets.UTF_8), members.get(0).data());
+                    assertArrayEquals("from-go".getBytes(StandardCharsets.UTF_8), s.publication("shared").getBlocking());
+                    Lease registered = s.discovery("shared").registerBlocking("java".getBytes(StandardCharsets.UTF_8));
+                    s.publication("shared").publishBlocking("from-java".getBytes(StandardCharsets.UTF_8));
                     Mutex m = s.mutex("shared");
                     assertNull(m.tryLockBlocking(), "Go holds the mutex");
                     Election e = s.election("shared");
@@ -69,6 +83,8 @@ class RecipeInteropTest {
                     OutputStream in = go.getOutputStream();
                     in.write("release\n".getBytes(StandardCharsets.UTF_8));
                     in.flush();
+                    assertEquals("config from-java", out.readLine());
+                    assertEquals("endpoints go,java", out.readLine());
                     assertEquals("released", out.readLine());
                     Lease mine = lock.get(60, TimeUnit.SECONDS);
                     assertTrue(mine.token() > goLock, "Java's hold has a larger token than Go's");
@@ -77,6 +93,7 @@ class RecipeInteropTest {
                     assertArrayEquals("java".getBytes(StandardCharsets.UTF_8), e.leaderBlocking().data());
                     m.unlockBlocking();
                     e.resignBlocking();
+                    registered.releaseBlocking();
                     in.close();
                 }
             } finally {

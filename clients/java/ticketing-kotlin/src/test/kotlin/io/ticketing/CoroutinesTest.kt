@@ -1,5 +1,10 @@
 package io.ticketing
 
+import io.ticketing.kotlin.acquire
+import io.ticketing.kotlin.describe
+import io.ticketing.kotlin.release
+import io.ticketing.kotlin.releaseToken
+import io.ticketing.kotlin.waitReady
 import io.ticketing.wire.Frame
 import io.ticketing.wire.Type
 import java.time.Duration

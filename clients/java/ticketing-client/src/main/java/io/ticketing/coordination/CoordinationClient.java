@@ -6,6 +6,8 @@ import io.ticketing.internal.CoordTransport;
 import io.ticketing.wire.Coord;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -70,7 +72,7 @@ public final class CoordinationClient implements AutoCloseable {
                 }
                 CoordTransport.Link l = transport.shared(deadline, "coordination: " + what);
                 CoordTransport.Exchange ex = l.send(op, body.encode(false, op, 0), body.data.length, null);
-                CoordTransport.Reply r = ex == null ? null : Session.await(ex.reply(), deadline, transport, what);
+                CoordTransport.Reply r = ex == null ? null : Attachment.await(ex.reply(), deadline, transport, what);
                 if (r == null) {
                     if (ex != null && l.endedByServer()) {
                         losses++;
@@ -158,6 +160,53 @@ public final class CoordinationClient implements AutoCloseable {
         Coord a = nodeCall("describe node " + path, Coord.DESCRIBE_NODE, pathBody(path), true);
         return new NodeDescription(new NodeConfig(Duration.ofMillis(a.selfCheckMs), Duration.ofMillis(a.graceMs), a.readMode, a.attachMode,
                 a.maxSessions, a.maxSemaphores, a.maxWaiters), a.sessions, a.semaphores, a.waiters);
+    }
+
+    /**
+     * One session of a node, as {@link #listSessionsBlocking} reports it.
+     *
+     * @param id the session's id
+     * @param seqNo the highest attach sequence number it has seen
+     * @param timeout its timeout
+     * @param attached whether a connection is attached to it now (else it is restorable until it expires)
+     * @param description its description
+     */
+    public record SessionInfo(long id, long seqNo, Duration timeout, boolean attached, String description) {}
+
+    /**
+     * The node's sessions by id. It asks page by page (each answer is at
+     * most about 1 MiB); sessions that start or end while it pages may or
+     * may not be included.
+     *
+     * @param path the node's path
+     * @return the node's sessions
+     */
+    public List<SessionInfo> listSessionsBlocking(String path) {
+        List<SessionInfo> out = new ArrayList<>();
+        long after = 0;
+        while (true) {
+            Coord b = pathBody(path);
+            b.after = after;
+            Coord a = nodeCall("list sessions " + path, Coord.LIST_SESSIONS, b, true);
+            for (Coord.SessionEntry e : a.list) {
+                out.add(new SessionInfo(e.session(), e.seqNo(), Duration.ofMillis(e.timeoutMs()), (e.flags() & Coord.FLAG_ATTACHED) != 0,
+                        new String(e.desc(), StandardCharsets.UTF_8)));
+                after = e.session();
+            }
+            if ((a.flags & Coord.FLAG_MORE) == 0 || a.list.isEmpty()) {
+                return List.copyOf(out);
+            }
+        }
+    }
+
+    /**
+     * {@link #listSessionsBlocking} on the client's threads.
+     *
+     * @param path the node's path
+     * @return the node's sessions
+     */
+    public CompletableFuture<List<SessionInfo>> listSessionsAsync(String path) {
+        return CompletableFuture.supplyAsync(() -> listSessionsBlocking(path), executor);
     }
 
     /**

@@ -1,7 +1,10 @@
 package io.ticketing.coordination;
 
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
 
 /**
  * Elects one leader among sessions: the semaphore
@@ -42,7 +45,22 @@ public final class Election {
      * @param token the leadership's fencing token
      * @param data the data the leader published
      */
-    public record Leader(long session, long token, byte[] data) {}
+    public record Leader(long session, long token, byte[] data) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Leader l && l.session == session && l.token == token && Arrays.equals(l.data, data);
+        }
+
+        @Override
+        public int hashCode() {
+            return Long.hashCode(session) * 31 + Long.hashCode(token) * 17 + Arrays.hashCode(data);
+        }
+
+        @Override
+        public String toString() {
+            return "Leader[session=" + Long.toUnsignedString(session) + ", token=" + Long.toUnsignedString(token) + ", " + data.length + " bytes]";
+        }
+    }
 
     /**
      * Waits until this session leads, publishing data (its address, say) as the leader's.
@@ -87,10 +105,21 @@ public final class Election {
      * @return the leader: its session (0 when nobody leads), token and data
      */
     public Leader leaderBlocking() {
+        return leader(false).value();
+    }
+
+    private Subscription.Snapshot<Leader> leader(boolean watch) {
         while (true) {
             SemaphoreDescription d;
+            CompletableFuture<Integer> changed = null;
             try {
-                d = s.describeSemaphoreBlocking(sem(), true, false);
+                if (watch) {
+                    Session.Watched w = s.watchSemaphoreBlocking(sem(), true, true);
+                    d = w.description();
+                    changed = w.changed();
+                } else {
+                    d = s.describeSemaphoreBlocking(sem(), true, false);
+                }
             } catch (NotFoundException e) {
                 Recipes.ensure(s, "election", sem());
                 continue;
@@ -98,10 +127,53 @@ public final class Election {
             Recipes.checkKind("election", d);
             List<Holder> owners = d.owners();
             if (owners.isEmpty()) {
-                return new Leader(0, 0, new byte[0]);
+                return new Subscription.Snapshot<>(new Leader(0, 0, new byte[0]), changed);
             }
             Holder o = owners.get(0);
-            return new Leader(o.session(), o.orderId(), o.data());
+            return new Subscription.Snapshot<>(new Leader(o.session(), o.orderId(), o.data()), changed);
         }
+    }
+
+    /**
+     * Calls callback with the leader at the start and every time it changes
+     * (session 0: nobody leads), until the subscription is closed or the
+     * session ends (see {@link Subscription}). It describes again after
+     * every watch notification, including the empty one of a lost
+     * connection.
+     *
+     * @param callback given each new leader
+     * @return the running watch
+     */
+    public Subscription observe(Consumer<Leader> callback) {
+        return Subscription.start(s, () -> leader(true), Leader::equals, callback);
+    }
+
+    /**
+     * {@link #campaignBlocking} on the client's threads. Cancelling the
+     * future withdraws the campaign (a leadership won anyway is resigned).
+     *
+     * @param data the leader's data while this session leads
+     * @return the leadership: its lease and fencing token
+     */
+    public CompletableFuture<Leadership> campaignAsync(byte[] data) {
+        return Async.interruptible(s.executor(), () -> campaignBlocking(data), l -> l.lease().releaseAsync());
+    }
+
+    /**
+     * {@link #resignBlocking} on the client's threads.
+     *
+     * @return completes when resigned
+     */
+    public CompletableFuture<Void> resignAsync() {
+        return Async.interruptible(s.executor(), this::resignBlocking);
+    }
+
+    /**
+     * {@link #leaderBlocking} on the client's threads.
+     *
+     * @return the leader
+     */
+    public CompletableFuture<Leader> leaderAsync() {
+        return Async.interruptible(s.executor(), this::leaderBlocking, v -> {});
     }
 }

@@ -1,6 +1,7 @@
 package io.ticketing.coordination;
 
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -89,5 +90,33 @@ public final class Mutex {
         } finally {
             mu.unlock();
         }
+    }
+
+    /**
+     * {@link #lockBlocking} on the client's threads. Cancelling the future
+     * withdraws the wait (a hold granted anyway is released).
+     *
+     * @return the lock's lease
+     */
+    public CompletableFuture<Lease> lockAsync() {
+        return Async.interruptible(s.executor(), this::lockBlocking, Lease::releaseAsync);
+    }
+
+    /**
+     * {@link #tryLockBlocking} on the client's threads.
+     *
+     * @return the lock's lease, or null when another session holds it
+     */
+    public CompletableFuture<Lease> tryLockAsync() {
+        return Async.interruptible(s.executor(), this::tryLockBlocking, Lease::releaseAsync);
+    }
+
+    /**
+     * {@link #unlockBlocking} on the client's threads.
+     *
+     * @return completes when the lock is released
+     */
+    public CompletableFuture<Void> unlockAsync() {
+        return Async.interruptible(s.executor(), this::unlockBlocking);
     }
 }

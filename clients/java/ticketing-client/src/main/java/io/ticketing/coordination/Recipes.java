@@ -23,11 +23,21 @@ final class Recipes {
         return ("ticketing-recipe:" + kind).getBytes(StandardCharsets.UTF_8);
     }
 
+    /** Refuses d unless it has limit 1 and exactly kind's marker as its data (a mutex's or an election's). */
     static void checkKind(String kind, SemaphoreDescription d) {
-        if (d.limit() != 1 || !Arrays.equals(d.data(), marker(kind))) {
-            throw new WrongKindException("coordination: semaphore \"" + d.name() + "\" (limit " + Long.toUnsignedString(d.limit()) + ", "
-                    + d.data().length + " bytes of data) was not created by a " + kind + " of this client: refusing to use it as one");
+        checkKind(kind, d, 1, Arrays.equals(d.data(), marker(kind)));
+    }
+
+    /** Refuses d unless it has the limit and data (marked) that kind gives its semaphores. */
+    static void checkKind(String kind, SemaphoreDescription d, long limit, boolean marked) {
+        if (d.limit() != limit || !marked) {
+            throw wrongKind(kind, d);
         }
+    }
+
+    static WrongKindException wrongKind(String kind, SemaphoreDescription d) {
+        return new WrongKindException("coordination: semaphore \"" + d.name() + "\" (limit " + Long.toUnsignedString(d.limit()) + ", "
+                + d.data().length + " bytes of data) was not created by a " + kind + " of this client: refusing to use it as one");
     }
 
     /** Creates kind's semaphore unless it exists, and checks that an existing one is kind's. */

@@ -9,12 +9,17 @@
  * broker and uses its connection to the leader; sessions share that
  * connection when the server carries several sessions on one connection
  * (an older server: each session gets a connection of its own to the same
- * leader). A {@link io.ticketing.coordination.Session} attaches, restores
- * itself after a lost connection, keeps itself alive, and keeps the
- * conservative client deadline (docs/protocol.md, "A coordination
- * session's deadline"): its {@link io.ticketing.coordination.Lease}s end
- * on the client at that deadline, before the server can hand their holds to
- * anyone else. Semaphore and node requests are thin request builders over
- * the session and the client.
+ * leader). A {@link io.ticketing.coordination.Session} is built on one
+ * internal attachment that attaches, restores the session after a lost
+ * connection, keeps it alive, and keeps the conservative client deadline
+ * (docs/protocol.md, "A coordination session's deadline"): its
+ * {@link io.ticketing.coordination.Lease}s end on the client at that
+ * deadline, before the server can hand their holds to anyone else.
+ * Semaphore, describe and watch calls and the recipes
+ * ({@link io.ticketing.coordination.Mutex},
+ * {@link io.ticketing.coordination.Election},
+ * {@link io.ticketing.coordination.Discovery},
+ * {@link io.ticketing.coordination.Publication}) are thin request builders
+ * over it; node requests over the client.
  */
 package io.ticketing.coordination;

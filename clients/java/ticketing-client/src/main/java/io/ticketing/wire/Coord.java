@@ -60,6 +60,7 @@ public final class Coord {
     public static final int FLAG_NO_DATA = 16;
     public static final int FLAG_MORE_HOLDERS = 2; // T describe semaphore
     public static final int FLAG_MORE = 1; // T list sessions
+    public static final int FLAG_ATTACHED = 1; // a session of a T list sessions: attached now
 
     /** Acquire count asking for the whole limit; acquire timeout waiting forever. */
     public static final long EXCLUSIVE = -1L;

@@ -3,6 +3,8 @@
  * broker and connection as the blocking and CompletableFuture calls.
  *
  * ```
+ * import io.ticketing.kotlin.*
+ *
  * val broker = TicketBroker.connect("127.0.0.1:5225")
  * broker.waitReady(Duration.ofSeconds(5))
  *
@@ -20,8 +22,13 @@
  */
 @file:JvmName("TicketingCoroutines")
 
-package io.ticketing
+package io.ticketing.kotlin
 
+import io.ticketing.Description
+import io.ticketing.NotHeldException
+import io.ticketing.Ticket
+import io.ticketing.TicketBroker
+import io.ticketing.TicketingException
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
@@ -67,7 +74,7 @@ suspend fun Ticket.release() {
  * but can no longer be delivered to the cancelled coroutine goes to [orphan]
  * (a ticket: released in the background), so that no grant is lost.
  */
-private suspend fun <T : Any?> CompletableFuture<T>.awaitTicketing(orphan: ((T) -> Unit)?): T =
+internal suspend fun <T : Any?> CompletableFuture<T>.awaitTicketing(orphan: ((T) -> Unit)?): T =
     suspendCancellableCoroutine { cont ->
         cont.invokeOnCancellation { cancel(true) }
         whenComplete { v, e ->
