@@ -2,30 +2,166 @@ package coordination
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
-// connect returns a link for the session: on the broker's connection when
-// its server carries several sessions on one connection, else on a
-// connection of the session's own, dialled as the broker dials.
-func (s *Session) connect(ctx context.Context) (*link, error) {
-	shared, err := s.c.t.Shared(ctx)
+// State is a session's state as its client sees it.
+type State int
+
+const (
+	// Attached: connected to the leader; holds and waits are in force.
+	Attached State = iota + 1
+	// Detached: the connection was lost; the session is being restored and
+	// keeps its holds and queue positions until its timeout.
+	Detached
+	// Expired: the session ended (timed out, stopped, or its node dropped).
+	// Its holds are released; Context is done.
+	Expired
+)
+
+func (s State) String() string {
+	switch s {
+	case Attached:
+		return "ATTACHED"
+	case Detached:
+		return "DETACHED"
+	case Expired:
+		return "EXPIRED"
+	}
+	return "UNKNOWN"
+}
+
+// Bounds of a session's timeout. Below MinSessionTimeout the allowances of
+// the client's deadline (DeadlineDriftPercent, DeadlineMargin) leave too
+// little time between two keep-alives for a hold to be kept.
+const (
+	MinSessionTimeout = 500 * time.Millisecond
+	MaxSessionTimeout = 30 * time.Minute
+)
+
+// attachment is one session's attachment to the cluster, and everything
+// that keeps it: the attach (on the broker's connection when the server
+// carries several sessions on one connection, else on a connection of its
+// own), the restore after a lost connection, the conservative deadline and
+// its keep-alives (deadline.go), and the sending of the session's requests
+// with their resends (retry.go). It knows nothing of semaphores, leases or
+// watches: those are requests built over it (semaphores.go, leases.go,
+// describe.go), which hear of what it does through its hooks.
+type attachment struct {
+	c       *Client
+	path    string
+	timeout time.Duration
+	desc    string
+	onState func(State)
+	key     []byte
+	hooks   attachmentHooks
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	states callbackQueue // the state callback's calls, in order
+	done   chan struct{} // the run loop ended
+
+	mu       sync.Mutex
+	id       uint64
+	seq      uint64
+	l        *link
+	attached chan struct{} // closed while attached
+	state    State
+	ended    error
+
+	// The conservative deadline (docs/coordination.md, "The client's
+	// deadline"): confirmed is the send time of the last request the server
+	// answered after a commit on the attached connection; holds ends at
+	// confirmed + timeout − allowances unless a later answer moves it, and
+	// every lease derives from it.
+	confirmed   time.Time
+	deadline    time.Time
+	holds       context.Context
+	holdsCancel context.CancelCauseFunc
+	timer       *time.Timer
+	grace       time.Duration // the node's session grace period, as last described
+
+	unsubscribe func() // ends the session's subscription to the broker's notifications
+	lastShared  *link  // the last link on the broker's connection the session was attached on (nil: its own)
+	stopped     bool   // the server confirmed the session's end (stopped or ended)
+}
+
+// attachmentHooks are how the requests built over an attachment hear of
+// what happens to it. detached and holdsEnded run with the attachment's
+// lock held and must not block or call back into it.
+type attachmentHooks struct {
+	detached   func()                            // the connection was lost: a watch set on it can no longer fire
+	holdsEnded func()                            // the deadline passed: every hold is given up
+	ended      func(err error)                   // the session ended (after its Context)
+	lost       func(name string, orderID uint64) // a hold was lost to a force delete
+}
+
+func newAttachment(c *Client, path string) *attachment {
+	return &attachment{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16), done: make(chan struct{})}
+}
+
+// open checks the session's settings and attaches a new session; the
+// attachment then keeps itself (run, keepAlive) until it ends.
+func (a *attachment) open(ctx context.Context) error {
+	if a.timeout < MinSessionTimeout || a.timeout > MaxSessionTimeout {
+		return &StatusError{Op: "start session on " + a.path, Status: wire.CoordBadRequest,
+			Message: fmt.Sprintf("timeout: %v, want %v to %v (nothing was sent)", a.timeout, MinSessionTimeout, MaxSessionTimeout)}
+	}
+	if err := checkSizes(wire.CoordAttach, a.attachBody(0, 1)); err != nil {
+		return err
+	}
+	rand.Read(a.key)
+	if err := a.c.sessionStarted(); err != nil {
+		return fmt.Errorf("%w: start session on %s: the client is closed", err, a.path)
+	}
+	a.ctx, a.cancel = context.WithCancelCause(context.Background())
+	a.grace = defaultGrace
+	l, st, ans, sent, err := a.start(ctx)
+	if err == nil {
+		err = statusError("start session on "+a.path, st, ans.Message)
+	} else if errors.Is(err, errLinkLost) {
+		err = fmt.Errorf("%w: start session on %s: the connection was lost", ErrUnavailable, a.path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("coordination: session on %s: %w", s.path, err)
+		if l != nil {
+			l.close()
+		}
+		a.cancel(err)
+		a.c.sessionEnded()
+		return err
 	}
-	if shared.Sessions() {
-		return newLink(shared, true), nil
+	a.id, a.seq, a.l, a.state = ans.Session, ans.SeqNo, l, Attached
+	l.id = a.id
+	if l.shared {
+		a.lastShared = l
 	}
-	own, err := s.c.t.Dedicated(ctx, s.event)
+	// After the id is known: the broker's connection carries the
+	// notifications of every session on it, each takes its own.
+	a.unsubscribe = a.c.t.subscribe(a.event)
+	a.attached = make(chan struct{})
+	close(a.attached)
+	a.mu.Lock()
+	a.confirmLocked(l, sent)
+	a.mu.Unlock()
+	a.setState(Attached)
+	go a.run()
+	go a.keepAlive()
+	return nil
+}
+
+// connect returns a link for the session.
+func (a *attachment) connect(ctx context.Context) (*link, error) {
+	l, err := a.c.t.connect(ctx, a.event)
 	if err != nil {
-		return nil, fmt.Errorf("coordination: session on %s: %w", s.path, err)
+		return nil, fmt.Errorf("coordination: session on %s: %w", a.path, err)
 	}
-	return newLink(own, false), nil
+	return l, nil
 }
 
 // start connects and attaches a new session. If ctx ends before the
@@ -33,13 +169,13 @@ func (s *Session) connect(ctx context.Context) (*link, error) {
 // awaited in the background and a session it created is stopped: on a
 // connection that lives on, it would otherwise never be detached, so never
 // expire.
-func (s *Session) start(ctx context.Context) (*link, uint16, wire.Coord, time.Time, error) {
-	l, err := s.connect(ctx)
+func (a *attachment) start(ctx context.Context) (*link, uint16, wire.Coord, time.Time, error) {
+	l, err := a.connect(ctx)
 	if err != nil {
 		return nil, 0, wire.Coord{}, time.Time{}, err
 	}
 	if !l.shared {
-		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(0, 1), nil)
+		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, a.attachBody(0, 1), nil)
 		return l, st, ans, sent, err
 	}
 	type result struct {
@@ -51,12 +187,12 @@ func (s *Session) start(ctx context.Context) (*link, uint16, wire.Coord, time.Ti
 	res := make(chan result, 1)
 	left := make(chan struct{})
 	go func() {
-		st, ans, sent, err := l.callSent(context.Background(), wire.CoordAttach, s.attachBody(0, 1), nil)
+		st, ans, sent, err := l.callSent(context.Background(), wire.CoordAttach, a.attachBody(0, 1), nil)
 		select {
 		case res <- result{st, ans, sent, err}:
 		case <-left:
 			if err == nil && st == wire.CoordSuccess {
-				stopOn(l.c, ans.Session)
+				l.stopSession(ans.Session)
 			}
 		}
 	}()
@@ -68,7 +204,7 @@ func (s *Session) start(ctx context.Context) (*link, uint16, wire.Coord, time.Ti
 		select {
 		case r := <-res: // answered meanwhile
 			if r.err == nil && r.st == wire.CoordSuccess {
-				stopOn(l.c, r.ans.Session)
+				l.stopSession(r.ans.Session)
 			}
 		default:
 		}
@@ -76,68 +212,48 @@ func (s *Session) start(ctx context.Context) (*link, uint16, wire.Coord, time.Ti
 	}
 }
 
-// stopBound bounds a background stop of a session on the broker's
-// connection.
-const stopBound = 10 * time.Second
-
-// stopOn stops session id on the broker's connection c in the background,
-// if c is still open: a session given up by its client must not stay
-// attached to a connection that lives on.
-func stopOn(c *transport.Conn, id uint64) {
-	select {
-	case <-c.Done():
-		return // the server detached it; it expires on its own
-	default:
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
-		defer cancel()
-		_, _, _, _ = exchange(ctx, c, nil, wire.CoordStop|wire.CoordForSession, &wire.Coord{Session: id}, nil)
-	}()
+func (a *attachment) attachBody(id, seq uint64) *wire.Coord {
+	return &wire.Coord{Path: []byte(a.path), Session: id, SeqNo: seq, TimeoutMs: uint64(a.timeout / time.Millisecond),
+		Key: a.key, Desc: []byte(a.desc)}
 }
 
-func (s *Session) attachBody(id, seq uint64) *wire.Coord {
-	return &wire.Coord{Path: []byte(s.path), Session: id, SeqNo: seq, TimeoutMs: uint64(s.timeout / time.Millisecond),
-		Key: s.key, Desc: []byte(s.desc)}
-}
-
-// setState queues the state callback's call; it never blocks (s.mu may be
+// setState queues the state callback's call; it never blocks (a.mu may be
 // held, and the connection's reader may be the caller).
-func (s *Session) setState(st State) {
-	if fn := s.onState; fn != nil {
-		s.states.push(func() { fn(st) })
+func (a *attachment) setState(st State) {
+	if fn := a.onState; fn != nil {
+		a.states.push(func() { fn(st) })
 	}
 }
 
 // run restores the session whenever its connection is lost, until it ends.
-func (s *Session) run() {
-	defer close(s.done)
+func (a *attachment) run() {
+	defer close(a.done)
 	for {
-		s.mu.Lock()
-		l := s.l
-		s.mu.Unlock()
+		a.mu.Lock()
+		l := a.l
+		a.mu.Unlock()
 		if l == nil {
 			return
 		}
 		select {
-		case <-s.ctx.Done():
+		case <-a.ctx.Done():
 			return
 		case <-l.done:
 		}
-		s.mu.Lock()
-		if s.ended != nil {
-			s.mu.Unlock()
+		a.mu.Lock()
+		if a.ended != nil {
+			a.mu.Unlock()
 			return
 		}
-		s.l, s.state = nil, Detached
-		s.attached = make(chan struct{})
-		s.fireWatchesLocked()
-		s.setState(Detached)
+		a.l, a.state = nil, Detached
+		a.attached = make(chan struct{})
+		a.hooks.detached()
+		a.setState(Detached)
 		close(l.detached)
-		s.mu.Unlock()
-		s.c.log.Info("coordination session detached: restoring", "session", s.id, "path", s.path, "err", l.lostErr())
-		if err := s.restore(); err != nil {
-			s.end(err)
+		a.mu.Unlock()
+		a.c.log.Info("coordination session detached: restoring", "session", a.id, "path", a.path, "err", l.lostErr())
+		if err := a.restore(); err != nil {
+			a.end(err)
 			return
 		}
 	}
@@ -148,134 +264,151 @@ func (s *Session) run() {
 // detached session that long): the holds have ended at the deadline
 // already, so trying on risks nothing and can save the session's queue
 // positions; the server's SESSION_EXPIRED ends it sooner.
-func (s *Session) restore() error {
-	s.mu.Lock()
-	window := s.timeout + s.grace
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(s.ctx, window)
+func (a *attachment) restore() error {
+	a.mu.Lock()
+	window := a.timeout + a.grace
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(a.ctx, window)
 	defer cancel()
 	for {
-		l, err := s.connect(ctx)
+		l, err := a.connect(ctx)
 		if errors.Is(err, ErrClosed) {
-			return fmt.Errorf("%w: session %d: the Ticketing client it uses was closed", ErrClosed, s.id)
+			return fmt.Errorf("%w: session %d: the Ticketing client it uses was closed", ErrClosed, a.id)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, s.id, window, err)
+			return fmt.Errorf("%w: session %d could not be restored within its timeout and the node's grace period (%v): %v", ErrSessionExpired, a.id, window, err)
 		}
-		l.id = s.id
-		s.mu.Lock()
-		s.seq++
-		seq := s.seq
-		s.mu.Unlock()
-		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, s.attachBody(s.id, seq), nil)
+		l.id = a.id
+		a.mu.Lock()
+		a.seq++
+		seq := a.seq
+		a.mu.Unlock()
+		st, ans, sent, err := l.callSent(ctx, wire.CoordAttach, a.attachBody(a.id, seq), nil)
 		if errors.Is(err, errLinkLost) {
 			continue
 		}
 		if err != nil {
 			l.close()
-			return fmt.Errorf("%w: session %d: %v", ErrSessionExpired, s.id, err)
+			return fmt.Errorf("%w: session %d: %v", ErrSessionExpired, a.id, err)
 		}
-		if err := statusError(fmt.Sprintf("restore session %d", s.id), st, ans.Message); err != nil {
+		if err := statusError(fmt.Sprintf("restore session %d", a.id), st, ans.Message); err != nil {
 			l.close()
 			return err
 		}
-		s.mu.Lock()
-		if s.ended != nil {
-			s.mu.Unlock()
+		a.mu.Lock()
+		if a.ended != nil {
+			a.mu.Unlock()
 			l.close()
-			return s.ended
+			return a.ended
 		}
-		s.l, s.state = l, Attached
+		a.l, a.state = l, Attached
 		if l.shared {
-			s.lastShared = l.c
+			a.lastShared = l
 		}
-		s.confirmLocked(l, sent)
-		s.c.log.Info("coordination session restored", "session", s.id, "path", s.path, "seq_no", seq)
-		close(s.attached)
-		s.setState(Attached)
-		s.mu.Unlock()
+		a.confirmLocked(l, sent)
+		a.c.log.Info("coordination session restored", "session", a.id, "path", a.path, "seq_no", seq)
+		close(a.attached)
+		a.setState(Attached)
+		a.mu.Unlock()
 		return nil
 	}
 }
 
 // event handles notifications with id 0.
-func (s *Session) event(f wire.Frame) {
+func (a *attachment) event(f wire.Frame) {
 	var b wire.Coord
 	if wire.DecodeCoord(&f, &b) != nil {
 		return
 	}
 	switch f.Op {
 	case wire.CoordLost:
-		s.mu.Lock()
-		le := s.leases[string(b.Name)]
-		if le != nil && le.token == b.OrderID {
-			delete(s.leases, le.name)
-		}
-		s.mu.Unlock()
-		if le != nil && le.token == b.OrderID {
-			le.cancel(fmt.Errorf("%w: %s: the semaphore was deleted with force", ErrLost, le.name))
-		}
+		a.hooks.lost(string(b.Name), b.OrderID)
 	case wire.CoordSessionEnded:
-		if b.Session == s.id {
-			s.mu.Lock()
-			s.stopped = true
-			s.mu.Unlock()
+		if b.Session == a.id {
+			a.mu.Lock()
+			a.stopped = true
+			a.mu.Unlock()
 			if b.Reason == wire.CoordEndStopped {
-				go s.end(fmt.Errorf("%w: session %d stopped", ErrClosed, s.id)) // by Close, or another attach of it
+				go a.end(fmt.Errorf("%w: session %d stopped", ErrClosed, a.id)) // by Close, or another attach of it
 			} else {
-				go s.end(fmt.Errorf("%w: session %d ended on the server (reason %d: 1 expired, 3 node dropped)", ErrSessionExpired, s.id, b.Reason))
+				go a.end(fmt.Errorf("%w: session %d ended on the server (reason %d: 1 expired, 3 node dropped)", ErrSessionExpired, a.id, b.Reason))
 			}
 		}
 	}
 }
 
-// end ends the session once: leases and Context are cancelled, watches fire.
-func (s *Session) end(err error) {
-	s.mu.Lock()
-	if s.ended != nil {
-		s.mu.Unlock()
+// end ends the session once: its Context and holds end, then the hooks
+// hear of it.
+func (a *attachment) end(err error) {
+	a.mu.Lock()
+	if a.ended != nil {
+		a.mu.Unlock()
 		return
 	}
-	s.ended = err
-	s.state = Expired
+	a.ended = err
+	a.state = Expired
 	if !errors.Is(err, ErrClosed) {
-		s.c.log.Warn("coordination session ended", "session", s.id, "path", s.path, "err", err)
+		a.c.log.Warn("coordination session ended", "session", a.id, "path", a.path, "err", err)
 	}
-	l := s.l
-	s.l = nil
-	leases := s.leases
-	s.leases = map[string]*Lease{}
-	s.fireWatchesLocked()
-	s.setState(Expired)
-	if s.timer != nil {
-		s.timer.Stop()
+	l := a.l
+	a.l = nil
+	a.setState(Expired)
+	if a.timer != nil {
+		a.timer.Stop()
 	}
-	shared, stopped := s.lastShared, s.stopped
-	s.mu.Unlock()
-	s.cancel(err)
-	for _, le := range leases {
-		le.cancel(err)
-	}
+	shared, stopped := a.lastShared, a.stopped
+	a.mu.Unlock()
+	a.cancel(err)
+	a.hooks.ended(err)
 	if l != nil {
 		l.close()
 	}
 	if shared != nil && !stopped {
 		// Given up by the client without the server's word: on the
 		// broker's connection, which lives on, it would stay attached.
-		stopOn(shared, s.id)
+		shared.stopSession(a.id)
 	}
-	if s.unsubscribe != nil {
-		s.unsubscribe()
+	if a.unsubscribe != nil {
+		a.unsubscribe()
 	}
-	s.c.sessionEnded()
+	a.c.sessionEnded()
+}
+
+// close stops the session: its holds are released at once.
+func (a *attachment) close(ctx context.Context) error {
+	a.mu.Lock()
+	l, ended := a.l, a.ended
+	a.mu.Unlock()
+	if ended != nil {
+		return nil
+	}
+	var err error
+	if l != nil {
+		var st uint16
+		var ans wire.Coord
+		st, ans, err = l.call(ctx, wire.CoordStop, &wire.Coord{}, nil)
+		if err == nil && (st == wire.CoordSuccess || st == wire.CoordSessionExpired) {
+			a.mu.Lock()
+			a.stopped = true
+			a.mu.Unlock()
+		}
+		if err == nil && st != wire.CoordSessionExpired {
+			err = statusError("stop session", st, ans.Message)
+		} else if errors.Is(err, errLinkLost) {
+			err = nil // the session times out on the server instead
+		}
+	}
+	a.end(fmt.Errorf("%w: session closed", ErrClosed))
+	<-a.done
+	return err
 }
 
 // current waits until the session is attached and returns its connection.
-func (s *Session) current(ctx context.Context) (*link, error) {
+func (a *attachment) current(ctx context.Context) (*link, error) {
 	for {
-		s.mu.Lock()
-		l, ch, ended := s.l, s.attached, s.ended
-		s.mu.Unlock()
+		a.mu.Lock()
+		l, ch, ended := a.l, a.attached, a.ended
+		a.mu.Unlock()
 		if ended != nil {
 			return nil, ended
 		}
@@ -286,7 +419,24 @@ func (s *Session) current(ctx context.Context) (*link, error) {
 		case <-ch:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-s.ctx.Done():
+		case <-a.ctx.Done():
 		}
 	}
+}
+
+// stateNow is the session's state, checked against the deadline: a
+// session whose deadline has passed is never reported ATTACHED, even
+// before the deadline's timer has run (a process resumed after a pause).
+func (a *attachment) stateNow() State {
+	a.mu.Lock()
+	l := a.checkDeadlineLocked()
+	st := a.state
+	if st == Attached && a.holds != nil && a.holds.Err() != nil {
+		st = Detached // the restore that follows is under way
+	}
+	a.mu.Unlock()
+	if l != nil {
+		l.fail(errDeadlinePassed)
+	}
+	return st
 }

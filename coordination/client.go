@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -75,7 +74,7 @@ func WithDialTimeout(d time.Duration) Option {
 // leader following, backoff, liveness, TLS, token, dialer and logger. It is
 // safe for concurrent use.
 type Client struct {
-	t   *transport.Client
+	t   connLayer
 	own bool // made by Dial: the broker is the client's own
 	log *slog.Logger
 
@@ -102,7 +101,7 @@ func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: New needs a *ticketing.Broker (from ticketing.Connect), got nil", ErrBadRequest)
 	}
-	t, ok := transport.Of(b)
+	t, ok := openConnLayer(b)
 	if !ok {
 		return nil, fmt.Errorf("%w: New needs an open *ticketing.Broker from ticketing.Connect: this one is closed, or was not made by Connect", ErrClosed)
 	}
@@ -111,7 +110,7 @@ func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	}
 	lg := cfg.logger
 	if lg == nil {
-		lg = t.Logger()
+		lg = t.logger()
 	}
 	return &Client{t: t, log: lg}, nil
 }
@@ -134,19 +133,10 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	list, err := transport.ParseAddrs(addrs)
+	t, err := dialConnLayer(addrs, cfg.token, cfg.tls, cfg.dialer, cfg.dialTimeout, lg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
-	tc := transport.DefaultConfig()
-	tc.Token, tc.TLS, tc.Dialer, tc.Logger = cfg.token, cfg.tls, cfg.dialer, lg
-	if cfg.dialTimeout != 0 {
-		tc.DialTimeout = cfg.dialTimeout
-	}
-	if err := tc.Check(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	t := transport.New(list, &tc, nil)
 	return &Client{t: t, own: true, log: lg}, nil
 }
 
@@ -160,7 +150,7 @@ func (c *Client) Close() error {
 	last := c.own && c.sessions == 0
 	c.mu.Unlock()
 	if last {
-		return c.t.Close()
+		return c.t.close()
 	}
 	return nil
 }
@@ -183,7 +173,7 @@ func (c *Client) sessionEnded() {
 	last := c.own && c.closed && c.sessions == 0
 	c.mu.Unlock()
 	if last {
-		_ = c.t.Close()
+		_ = c.t.close()
 	}
 }
 
@@ -202,18 +192,18 @@ func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire
 		if closed {
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the client is closed", ErrClosed, name, body.Path)
 		}
-		conn, err := c.t.Shared(ctx)
+		conn, err := c.t.shared(ctx)
 		if err != nil {
 			return wire.Coord{}, fmt.Errorf("coordination: %s %s: %w", name, body.Path, err)
 		}
-		st, ans, _, err := exchange(ctx, conn, nil, op, body, nil)
+		st, ans, err := conn.call(ctx, op, body)
 		if errors.Is(err, errLinkLost) || errors.Is(err, errMalformedAnswer) {
-			if conn.EndedByServer() {
+			if conn.endedByServer() {
 				losses++
 			}
 			if safe && losses < 2 {
 				select {
-				case <-conn.Done(): // the broker's next connection, then
+				case <-conn.done(): // the broker's next connection, then
 				case <-ctx.Done():
 					return wire.Coord{}, ctx.Err()
 				}

@@ -34,35 +34,35 @@ func deadlineSpan(timeout time.Duration) time.Duration {
 // request sent at sent on l: the session existed on the server then, so it
 // cannot expire there before sent + timeout (counted on the server's clock).
 // Answers on a connection that is not the session's current one do not
-// count. s.mu is held.
-func (s *Session) confirmLocked(l *link, sent time.Time) {
-	if s.ended != nil || l == nil || l != s.l || l.givenUp || !sent.After(s.confirmed) {
+// count. a.mu is held.
+func (a *attachment) confirmLocked(l *link, sent time.Time) {
+	if a.ended != nil || l == nil || l != a.l || l.givenUp || !sent.After(a.confirmed) {
 		return
 	}
-	s.confirmed = sent
-	s.deadline = sent.Add(deadlineSpan(s.timeout))
-	if s.holds == nil || s.holds.Err() != nil {
-		s.holds, s.holdsCancel = context.WithCancelCause(s.ctx)
+	a.confirmed = sent
+	a.deadline = sent.Add(deadlineSpan(a.timeout))
+	if a.holds == nil || a.holds.Err() != nil {
+		a.holds, a.holdsCancel = context.WithCancelCause(a.ctx)
 	}
-	if s.timer == nil {
-		s.timer = time.AfterFunc(time.Until(s.deadline), s.deadlinePassed)
+	if a.timer == nil {
+		a.timer = time.AfterFunc(time.Until(a.deadline), a.deadlinePassed)
 	} else {
-		s.timer.Reset(time.Until(s.deadline))
+		a.timer.Reset(time.Until(a.deadline))
 	}
 }
 
-// confirm is confirmLocked for callers without s.mu.
-func (s *Session) confirm(l *link, sent time.Time) {
-	s.mu.Lock()
-	s.confirmLocked(l, sent)
-	s.mu.Unlock()
+// confirm is confirmLocked for callers without a.mu.
+func (a *attachment) confirm(l *link, sent time.Time) {
+	a.mu.Lock()
+	a.confirmLocked(l, sent)
+	a.mu.Unlock()
 }
 
 // deadlinePassed runs when the deadline timer fires.
-func (s *Session) deadlinePassed() {
-	s.mu.Lock()
-	l := s.checkDeadlineLocked()
-	s.mu.Unlock()
+func (a *attachment) deadlinePassed() {
+	a.mu.Lock()
+	l := a.checkDeadlineLocked()
+	a.mu.Unlock()
 	if l != nil {
 		l.fail(errDeadlinePassed)
 	}
@@ -76,19 +76,19 @@ var errDeadlinePassed = errors.New("coordination: the session's deadline passed 
 // lease's context ends, and the session stops reporting ATTACHED (its
 // connection, if any, is returned to be closed, which starts a restore).
 // Holds come back only through the server: a lease of the session after a
-// restore is a new acquire's answer. s.mu is held.
-func (s *Session) checkDeadlineLocked() *link {
-	if s.ended != nil || s.deadline.IsZero() || time.Now().Before(s.deadline) {
+// restore is a new acquire's answer. a.mu is held.
+func (a *attachment) checkDeadlineLocked() *link {
+	if a.ended != nil || a.deadline.IsZero() || time.Now().Before(a.deadline) {
 		return nil // the timer is set to the current deadline by confirmLocked
 	}
-	if s.holds.Err() == nil {
-		s.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
-			ErrDeadlinePassed, s.id, s.deadline.Sub(s.confirmed).Round(time.Millisecond), s.timeout))
-		s.leases = map[string]*Lease{}
-		s.c.log.Warn("coordination session deadline passed: holds given up", "session", s.id, "path", s.path, "timeout", s.timeout)
+	if a.holds.Err() == nil {
+		a.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
+			ErrDeadlinePassed, a.id, a.deadline.Sub(a.confirmed).Round(time.Millisecond), a.timeout))
+		a.hooks.holdsEnded()
+		a.c.log.Warn("coordination session deadline passed: holds given up", "session", a.id, "path", a.path, "timeout", a.timeout)
 	}
-	l := s.l
-	if l != nil && s.state == Attached {
+	l := a.l
+	if l != nil && a.state == Attached {
 		// A late answer on it confirms nothing: the session restores on
 		// the next link and gets a fresh Context there.
 		l.givenUp = true
@@ -106,31 +106,31 @@ func (s *Session) checkDeadlineLocked() *link {
 // the link is held up by one large request at a time for up to about
 // eleven twelfths of the span, less a commit (the connection lets one large
 // request at a time on its way).
-func (s *Session) keepAlive() {
-	span := deadlineSpan(s.timeout)
+func (a *attachment) keepAlive() {
+	span := deadlineSpan(a.timeout)
 	every := max(span/3, time.Millisecond)
 	t := time.NewTimer(every / 2)
 	defer t.Stop()
 	var lastSent time.Time
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-a.ctx.Done():
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		l, due := s.l, s.confirmed.Add(every)
-		s.mu.Unlock()
+		a.mu.Lock()
+		l, due := a.l, a.confirmed.Add(every)
+		a.mu.Unlock()
 		now := time.Now()
 		again := lastSent.Add(every / 4)
 		if l != nil && !now.Before(due) && !now.Before(again) {
 			lastSent = now
 			again = now.Add(every / 4)
-			go s.keepAliveOn(l, span)
+			go a.keepAliveOn(l, span)
 		}
-		s.mu.Lock()
-		due = s.confirmed.Add(every)
-		s.mu.Unlock()
+		a.mu.Lock()
+		due = a.confirmed.Add(every)
+		a.mu.Unlock()
 		if due.Before(again) {
 			due = again
 		}
@@ -140,37 +140,64 @@ func (s *Session) keepAlive() {
 
 // keepAliveOn sends one keep-alive on l and confirms the session with its
 // answer.
-func (s *Session) keepAliveOn(l *link, span time.Duration) {
-	ctx, cancel := context.WithTimeout(s.ctx, span)
+func (a *attachment) keepAliveOn(l *link, span time.Duration) {
+	ctx, cancel := context.WithTimeout(a.ctx, span)
 	defer cancel()
-	st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(s.path)}, nil)
+	st, ans, sent, err := l.callSent(ctx, wire.CoordDescribeNode, &wire.Coord{Path: []byte(a.path)}, nil)
 	if err != nil || st != wire.CoordSuccess {
 		return
 	}
-	s.mu.Lock()
-	s.confirmLocked(l, sent)
+	a.mu.Lock()
+	a.confirmLocked(l, sent)
 	if ans.GraceMs > 0 {
-		s.grace = time.Duration(ans.GraceMs) * time.Millisecond
+		a.grace = time.Duration(ans.GraceMs) * time.Millisecond
 	}
-	s.mu.Unlock()
+	a.mu.Unlock()
 }
 
 // holdContext is a lease's context: Err also checks the session's deadline
 // on the spot.
 type holdContext struct {
 	context.Context
-	s *Session
+	a *attachment
 }
 
 func (c *holdContext) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	c.s.mu.Lock()
-	l := c.s.checkDeadlineLocked()
-	c.s.mu.Unlock()
+	c.a.mu.Lock()
+	l := c.a.checkDeadlineLocked()
+	c.a.mu.Unlock()
 	if l != nil {
 		l.fail(errDeadlinePassed)
 	}
 	return c.Context.Err()
+}
+
+// context is the context of the session's holds while they last (live),
+// else the session's own context, whose cause says why the session ended.
+func (a *attachment) context() (ctx context.Context, live bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.holds == nil || a.ended != nil {
+		return a.ctx, false
+	}
+	return a.holds, true
+}
+
+// liveHolds is the context a new hold derives from, or why there is none:
+// the session ended, or its deadline passed while the answer that grants
+// the hold was on its way (the hold exists on the server, but this session
+// cannot vouch for it now).
+func (a *attachment) liveHolds() (context.Context, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended != nil {
+		return nil, a.ended
+	}
+	if a.holds == nil || a.holds.Err() != nil {
+		return nil, context.Cause(a.holds)
+	}
+	return a.holds, nil
 }

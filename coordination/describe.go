@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
@@ -41,32 +40,6 @@ type SemaphoreDescription struct {
 type DescribeOptions struct {
 	Owners, Waiters        bool
 	WatchData, WatchOwners bool
-}
-
-// Change is what a watch reports, once. Both false: a notification may have
-// been lost (the connection dropped, the session ended, or a newer watch on
-// the same semaphore replaced this one): describe again.
-type Change struct {
-	DataChanged, OwnersChanged bool
-}
-
-type watch struct {
-	ch   chan Change
-	once sync.Once
-}
-
-func (w *watch) fire(c Change) {
-	w.once.Do(func() {
-		w.ch <- c
-		close(w.ch)
-	})
-}
-
-func (s *Session) fireWatchesLocked() {
-	for w := range s.watches {
-		w.fire(Change{})
-	}
-	s.watches = make(map[*watch]struct{})
 }
 
 // DescribeSemaphore describes the semaphore. With a watch option it also
@@ -115,28 +88,22 @@ func (s *Session) describePages(ctx context.Context, name string, lists, watches
 		note = func(f wire.Frame) {
 			var b wire.Coord
 			if wire.DecodeCoord(&f, &b) == nil && f.Op == wire.CoordChanged {
-				s.mu.Lock()
-				delete(s.watches, w)
-				s.mu.Unlock()
+				s.watches.remove(w)
 				w.fire(Change{DataChanged: b.Flags&wire.CoordFlagChangedData != 0, OwnersChanged: b.Flags&wire.CoordFlagChangedOwners != 0})
 			}
 		}
-		s.mu.Lock()
-		s.watches[w] = struct{}{}
-		s.mu.Unlock()
+		s.watches.add(w)
 	}
 	fail := func(err error) (SemaphoreDescription, <-chan Change, error) {
 		if w != nil {
 			// A later describe replaces the server's watch (this one
 			// then fires empty, to a channel nobody has).
-			s.mu.Lock()
-			delete(s.watches, w)
-			s.mu.Unlock()
+			s.watches.remove(w)
 		}
 		return SemaphoreDescription{}, nil, err
 	}
 	what := "describe semaphore " + name
-	b, err := s.do(ctx, what, wire.CoordDescribeSemaphore, &wire.Coord{Name: []byte(name), Flags: lists | watches}, true, note)
+	b, err := s.a.do(ctx, what, wire.CoordDescribeSemaphore, &wire.Coord{Name: []byte(name), Flags: lists | watches}, true, note)
 	if err != nil {
 		return fail(err)
 	}
@@ -151,7 +118,7 @@ func (s *Session) describePages(ctx context.Context, name string, lists, watches
 		} else if n := len(d.Owners); n > 0 {
 			after = d.Owners[n-1].OrderID
 		}
-		page, err = s.do(ctx, what, wire.CoordDescribeSemaphore, &wire.Coord{Name: []byte(name), Flags: lists | wire.CoordFlagNoData, After: after}, true, nil)
+		page, err = s.a.do(ctx, what, wire.CoordDescribeSemaphore, &wire.Coord{Name: []byte(name), Flags: lists | wire.CoordFlagNoData, After: after}, true, nil)
 		if err != nil {
 			return fail(err)
 		}

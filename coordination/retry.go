@@ -16,20 +16,20 @@ import (
 // third time: it may be what ends the connections. An answer that follows
 // a commit confirms the session (moves its deadline); a refusal the server
 // may make without one (wire.CoordConfirmsSession) does not.
-func (s *Session) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
-	return s.doEach(ctx, what, op, body, safe, note, nil)
+func (a *attachment) do(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame)) (wire.Coord, error) {
+	return a.doEach(ctx, what, op, body, safe, note, nil)
 }
 
 // doEach is do with before, if set, called before every send (an acquire
 // sets the time left of its queue timeout).
-func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame), before func()) (wire.Coord, error) {
+func (a *attachment) doEach(ctx context.Context, what string, op uint8, body *wire.Coord, safe bool, note func(wire.Frame), before func()) (wire.Coord, error) {
 	if err := checkSizes(op, body); err != nil {
 		err.(*StatusError).Op = what
 		return wire.Coord{}, err
 	}
 	losses := 0
 	for {
-		l, err := s.current(ctx)
+		l, err := a.current(ctx)
 		if err != nil {
 			return wire.Coord{}, err
 		}
@@ -52,7 +52,7 @@ func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.
 			// that a request sent again goes on the next one.
 			select {
 			case <-l.detached:
-			case <-s.ctx.Done():
+			case <-a.ctx.Done():
 			case <-ctx.Done():
 				return wire.Coord{}, ctx.Err()
 			}
@@ -68,7 +68,7 @@ func (s *Session) doEach(ctx context.Context, what string, op uint8, body *wire.
 			return wire.Coord{}, err
 		}
 		if wire.CoordConfirmsSession(st) {
-			s.confirm(l, sent)
+			a.confirm(l, sent)
 		}
 		return ans, statusError(what, st, ans.Message)
 	}

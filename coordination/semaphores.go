@@ -8,13 +8,13 @@ import (
 
 // CreateSemaphore creates a persistent semaphore with limit > 0.
 func (s *Session) CreateSemaphore(ctx context.Context, name string, limit uint64, data []byte) error {
-	_, err := s.do(ctx, "create semaphore "+name, wire.CoordCreateSemaphore, &wire.Coord{Name: []byte(name), Limit: limit, Data: data}, false, nil)
+	_, err := s.a.do(ctx, "create semaphore "+name, wire.CoordCreateSemaphore, &wire.Coord{Name: []byte(name), Limit: limit, Data: data}, false, nil)
 	return err
 }
 
 // UpdateSemaphore replaces the semaphore's data (no ownership needed).
 func (s *Session) UpdateSemaphore(ctx context.Context, name string, data []byte) error {
-	_, err := s.do(ctx, "update semaphore "+name, wire.CoordUpdateSemaphore, &wire.Coord{Name: []byte(name), Data: data}, false, nil)
+	_, err := s.a.do(ctx, "update semaphore "+name, wire.CoordUpdateSemaphore, &wire.Coord{Name: []byte(name), Data: data}, false, nil)
 	return err
 }
 
@@ -26,6 +26,6 @@ func (s *Session) DeleteSemaphore(ctx context.Context, name string, force bool) 
 	if force {
 		b.Flags = wire.CoordFlagForce
 	}
-	_, err := s.do(ctx, "delete semaphore "+name, wire.CoordDeleteSemaphore, b, false, nil)
+	_, err := s.a.do(ctx, "delete semaphore "+name, wire.CoordDeleteSemaphore, b, false, nil)
 	return err
 }
