@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -54,7 +55,9 @@ const (
 // watches: those are requests built over it (semaphores.go, leases.go,
 // describe.go), which hear of what it does through its hooks.
 type attachment struct {
-	c       *Client
+	t       connLayer
+	log     *slog.Logger
+	life    *clientLife
 	path    string
 	timeout time.Duration
 	desc    string
@@ -102,8 +105,8 @@ type attachmentHooks struct {
 	lost       func(name string, orderID uint64) // a hold was lost to a force delete
 }
 
-func newAttachment(c *Client, path string) *attachment {
-	return &attachment{c: c, path: path, timeout: 30 * time.Second, key: make([]byte, 16), done: make(chan struct{})}
+func newAttachment(t connLayer, log *slog.Logger, life *clientLife, path string) *attachment {
+	return &attachment{t: t, log: log, life: life, path: path, timeout: 30 * time.Second, key: make([]byte, 16), done: make(chan struct{})}
 }
 
 // open checks the session's settings and attaches a new session; the
@@ -117,7 +120,7 @@ func (a *attachment) open(ctx context.Context) error {
 		return err
 	}
 	rand.Read(a.key)
-	if err := a.c.sessionStarted(); err != nil {
+	if err := a.life.sessionStarted(); err != nil {
 		return fmt.Errorf("%w: start session on %s: the client is closed", err, a.path)
 	}
 	a.ctx, a.cancel = context.WithCancelCause(context.Background())
@@ -133,7 +136,7 @@ func (a *attachment) open(ctx context.Context) error {
 			l.close()
 		}
 		a.cancel(err)
-		a.c.sessionEnded()
+		a.life.sessionEnded()
 		return err
 	}
 	a.id, a.seq, a.l, a.state = ans.Session, ans.SeqNo, l, Attached
@@ -143,7 +146,7 @@ func (a *attachment) open(ctx context.Context) error {
 	}
 	// After the id is known: the broker's connection carries the
 	// notifications of every session on it, each takes its own.
-	a.unsubscribe = a.c.t.subscribe(a.event)
+	a.unsubscribe = a.t.subscribe(a.event)
 	a.attached = make(chan struct{})
 	close(a.attached)
 	a.mu.Lock()
@@ -157,7 +160,7 @@ func (a *attachment) open(ctx context.Context) error {
 
 // connect returns a link for the session.
 func (a *attachment) connect(ctx context.Context) (*link, error) {
-	l, err := a.c.t.connect(ctx, a.event)
+	l, err := a.t.connect(ctx, a.event)
 	if err != nil {
 		return nil, fmt.Errorf("coordination: session on %s: %w", a.path, err)
 	}
@@ -251,7 +254,7 @@ func (a *attachment) run() {
 		a.setState(Detached)
 		close(l.detached)
 		a.mu.Unlock()
-		a.c.log.Info("coordination session detached: restoring", "session", a.id, "path", a.path, "err", l.lostErr())
+		a.log.Info("coordination session detached: restoring", "session", a.id, "path", a.path, "err", l.lostErr())
 		if err := a.restore(); err != nil {
 			a.end(err)
 			return
@@ -306,7 +309,7 @@ func (a *attachment) restore() error {
 			a.lastShared = l
 		}
 		a.confirmLocked(l, sent)
-		a.c.log.Info("coordination session restored", "session", a.id, "path", a.path, "seq_no", seq)
+		a.log.Info("coordination session restored", "session", a.id, "path", a.path, "seq_no", seq)
 		close(a.attached)
 		a.setState(Attached)
 		a.mu.Unlock()
@@ -348,7 +351,7 @@ func (a *attachment) end(err error) {
 	a.ended = err
 	a.state = Expired
 	if !errors.Is(err, ErrClosed) {
-		a.c.log.Warn("coordination session ended", "session", a.id, "path", a.path, "err", err)
+		a.log.Warn("coordination session ended", "session", a.id, "path", a.path, "err", err)
 	}
 	l := a.l
 	a.l = nil
@@ -371,7 +374,7 @@ func (a *attachment) end(err error) {
 	if a.unsubscribe != nil {
 		a.unsubscribe()
 	}
-	a.c.sessionEnded()
+	a.life.sessionEnded()
 }
 
 // close stops the session: its holds are released at once.

@@ -74,9 +74,16 @@ func WithDialTimeout(d time.Duration) Option {
 // leader following, backoff, liveness, TLS, token, dialer and logger. It is
 // safe for concurrent use.
 type Client struct {
+	t    connLayer
+	log  *slog.Logger
+	life *clientLife
+}
+
+// clientLife is whether a client is closed and how many of its sessions
+// live, so that Dial's own broker is closed only after the last one.
+type clientLife struct {
 	t   connLayer
 	own bool // made by Dial: the broker is the client's own
-	log *slog.Logger
 
 	mu       sync.Mutex
 	closed   bool
@@ -112,7 +119,7 @@ func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	if lg == nil {
 		lg = t.logger()
 	}
-	return &Client{t: t, log: lg}, nil
+	return &Client{t: t, log: lg, life: &clientLife{t: t}}, nil
 }
 
 // Dial returns a client for the comma-separated server addresses
@@ -137,43 +144,50 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
-	return &Client{t: t, own: true, log: lg}, nil
+	return &Client{t: t, log: lg, life: &clientLife{t: t, own: true}}, nil
 }
 
 // Close closes the client: node requests and new sessions fail with
 // ErrClosed. Sessions are closed separately: a client made by New leaves
 // the broker open; one made by Dial closes its own Ticketing client once
 // its sessions have ended too.
-func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	last := c.own && c.sessions == 0
-	c.mu.Unlock()
+func (c *Client) Close() error { return c.life.close() }
+
+func (cl *clientLife) close() error {
+	cl.mu.Lock()
+	cl.closed = true
+	last := cl.own && cl.sessions == 0
+	cl.mu.Unlock()
 	if last {
-		return c.t.close()
+		return cl.t.close()
 	}
 	return nil
 }
 
-// sessionStarted and sessionEnded count the client's live sessions, so
-// that Dial's own broker is closed only after the last one.
-func (c *Client) sessionStarted() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+func (cl *clientLife) isClosed() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.closed
+}
+
+// sessionStarted and sessionEnded count the client's live sessions.
+func (cl *clientLife) sessionStarted() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closed {
 		return ErrClosed
 	}
-	c.sessions++
+	cl.sessions++
 	return nil
 }
 
-func (c *Client) sessionEnded() {
-	c.mu.Lock()
-	c.sessions--
-	last := c.own && c.closed && c.sessions == 0
-	c.mu.Unlock()
+func (cl *clientLife) sessionEnded() {
+	cl.mu.Lock()
+	cl.sessions--
+	last := cl.own && cl.closed && cl.sessions == 0
+	cl.mu.Unlock()
 	if last {
-		_ = c.t.close()
+		_ = cl.t.close()
 	}
 }
 
@@ -186,10 +200,7 @@ func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire
 	}
 	losses := 0
 	for {
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
+		if c.life.isClosed() {
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the client is closed", ErrClosed, name, body.Path)
 		}
 		conn, err := c.t.shared(ctx)

@@ -85,7 +85,7 @@ func (a *attachment) checkDeadlineLocked() *link {
 		a.holdsCancel(fmt.Errorf("%w: session %d: the server answered no request sent in the last %v (timeout %v less the allowances): it may expire the session, so its holds and leadership are given up",
 			ErrDeadlinePassed, a.id, a.deadline.Sub(a.confirmed).Round(time.Millisecond), a.timeout))
 		a.hooks.holdsEnded()
-		a.c.log.Warn("coordination session deadline passed: holds given up", "session", a.id, "path", a.path, "timeout", a.timeout)
+		a.log.Warn("coordination session deadline passed: holds given up", "session", a.id, "path", a.path, "timeout", a.timeout)
 	}
 	l := a.l
 	if l != nil && a.state == Attached {

@@ -38,7 +38,7 @@ type Session struct {
 
 // Session starts a session on the node at path.
 func (c *Client) Session(ctx context.Context, path string, opts ...SessionOption) (*Session, error) {
-	s := &Session{a: newAttachment(c, path)}
+	s := &Session{a: newAttachment(c.t, c.log, c.life, path)}
 	for _, o := range opts {
 		o(s)
 	}

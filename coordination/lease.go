@@ -11,7 +11,7 @@ import (
 // Lease is a hold on a semaphore.
 type Lease struct {
 	a      *attachment
-	table  *leaseTable
+	forget func() // drops the lease from its session's table
 	name   string
 	token  uint64
 	count  uint64
@@ -40,7 +40,7 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Release ends the hold.
 func (l *Lease) Release(ctx context.Context) error {
 	_, err := release(ctx, l.a, l.name)
-	l.table.forget(l)
+	l.forget()
 	l.cancel(fmt.Errorf("%w: %s", ErrReleased, l.name))
 	return err
 }
@@ -121,7 +121,8 @@ func (t *leaseTable) grant(a *attachment, holds context.Context, name string, to
 		old.cancel(fmt.Errorf("%w: %s: replaced by a new hold", ErrReleased, name))
 	}
 	lctx, cancel := context.WithCancelCause(holds)
-	le := &Lease{a: a, table: t, name: name, token: token, count: count, ctx: &holdContext{Context: lctx, a: a}, cancel: cancel}
+	le := &Lease{a: a, name: name, token: token, count: count, ctx: &holdContext{Context: lctx, a: a}, cancel: cancel}
+	le.forget = func() { t.forget(le) }
 	if t.m == nil {
 		t.m = make(map[string]*Lease)
 	}
