@@ -166,8 +166,9 @@ func (cl *clientLife) close() error {
 
 func (cl *clientLife) isClosed() bool {
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.closed
+	closed := cl.closed
+	cl.mu.Unlock()
+	return closed
 }
 
 // sessionStarted and sessionEnded count the client's live sessions.
