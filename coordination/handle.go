@@ -24,11 +24,11 @@ func WithStateCallback(fn func(State)) SessionOption { return func(s *Session) {
 
 // Session is a coordination session on one node. It reconnects and
 // restores itself after a lost connection; Context ends when it expires.
-//
-// A Session is its attachment (attach, restore, deadline, keep-alive and
-// the sending of its requests) and the state of the requests built over
-// it: the leases it holds, the watches it set, the waits being withdrawn.
 type Session struct {
+	// Its attachment (attach, restore, deadline, keep-alive and the
+	// sending of its requests), and the state of the requests built over
+	// it: the leases it holds, the watches it set, the waits being
+	// withdrawn.
 	a           *attachment
 	leases      leaseTable
 	watches     watchSet
