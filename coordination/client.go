@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
 
@@ -75,9 +74,16 @@ func WithDialTimeout(d time.Duration) Option {
 // leader following, backoff, liveness, TLS, token, dialer and logger. It is
 // safe for concurrent use.
 type Client struct {
-	t   *transport.Client
+	t    connLayer
+	log  *slog.Logger
+	life *clientLife
+}
+
+// clientLife is whether a client is closed and how many of its sessions
+// live, so that Dial's own broker is closed only after the last one.
+type clientLife struct {
+	t   connLayer
 	own bool // made by Dial: the broker is the client's own
-	log *slog.Logger
 
 	mu       sync.Mutex
 	closed   bool
@@ -102,7 +108,7 @@ func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: New needs a *ticketing.Broker (from ticketing.Connect), got nil", ErrBadRequest)
 	}
-	t, ok := transport.Of(b)
+	t, ok := openConnLayer(b)
 	if !ok {
 		return nil, fmt.Errorf("%w: New needs an open *ticketing.Broker from ticketing.Connect: this one is closed, or was not made by Connect", ErrClosed)
 	}
@@ -111,9 +117,9 @@ func New(b *ticketing.Broker, opts ...Option) (*Client, error) {
 	}
 	lg := cfg.logger
 	if lg == nil {
-		lg = t.Logger()
+		lg = t.logger()
 	}
-	return &Client{t: t, log: lg}, nil
+	return &Client{t: t, log: lg, life: &clientLife{t: t}}, nil
 }
 
 // Dial returns a client for the comma-separated server addresses
@@ -134,56 +140,55 @@ func Dial(addrs string, opts ...Option) (*Client, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	list, err := transport.ParseAddrs(addrs)
+	t, err := dialConnLayer(addrs, cfg.token, cfg.tls, cfg.dialer, cfg.dialTimeout, lg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
-	tc := transport.DefaultConfig()
-	tc.Token, tc.TLS, tc.Dialer, tc.Logger = cfg.token, cfg.tls, cfg.dialer, lg
-	if cfg.dialTimeout != 0 {
-		tc.DialTimeout = cfg.dialTimeout
-	}
-	if err := tc.Check(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
-	}
-	t := transport.New(list, &tc, nil)
-	return &Client{t: t, own: true, log: lg}, nil
+	return &Client{t: t, log: lg, life: &clientLife{t: t, own: true}}, nil
 }
 
 // Close closes the client: node requests and new sessions fail with
 // ErrClosed. Sessions are closed separately: a client made by New leaves
 // the broker open; one made by Dial closes its own Ticketing client once
 // its sessions have ended too.
-func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	last := c.own && c.sessions == 0
-	c.mu.Unlock()
+func (c *Client) Close() error { return c.life.close() }
+
+func (cl *clientLife) close() error {
+	cl.mu.Lock()
+	cl.closed = true
+	last := cl.own && cl.sessions == 0
+	cl.mu.Unlock()
 	if last {
-		return c.t.Close()
+		return cl.t.close()
 	}
 	return nil
 }
 
-// sessionStarted and sessionEnded count the client's live sessions, so
-// that Dial's own broker is closed only after the last one.
-func (c *Client) sessionStarted() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+func (cl *clientLife) isClosed() bool {
+	cl.mu.Lock()
+	closed := cl.closed
+	cl.mu.Unlock()
+	return closed
+}
+
+// sessionStarted and sessionEnded count the client's live sessions.
+func (cl *clientLife) sessionStarted() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closed {
 		return ErrClosed
 	}
-	c.sessions++
+	cl.sessions++
 	return nil
 }
 
-func (c *Client) sessionEnded() {
-	c.mu.Lock()
-	c.sessions--
-	last := c.own && c.closed && c.sessions == 0
-	c.mu.Unlock()
+func (cl *clientLife) sessionEnded() {
+	cl.mu.Lock()
+	cl.sessions--
+	last := cl.own && cl.closed && cl.sessions == 0
+	cl.mu.Unlock()
 	if last {
-		_ = c.t.Close()
+		_ = cl.t.close()
 	}
 }
 
@@ -196,24 +201,21 @@ func (c *Client) nodeCall(ctx context.Context, name string, op uint8, body *wire
 	}
 	losses := 0
 	for {
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
+		if c.life.isClosed() {
 			return wire.Coord{}, fmt.Errorf("%w: %s %s: the client is closed", ErrClosed, name, body.Path)
 		}
-		conn, err := c.t.Shared(ctx)
+		conn, err := c.t.shared(ctx)
 		if err != nil {
 			return wire.Coord{}, fmt.Errorf("coordination: %s %s: %w", name, body.Path, err)
 		}
-		st, ans, _, err := exchange(ctx, conn, nil, op, body, nil)
+		st, ans, err := conn.call(ctx, op, body)
 		if errors.Is(err, errLinkLost) || errors.Is(err, errMalformedAnswer) {
-			if conn.EndedByServer() {
+			if conn.endedByServer() {
 				losses++
 			}
 			if safe && losses < 2 {
 				select {
-				case <-conn.Done(): // the broker's next connection, then
+				case <-conn.done(): // the broker's next connection, then
 				case <-ctx.Done():
 					return wire.Coord{}, ctx.Err()
 				}

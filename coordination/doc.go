@@ -37,3 +37,40 @@
 // marker in their data, and refuse (ErrWrongKind) a semaphore they did not
 // create.
 package coordination
+
+// Design note, for maintainers (not part of the package documentation).
+//
+// The package is one attachment with thin request builders over it, the
+// way etcd's concurrency package builds its Mutex and Election on a
+// Session; the Java and C# coordination clients have the same parts:
+//
+//   - link.go: the package's use of the Ticketing client's connection
+//     layer (the broker's shared connection, or a session's own on an older
+//     server); every call into that layer is in this file.
+//   - attachment.go, deadline.go, retry.go: the attachment, one per
+//     Session. It attaches the session, restores it with a higher seq_no
+//     after a lost connection, keeps the conservative deadline and its
+//     keep-alives, and sends the session's requests: a safe request is sent
+//     again after a restore (before each send a hook may rewrite it: an
+//     acquire carries what is left of its queue timeout), an unsafe one
+//     whose answer was lost is ErrIndeterminate, and only answers that
+//     follow a commit move the deadline. It knows nothing of semaphores,
+//     leases or watches; it tells them what happened through four hooks:
+//     detached (a lost connection: watches fire empty), holds ended (the
+//     deadline passed), ended (the session ended) and lost (a hold lost to
+//     a force delete).
+//   - handle.go: Session, the public handle: its attachment and the state
+//     of the requests built over it (leases, watches, withdrawals).
+//   - semaphores.go, acquire.go, lease.go, describe.go, watches.go: the
+//     request builders. Each turns a call into a wire request, hands it to
+//     the attachment, and turns the answer into its result: a create,
+//     update or delete; an acquire and the Lease it grants (a lease's
+//     context derives from the attachment's holds); a describe with its
+//     paging (pages that disagree on the semaphore's version start it
+//     again) and its watch.
+//   - recipes.go, discovery.go: Mutex, Election, Discovery and Publication,
+//     built from the requests above.
+//   - client.go: node requests, on the broker's connection.
+//
+// Nothing in the attachment refers back to the builders or to Client; the
+// builders refer to the attachment.

@@ -2,8 +2,11 @@ package coordination
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -11,6 +14,85 @@ import (
 	"github.com/ticketing-io/ticketing/internal/transport"
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
+
+// connLayer is the Ticketing client's connection layer as this package
+// uses it. Every call from this package into that layer is in this file.
+type connLayer struct{ t *transport.Client }
+
+// openConnLayer uses b's connection layer; false: b is closed, or was not
+// made by ticketing.Connect.
+func openConnLayer(b *ticketing.Broker) (connLayer, bool) {
+	t, ok := transport.Of(b)
+	return connLayer{t}, ok
+}
+
+// dialConnLayer starts a Ticketing client of the package's own (Dial).
+func dialConnLayer(addrs, token string, tlsConfig *tls.Config, dialer func(ctx context.Context, network, addr string) (net.Conn, error),
+	dialTimeout time.Duration, lg *slog.Logger) (connLayer, error) {
+	list, err := transport.ParseAddrs(addrs)
+	if err != nil {
+		return connLayer{}, err
+	}
+	tc := transport.DefaultConfig()
+	tc.Token, tc.TLS, tc.Dialer, tc.Logger = token, tlsConfig, dialer, lg
+	if dialTimeout != 0 {
+		tc.DialTimeout = dialTimeout
+	}
+	if err := tc.Check(); err != nil {
+		return connLayer{}, err
+	}
+	return connLayer{transport.New(list, &tc, nil)}, nil
+}
+
+func (t connLayer) logger() *slog.Logger { return t.t.Logger() }
+
+func (t connLayer) close() error { return t.t.Close() }
+
+// subscribe calls fn with every notification (id 0) on the broker's
+// connections, until the returned function is called.
+func (t connLayer) subscribe(fn func(wire.Frame)) (unsubscribe func()) {
+	return t.t.Subscribe(func(_ *transport.Conn, f wire.Frame) { fn(f) })
+}
+
+// connect returns a link for a session: on the broker's connection when
+// its server carries several sessions on one connection, else on a
+// connection of the session's own, dialled as the broker dials, whose
+// notifications go to event.
+func (t connLayer) connect(ctx context.Context, event func(wire.Frame)) (*link, error) {
+	shared, err := t.t.Shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if shared.Sessions() {
+		return newLink(shared, true), nil
+	}
+	own, err := t.t.Dedicated(ctx, event)
+	if err != nil {
+		return nil, err
+	}
+	return newLink(own, false), nil
+}
+
+// shared returns the broker's connection to the leader, for node requests.
+func (t connLayer) shared(ctx context.Context) (nodeConn, error) {
+	c, err := t.t.Shared(ctx)
+	return nodeConn{c}, err
+}
+
+// nodeConn is the broker's connection as node requests use it.
+type nodeConn struct{ c *transport.Conn }
+
+// call sends one node request and decodes its answer.
+func (n nodeConn) call(ctx context.Context, op uint8, body *wire.Coord) (uint16, wire.Coord, error) {
+	st, ans, _, err := exchange(ctx, n.c, nil, op, body, nil)
+	return st, ans, err
+}
+
+// endedByServer: the server ended the connection with E.
+func (n nodeConn) endedByServer() bool { return n.c.EndedByServer() }
+
+// done is closed when the connection ends.
+func (n nodeConn) done() <-chan struct{} { return n.c.Done() }
 
 // errLinkLost: the connection ended before the answer; the caller decides
 // whether the request is safe to send again.
@@ -114,6 +196,27 @@ func (l *link) callSent(ctx context.Context, op uint8, body *wire.Coord, note fu
 		return 0, wire.Coord{}, sent, errLinkLost
 	}
 	return st, ans, sent, err
+}
+
+// stopBound bounds a background stop of a session on the broker's
+// connection.
+const stopBound = 10 * time.Second
+
+// stopSession stops session id on the link's connection in the background,
+// if the connection is still open (the link itself may have been given
+// up): a session given up by its client must not stay attached to a
+// connection that lives on.
+func (l *link) stopSession(id uint64) {
+	select {
+	case <-l.c.Done():
+		return // the server detached it; it expires on its own
+	default:
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
+		defer cancel()
+		_, _, _, _ = exchange(ctx, l.c, nil, wire.CoordStop|wire.CoordForSession, &wire.Coord{Session: id}, nil)
+	}()
 }
 
 // sessionOp reports whether op acts for a session (it names its session on

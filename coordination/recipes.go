@@ -220,21 +220,16 @@ func (e *Election) Resign(ctx context.Context) error {
 	l := e.lease
 	e.lease = nil
 	e.mu.Unlock()
-	released, err := e.s.release(ctx, e.sem())
+	released, err := release(ctx, e.s.a, e.sem())
 	if l != nil {
-		e.s.mu.Lock()
-		if e.s.leases[l.name] == l {
-			delete(e.s.leases, l.name)
-		}
-		e.s.mu.Unlock()
+		e.s.leases.forget(l)
 		l.cancel(fmt.Errorf("%w: resigned %s", ErrReleased, e.name))
 	}
-	e.s.mu.Lock()
-	if le := e.s.leases[e.sem()]; le != nil && released {
-		delete(e.s.leases, e.sem())
-		le.cancel(fmt.Errorf("%w: resigned %s", ErrReleased, e.name))
+	if released {
+		if le := e.s.leases.take(e.sem()); le != nil {
+			le.cancel(fmt.Errorf("%w: resigned %s", ErrReleased, e.name))
+		}
 	}
-	e.s.mu.Unlock()
 	if err != nil {
 		return err
 	}
