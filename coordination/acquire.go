@@ -99,7 +99,13 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, opts ...Acq
 		<-s.callbacks.flushed()
 	}
 	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrIndeterminate)) {
-		// Withdraw the wait (or a grant that raced with the cancel).
+		// Withdraw the wait (or a grant that raced with the cancel). The
+		// release gives up the whole hold of name, so a lease this session
+		// already had for it ends first: it must never look valid for a
+		// hold the server may already have given to another session.
+		if le := s.leases.take(name); le != nil {
+			le.cancel(fmt.Errorf("%w: %s: an acquire of the held semaphore ended before its answer, and its withdrawal releases the hold", ErrReleased, name))
+		}
 		s.withdrawals.start(s.a, name)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -301,3 +301,45 @@ func TestSessionCloseReleases(t *testing.T) {
 		t.Fatalf("b after a closed: %v", err)
 	}
 }
+
+// TestCancelledReacquireEndsTheHold: a session that holds a semaphore and
+// acquires it again withdraws that acquire with a release when its context
+// ends before the answer, and the release gives up the whole hold on the
+// server. The first lease must end with it: a holder whose lease still
+// looked valid would act on a hold the server no longer has.
+func TestCancelledReacquireEndsTheHold(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	c := newClient(t, cl.AddrList())
+	ctx := ctxT(t)
+	if err := c.CreateNode(ctx, "/n", coordination.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	a := session(t, c, "/n")
+	b := session(t, c, "/n")
+	if err := a.CreateSemaphore(ctx, "r", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.AcquireSemaphore(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := a.AcquireSemaphore(wctx, "r"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled re-acquire: %v", err)
+	}
+	// Whether the server released the hold or not, the lease may not
+	// outlive the doubt: b is granted the semaphore once a's withdrawal
+	// is through, and a must already know it holds nothing.
+	got, err := b.AcquireSemaphore(ctx, "r", coordination.Timeout(10*time.Second))
+	if err != nil {
+		t.Fatalf("b after a's withdrawal: %v", err)
+	}
+	defer got.Release(ctx)
+	if first.Context().Err() == nil {
+		t.Fatal("a's first lease still looks valid while b holds the semaphore")
+	}
+	if cause := context.Cause(first.Context()); !errors.Is(cause, coordination.ErrReleased) {
+		t.Fatalf("a's first lease ended with %v, want ErrReleased", cause)
+	}
+}
