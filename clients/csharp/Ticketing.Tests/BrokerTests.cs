@@ -27,7 +27,7 @@ namespace Ticketing.Tests
                 var h = srv.Received.First();
                 Assert.AreEqual(FrameType.Hello, h.Type);
                 Assert.AreEqual(1, h.Version);
-                Assert.AreEqual(Codec.HelloClusterId, h.Flags, "a client hello asks for the cluster ID, never for an admin session");
+                Assert.AreEqual(Codec.HelloClusterId | Codec.HelloIdlePings, h.Flags, "a client hello asks for the cluster ID and idle pings, never for an admin session");
                 Assert.AreEqual("s3cret-token", Encoding.UTF8.GetString(h.Text));
             }
         }
