@@ -103,3 +103,15 @@ func (s *State) CountPrefix(prefix string, limit int) (n int, capped bool) {
 	})
 	return n, capped
 }
+
+// RangePrefix calls fn for every held key that starts with prefix, in key
+// order, until fn returns false. It walks every such key: the console's
+// order by time left, which the applied state does not keep, reads them all.
+func (s *State) RangePrefix(prefix string, fn func(HeldKey) bool) {
+	s.order.AscendGreaterOrEqual(prefix, func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		return fn(HeldKey{Key: k, Hold: s.holds[k]})
+	})
+}

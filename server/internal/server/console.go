@@ -384,14 +384,39 @@ func (s *Server) consoleCluster() *console.Cluster {
 // waiters and time left.
 func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.Tickets, error) {
 	var page []fsm.HeldKey
-	t := &console.Tickets{Prefix: q.Prefix, After: q.After, Rows: []console.Ticket{}}
+	t := &console.Tickets{Prefix: q.Prefix, After: q.After, SortLeft: q.SortLeft, Rows: []console.Ticket{}}
 	var more bool
-	s.node.Read(func(st *fsm.State) {
+	if q.SortLeft {
+		// The order by time left is the core's (it owns the lease timers),
+		// over every key of the prefix, so that paging walks one order.
+		var after *core.LeftPos
+		if q.After != "" {
+			after = &core.LeftPos{EndMs: q.AfterEnd, Key: q.After}
+		}
+		var pos []core.LeftPos
+		var err error
+		page, pos, more, err = s.core.ByLeft(ctx, q.Prefix, after, q.Last, console.PageSize)
+		if errors.Is(err, core.ErrStopped) {
+			return nil, errNotLeaderNow
+		}
+		if err != nil {
+			return nil, err
+		}
 		if q.Last {
+			t.Last, t.Before, more = true, more, false
+		}
+		if more && len(pos) > 0 {
+			t.NextEnd = pos[len(pos)-1].EndMs
+		}
+	}
+	s.node.Read(func(st *fsm.State) {
+		switch {
+		case q.SortLeft:
+		case q.Last:
 			page, more = st.HoldsLastPage(q.Prefix, console.PageSize)
 			t.Last, t.Before = true, more
 			more = false
-		} else {
+		default:
 			page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
 		}
 		if q.Prefix == "" {
@@ -509,7 +534,7 @@ func (s *Server) adminConsole(c *conn, id uint32, req adminwire.Request) string 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last}
+	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last, SortLeft: req.Sort == adminwire.SortLeft, AfterEnd: req.End}
 	v := s.console.cached(q)
 	var err error
 	if v == nil {
