@@ -66,6 +66,15 @@ type Member struct {
 	// itself, "reachable", or since when its heartbeats fail.
 	Health string `json:"health"`
 	OK     bool   `json:"ok"`
+	// Version is the member's release as its Raft handshake with the
+	// leader stated it (or why it is not known).
+	Version string `json:"version"`
+	// Replication, known on the leader for the other members: the last
+	// log index the member acknowledged, and how many committed entries
+	// it lacks.
+	Replication bool   `json:"replication"`
+	MatchIndex  uint64 `json:"match_index"`
+	Behind      uint64 `json:"behind"`
 }
 
 // LeaderChange is one change of leader this server saw.

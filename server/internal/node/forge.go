@@ -13,8 +13,8 @@ import (
 // exactly the protocol the servers speak.
 
 // ForgeHello is the hello of a dialer claiming to be id, a settled member
-// of cluster with incarnation, in handshake version (1 to 3). claimSecret
-// announces a proof of the cluster secret (version 3), which the forger
+// of cluster with incarnation, in handshake version (1 to 4). claimSecret
+// announces a proof of the cluster secret (version 3 on), which the forger
 // cannot make.
 func ForgeHello(id string, cluster fsm.ClusterID, incarnation uint64, version byte, claimSecret bool) []byte {
 	p := peerInfo{ID: id, Cluster: cluster, State: stateSettled, Incarnation: incarnation, Version: version}

@@ -14,7 +14,7 @@ import (
 func TestForgedHelloIsAServersHello(t *testing.T) {
 	cluster := fsm.ClusterID{1, 2, 3}
 	for v := byte(handshakeVersionV1); v <= handshakeVersion; v++ {
-		p, kind, _, err := readHandshake(bytes.NewReader(ForgeHello("n2", cluster, 7, v, v == 3)), false)
+		p, kind, _, err := readHandshake(bytes.NewReader(ForgeHello("n2", cluster, 7, v, v >= 3)), false)
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
@@ -22,7 +22,7 @@ func TestForgedHelloIsAServersHello(t *testing.T) {
 		if v < 2 {
 			wantInc = 0
 		}
-		if kind != kindRaft || p.ID != "n2" || p.Cluster != cluster || p.State != stateSettled || p.Version != v || p.Incarnation != wantInc || (v == 3) != (p.Auth == authSecret) {
+		if kind != kindRaft || p.ID != "n2" || p.Cluster != cluster || p.State != stateSettled || p.Version != v || p.Incarnation != wantInc || (v >= 3) != (p.Auth == authSecret) {
 			t.Errorf("version %d: read back %+v (kind %d)", v, p, kind)
 		}
 	}

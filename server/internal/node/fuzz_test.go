@@ -8,25 +8,29 @@ import (
 )
 
 // FuzzReadHandshake: the Raft handshake decoder never panics, and what
-// appendHello and appendReply write (version 3 with the nonce, version 2
-// with the incarnation, and version 1 as older servers write it) reads back
-// the same.
+// appendHello and appendReply write (version 4 with the release, version 3
+// with the nonce, version 2 with the incarnation, and version 1 as older
+// servers write it) reads back the same.
 func FuzzReadHandshake(f *testing.F) {
-	me := peerInfo{ID: "n1", Cluster: fsm.ClusterID{1, 2, 3}, State: stateSettled, Incarnation: 0x0123456789abcdef, Auth: authSecret, Nonce: [nonceSize]byte{9, 8, 7}}
+	me := peerInfo{ID: "n1", Cluster: fsm.ClusterID{1, 2, 3}, State: stateSettled, Incarnation: 0x0123456789abcdef, Release: "v1.4.0", Auth: authSecret, Nonce: [nonceSize]byte{9, 8, 7}}
+	v3 := me
+	v3.Version, v3.Release = handshakeVersionV3, ""
 	v2 := me
-	v2.Version, v2.Auth, v2.Nonce = handshakeVersionV2, 0, [nonceSize]byte{}
+	v2.Version, v2.Release, v2.Auth, v2.Nonce = handshakeVersionV2, "", 0, [nonceSize]byte{}
 	old := v2
 	old.Version, old.Incarnation = handshakeVersionV1, 0
 	f.Add(appendHello(nil, kindRaft, me), false)
+	f.Add(appendHello(nil, kindRaft, v3), false)
 	f.Add(appendHello(nil, kindRaft, v2), false)
 	f.Add(appendHello(nil, kindRaft, old), false)
 	f.Add(appendHello(nil, kindProbe, peerInfo{ID: "n2"}), false)
 	f.Add(appendReply(nil, true, me, "refused: another cluster"), true)
+	f.Add(appendReply(nil, false, v3, ""), true)
 	f.Add(appendReply(nil, true, v2, "refused: another cluster"), true)
 	f.Add(appendReply(nil, true, old, "refused: another cluster"), true)
 	f.Add(appendReply(nil, false, peerInfo{}, ""), true)
 	f.Add([]byte("TKRC\x02"), false)
-	f.Add([]byte("TKRC\x04"), false)
+	f.Add([]byte("TKRC\x05"), false)
 	f.Fuzz(func(t *testing.T, data []byte, reply bool) {
 		p, second, reason, err := readHandshake(bytes.NewReader(data), reply)
 		if err != nil {
@@ -37,6 +41,9 @@ func FuzzReadHandshake(f *testing.F) {
 		}
 		if p.Version == handshakeVersionV1 && p.Incarnation != 0 {
 			t.Fatalf("a version 1 handshake has incarnation %x", p.Incarnation)
+		}
+		if p.Version < 4 && p.Release != "" {
+			t.Fatalf("a version %d handshake has release %q", p.Version, p.Release)
 		}
 		if (reply || p.Version < 3) && (p.Auth != authNone || p.Nonce != [nonceSize]byte{}) {
 			t.Fatalf("a version %d %s has auth %d and a nonce", p.Version, map[bool]string{true: "reply", false: "hello"}[reply], p.Auth)

@@ -17,8 +17,8 @@ var ErrRefused = errors.New("raft connection refused")
 // then run the check below and close the connection when it fails. Raft's
 // own bytes follow only on an accepted connection.
 //
-//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [auth:u8 nonce:[32]]
-//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] reason:str16
+//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [release:str8] [auth:u8 nonce:[32]]
+//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [release:str8] reason:str16
 //	challenge: "TKRC" 3 2 id:str8 nonce:[32] n:u8 proof:[32]*n   (acceptor, when the hello has auth 1)
 //	proof:     n:u8 proof:[32]*n                                   (dialer, answering the challenge)
 //
@@ -30,11 +30,15 @@ var ErrRefused = errors.New("raft connection refused")
 // version of the hello, so an older dialer reads the reply. An older
 // acceptor refuses a newer hello by closing the connection unanswered; the
 // dialer then says hello once more in the older versions (see hello),
-// unless it requires the cluster secret, which older versions cannot prove.
+// unless it requires the cluster secret, which versions 1 and 2 cannot
+// prove. Version 4 adds the sender's release (ticketd's version), which
+// the console's cluster page shows for each member; the challenge keeps
+// version 3's form and number.
 var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
 
 const (
-	handshakeVersion   = 3
+	handshakeVersion   = 4
+	handshakeVersionV3 = 3
 	handshakeVersionV2 = 2
 	handshakeVersionV1 = 1
 	kindRaft           = 1 // a Raft connection
@@ -70,6 +74,8 @@ type peerInfo struct {
 	Cluster     fsm.ClusterID
 	State       byte
 	Incarnation uint64 // of its data directory; 0 if unknown (version 1)
+	// Release is the sender's ticketd version ("" before version 4).
+	Release string
 	// Version is the handshake version the frame was read in, or is to be
 	// written in (0 means the current one).
 	Version byte
@@ -92,6 +98,11 @@ func appendIdentity(b []byte, p peerInfo) []byte {
 	b = append(b, p.ID...)
 	if p.version() >= 2 {
 		b = binary.BigEndian.AppendUint64(b, p.Incarnation)
+	}
+	if p.version() >= 4 {
+		r := p.Release[:min(len(p.Release), 255)]
+		b = append(b, byte(len(r)))
+		b = append(b, r...)
 	}
 	return b
 }
@@ -183,6 +194,17 @@ func readBody(r io.Reader, version byte, reply bool) (p peerInfo, reason string,
 			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		p.Incarnation = binary.BigEndian.Uint64(inc[:])
+	}
+	if p.Version >= 4 {
+		var n [1]byte
+		if _, err = io.ReadFull(r, n[:]); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		rel := make([]byte, n[0])
+		if _, err = io.ReadFull(r, rel); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		p.Release = string(rel)
 	}
 	if !reply && p.Version >= 3 {
 		var auth [1 + nonceSize]byte

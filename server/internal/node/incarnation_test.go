@@ -291,8 +291,8 @@ func TestHandshakeVersion1Peers(t *testing.T) {
 	if err != nil || ps.NodeID != "old" || !ps.Empty || ps.Incarnation != 0 {
 		t.Fatalf("probe of an older ticketd: %+v, %v", ps, err)
 	}
-	if v3, v2, v1 := <-versions, <-versions, <-versions; v3 != handshakeVersion || v2 != handshakeVersionV2 || v1 != handshakeVersionV1 {
-		t.Fatalf("hello versions sent: %d, %d, %d; want %d, %d, %d", v3, v2, v1, handshakeVersion, handshakeVersionV2, handshakeVersionV1)
+	if v4, v3, v2, v1 := <-versions, <-versions, <-versions, <-versions; v4 != handshakeVersion || v3 != handshakeVersionV3 || v2 != handshakeVersionV2 || v1 != handshakeVersionV1 {
+		t.Fatalf("hello versions sent: %d, %d, %d, %d; want %d, %d, %d, %d", v4, v3, v2, v1, handshakeVersion, handshakeVersionV3, handshakeVersionV2, handshakeVersionV1)
 	}
 }
 

@@ -120,7 +120,9 @@ func newNonce() [nonceSize]byte {
 // proofs cover of it.
 func appendChallengeHead(b []byte, id string, nonce [nonceSize]byte) []byte {
 	b = append(b, handshakeMagic[:]...)
-	b = append(b, handshakeVersion, verdictChallenge, byte(len(id)))
+	// Version 3 whatever the hello's: the challenge's form did not change,
+	// and a version 3 dialer reads it.
+	b = append(b, handshakeVersionV3, verdictChallenge, byte(len(id)))
 	b = append(b, id...)
 	return append(b, nonce[:]...)
 }

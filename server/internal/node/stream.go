@@ -131,6 +131,7 @@ func (s *clusterStream) serve(raw net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	s.id.metRelease(p)
 	tc := s.id.track(c, me.Cluster)
 	select {
 	case s.accepted <- tc:
@@ -177,7 +178,7 @@ func (s *clusterStream) dial(addr string, timeout time.Duration) (net.Conn, erro
 // is an error.
 func (s *clusterStream) hello(addr string, kind byte, timeout time.Duration) (net.Conn, peerInfo, byte, string, error) {
 	var err error
-	for _, v := range []byte{handshakeVersion, handshakeVersionV2, handshakeVersionV1} {
+	for _, v := range []byte{handshakeVersion, handshakeVersionV3, handshakeVersionV2, handshakeVersionV1} {
 		if v < 3 && !s.auth.fallBack() {
 			return nil, peerInfo{}, 0, "", fmt.Errorf("%w: the server at %s closed the connection without answering: it runs an older ticketd, which cannot prove the cluster secret; upgrade it (docs/deployment.md, rolling upgrade)", ErrRefused, addr)
 		}
@@ -245,6 +246,7 @@ func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
 	c.SetDeadline(time.Time{})
+	s.id.metRelease(p)
 	return s.id.track(c, me.Cluster), nil
 }
 

@@ -369,6 +369,13 @@ func (s *Server) consoleCluster() *console.Cluster {
 			default:
 				cm.Health, cm.OK = "reachable", true
 			}
+			cm.Version = s.memberRelease(m.ID)
+			if m.Reachable != nil {
+				cm.Replication, cm.MatchIndex = true, m.MatchIndex
+				if m.MatchIndex < st.CommitIndex {
+					cm.Behind = st.CommitIndex - m.MatchIndex
+				}
+			}
 			if !m.Voter && m.Reachable != nil {
 				// A learner: promoted once its log reaches the commit index.
 				cm.Health += fmt.Sprintf("; learner, log at %d of %d", m.MatchIndex, st.CommitIndex)
@@ -377,6 +384,22 @@ func (s *Server) consoleCluster() *console.Cluster {
 		}
 	})
 	return c
+}
+
+// memberRelease is member id's ticketd version: this server's own, or the
+// one the member stated in its last Raft handshake with this server.
+func (s *Server) memberRelease(id string) string {
+	if id == s.cfg.NodeID {
+		return s.cfg.Build.Version
+	}
+	switch rel, known := s.node.PeerRelease(id); {
+	case !known:
+		return "unknown: no Raft connection with it since this server started"
+	case rel == "":
+		return "older: its Raft handshake does not state its version"
+	default:
+		return rel
+	}
 }
 
 // consoleTickets reads one page of held keys from the applied state, then

@@ -123,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 		initial = "new" // a restore always makes a new cluster
 	}
 	s.node, err = node.Open(node.Config{
-		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
+		ID: cfg.NodeID, Release: cfg.Build.Version, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
 		Bootstrap: cfg.Bootstrap, BootstrapAbsent: cfg.BootstrapAbsent, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: raftTLS,
 		ClusterName: cfg.ClusterName, RaftSecrets: raftSecrets, Insecure: cfg.RaftInsecure, NoRaftListener: cfg.RunsAlone(),
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
