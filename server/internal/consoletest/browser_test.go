@@ -303,15 +303,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		slices.SortFunc(want, func(a, b string) int { return cmp.Compare(leaseOf[a], leaseOf[b]) })
 		url := "http://" + followers[0].http + "/console/tickets?prefix=leases%2F"
-		ops.until(url, "the leases", func() bool { return ops.count("tr.ticket") == console.PageSize })
-		ops.click("#sort-left")
+		// The order stands while the leader does: a new one restarts every
+		// lease in full at its takeover, so pages read across a change of
+		// leader are read again.
+		var got []string
+		ops.until(url, "the two pages by time left", func() bool {
+			if ops.count("tr.ticket") != console.PageSize {
+				return false
+			}
+			ops.click("#sort-left")
+			got = ops.keys()
+			ops.click("#next")
+			got = append(got, ops.keys()...)
+			return slices.Equal(got, want)
+		})
+		ops.load(url + "&sort=left")
 		ops.screenshot("tickets-by-time-left")
-		got := ops.keys()
-		ops.click("#next")
-		got = append(got, ops.keys()...)
-		if !slices.Equal(got, want) {
-			t.Errorf("by time left the two pages list\n%v\nwant\n%v", got, want)
-		}
 	})
 
 	t.Run("coordination", func(t *testing.T) {
@@ -404,7 +411,8 @@ func TestConsoleInBrowser(t *testing.T) {
 			if got := ops.text(member + " td.version"); got != stampedVersion {
 				t.Errorf("member %s's version %q, want %s", p.id, got, stampedVersion)
 			}
-			if got := ops.text(member + " td.replication"); p == leader && got != "leader" || p != leader && !strings.HasSuffix(got, " behind") {
+			leads := ops.count(member+" strong") == 1
+			if got := ops.text(member + " td.replication"); leads && got != "leader" || !leads && !strings.HasSuffix(got, " behind") {
 				t.Errorf("member %s's replication %q", p.id, got)
 			}
 		}
