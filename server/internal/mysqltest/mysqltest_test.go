@@ -68,7 +68,7 @@ func TestStartStop(t *testing.T) {
 	}
 	if os.Geteuid() == 0 {
 		// As root the server must run as an unprivileged user.
-		fi, err := os.Stat(fmt.Sprintf("/proc/%d", srv.cmd.Process.Pid))
+		fi, err := os.Stat(fmt.Sprintf("/proc/%d", srv.proc.Pid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,8 +79,8 @@ func TestStartStop(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s left behind: %v", srv.dir, err)
+	if _, err := os.Stat(srv.proc.Dir()); !os.IsNotExist(err) {
+		t.Errorf("directory %s left behind: %v", srv.proc.Dir(), err)
 	}
 	db, err := sql.Open("mysql", srv.DSN())
 	if err != nil {
@@ -101,8 +101,8 @@ func TestExternalDSN(t *testing.T) {
 	srv := Shared(t)
 	t.Setenv(EnvDSN, srv.DSN())
 	ext := Start(t)
-	if ext.cmd != nil || ext.Addr() != srv.Addr() {
-		t.Fatalf("started a server (%v) or uses %s, want %s", ext.cmd, ext.Addr(), srv.Addr())
+	if ext.proc != nil || ext.Addr() != srv.Addr() {
+		t.Fatalf("started a server (%v) or uses %s, want %s", ext.proc, ext.Addr(), srv.Addr())
 	}
 	if query(t, ext.NewDatabase(t), "SELECT DATABASE()") == "" {
 		t.Fatal("no database selected")

@@ -69,7 +69,7 @@ func TestStartStop(t *testing.T) {
 	}
 	if os.Geteuid() == 0 {
 		// As root the server must run as the postgres user.
-		fi, err := os.Stat(fmt.Sprintf("/proc/%d", srv.cmd.Process.Pid))
+		fi, err := os.Stat(fmt.Sprintf("/proc/%d", srv.proc.Pid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,8 +81,8 @@ func TestStartStop(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s left behind: %v", srv.dir, err)
+	if _, err := os.Stat(srv.proc.Dir()); !os.IsNotExist(err) {
+		t.Errorf("directory %s left behind: %v", srv.proc.Dir(), err)
 	}
 	if _, err := pgx.Connect(context.Background(), srv.DSN()); err == nil {
 		t.Error("server still accepts connections after Stop")
