@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,4 +206,67 @@ func TestLockLoopCountsAndChecks(t *testing.T) {
 	if rec.Ops != 0 || len(rec.Pair) != 0 {
 		t.Fatalf("before the window: ops=%d", rec.Ops)
 	}
+}
+
+// One connection by default (each client's documented usage); -conns and
+// -per-conn spread the workers, never over more connections than workers.
+func TestConnsFor(t *testing.T) {
+	for _, tc := range []struct{ conns, perConn, n, want int }{
+		{1, 0, 128, 1}, {16, 0, 128, 16}, {16, 0, 4, 4}, {1, 8, 128, 16}, {1, 8, 1, 1},
+	} {
+		s := Shape{Conns: tc.conns, PerConn: tc.perConn}
+		if got := s.ConnsFor(tc.n); got != tc.want {
+			t.Errorf("conns=%d per-conn=%d workers=%d: %d connections, want %d", tc.conns, tc.perConn, tc.n, got, tc.want)
+		}
+	}
+	d := Shape{Workload: Uncontended}
+	d.ApplyDefaults(Sizes{Hold: 10, Connections: 5, FillPar: 2})
+	if d.ConnsFor(d.Clients) != 1 || d.Clients != 128 {
+		t.Errorf("default: %d connections for %d workers, want 1 for 128", d.ConnsFor(d.Clients), d.Clients)
+	}
+}
+
+// The loop workloads' workers: each its own key, or every one on one key
+// one at a time in the contended workload, with tokens checked.
+func TestRunWorkersKeys(t *testing.T) {
+	for _, tc := range []struct {
+		workload string
+		keys     []string
+	}{
+		{Uncontended, []string{"p/0", "p/1", "p/2"}},
+		{Hold, []string{"p/sample/0", "p/sample/1", "p/sample/2"}},
+		{Contended, []string{"p/contended"}},
+	} {
+		s := Shape{Workload: tc.workload, Clients: 3, Duration: 50 * time.Millisecond, OpTimeout: time.Second, MaxOps: 5}
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		var next atomic.Uint64
+		recs := s.RunWorkers(context.Background(), "p", s.Window(), 0, func(int) Lock {
+			return lockFunc(func(_ context.Context, key string) (uint64, func(context.Context) error, error) {
+				mu.Lock()
+				seen[key] = true
+				mu.Unlock()
+				return next.Add(1), func(context.Context) error { return nil }, nil
+			})
+		})
+		var keys []string
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, tc.keys) || len(recs) != 3 {
+			t.Errorf("%s: keys %v and %d records, want %v and 3", tc.workload, keys, len(recs), tc.keys)
+		}
+		for _, r := range recs {
+			if r.Violations != 0 {
+				t.Errorf("%s: %d token violations", tc.workload, r.Violations)
+			}
+		}
+	}
+}
+
+type lockFunc func(ctx context.Context, key string) (uint64, func(context.Context) error, error)
+
+func (f lockFunc) Acquire(ctx context.Context, key string) (uint64, func(context.Context) error, error) {
+	return f(ctx, key)
 }

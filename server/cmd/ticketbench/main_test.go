@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 func short(w string) Config {
-	return Config{Workload: w, Nodes: 1, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, Wait: -1, OpTimeout: 10 * time.Second}
+	return Config{Shape: benchkit.Shape{Workload: w, Nodes: 1, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, OpTimeout: 10 * time.Second}, Wait: -1}
 }
 
 func check(t *testing.T, r *benchkit.Result, err error, w string) {
@@ -117,22 +117,5 @@ func TestFsyncFloor(t *testing.T) {
 	}
 	if r.System != "disk" || r.Workload != Fsync || r.Ops == 0 || r.Errors != 0 || r.LatencyMs.P50 <= 0 {
 		t.Fatalf("unexpected result %s", r.Human())
-	}
-}
-
-// One Broker by default (the documented usage); -per-conn overrides.
-func TestBrokersFor(t *testing.T) {
-	for _, tc := range []struct{ conns, perConn, n, want int }{
-		{1, 0, 128, 1}, {16, 0, 128, 16}, {16, 0, 4, 4}, {1, 8, 128, 16}, {1, 8, 1, 1},
-	} {
-		c := Config{Conns: tc.conns, PerConn: tc.perConn}
-		if got := c.brokersFor(tc.n); got != tc.want {
-			t.Errorf("conns=%d per-conn=%d workers=%d: %d Brokers, want %d", tc.conns, tc.perConn, tc.n, got, tc.want)
-		}
-	}
-	var d Config
-	d.ApplyDefaults()
-	if d.brokersFor(128) != 1 {
-		t.Errorf("default: %d Brokers for 128 workers, want 1", d.brokersFor(128))
 	}
 }

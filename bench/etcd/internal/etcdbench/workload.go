@@ -17,36 +17,31 @@ import (
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
-// Workload names.
+// Workload names (ticketbench's too: benchkit's).
 const (
 	Uncontended = benchkit.Uncontended
 	Contended   = benchkit.Contended
-	Hold        = "hold"
-	Connections = "connections"
+	Hold        = benchkit.Hold
+	Connections = benchkit.Connections
 )
 
 // Workloads lists the valid -workload values.
-var Workloads = []string{Uncontended, Contended, Hold, Connections}
+var Workloads = benchkit.Workloads
 
-// Config is the benchmark configuration (mirrors the command-line flags).
+// Sizes are etcdbench's defaults of the hold and connections workloads:
+// smaller than ticketbench's, since etcd keeps a lease per held lock
+// (bench/compare.sh gives each system its own).
+var Sizes = benchkit.Sizes{Hold: 10000, Connections: 1000, FillPar: 64}
+
+// Config is the benchmark configuration (mirrors the command-line flags):
+// the shape every generator runs alike, and etcd's own settings.
 type Config struct {
-	Workload        string
-	Nodes           int
-	Clients         int           // active lock workers (0: workload default)
-	Conns           int           // clientv3.Clients the workers share (default 1: one per process)
-	PerConn         int           // when > 0: ceil(workers/PerConn) clients instead of Conns
-	Duration        time.Duration // measured window
-	Warmup          time.Duration // unmeasured run-in before the window
-	LeaseTTL        int           // session TTL, seconds
-	N               int           // hold: held locks; connections: idle clients (0: default)
-	LocksPerSession int           // hold: held locks per session (lease)
-	FillPar         int           // hold: concurrent fillers
-	FillTimeout     time.Duration // hold: bound on the fill phase
-	IdleSessions    bool          // connections: each idle client also keeps a session alive
-	Rate            float64       // total acquire rate target for all workers, /s (0: closed loop)
-	OpTimeout       time.Duration // per Lock / Unlock call
-	MaxOpsPerWorker int64         // hard bound on iterations per worker
-	Prefix          string        // key prefix, "/lock"
+	benchkit.Shape
+	LeaseTTL        int     // session TTL, seconds
+	LocksPerSession int     // hold: held locks per session (lease)
+	IdleSessions    bool    // connections: each idle client also keeps a session alive
+	Rate            float64 // total acquire rate target for all workers, /s (0: closed loop)
+	Prefix          string  // key prefix, "/lock"
 }
 
 // Env is where the benchmark runs.
@@ -59,60 +54,16 @@ type Env struct {
 
 // ApplyDefaults fills workload-dependent defaults.
 func (c *Config) ApplyDefaults() {
-	if c.Clients <= 0 {
-		switch c.Workload {
-		case Uncontended:
-			c.Clients = 128
-		case Contended:
-			c.Clients = 16
-		case Hold:
-			c.Clients = 8
-		case Connections:
-			c.Clients = 4
-		}
-	}
-	if c.N <= 0 {
-		switch c.Workload {
-		case Hold:
-			c.N = 10000
-		case Connections:
-			c.N = 1000
-		}
-	}
-	if c.Conns <= 0 {
-		c.Conns = 1
-	}
+	c.Shape.ApplyDefaults(Sizes)
 	if c.LocksPerSession <= 0 {
 		c.LocksPerSession = 1
-	}
-	if c.FillPar <= 0 {
-		c.FillPar = 64
-	}
-	if c.FillTimeout <= 0 {
-		c.FillTimeout = 10 * time.Minute
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 60 // concurrency.NewSession's default
 	}
-	if c.OpTimeout <= 0 {
-		c.OpTimeout = 30 * time.Second
-	}
-	if c.MaxOpsPerWorker <= 0 {
-		c.MaxOpsPerWorker = 10_000_000
-	}
 	if c.Prefix == "" {
 		c.Prefix = "/lock"
 	}
-}
-
-// clientsFor says how many clientv3.Clients n concurrent workers share:
-// Conns, or ceil(n/PerConn) when PerConn is set; never more than n.
-func (c *Config) clientsFor(n int) int {
-	k := c.Conns
-	if c.PerConn > 0 {
-		k = (n + c.PerConn - 1) / c.PerConn
-	}
-	return max(1, min(k, n))
 }
 
 // createRev returns the create revision of the mutex's own key, which is
@@ -306,7 +257,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
 	C := cfg.Clients
-	nConn := cfg.clientsFor(C)
+	nConn := cfg.ConnsFor(C)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("clients: %w", err)
@@ -324,47 +275,18 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 	if cfg.Rate > 0 {
 		interval = time.Duration(float64(C) / cfg.Rate * float64(time.Second))
 	}
-	lc := benchkit.LoopConfig{Mode: benchkit.CountPairs, OpTimeout: cfg.OpTimeout, MaxOps: cfg.MaxOpsPerWorker, Interval: interval}
-	var shared *benchkit.SharedKeyCheck
-	if cfg.Workload == Contended {
-		lc.Mode, shared = benchkit.CountAcquires, &benchkit.SharedKeyCheck{}
-	}
-
-	start := time.Now().Add(cfg.Warmup)
-	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
+	win := cfg.Window()
 	met := startMeter(ctx, b.env.ServerPids, win)
-	recs := make([]*benchkit.Recorder, C)
-	var wg sync.WaitGroup
-	for i := 0; i < C; i++ {
-		recs[i] = &benchkit.Recorder{}
-		var key string
-		var check benchkit.HeldCheck
-		switch cfg.Workload {
-		case Contended:
-			key, check = cfg.Prefix+"/contended", shared
-		case Hold:
-			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		default:
-			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			// Spread the first requests of a paced loop over one interval.
-			if interval > 0 {
-				benchkit.SleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.End)
-			}
-			benchkit.LockLoop(ctx, &workerLock{b: b, cli: clients[i%nConn], sess: sessions[i]}, key, win, lc, check, recs[i])
-		}(i)
-	}
-	wg.Wait()
+	recs := cfg.RunWorkers(ctx, cfg.Prefix, win, interval, func(i int) benchkit.Lock {
+		return &workerLock{b: b, cli: clients[i%nConn], sess: sessions[i]}
+	})
 	cpuNotes := met.notes()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 
 	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, lc.Mode == benchkit.CountAcquires)
+	violations, samples := r.AddRecorders(recs, win, cfg.LoopMode() == benchkit.CountAcquires)
 	r.ServerRSSBytes = met.rssEnd
 
 	notes := []string{
@@ -402,11 +324,11 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 // The N locks are held by ceil(N/LocksPerSession) sessions (one lease
 // each); by default LocksPerSession=1, i.e. N independent holders, each with
 // its own lease and keepalive, which is what N separate lock holders look
-// like to etcd. Fill sessions are spread over clientsFor(FillPar) clients.
+// like to etcd. Fill sessions are spread over ConnsFor(FillPar) clients.
 func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := benchkit.SumRSS(b.env.ServerPids)
-	nConn := cfg.clientsFor(cfg.FillPar)
+	nConn := cfg.ConnsFor(cfg.FillPar)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("fill clients: %w", err)
