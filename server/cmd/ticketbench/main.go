@@ -43,7 +43,7 @@ func main() {
 func run(args []string) int {
 	var cfg Config
 	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
-	cfg.Shape.Flags(fs, sizes, "Brokers")
+	cfg.Flags(fs, sizes, "Brokers")
 	fs.Lookup("workload").Usage += "|" + Fsync + " (the disk's floor: 4 KiB append+fdatasync, no server)"
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease of the measured acquires")
 	wait := fs.Duration("wait", -1, "wait of the measured acquires (default: 0, contended 10s)")

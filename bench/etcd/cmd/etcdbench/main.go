@@ -32,7 +32,7 @@ func main() {
 func run() int {
 	var cfg etcdbench.Config
 	fs := flag.NewFlagSet("etcdbench", flag.ContinueOnError)
-	cfg.Shape.Flags(fs, etcdbench.Sizes, "clientv3.Clients")
+	cfg.Flags(fs, etcdbench.Sizes, "clientv3.Clients")
 	fs.IntVar(&cfg.LeaseTTL, "lease", 60, "session (lease) TTL in seconds (60: concurrency.NewSession's default)")
 	fs.IntVar(&cfg.LocksPerSession, "locks-per-session", 1, "hold: held locks per session/lease")
 	fs.BoolVar(&cfg.IdleSessions, "idle-sessions", false, "connections: each idle client also keeps a session (lease) alive")
