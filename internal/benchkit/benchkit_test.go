@@ -238,15 +238,17 @@ func TestRunWorkersKeys(t *testing.T) {
 		{Contended, []string{"p/contended"}},
 	} {
 		s := Shape{Workload: tc.workload, Clients: 3, Duration: 50 * time.Millisecond, OpTimeout: time.Second, MaxOps: 5}
-		var mu sync.Mutex
+		var mu, held sync.Mutex // held: one lock over every key, granted with the next token
 		seen := map[string]bool{}
-		var next atomic.Uint64
+		var next uint64
 		recs := s.RunWorkers(context.Background(), "p", s.Window(), 0, func(int) Lock {
 			return lockFunc(func(_ context.Context, key string) (uint64, func(context.Context) error, error) {
 				mu.Lock()
 				seen[key] = true
 				mu.Unlock()
-				return next.Add(1), func(context.Context) error { return nil }, nil
+				held.Lock()
+				next++
+				return next, func(context.Context) error { held.Unlock(); return nil }, nil
 			})
 		})
 		var keys []string
@@ -269,4 +271,28 @@ type lockFunc func(ctx context.Context, key string) (uint64, func(context.Contex
 
 func (f lockFunc) Acquire(ctx context.Context, key string) (uint64, func(context.Context) error, error) {
 	return f(ctx, key)
+}
+
+// A loop run's notes: the system's own first, then what every system's
+// say, in one order.
+func TestLoopResultNotes(t *testing.T) {
+	s := Shape{Workload: Uncontended, Clients: 1, Warmup: 2 * time.Second}
+	r := s.LoopResult("sys", []*Recorder{{}}, Window{}, []string{"client x"}, "revision", 0, "cpu=1", "nice=5")
+	if want := "client x; warmup_s=2.0; token=revision; token_violations=0; closed_loop; cpu=1; nice=5"; r.Notes != want || r.System != "sys" {
+		t.Errorf("notes %q, want %q", r.Notes, want)
+	}
+	if r := s.LoopResult("sys", nil, Window{}, nil, "t", 12.5, ""); !strings.Contains(r.Notes, "paced_rate=12.5/s") {
+		t.Errorf("paced run's notes %q", r.Notes)
+	}
+}
+
+// The fill's notes keep the first failure and the RSS per held lock.
+func TestFillCount(t *testing.T) {
+	var f FillCount
+	f.Held.Add(10)
+	f.Fail("lock", errors.New("first"))
+	f.Fail("lock", errors.New("second"))
+	if got, want := f.Notes(1000, 2000, 2500), " rss_before_fill=1000 rss_after_fill=2000 rss_end=2500 rss_per_held_lock_bytes=100 fill_first_error=[lock: first]"; got != want || f.Errors.Load() != 2 {
+		t.Errorf("notes %q (%d errors), want %q", got, f.Errors.Load(), want)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -167,4 +168,71 @@ func (s *Shape) RunWorkers(ctx context.Context, prefix string, win Window, inter
 	}
 	wg.Wait()
 	return recs
+}
+
+// LoopResult sums the workers' records over win into the result of a loop
+// run of system, with its notes: own (the system's client, settings and
+// connections), then the warmup, where the fencing token comes from
+// (token), the token violations, the pacing (rate > 0: paced at rate a
+// second), cpu, extra, and the first errors.
+func (s *Shape) LoopResult(system string, recs []*Recorder, win Window, own []string, token string, rate float64, cpu string, extra ...string) *Result {
+	r := &Result{System: system, Workload: s.Workload, Nodes: s.Nodes, Clients: s.Clients}
+	violations, samples := r.AddRecorders(recs, win, s.LoopMode() == CountAcquires)
+	notes := append(slices.Clone(own),
+		fmt.Sprintf("warmup_s=%.1f", s.Warmup.Seconds()),
+		"token="+token,
+		fmt.Sprintf("token_violations=%d", violations))
+	if rate > 0 {
+		notes = append(notes, fmt.Sprintf("paced_rate=%.1f/s", rate))
+	} else {
+		notes = append(notes, "closed_loop")
+	}
+	if cpu != "" {
+		notes = append(notes, cpu)
+	}
+	notes = append(notes, extra...)
+	if len(samples) > 0 {
+		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
+	}
+	r.Notes = strings.Join(notes, "; ")
+	return r
+}
+
+// FillCount counts the hold workload's fill: locks held, failures, and the
+// first failure's text. Safe for concurrent use.
+type FillCount struct {
+	Held, Errors atomic.Int64
+	mu           sync.Mutex
+	first        string
+}
+
+// Fail counts a failure of what (a lock, a session).
+func (f *FillCount) Fail(what string, err error) {
+	f.Errors.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == "" {
+		f.first = what + ": " + err.Error()
+	}
+}
+
+// First is the first failure's text, "" when none failed.
+func (f *FillCount) First() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+// Notes say what the fill did and cost: the servers' RSS before it,
+// after it and at the end, and per held lock.
+func (f *FillCount) Notes(rssBefore, rssFilled, rssEnd int64) string {
+	held := f.Held.Load()
+	n := fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rssBefore, rssFilled, rssEnd)
+	if held > 0 && rssFilled > rssBefore {
+		n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rssBefore)/held)
+	}
+	if first := f.First(); first != "" {
+		n += " fill_first_error=[" + first + "]"
+	}
+	return n
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
@@ -197,28 +196,15 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 		return nil, ctx.Err()
 	}
 
-	r := &benchkit.Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, cfg.LoopMode() == benchkit.CountAcquires)
+	r := cfg.LoopResult("ticketing", recs, win, []string{
+		"ticketing client Broker.Acquire/Ticket.Release",
+		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
+		fmt.Sprintf("brokers=%d", nConn),
+	}, "fencing token", 0, cpuNotes)
 	r.ServerRSSBytes = met.rssEnd
 	if r.ServerRSSBytes == 0 {
 		r.ServerRSSBytes = b.env.rss()
 	}
-	notes := []string{
-		"ticketing client Broker.Acquire/Ticket.Release",
-		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
-		fmt.Sprintf("brokers=%d", nConn),
-		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
-		"token=fencing token",
-		fmt.Sprintf("token_violations=%d", violations),
-		"closed_loop",
-	}
-	if cpuNotes != "" {
-		notes = append(notes, cpuNotes)
-	}
-	if len(samples) > 0 {
-		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
-	}
-	r.Notes = strings.Join(notes, "; ")
 	if decorate != nil {
 		decorate(r)
 	}
@@ -243,43 +229,38 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	// The Tickets are kept (about 200 bytes each) to check tokens after
 	// the restart and to release them when the servers are not ours.
 	tickets := make([]*ticketing.Ticket, cfg.N)
-	var held, fillErrs atomic.Int64
-	var errMu sync.Mutex
-	var fillSample string
+	var fc benchkit.FillCount
+	var logMu sync.Mutex
 	t0 := time.Now()
 	lastLog := time.Now()
-	_ = benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error { // failures are counted in fillErrs
+	_ = benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error { // failures are counted in fc
 		actx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
 		t, err := brs[j%nConn].Acquire(actx, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j), 0, holdLease, 0)
 		c2()
 		if err != nil {
-			fillErrs.Add(1)
-			errMu.Lock()
-			if fillSample == "" {
-				fillSample = err.Error()
-			}
-			errMu.Unlock()
+			fc.Fail("acquire", err)
 			return nil
 		}
 		tickets[j] = t
-		if h := held.Add(1); h%100_000 == 0 {
-			errMu.Lock()
+		if h := fc.Held.Add(1); h%100_000 == 0 {
+			logMu.Lock()
 			if time.Since(lastLog) > 5*time.Second {
 				lastLog = time.Now()
 				b.env.Logf("ticketbench: hold: %d held after %.1fs", h, time.Since(t0).Seconds())
 			}
-			errMu.Unlock()
+			logMu.Unlock()
 		}
 		return nil
 	})
+	held := fc.Held.Load()
 	fill := time.Since(t0)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if held.Load() == 0 {
-		return nil, fmt.Errorf("hold: no ticket could be filled (%s)", fillSample)
+	if held == 0 {
+		return nil, fmt.Errorf("hold: no ticket could be filled (%s)", fc.First())
 	}
-	b.env.Logf("ticketbench: hold: %d/%d tickets held in %.1fs (%.0f/s)", held.Load(), cfg.N, fill.Seconds(), float64(held.Load())/fill.Seconds())
+	b.env.Logf("ticketbench: hold: %d/%d tickets held in %.1fs (%.0f/s)", held, cfg.N, fill.Seconds(), float64(held)/fill.Seconds())
 	sleepTo(ctx.Done(), time.Now().Add(time.Second)) // let GC settle, as etcdbench does
 	rssFilled := b.env.rss()
 
@@ -287,16 +268,10 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Errors += fillErrs.Load()
+	res.Errors += fc.Errors.Load()
 	n := fmt.Sprintf("n=%d held=%d fill_s=%.1f fill_par=%d fill_brokers=%d fill_errors=%d lease_s=%g",
-		cfg.N, held.Load(), fill.Seconds(), cfg.FillPar, nConn, fillErrs.Load(), holdLease.Seconds())
-	n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, res.ServerRSSBytes)
-	if held.Load() > 0 && rssFilled > rss0 {
-		n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
-	}
-	if fillSample != "" {
-		n += " fill_first_error=[" + fillSample + "]"
-	}
+		cfg.N, held, fill.Seconds(), cfg.FillPar, nConn, fc.Errors.Load(), holdLease.Seconds())
+	n += fc.Notes(rss0, rssFilled, res.ServerRSSBytes)
 	res.ServerRSSBytes = rssFilled
 
 	if cl := b.env.Cluster; cl != nil && cfg.Restart {

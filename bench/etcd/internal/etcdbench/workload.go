@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -285,33 +284,16 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 		return nil, ctx.Err()
 	}
 
-	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, cfg.LoopMode() == benchkit.CountAcquires)
-	r.ServerRSSBytes = met.rssEnd
-
-	notes := []string{
+	var extra []string
+	if n := Niceness(); n != 0 {
+		extra = append(extra, fmt.Sprintf("nice=%d", n))
+	}
+	r := cfg.LoopResult("etcd", recs, win, []string{
 		"etcd v3.7.3 concurrency.Mutex",
 		fmt.Sprintf("fsync=on lease_ttl_s=%d", cfg.LeaseTTL),
 		fmt.Sprintf("sessions=1/worker clientv3_clients=%d", nConn),
-		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
-		"token=key create_revision",
-		fmt.Sprintf("token_violations=%d", violations),
-	}
-	if cfg.Rate > 0 {
-		notes = append(notes, fmt.Sprintf("paced_rate=%.1f/s", cfg.Rate))
-	} else {
-		notes = append(notes, "closed_loop")
-	}
-	if cpuNotes != "" {
-		notes = append(notes, cpuNotes)
-	}
-	if n := Niceness(); n != 0 {
-		notes = append(notes, fmt.Sprintf("nice=%d", n))
-	}
-	if len(samples) > 0 {
-		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
-	}
-	r.Notes = strings.Join(notes, "; ")
+	}, "key create_revision", cfg.Rate, cpuNotes, extra...)
+	r.ServerRSSBytes = met.rssEnd
 	if decorate != nil {
 		decorate(r)
 	}
@@ -336,19 +318,12 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	nSess := (cfg.N + cfg.LocksPerSession - 1) / cfg.LocksPerSession
 	fctx, cancel := context.WithTimeout(ctx, cfg.FillTimeout)
 	defer cancel()
-	var held, fillErrs atomic.Int64
-	var errMu sync.Mutex
-	var fillSample string
+	var fc benchkit.FillCount
 	t0 := time.Now()
-	benchkit.Parallel(fctx, nSess, cfg.FillPar, func(si int) error {
+	_ = benchkit.Parallel(fctx, nSess, cfg.FillPar, func(si int) error { // failures are counted in fc
 		s, err := b.newSession(clients[si%nConn])
 		if err != nil {
-			fillErrs.Add(1)
-			errMu.Lock()
-			if fillSample == "" {
-				fillSample = "session: " + err.Error()
-			}
-			errMu.Unlock()
+			fc.Fail("session", err)
 			return nil
 		}
 		for j := si * cfg.LocksPerSession; j < (si+1)*cfg.LocksPerSession && j < cfg.N; j++ {
@@ -357,15 +332,10 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 			err := m.Lock(lctx)
 			c2()
 			if err != nil {
-				fillErrs.Add(1)
-				errMu.Lock()
-				if fillSample == "" {
-					fillSample = "lock: " + err.Error()
-				}
-				errMu.Unlock()
+				fc.Fail("lock", err)
 				continue
 			}
-			held.Add(1)
+			fc.Held.Add(1)
 		}
 		return nil
 	})
@@ -373,27 +343,22 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if held.Load() == 0 {
-		return nil, fmt.Errorf("hold: no lock could be filled (%s)", fillSample)
+	held := fc.Held.Load()
+	if held == 0 {
+		return nil, fmt.Errorf("hold: no lock could be filled (%s)", fc.First())
 	}
-	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held.Load(), cfg.N, nSess, fill.Seconds())
+	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held, cfg.N, nSess, fill.Seconds())
 	// Let the apply loop and GC settle before reading RSS.
 	benchkit.SleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
 	rssFilled := benchkit.SumRSS(b.env.ServerPids)
 
 	return b.runLoops(ctx, func(r *benchkit.Result) {
-		r.Errors += fillErrs.Load()
+		r.Errors += fc.Errors.Load()
 		rssEnd := r.ServerRSSBytes
 		r.ServerRSSBytes = rssFilled
 		n := fmt.Sprintf("n=%d held=%d sessions=%d locks_per_session=%d fill_s=%.1f fill_clients=%d fill_errors=%d",
-			cfg.N, held.Load(), nSess, cfg.LocksPerSession, fill.Seconds(), nConn, fillErrs.Load())
-		n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, rssEnd)
-		if held.Load() > 0 && rssFilled > rss0 {
-			n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
-		}
-		if fillSample != "" {
-			n += " fill_first_error=[" + fillSample + "]"
-		}
+			cfg.N, held, nSess, cfg.LocksPerSession, fill.Seconds(), nConn, fc.Errors.Load())
+		n += fc.Notes(rss0, rssFilled, rssEnd)
 		r.Notes = n + "; sample: per-worker keys " + cfg.Prefix + "/sample/<i>; " + r.Notes
 	})
 }
