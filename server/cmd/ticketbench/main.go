@@ -97,7 +97,7 @@ func run(args []string) int {
 
 	// Room for N connections here and in the servers we start (they inherit it).
 	need := uint64(4096)
-	if cfg.Workload == Connections {
+	if cfg.Workload == benchkit.Connections {
 		need += uint64(cfg.N) // the servers are other processes: N here, N there
 	}
 	if lim, err := raiseNofile(need); err != nil || lim < need {

@@ -44,13 +44,13 @@ func TestWorkloadsAgainstExistingCluster(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	env := Env{Addrs: c.AddrList(), HTTPAddr: c.Server(0).HTTPAddr().String()}
 	ctx := context.Background()
-	for _, w := range Workloads {
+	for _, w := range benchkit.Workloads {
 		cfg := short(w)
 		cfg.Clients = 4
 		switch w {
-		case Hold:
+		case benchkit.Hold:
 			cfg.N, cfg.FillPar = 500, 32
-		case Connections:
+		case benchkit.Connections:
 			cfg.N = 20
 		}
 		r, err := Run(ctx, cfg, env)
@@ -58,7 +58,7 @@ func TestWorkloadsAgainstExistingCluster(t *testing.T) {
 		if r.ServerRSSBytes <= 0 {
 			t.Fatalf("%s: no RSS from /metrics: %s", w, r.Human())
 		}
-		if w == Hold && !strings.Contains(r.Notes, "held=500 ") {
+		if w == benchkit.Hold && !strings.Contains(r.Notes, "held=500 ") {
 			t.Fatalf("hold: %s", r.Notes)
 		}
 	}
@@ -80,11 +80,11 @@ func TestHoldRestartsOwnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cl.stop(time.Second); cl.remove() }()
-	cfg := short(Hold)
+	cfg := short(benchkit.Hold)
 	cfg.Clients, cfg.N, cfg.FillPar, cfg.Restart = 2, 300, 16, true
 	cfg.Restarts, cfg.RestartBins = 2, []string{exe, exe} // an A/B of one build with itself
 	r, err := Run(ctx, cfg, Env{Addrs: cl.addrs(), Cluster: cl, Pids: cl.pids})
-	check(t, r, err, Hold)
+	check(t, r, err, benchkit.Hold)
 	if !strings.Contains(r.Notes, "restart_s=") || !strings.Contains(r.Notes, "restart_lost=0") || r.ServerRSSBytes <= 0 {
 		t.Fatalf("hold restart: %s", r.Human())
 	}

@@ -12,17 +12,6 @@ import (
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
-// Workload names (etcdbench's too: benchkit's).
-const (
-	Uncontended = benchkit.Uncontended
-	Contended   = benchkit.Contended
-	Hold        = benchkit.Hold
-	Connections = benchkit.Connections
-)
-
-// Workloads lists the valid -workload values.
-var Workloads = benchkit.Workloads
-
 // sizes are ticketbench's defaults of the hold and connections workloads.
 var sizes = benchkit.Sizes{Hold: 1_000_000, Connections: 10_000, FillPar: 512}
 
@@ -51,7 +40,7 @@ func (c *Config) ApplyDefaults() {
 	c.Shape.ApplyDefaults(sizes)
 	if c.Wait < 0 {
 		c.Wait = 0
-		if c.Workload == Contended {
+		if c.Workload == benchkit.Contended {
 			c.Wait = 10 * time.Second
 		}
 	}
@@ -167,14 +156,14 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	b := &bench{cfg: cfg, env: env}
 	defer b.close()
 	switch cfg.Workload {
-	case Uncontended, Contended:
+	case benchkit.Uncontended, benchkit.Contended:
 		return b.runLoops(ctx, nil)
-	case Hold:
+	case benchkit.Hold:
 		return b.runHold(ctx)
-	case Connections:
+	case benchkit.Connections:
 		return b.runConnections(ctx)
 	}
-	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
+	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(benchkit.Workloads, ", "))
 }
 
 // runLoops runs cfg.Clients workers over cfg.ConnsFor(Clients) Brokers for

@@ -16,17 +16,6 @@ import (
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
-// Workload names (ticketbench's too: benchkit's).
-const (
-	Uncontended = benchkit.Uncontended
-	Contended   = benchkit.Contended
-	Hold        = benchkit.Hold
-	Connections = benchkit.Connections
-)
-
-// Workloads lists the valid -workload values.
-var Workloads = benchkit.Workloads
-
 // Sizes are etcdbench's defaults of the hold and connections workloads:
 // smaller than ticketbench's, since etcd keeps a lease per held lock
 // (bench/compare.sh gives each system its own).
@@ -239,14 +228,14 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	defer b.close()
 
 	switch cfg.Workload {
-	case Uncontended, Contended:
+	case benchkit.Uncontended, benchkit.Contended:
 		return b.runLoops(ctx, nil)
-	case Hold:
+	case benchkit.Hold:
 		return b.runHold(ctx)
-	case Connections:
+	case benchkit.Connections:
 		return b.runConnections(ctx)
 	default:
-		return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
+		return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(benchkit.Workloads, ", "))
 	}
 }
 

@@ -1,12 +1,16 @@
 package etcdbench
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ticketing-io/ticketing/internal/benchkit"
+)
 
 // The defaults are a careful etcd user's: one clientv3.Client per process
 // and concurrency.NewSession's 60 s TTL (benchkit tests -per-conn).
 func TestDefaultsAreTheDocumentedUsage(t *testing.T) {
 	var c Config
-	c.Workload = Uncontended
+	c.Workload = benchkit.Uncontended
 	c.ApplyDefaults()
 	if c.LeaseTTL != 60 {
 		t.Errorf("default session TTL %d s, want 60", c.LeaseTTL)
