@@ -101,6 +101,9 @@ func adminAt(dsn, stmt string) error {
 	return nil
 }
 
+// Proc is the server's process; nil for the server EnvDSN names.
+func (s *Server) Proc() *dbproc.Proc { return s.proc }
+
 // Stop shuts a started server down and deletes its directory; for the
 // server EnvDSN names it does nothing. Safe to call more than once.
 func (s *Server) Stop() error {

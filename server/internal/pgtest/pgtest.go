@@ -96,6 +96,9 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 	return nil
 }
 
+// Proc is the server's process.
+func (s *Server) Proc() *dbproc.Proc { return s.proc }
+
 // Stop shuts the server down and deletes its directory. Start and Main call
 // it; it is safe to call more than once.
 func (s *Server) Stop() error { return s.proc.Stop() }
