@@ -296,3 +296,23 @@ func TestFillCount(t *testing.T) {
 		t.Errorf("notes %q (%d errors), want %q", got, f.Errors.Load(), want)
 	}
 }
+
+// Each workload runs its generator's run; an unknown one is refused with
+// the list.
+func TestShapeRunDispatches(t *testing.T) {
+	ran := ""
+	run := func(name string) func(context.Context) (*Result, error) {
+		return func(context.Context) (*Result, error) { ran = name; return &Result{}, nil }
+	}
+	runs := Runs{Loops: run("loops"), Hold: run("hold"), Connections: run("connections")}
+	for w, want := range map[string]string{Uncontended: "loops", Contended: "loops", Hold: "hold", Connections: "connections"} {
+		s := Shape{Workload: w}
+		if _, err := s.Run(context.Background(), runs); err != nil || ran != want {
+			t.Errorf("%s ran %q (%v), want %s", w, ran, err, want)
+		}
+	}
+	s := Shape{Workload: "nope"}
+	if _, err := s.Run(context.Background(), runs); err == nil || !strings.Contains(err.Error(), "uncontended") {
+		t.Errorf("unknown workload: %v", err)
+	}
+}

@@ -236,3 +236,23 @@ func (f *FillCount) Notes(rssBefore, rssFilled, rssEnd int64) string {
 	}
 	return n
 }
+
+// Runs are a generator's runs of the workloads: the loop workloads'
+// (uncontended and contended), the hold workload's and the connections
+// workload's.
+type Runs struct {
+	Loops, Hold, Connections func(context.Context) (*Result, error)
+}
+
+// Run runs the shape's workload with runs.
+func (s *Shape) Run(ctx context.Context, runs Runs) (*Result, error) {
+	switch s.Workload {
+	case Uncontended, Contended:
+		return runs.Loops(ctx)
+	case Hold:
+		return runs.Hold(ctx)
+	case Connections:
+		return runs.Connections(ctx)
+	}
+	return nil, fmt.Errorf("unknown workload %q (want one of %s)", s.Workload, strings.Join(Workloads, ", "))
+}

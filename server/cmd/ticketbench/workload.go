@@ -155,15 +155,11 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	}
 	b := &bench{cfg: cfg, env: env}
 	defer b.close()
-	switch cfg.Workload {
-	case benchkit.Uncontended, benchkit.Contended:
-		return b.runLoops(ctx, nil)
-	case benchkit.Hold:
-		return b.runHold(ctx)
-	case benchkit.Connections:
-		return b.runConnections(ctx)
-	}
-	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(benchkit.Workloads, ", "))
+	return cfg.Run(ctx, benchkit.Runs{
+		Loops:       func(ctx context.Context) (*benchkit.Result, error) { return b.runLoops(ctx, nil) },
+		Hold:        b.runHold,
+		Connections: b.runConnections,
+	})
 }
 
 // runLoops runs cfg.Clients workers over cfg.ConnsFor(Clients) Brokers for

@@ -227,16 +227,11 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	b.sessCtx, b.sessCancel = context.WithCancel(context.Background())
 	defer b.close()
 
-	switch cfg.Workload {
-	case benchkit.Uncontended, benchkit.Contended:
-		return b.runLoops(ctx, nil)
-	case benchkit.Hold:
-		return b.runHold(ctx)
-	case benchkit.Connections:
-		return b.runConnections(ctx)
-	default:
-		return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(benchkit.Workloads, ", "))
-	}
+	return cfg.Run(ctx, benchkit.Runs{
+		Loops:       func(ctx context.Context) (*benchkit.Result, error) { return b.runLoops(ctx, nil) },
+		Hold:        b.runHold,
+		Connections: b.runConnections,
+	})
 }
 
 // runLoops sets up cfg.Clients workers (sessions, shared clients), runs them
