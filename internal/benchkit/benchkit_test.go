@@ -304,7 +304,8 @@ func TestShapeRunDispatches(t *testing.T) {
 	run := func(name string) func(context.Context) (*Result, error) {
 		return func(context.Context) (*Result, error) { ran = name; return &Result{}, nil }
 	}
-	runs := Runs{Loops: run("loops"), Hold: run("hold"), Connections: run("connections")}
+	loops := run("loops")
+	runs := Runs{Loops: func(ctx context.Context, _ func(*Result)) (*Result, error) { return loops(ctx) }, Hold: run("hold"), Connections: run("connections")}
 	for w, want := range map[string]string{Uncontended: "loops", Contended: "loops", Hold: "hold", Connections: "connections"} {
 		s := Shape{Workload: w}
 		if _, err := s.Run(context.Background(), runs); err != nil || ran != want {

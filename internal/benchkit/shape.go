@@ -238,17 +238,19 @@ func (f *FillCount) Notes(rssBefore, rssFilled, rssEnd int64) string {
 }
 
 // Runs are a generator's runs of the workloads: the loop workloads'
-// (uncontended and contended), the hold workload's and the connections
-// workload's.
+// (uncontended and contended; decorate, when not nil, adds to the result,
+// as the hold and connections runs do to their sample's), the hold
+// workload's and the connections workload's.
 type Runs struct {
-	Loops, Hold, Connections func(context.Context) (*Result, error)
+	Loops             func(ctx context.Context, decorate func(*Result)) (*Result, error)
+	Hold, Connections func(context.Context) (*Result, error)
 }
 
 // Run runs the shape's workload with runs.
 func (s *Shape) Run(ctx context.Context, runs Runs) (*Result, error) {
 	switch s.Workload {
 	case Uncontended, Contended:
-		return runs.Loops(ctx)
+		return runs.Loops(ctx, nil)
 	case Hold:
 		return runs.Hold(ctx)
 	case Connections:

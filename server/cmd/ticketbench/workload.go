@@ -155,11 +155,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	}
 	b := &bench{cfg: cfg, env: env}
 	defer b.close()
-	return cfg.Run(ctx, benchkit.Runs{
-		Loops:       func(ctx context.Context) (*benchkit.Result, error) { return b.runLoops(ctx, nil) },
-		Hold:        b.runHold,
-		Connections: b.runConnections,
-	})
+	return cfg.Run(ctx, benchkit.Runs{Loops: b.runLoops, Hold: b.runHold, Connections: b.runConnections})
 }
 
 // runLoops runs cfg.Clients workers over cfg.ConnsFor(Clients) Brokers for
@@ -167,8 +163,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 // the result.
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
-	C := cfg.Clients
-	nConn := cfg.ConnsFor(C)
+	nConn := cfg.ConnsFor(cfg.Clients)
 	brs, err := b.newBrokers(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("brokers: %w", err)

@@ -227,11 +227,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	b.sessCtx, b.sessCancel = context.WithCancel(context.Background())
 	defer b.close()
 
-	return cfg.Run(ctx, benchkit.Runs{
-		Loops:       func(ctx context.Context) (*benchkit.Result, error) { return b.runLoops(ctx, nil) },
-		Hold:        b.runHold,
-		Connections: b.runConnections,
-	})
+	return cfg.Run(ctx, benchkit.Runs{Loops: b.runLoops, Hold: b.runHold, Connections: b.runConnections})
 }
 
 // runLoops sets up cfg.Clients workers (sessions, shared clients), runs them
@@ -239,14 +235,14 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 // connections decorate the result.
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
-	C := cfg.Clients
-	nConn := cfg.ConnsFor(C)
+	workers := cfg.Clients
+	sessions := make([]*concurrency.Session, workers)
+	nConn := cfg.ConnsFor(workers)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("clients: %w", err)
 	}
-	sessions := make([]*concurrency.Session, C)
-	if err := benchkit.Parallel(ctx, C, 32, func(i int) error {
+	if err := benchkit.Parallel(ctx, workers, 32, func(i int) error {
 		s, err := b.newSession(clients[i%nConn])
 		sessions[i] = s
 		return err
@@ -256,7 +252,7 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 
 	var interval time.Duration
 	if cfg.Rate > 0 {
-		interval = time.Duration(float64(C) / cfg.Rate * float64(time.Second))
+		interval = time.Duration(float64(workers) / cfg.Rate * float64(time.Second))
 	}
 	win := cfg.Window()
 	met := startMeter(ctx, b.env.ServerPids, win)
