@@ -23,7 +23,7 @@ var (
 // returns the keys of every page, in order.
 func ticketPages(t *testing.T, base, url string) (pages [][]string) {
 	t.Helper()
-	for len(pages) < 10 {
+	for len(pages) < 30 {
 		resp, body := consoleDo(t, http.DefaultClient, "GET", base+url, bearer(monitorToken))
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %d\n%s", url, resp.StatusCode, body)
@@ -39,7 +39,7 @@ func ticketPages(t *testing.T, base, url string) (pages [][]string) {
 		}
 		url = html.UnescapeString(m[1])
 	}
-	t.Fatalf("more than 10 pages from %s", url)
+	t.Fatalf("more than 30 pages from %s", url)
 	return nil
 }
 
@@ -55,16 +55,27 @@ func TestConsoleTicketsByTimeLeftAcrossPages(t *testing.T) {
 	// Leases 3 s apart in an order unlike the keys' (31 is prime to n), all
 	// asked at once: the grants' own spread is far below 3 s.
 	lease := func(i int) uint8 { return uint8(20 + 3*((i*31)%n)) }
-	ids := map[uint32]bool{}
-	for i := 0; i < n; i++ {
-		ids[r.Acquire(fmt.Sprintf("orders/%03d", i), testcluster.Owner(i+1), 0, lease(i))] = true
-	}
-	for len(ids) > 0 {
-		f := r.Recv()
-		if f.Type != wire.TypeGranted || !ids[f.ID] {
-			t.Fatalf("acquire: got %s for request %d", f.Type, f.ID)
+	// grantAll acquires the keys from..to-1 of name, lease lease(i), all
+	// asked at once.
+	grantAll := func(name string, from, to int, lease func(int) uint8) {
+		ids := map[uint32]bool{}
+		for i := from; i < to; i++ {
+			ids[r.Acquire(fmt.Sprintf(name, i), testcluster.Owner(i+1), 0, lease(i))] = true
 		}
-		delete(ids, f.ID)
+		for len(ids) > 0 {
+			f := r.Recv()
+			if f.Type != wire.TypeGranted || !ids[f.ID] {
+				t.Fatalf("acquire: got %s for request %d: %s", f.Type, f.ID, f.Text)
+			}
+			delete(ids, f.ID)
+		}
+	}
+	grantAll("orders/%03d", 0, n, lease)
+	// Behind them, more keys than the core reads in one part, with the
+	// longest lease: the walk over every key goes on part after part.
+	const fillers = 600
+	for i := n; i < n+fillers; i += 50 {
+		grantAll("orders/zz-%03d", i, i+50, func(int) uint8 { return 250 })
 	}
 	r.Final(r.Acquire("shared/x", testcluster.Owner(999), 0, 1))
 	want := make([]string, n)
@@ -78,15 +89,23 @@ func TestConsoleTicketsByTimeLeftAcrossPages(t *testing.T) {
 	for _, s := range []int{li, (li + 1) % 3} {
 		base := "http://" + c.Server(s).HTTPAddr().String() + "/console/"
 		pages := ticketPages(t, base, "tickets?prefix=orders%2F&sort=left")
-		if len(pages) != 2 || len(pages[0]) != console.PageSize {
-			t.Fatalf("server %d: pages of %v keys, want %d then %d", s, lens(pages), console.PageSize, n-console.PageSize)
+		all := slices.Concat(pages...)
+		if len(all) != n+fillers || len(pages[0]) != console.PageSize {
+			t.Fatalf("server %d: pages of %v keys, want %d in pages of %d", s, lens(pages), n+fillers, console.PageSize)
 		}
-		if got := slices.Concat(pages...); !slices.Equal(got, want) {
+		if got := all[:n]; !slices.Equal(got, want) {
 			t.Errorf("server %d: by time left the pages list\n%v\nwant\n%v", s, got, want)
 		}
+		seen := map[string]bool{}
+		for _, k := range all {
+			if seen[k] {
+				t.Errorf("server %d: %s listed twice", s, k)
+			}
+			seen[k] = true
+		}
 		last := ticketPages(t, base, "tickets?prefix=orders%2F&sort=left&last=1")
-		if !slices.Equal(last[0], want[n-console.PageSize:]) {
-			t.Errorf("server %d: the last page by time left lists\n%v\nwant\n%v", s, last[0], want[n-console.PageSize:])
+		if !slices.Equal(last[0], all[len(all)-console.PageSize:]) {
+			t.Errorf("server %d: the last page by time left lists\n%v\nwant\n%v", s, last[0], all[len(all)-console.PageSize:])
 		}
 	}
 	// A page by time left asked without the cursor's lease end is refused
