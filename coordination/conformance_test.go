@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,28 +70,7 @@ func coordErrorClass(err error) string {
 
 func TestCoordinationConformance(t *testing.T) {
 	t.Parallel()
-	scenarios, err := faketicketd.LoadScenarios(coordinationConformanceDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const parallel = 8 // most of a scenario's time is waiting, as in the ticket runner
-	outcomes := make([]chan error, len(scenarios))
-	slots := make(chan struct{}, parallel)
-	for i, sc := range scenarios {
-		outcomes[i] = make(chan error, 1)
-		go func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			outcomes[i] <- runCoordScenario(sc)
-		}()
-	}
-	for i, sc := range scenarios {
-		t.Run(sc.Name, func(t *testing.T) {
-			if err := <-outcomes[i]; err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	faketicketd.RunScenarios(t, coordinationConformanceDir(), runCoordScenario)
 }
 
 // sized is s, or n bytes when n > 0 (a path or name for a size rule: a
@@ -102,13 +80,6 @@ func sized(s string, n int, prefix string) string {
 		return s
 	}
 	return prefix + strings.Repeat("x", n-len(prefix))
-}
-
-// coordOutcome is what one client step returned.
-type coordOutcome struct {
-	result string
-	token  uint64
-	err    error
 }
 
 // coordCalls makes a scenario's calls on one coordination client; calls
@@ -140,25 +111,25 @@ func (cc *coordCalls) setLease(l *coordination.Lease) {
 }
 
 // call makes one client step's call, bounded by within.
-func (cc *coordCalls) call(step faketicketd.ClientStep, within time.Duration) coordOutcome {
+func (cc *coordCalls) call(step faketicketd.ClientStep, within time.Duration) faketicketd.Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	var o coordOutcome
+	var o faketicketd.Outcome
 	data := make([]byte, step.DataBytes)
 	path := sized(step.Path, step.PathBytes, "/")
 	name := sized(step.Name, step.NameBytes, "")
 	session, lease := cc.current()
 	ok := func(err error, result string) {
-		if o.err = err; err == nil {
-			o.result = result
+		if o.Err = err; err == nil {
+			o.Result = result
 		}
 	}
 	switch step.Op {
 	case "session":
 		s, err := cc.c.Session(ctx, path, coordination.WithTimeout(time.Duration(step.SessionTimeoutMs)*time.Millisecond))
-		if o.err = err; err == nil {
+		if o.Err = err; err == nil {
 			cc.setSession(s)
-			o.result = "attached"
+			o.Result = "attached"
 		}
 	case "close_session":
 		ok(session.Close(ctx), "closed")
@@ -185,40 +156,40 @@ func (cc *coordCalls) call(step faketicketd.ClientStep, within time.Duration) co
 			opts = append(opts, coordination.Ephemeral())
 		}
 		le, err := session.AcquireSemaphore(ctx, name, opts...)
-		if o.err = err; err == nil {
+		if o.Err = err; err == nil {
 			cc.setLease(le)
-			o.result, o.token = "acquired", le.Token()
+			o.Result, o.Token = "acquired", le.Token()
 		}
 	case "mutex_lock":
 		m := session.Mutex(name)
-		if o.err = m.Lock(ctx); o.err == nil {
-			o.result, o.token = "acquired", m.Token()
+		if o.Err = m.Lock(ctx); o.Err == nil {
+			o.Result, o.Token = "acquired", m.Token()
 		}
 	case "mutex_try_lock":
 		m := session.Mutex(name)
 		var held bool
-		if held, o.err = m.TryLock(ctx); o.err == nil {
-			o.result, o.token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
+		if held, o.Err = m.TryLock(ctx); o.Err == nil {
+			o.Result, o.Token = map[bool]string{true: "acquired", false: "not_acquired"}[held], m.Token()
 		}
 	case "election_campaign":
 		var l coordination.Leadership
-		if l, o.err = session.Election(name).Campaign(ctx, data); o.err == nil {
-			o.result, o.token = "leading", l.Token
+		if l, o.Err = session.Election(name).Campaign(ctx, data); o.Err == nil {
+			o.Result, o.Token = "leading", l.Token
 		}
 	case "release_semaphore":
 		ok(lease.Release(ctx), "released")
 	case "lease_valid":
 		// The lease's validity, checked on the spot against the deadline.
-		o.result = map[bool]string{true: "valid", false: "invalid"}[lease.Context().Err() == nil]
+		o.Result = map[bool]string{true: "valid", false: "invalid"}[lease.Context().Err() == nil]
 	case "lease_ended":
 		select {
 		case <-lease.Context().Done():
-			o.err = context.Cause(lease.Context())
+			o.Err = context.Cause(lease.Context())
 		case <-ctx.Done():
-			o.result = "still valid"
+			o.Result = "still valid"
 		}
 	default:
-		o.result = fmt.Sprintf("op %q is not a coordination op", step.Op)
+		o.Result = fmt.Sprintf("op %q is not a coordination op", step.Op)
 	}
 	return o
 }
@@ -249,61 +220,11 @@ func runCoordScenario(sc *faketicketd.Scenario) error {
 			cancel()
 		}
 	}()
-	saw := func() string {
-		if v := srv.Violations(); len(v) > 0 {
-			return "\nthe server saw: " + strings.Join(v, "; ")
-		}
-		return ""
+	call := func(_ int, step faketicketd.ClientStep, within time.Duration) <-chan faketicketd.Outcome {
+		done := make(chan faketicketd.Outcome, 1)
+		go func() { done <- cc.call(step, within) }()
+		return done
 	}
-	background := map[string]chan coordOutcome{}
-	for i, step := range sc.Client {
-		within := time.Duration(step.WithinMs) * time.Millisecond
-		if within == 0 {
-			within = 20 * time.Second
-		}
-		if step.Op == "await_frame" {
-			if !srv.WaitFrames(step.Type, max(step.Count, 1), within, nil) {
-				return fmt.Errorf("step %d: the servers did not receive %d %s frames within %v%s", i, max(step.Count, 1), step.Type, within, saw())
-			}
-			continue
-		}
-		done := background[step.Call]
-		if step.Op != "await" {
-			done = make(chan coordOutcome, 1)
-			go func() { done <- cc.call(step, within) }()
-			if step.Background != "" {
-				background[step.Background] = done
-				continue
-			}
-		}
-		var o coordOutcome
-		select {
-		case o = <-done:
-		case <-time.After(within + time.Second):
-			return fmt.Errorf("step %d (%s): no outcome within %v (the bound catches a hang)%s", i, step.Op, within, saw())
-		}
-		got := o.result
-		if o.err != nil {
-			got = "error " + coordErrorClass(o.err)
-		}
-		want := step.Expect.Result
-		if step.Expect.Error != "" {
-			want = "error " + step.Expect.Error
-		}
-		if got != want {
-			return fmt.Errorf("step %d (%s): got %s (%v), want %s%s\nrule: %s", i, step.Op, got, o.err, want, saw(), sc.Rule)
-		}
-		if step.Expect.Token != "" && strconv.FormatUint(o.token, 10) != step.Expect.Token {
-			return fmt.Errorf("step %d (%s): token %d, want %s", i, step.Op, o.token, step.Expect.Token)
-		}
-		for _, n := range step.Expect.Names {
-			if o.err == nil || !strings.Contains(o.err.Error(), n) {
-				return fmt.Errorf("step %d (%s): the error %v does not name %s\nrule: %s", i, step.Op, o.err, n, sc.Rule)
-			}
-		}
-	}
-	if err := srv.Check(5 * time.Second); err != nil {
-		return fmt.Errorf("frames sent: %v\nrule: %s", err, sc.Rule)
-	}
-	return nil
+	// A call bounds itself by within: its outcome is waited for a second more.
+	return faketicketd.Driver{Call: call, Class: coordErrorClass, Patience: 20 * time.Second, Slack: time.Second}.Drive(sc, srv)
 }

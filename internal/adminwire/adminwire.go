@@ -50,13 +50,19 @@ type Request struct {
 	// Fields in alphabetical order: the bytes are those the client has
 	// always sent (it used to encode a map).
 	After    string `json:"after,omitempty"` // console: the tickets page's cursor
+	End      int64  `json:"end,omitempty"`   // console: with sort "left", the cursor's lease end (Unix ms)
 	ID       string `json:"id,omitempty"`
 	Last     bool   `json:"last,omitempty"` // console: the tickets page's last page
 	Op       string `json:"op"`
 	Page     string `json:"page,omitempty"`   // console: which page
 	Prefix   string `json:"prefix,omitempty"` // console: the tickets page's key prefix
 	RaftAddr string `json:"raft_addr,omitempty"`
+	Sort     string `json:"sort,omitempty"` // console: "left" orders the tickets by time left
 }
+
+// SortLeft is the console request's sort that orders the tickets by time
+// left.
+const SortLeft = "left"
 
 // ConsoleDone is the final answer (status StatusOK) of op "console", after
 // the chunks: how many bytes they carried together.

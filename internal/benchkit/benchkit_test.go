@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,5 +205,115 @@ func TestLockLoopCountsAndChecks(t *testing.T) {
 	LockLoop(context.Background(), up, "k", past, LoopConfig{Mode: CountPairs, OpTimeout: time.Second, MaxOps: 5}, &PerKeyCheck{}, rec)
 	if rec.Ops != 0 || len(rec.Pair) != 0 {
 		t.Fatalf("before the window: ops=%d", rec.Ops)
+	}
+}
+
+// One connection by default (each client's documented usage); -conns and
+// -per-conn spread the workers, never over more connections than workers.
+func TestConnsFor(t *testing.T) {
+	for _, tc := range []struct{ conns, perConn, n, want int }{
+		{1, 0, 128, 1}, {16, 0, 128, 16}, {16, 0, 4, 4}, {1, 8, 128, 16}, {1, 8, 1, 1},
+	} {
+		s := Shape{Conns: tc.conns, PerConn: tc.perConn}
+		if got := s.ConnsFor(tc.n); got != tc.want {
+			t.Errorf("conns=%d per-conn=%d workers=%d: %d connections, want %d", tc.conns, tc.perConn, tc.n, got, tc.want)
+		}
+	}
+	d := Shape{Workload: Uncontended}
+	d.ApplyDefaults(Sizes{Hold: 10, Connections: 5, FillPar: 2})
+	if d.ConnsFor(d.Clients) != 1 || d.Clients != 128 {
+		t.Errorf("default: %d connections for %d workers, want 1 for 128", d.ConnsFor(d.Clients), d.Clients)
+	}
+}
+
+// The loop workloads' workers: each its own key, or every one on one key
+// one at a time in the contended workload, with tokens checked.
+func TestRunWorkersKeys(t *testing.T) {
+	for _, tc := range []struct {
+		workload string
+		keys     []string
+	}{
+		{Uncontended, []string{"p/0", "p/1", "p/2"}},
+		{Hold, []string{"p/sample/0", "p/sample/1", "p/sample/2"}},
+		{Contended, []string{"p/contended"}},
+	} {
+		s := Shape{Workload: tc.workload, Clients: 3, Duration: 50 * time.Millisecond, OpTimeout: time.Second, MaxOps: 5}
+		var mu, held sync.Mutex // held: one lock over every key, granted with the next token
+		seen := map[string]bool{}
+		var next uint64
+		recs := s.RunWorkers(context.Background(), "p", s.Window(), 0, func(int) Lock {
+			return lockFunc(func(_ context.Context, key string) (uint64, func(context.Context) error, error) {
+				mu.Lock()
+				seen[key] = true
+				mu.Unlock()
+				held.Lock()
+				next++
+				return next, func(context.Context) error { held.Unlock(); return nil }, nil
+			})
+		})
+		var keys []string
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, tc.keys) || len(recs) != 3 {
+			t.Errorf("%s: keys %v and %d records, want %v and 3", tc.workload, keys, len(recs), tc.keys)
+		}
+		for _, r := range recs {
+			if r.Violations != 0 {
+				t.Errorf("%s: %d token violations", tc.workload, r.Violations)
+			}
+		}
+	}
+}
+
+type lockFunc func(ctx context.Context, key string) (uint64, func(context.Context) error, error)
+
+func (f lockFunc) Acquire(ctx context.Context, key string) (uint64, func(context.Context) error, error) {
+	return f(ctx, key)
+}
+
+// A loop run's notes: the system's own first, then what every system's
+// say, in one order.
+func TestLoopResultNotes(t *testing.T) {
+	s := Shape{Workload: Uncontended, Clients: 1, Warmup: 2 * time.Second}
+	r := s.LoopResult("sys", []*Recorder{{}}, Window{}, []string{"client x"}, "revision", 0, "cpu=1", "nice=5")
+	if want := "client x; warmup_s=2.0; token=revision; token_violations=0; closed_loop; cpu=1; nice=5"; r.Notes != want || r.System != "sys" {
+		t.Errorf("notes %q, want %q", r.Notes, want)
+	}
+	if r := s.LoopResult("sys", nil, Window{}, nil, "t", 12.5, ""); !strings.Contains(r.Notes, "paced_rate=12.5/s") {
+		t.Errorf("paced run's notes %q", r.Notes)
+	}
+}
+
+// The fill's notes keep the first failure and the RSS per held lock.
+func TestFillCount(t *testing.T) {
+	var f FillCount
+	f.Held.Add(10)
+	f.Fail("lock", errors.New("first"))
+	f.Fail("lock", errors.New("second"))
+	if got, want := f.Notes(1000, 2000, 2500), " rss_before_fill=1000 rss_after_fill=2000 rss_end=2500 rss_per_held_lock_bytes=100 fill_first_error=[lock: first]"; got != want || f.Errors.Load() != 2 {
+		t.Errorf("notes %q (%d errors), want %q", got, f.Errors.Load(), want)
+	}
+}
+
+// Each workload runs its generator's run; an unknown one is refused with
+// the list.
+func TestShapeRunDispatches(t *testing.T) {
+	ran := ""
+	run := func(name string) func(context.Context) (*Result, error) {
+		return func(context.Context) (*Result, error) { ran = name; return &Result{}, nil }
+	}
+	loops := run("loops")
+	runs := Runs{Loops: func(ctx context.Context, _ func(*Result)) (*Result, error) { return loops(ctx) }, Hold: run("hold"), Connections: run("connections")}
+	for w, want := range map[string]string{Uncontended: "loops", Contended: "loops", Hold: "hold", Connections: "connections"} {
+		s := Shape{Workload: w}
+		if _, err := s.Run(context.Background(), runs); err != nil || ran != want {
+			t.Errorf("%s ran %q (%v), want %s", w, ran, err, want)
+		}
+	}
+	s := Shape{Workload: "nope"}
+	if _, err := s.Run(context.Background(), runs); err == nil || !strings.Contains(err.Error(), "uncontended") {
+		t.Errorf("unknown workload: %v", err)
 	}
 }

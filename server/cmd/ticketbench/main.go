@@ -43,23 +43,13 @@ func main() {
 func run(args []string) int {
 	var cfg Config
 	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
-	fs.StringVar(&cfg.Workload, "workload", Uncontended, "workload: "+strings.Join(Workloads, "|")+"|"+Fsync+" (the disk's floor: 4 KiB append+fdatasync, no server)")
-	fs.IntVar(&cfg.Nodes, "nodes", 1, "servers to start: 1 or 3 (ignored with -addr)")
-	fs.IntVar(&cfg.Clients, "clients", 0, "active workers (0: 128 uncontended, 16 contended, 8 hold sample, 4 connections trickle)")
-	fs.IntVar(&cfg.Conns, "conns", 1, "Brokers (connections) the workers share; 1 is the documented usage (as etcdbench's -conns)")
-	fs.IntVar(&cfg.PerConn, "per-conn", 0, "when > 0: ceil(workers/per-conn) Brokers instead of -conns")
-	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window")
-	fs.DurationVar(&cfg.Warmup, "warmup", 10*time.Second, "unmeasured warmup before the window")
+	cfg.Flags(fs, sizes, "Brokers")
+	fs.Lookup("workload").Usage += "|" + Fsync + " (the disk's floor: 4 KiB append+fdatasync, no server)"
 	fs.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease of the measured acquires")
 	wait := fs.Duration("wait", -1, "wait of the measured acquires (default: 0, contended 10s)")
-	fs.IntVar(&cfg.N, "n", 0, "hold: tickets to hold (default 1000000); connections: idle Brokers (default 10000)")
-	fs.IntVar(&cfg.FillPar, "fill-par", 512, "hold: acquires in flight while filling")
-	fs.DurationVar(&cfg.FillTimeout, "fill-timeout", 10*time.Minute, "hold: bound on the fill")
 	fs.BoolVar(&cfg.Restart, "restart", true, "hold: SIGKILL and restart the servers afterwards and time it (own servers only)")
 	fs.IntVar(&cfg.Restarts, "restarts", 1, "hold: restarts to time one after the other on the same data (restart_s is the first, restart_s_all every one)")
 	restartBins := fs.String("restart-ticketd", "", "hold: comma-separated ticketd binaries the restarts take in turn (an A/B of two builds on the same data)")
-	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 30*time.Second, "timeout of each Acquire and Release call")
-	fs.Int64Var(&cfg.MaxOps, "max-ops", 10_000_000, "hard cap on iterations per worker")
 	fs.DurationVar(&cfg.IdleWindow, "idle-window", 0, "connections: measure the servers' CPU over this window without load, before and with the idle connections (idle_cpu_us_per_conn_s); longer than the idle ping interval (20 s)")
 	fs.IntVar(&cfg.SourceIPs, "source-ips", 0, "connections: the idle Brokers dial from this many source addresses from 127.0.0.2 on (0: the system picks)")
 	fs.StringVar(&cfg.Prefix, "prefix", "bench", "key prefix: keys are <prefix>/<worker> (a principal's key_prefixes must allow them)")
@@ -85,16 +75,8 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "ticketbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	valid := cfg.Workload == Fsync
-	for _, w := range Workloads {
-		valid = valid || w == cfg.Workload
-	}
-	if !valid {
-		fmt.Fprintf(os.Stderr, "ticketbench: unknown -workload %q (want %s)\n", cfg.Workload, strings.Join(Workloads, "|"))
-		return 2
-	}
-	if cfg.Duration <= 0 || cfg.Warmup < 0 {
-		fmt.Fprintln(os.Stderr, "ticketbench: -duration must be > 0 and -warmup >= 0")
+	if err := cfg.Check(Fsync); err != nil {
+		fmt.Fprintln(os.Stderr, "ticketbench:", err)
 		return 2
 	}
 	if *restartBins != "" {
@@ -117,7 +99,7 @@ func run(args []string) int {
 
 	// Room for N connections here and in the servers we start (they inherit it).
 	need := uint64(4096)
-	if cfg.Workload == Connections {
+	if cfg.Workload == benchkit.Connections {
 		// The servers are other processes: N here, N there. 1,024 to spare
 		// keeps 18,000 connections within a 20,000 limit.
 		need = max(need, uint64(cfg.N)+1024)

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 func short(w string) Config {
-	return Config{Workload: w, Nodes: 1, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, Wait: -1, OpTimeout: 10 * time.Second}
+	return Config{Shape: benchkit.Shape{Workload: w, Nodes: 1, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, OpTimeout: 10 * time.Second}, Wait: -1}
 }
 
 func check(t *testing.T, r *benchkit.Result, err error, w string) {
@@ -44,13 +44,13 @@ func TestWorkloadsAgainstExistingCluster(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	env := Env{Addrs: c.AddrList(), HTTPAddr: c.Server(0).HTTPAddr().String()}
 	ctx := context.Background()
-	for _, w := range Workloads {
+	for _, w := range benchkit.Workloads {
 		cfg := short(w)
 		cfg.Clients = 4
 		switch w {
-		case Hold:
+		case benchkit.Hold:
 			cfg.N, cfg.FillPar = 500, 32
-		case Connections:
+		case benchkit.Connections:
 			cfg.N = 20
 		}
 		r, err := Run(ctx, cfg, env)
@@ -58,7 +58,7 @@ func TestWorkloadsAgainstExistingCluster(t *testing.T) {
 		if r.ServerRSSBytes <= 0 {
 			t.Fatalf("%s: no RSS from /metrics: %s", w, r.Human())
 		}
-		if w == Hold && !strings.Contains(r.Notes, "held=500 ") {
+		if w == benchkit.Hold && !strings.Contains(r.Notes, "held=500 ") {
 			t.Fatalf("hold: %s", r.Notes)
 		}
 	}
@@ -80,11 +80,11 @@ func TestHoldRestartsOwnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cl.stop(time.Second); cl.remove() }()
-	cfg := short(Hold)
+	cfg := short(benchkit.Hold)
 	cfg.Clients, cfg.N, cfg.FillPar, cfg.Restart = 2, 300, 16, true
 	cfg.Restarts, cfg.RestartBins = 2, []string{exe, exe} // an A/B of one build with itself
 	r, err := Run(ctx, cfg, Env{Addrs: cl.addrs(), Cluster: cl, Pids: cl.pids})
-	check(t, r, err, Hold)
+	check(t, r, err, benchkit.Hold)
 	if !strings.Contains(r.Notes, "restart_s=") || !strings.Contains(r.Notes, "restart_lost=0") || r.ServerRSSBytes <= 0 {
 		t.Fatalf("hold restart: %s", r.Human())
 	}
@@ -117,22 +117,5 @@ func TestFsyncFloor(t *testing.T) {
 	}
 	if r.System != "disk" || r.Workload != Fsync || r.Ops == 0 || r.Errors != 0 || r.LatencyMs.P50 <= 0 {
 		t.Fatalf("unexpected result %s", r.Human())
-	}
-}
-
-// One Broker by default (the documented usage); -per-conn overrides.
-func TestBrokersFor(t *testing.T) {
-	for _, tc := range []struct{ conns, perConn, n, want int }{
-		{1, 0, 128, 1}, {16, 0, 128, 16}, {16, 0, 4, 4}, {1, 8, 128, 16}, {1, 8, 1, 1},
-	} {
-		c := Config{Conns: tc.conns, PerConn: tc.perConn}
-		if got := c.brokersFor(tc.n); got != tc.want {
-			t.Errorf("conns=%d per-conn=%d workers=%d: %d Brokers, want %d", tc.conns, tc.perConn, tc.n, got, tc.want)
-		}
-	}
-	var d Config
-	d.ApplyDefaults()
-	if d.brokersFor(128) != 1 {
-		t.Errorf("default: %d Brokers for 128 workers, want 1", d.brokersFor(128))
 	}
 }

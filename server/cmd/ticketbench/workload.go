@@ -8,47 +8,28 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
-// Workload names (the same as etcdbench's).
-const (
-	Uncontended = benchkit.Uncontended
-	Contended   = benchkit.Contended
-	Hold        = "hold"
-	Connections = "connections"
-)
-
-// Workloads lists the valid -workload values.
-var Workloads = []string{Uncontended, Contended, Hold, Connections}
+// sizes are ticketbench's defaults of the hold and connections workloads.
+var sizes = benchkit.Sizes{Hold: 1_000_000, Connections: 10_000, FillPar: 512}
 
 // holdLease is the lease of the tickets filled by the hold workload: the
 // longest there is, so that they outlive the fill, the sample and a restart
 // (a restart only extends leases).
 const holdLease = ticketing.MaxLease
 
-// Config is the benchmark configuration (mirrors the flags).
+// Config is the benchmark configuration (mirrors the flags): the shape
+// every generator runs alike, and Ticketing's own settings.
 type Config struct {
-	Workload    string
-	Nodes       int
-	Clients     int           // active workers (0: workload default)
-	Conns       int           // Brokers (connections) the workers share (default 1: the documented usage)
-	PerConn     int           // when > 0: ceil(workers/PerConn) Brokers instead of Conns
-	Duration    time.Duration // measured window
-	Warmup      time.Duration // unmeasured run-in
-	Lease       time.Duration // lease of the measured acquires
-	Wait        time.Duration // wait of the measured acquires (<0: workload default)
-	N           int           // hold: tickets held; connections: idle Brokers (0: default)
-	FillPar     int           // hold: concurrent fill acquires
-	FillTimeout time.Duration // hold: bound on the fill
-	OpTimeout   time.Duration // per Acquire / Release call
-	MaxOps      int64         // hard bound on iterations per worker
-	Restart     bool          // hold: SIGKILL and restart the servers (own cluster only)
-	Restarts    int           // hold: how many restarts to time, one after the other (0: 1)
+	benchkit.Shape
+	Lease    time.Duration // lease of the measured acquires
+	Wait     time.Duration // wait of the measured acquires (<0: workload default)
+	Restart  bool          // hold: SIGKILL and restart the servers (own cluster only)
+	Restarts int           // hold: how many restarts to time, one after the other (0: 1)
 	// RestartBins, when set, are the server binaries the restarts take in
 	// turn (an A/B of two builds on the same data); else the one that
 	// started the servers.
@@ -65,52 +46,17 @@ type Config struct {
 	SourceIPs int
 }
 
-// ApplyDefaults fills the workload-dependent defaults (etcdbench's, so
-// that both sides run the same shape of load by default).
+// ApplyDefaults fills the workload-dependent defaults.
 func (c *Config) ApplyDefaults() {
-	if c.Clients <= 0 {
-		switch c.Workload {
-		case Uncontended:
-			c.Clients = 128
-		case Contended:
-			c.Clients = 16
-		case Hold:
-			c.Clients = 8
-		case Connections:
-			c.Clients = 4
-		}
-	}
-	if c.N <= 0 {
-		switch c.Workload {
-		case Hold:
-			c.N = 1_000_000
-		case Connections:
-			c.N = 10_000
-		}
-	}
+	c.Shape.ApplyDefaults(sizes)
 	if c.Wait < 0 {
 		c.Wait = 0
-		if c.Workload == Contended {
+		if c.Workload == benchkit.Contended {
 			c.Wait = 10 * time.Second
 		}
 	}
-	if c.Conns <= 0 {
-		c.Conns = 1
-	}
-	if c.FillPar <= 0 {
-		c.FillPar = 512
-	}
-	if c.FillTimeout <= 0 {
-		c.FillTimeout = 10 * time.Minute
-	}
 	if c.Lease <= 0 {
 		c.Lease = 30 * time.Second
-	}
-	if c.OpTimeout <= 0 {
-		c.OpTimeout = 30 * time.Second
-	}
-	if c.MaxOps <= 0 {
-		c.MaxOps = 10_000_000
 	}
 	if c.Prefix == "" {
 		c.Prefix = "bench"
@@ -228,94 +174,36 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	}
 	b := &bench{cfg: cfg, env: env}
 	defer b.close()
-	switch cfg.Workload {
-	case Uncontended, Contended:
-		return b.runLoops(ctx, nil)
-	case Hold:
-		return b.runHold(ctx)
-	case Connections:
-		return b.runConnections(ctx)
-	}
-	return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
+	return cfg.Run(ctx, benchkit.Runs{Loops: b.runLoops, Hold: b.runHold, Connections: b.runConnections})
 }
 
-// brokersFor says how many Brokers n concurrent workers share: Conns, or
-// ceil(n/PerConn) when PerConn is set; never more than n.
-func (c *Config) brokersFor(n int) int {
-	k := c.Conns
-	if c.PerConn > 0 {
-		k = (n + c.PerConn - 1) / c.PerConn
-	}
-	return max(1, min(k, n))
-}
-
-// runLoops runs cfg.Clients workers over cfg.brokersFor(Clients) Brokers for
+// runLoops runs cfg.Clients workers over cfg.ConnsFor(Clients) Brokers for
 // warmup+duration and summarizes; decorate lets hold and connections add to
 // the result.
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
-	C := cfg.Clients
-	nConn := cfg.brokersFor(C)
+	nConn := cfg.ConnsFor(cfg.Clients)
 	brs, err := b.newBrokers(ctx, nConn, 0)
 	if err != nil {
 		return nil, fmt.Errorf("brokers: %w", err)
 	}
-	lc := benchkit.LoopConfig{Mode: benchkit.CountPairs, OpTimeout: cfg.OpTimeout, MaxOps: cfg.MaxOps}
-	var shared *benchkit.SharedKeyCheck
-	if cfg.Workload == Contended {
-		lc.Mode, shared = benchkit.CountAcquires, &benchkit.SharedKeyCheck{}
-	}
-	start := time.Now().Add(cfg.Warmup)
-	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
+	win := cfg.Window()
 	met := startMeter(b.env.Pids, b.env.HTTP(), win, ctx.Done())
-	recs := make([]*benchkit.Recorder, C)
-	var wg sync.WaitGroup
-	for i := 0; i < C; i++ {
-		recs[i] = &benchkit.Recorder{}
-		var key string
-		var check benchkit.HeldCheck
-		switch cfg.Workload {
-		case Contended:
-			key, check = cfg.Prefix+"/contended", shared
-		case Hold:
-			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		default:
-			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			benchkit.LockLoop(ctx, brokerLock{brs[i%nConn], cfg.Wait, cfg.Lease}, key, win, lc, check, recs[i])
-		}(i)
-	}
-	wg.Wait()
+	recs := cfg.RunWorkers(ctx, cfg.Prefix, win, 0, func(i int) benchkit.Lock { return brokerLock{brs[i%nConn], cfg.Wait, cfg.Lease} })
 	cpuNotes := met.notes()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 
-	r := &benchkit.Result{System: "ticketing", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, lc.Mode == benchkit.CountAcquires)
+	r := cfg.LoopResult("ticketing", recs, win, []string{
+		"ticketing client Broker.Acquire/Ticket.Release",
+		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
+		fmt.Sprintf("brokers=%d", nConn),
+	}, "fencing token", 0, cpuNotes)
 	r.ServerRSSBytes = met.rssEnd
 	if r.ServerRSSBytes == 0 {
 		r.ServerRSSBytes = b.env.rss()
 	}
-	notes := []string{
-		"ticketing client Broker.Acquire/Ticket.Release",
-		fmt.Sprintf("fsync=on lease_s=%g wait_s=%g", cfg.Lease.Seconds(), cfg.Wait.Seconds()),
-		fmt.Sprintf("brokers=%d", nConn),
-		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
-		"token=fencing token",
-		fmt.Sprintf("token_violations=%d", violations),
-		"closed_loop",
-	}
-	if cpuNotes != "" {
-		notes = append(notes, cpuNotes)
-	}
-	if len(samples) > 0 {
-		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
-	}
-	r.Notes = strings.Join(notes, "; ")
 	if decorate != nil {
 		decorate(r)
 	}
@@ -323,14 +211,14 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 }
 
 // runHold fills the server with N held tickets (FillPar acquires in flight
-// over cfg.brokersFor(FillPar) Brokers, lease 250 s), reads the servers' RSS,
+// over cfg.ConnsFor(FillPar) Brokers, lease 250 s), reads the servers' RSS,
 // runs a sample of uncontended workers on other keys at that size, and
 // then, when it owns the servers, SIGKILLs and restarts them on the same
 // data and times how long until an acquire is granted again.
 func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := b.env.rss()
-	nConn := cfg.brokersFor(cfg.FillPar)
+	nConn := cfg.ConnsFor(cfg.FillPar)
 	brs, err := b.newBrokers(ctx, nConn, 0)
 	if err != nil {
 		return nil, fmt.Errorf("fill brokers: %w", err)
@@ -340,43 +228,38 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	// The Tickets are kept (about 200 bytes each) to check tokens after
 	// the restart and to release them when the servers are not ours.
 	tickets := make([]*ticketing.Ticket, cfg.N)
-	var held, fillErrs atomic.Int64
-	var errMu sync.Mutex
-	var fillSample string
+	var fc benchkit.FillCount
+	var logMu sync.Mutex
 	t0 := time.Now()
 	lastLog := time.Now()
-	_ = benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error { // failures are counted in fillErrs
+	_ = benchkit.Parallel(fctx, cfg.N, cfg.FillPar, func(j int) error { // failures are counted in fc
 		actx, c2 := context.WithTimeout(fctx, cfg.OpTimeout)
 		t, err := brs[j%nConn].Acquire(actx, fmt.Sprintf("%s/hold/%d", cfg.Prefix, j), 0, holdLease, 0)
 		c2()
 		if err != nil {
-			fillErrs.Add(1)
-			errMu.Lock()
-			if fillSample == "" {
-				fillSample = err.Error()
-			}
-			errMu.Unlock()
+			fc.Fail("acquire", err)
 			return nil
 		}
 		tickets[j] = t
-		if h := held.Add(1); h%100_000 == 0 {
-			errMu.Lock()
+		if h := fc.Held.Add(1); h%100_000 == 0 {
+			logMu.Lock()
 			if time.Since(lastLog) > 5*time.Second {
 				lastLog = time.Now()
 				b.env.Logf("ticketbench: hold: %d held after %.1fs", h, time.Since(t0).Seconds())
 			}
-			errMu.Unlock()
+			logMu.Unlock()
 		}
 		return nil
 	})
+	held := fc.Held.Load()
 	fill := time.Since(t0)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if held.Load() == 0 {
-		return nil, fmt.Errorf("hold: no ticket could be filled (%s)", fillSample)
+	if held == 0 {
+		return nil, fmt.Errorf("hold: no ticket could be filled (%s)", fc.First())
 	}
-	b.env.Logf("ticketbench: hold: %d/%d tickets held in %.1fs (%.0f/s)", held.Load(), cfg.N, fill.Seconds(), float64(held.Load())/fill.Seconds())
+	b.env.Logf("ticketbench: hold: %d/%d tickets held in %.1fs (%.0f/s)", held, cfg.N, fill.Seconds(), float64(held)/fill.Seconds())
 	sleepTo(ctx.Done(), time.Now().Add(time.Second)) // let GC settle, as etcdbench does
 	rssFilled := b.env.rss()
 
@@ -384,16 +267,10 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Errors += fillErrs.Load()
+	res.Errors += fc.Errors.Load()
 	n := fmt.Sprintf("n=%d held=%d fill_s=%.1f fill_par=%d fill_brokers=%d fill_errors=%d lease_s=%g",
-		cfg.N, held.Load(), fill.Seconds(), cfg.FillPar, nConn, fillErrs.Load(), holdLease.Seconds())
-	n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, res.ServerRSSBytes)
-	if held.Load() > 0 && rssFilled > rss0 {
-		n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
-	}
-	if fillSample != "" {
-		n += " fill_first_error=[" + fillSample + "]"
-	}
+		cfg.N, held, fill.Seconds(), cfg.FillPar, nConn, fc.Errors.Load(), holdLease.Seconds())
+	n += fc.Notes(rss0, rssFilled, res.ServerRSSBytes)
 	res.ServerRSSBytes = rssFilled
 
 	if cl := b.env.Cluster; cl != nil && cfg.Restart {

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"embed"
 	"encoding/hex"
@@ -11,7 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,12 +123,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := Query{Page: page}
 	if page == PageTickets {
 		q.Prefix, q.After, q.Last = qv.Get("prefix"), qv.Get("after"), qv.Get("last") == "1"
+		if q.SortLeft = qv.Get("sort") == "left"; q.SortLeft && q.After != "" {
+			end, err := strconv.ParseInt(qv.Get("end"), 10, 64)
+			if err != nil {
+				http.Error(w, "the tickets page by time left needs end (the Unix ms at which the lease of the key after ends) beside after; follow the page's Next link", http.StatusBadRequest)
+				return
+			}
+			q.AfterEnd = end
+		}
 		if q.Last {
-			q.After = ""
+			q.After, q.AfterEnd = "", 0
 		}
 	}
 	d := pageData{NodeID: h.o.NodeID, Version: h.o.Version, Local: h.o.Local(), Page: page, Title: page, Nav: Pages, Query: q, Refresh: qv.Get("refresh") == "1",
-		At: time.Now().UTC().Format(time.RFC3339)}
+		SortLeft: q.SortLeft, At: time.Now().UTC().Format(time.RFC3339)}
 	d.links(qv)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
@@ -140,15 +147,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadGateway
 	} else {
 		d.View = v
-		if v.Tickets != nil && qv.Get("sort") == "left" {
-			// The view may be shared (cached): sort a copy of its rows.
-			tv := *v.Tickets
-			tv.Rows = slices.Clone(tv.Rows)
-			slices.SortStableFunc(tv.Rows, func(a, b Ticket) int { return cmp.Compare(a.LeftMs, b.LeftMs) })
-			vv := *v
-			vv.Tickets = &tv
-			d.View, d.SortLeft = &vv, true
-		}
 	}
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, "base", &d); err != nil {
@@ -164,7 +162,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type pageData struct {
 	NodeID, Local, Page string
 	Version             string
-	SortLeft            bool // the tickets page's rows by time left
+	SortLeft            bool // the tickets page in the order of time left
 	Title, At           string
 	Nav                 []string
 	Query               Query
@@ -182,7 +180,7 @@ func (d *pageData) links(qv url.Values) {
 	with := func(set map[string]string) string {
 		v := url.Values{}
 		for k, vs := range qv {
-			if k == "prefix" || k == "after" || k == "last" || k == "sort" || k == "refresh" {
+			if k == "prefix" || k == "after" || k == "end" || k == "last" || k == "sort" || k == "refresh" {
 				v[k] = vs
 			}
 		}
@@ -201,10 +199,11 @@ func (d *pageData) links(qv url.Values) {
 	d.RefreshURL = with(nil)
 	d.AutoURL = with(map[string]string{"refresh": "1"})
 	d.NoAutoURL = with(map[string]string{"refresh": ""})
-	d.FirstURL = with(map[string]string{"after": "", "last": ""})
-	d.LastURL = with(map[string]string{"after": "", "last": "1"})
-	d.SortLeftURL = with(map[string]string{"sort": "left"})
-	d.SortKeyURL = with(map[string]string{"sort": ""})
+	d.FirstURL = with(map[string]string{"after": "", "end": "", "last": ""})
+	d.LastURL = with(map[string]string{"after": "", "end": "", "last": "1"})
+	// Changing the order starts again from the first page of the new one.
+	d.SortLeftURL = with(map[string]string{"sort": "left", "after": "", "end": "", "last": ""})
+	d.SortKeyURL = with(map[string]string{"sort": "", "after": "", "end": "", "last": ""})
 }
 
 var funcs = template.FuncMap{
@@ -220,8 +219,9 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	// next is the URL of the tickets page after the key next.
-	"next": func(d *pageData, next string) string {
+	// next is the URL of the tickets page after the key next (whose lease
+	// ends at end, in the order by time left).
+	"next": func(d *pageData, next string, end int64) string {
 		v := url.Values{}
 		if d.Query.Prefix != "" {
 			v.Set("prefix", d.Query.Prefix)
@@ -232,6 +232,7 @@ var funcs = template.FuncMap{
 		}
 		if d.SortLeft {
 			v.Set("sort", "left")
+			v.Set("end", strconv.FormatInt(end, 10))
 		}
 		return PageTickets + "?" + v.Encode()
 	},

@@ -17,12 +17,18 @@ const (
 // Pages lists the pages in the order of the navigation bar.
 var Pages = []string{PageCluster, PageTickets, PageCoordination, PageRefusals}
 
-// Query selects what a page shows. Only the tickets page reads Prefix and After.
+// Query selects what a page shows. Only the tickets page reads the fields
+// beyond Page.
 type Query struct {
 	Page   string
 	Prefix string // tickets: keys that start with it
 	After  string // tickets: keys after this one (the cursor of the next page)
 	Last   bool   // tickets: the last page of the prefix's keys
+	// SortLeft orders the prefix's keys by time left, soonest lease end
+	// first (then by key); the cursor is then After with AfterEnd, the
+	// Unix ms at which After's lease ends.
+	SortLeft bool
+	AfterEnd int64
 }
 
 // Cluster is the cluster page: the answering server's view of the cluster.
@@ -60,6 +66,15 @@ type Member struct {
 	// itself, "reachable", or since when its heartbeats fail.
 	Health string `json:"health"`
 	OK     bool   `json:"ok"`
+	// Version is the member's release as its Raft handshake with the
+	// leader stated it (or why it is not known).
+	Version string `json:"version"`
+	// Replication, known on the leader for the other members: the last
+	// log index the member acknowledged, and how many committed entries
+	// it lacks.
+	Replication bool   `json:"replication"`
+	MatchIndex  uint64 `json:"match_index"`
+	Behind      uint64 `json:"behind"`
 }
 
 // LeaderChange is one change of leader this server saw.
@@ -79,6 +94,10 @@ type Tickets struct {
 	MatchedMore bool     `json:"matched_more"`
 	Rows        []Ticket `json:"rows"`
 	Next        string   `json:"next"` // the After of the next page, "" on the last one
+	// NextEnd is the next page's AfterEnd when the keys are ordered by
+	// time left.
+	NextEnd  int64 `json:"next_end"`
+	SortLeft bool  `json:"sort_left"`
 	// Last: this is the last page of the prefix's keys (asked as such);
 	// Before: keys come before it.
 	Last   bool `json:"last"`

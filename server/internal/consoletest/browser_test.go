@@ -1,6 +1,7 @@
 package consoletest
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
+	"github.com/ticketing-io/ticketing/server/internal/console"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 
@@ -165,6 +168,25 @@ func (tb *tab) screenshot(name string) {
 	}
 }
 
+// click follows the link sel and waits for the page it loads.
+func (tb *tab) click(sel string) {
+	tb.t.Helper()
+	resp, err := chromedp.RunResponse(tb.ctx, chromedp.Click(chromedp.CSS(sel)))
+	if err != nil || resp.Status != 200 {
+		tb.t.Fatalf("follow %s: %v (status %v)", sel, err, resp)
+	}
+}
+
+// keys are the keys of the tickets page shown, in order.
+func (tb *tab) keys() []string {
+	tb.t.Helper()
+	keys, err := chromedp.Run(tb.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("tr.ticket")).map(r => r.dataset.key)`))
+	if err != nil {
+		tb.t.Fatalf("read the keys: %v", err)
+	}
+	return keys
+}
+
 func rowSel(key string) string { return fmt.Sprintf(`tr.ticket[data-key=%q]`, key) }
 
 // TestConsoleInBrowser drives the console of a real three-server cluster
@@ -258,6 +280,47 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("tickets by time left over every page", func(t *testing.T) {
+		ops.t = t
+		// Leases 3 s apart in an order unlike the keys' (7 is prime to
+		// n), asked at once: the grants' own spread is far below 3 s.
+		const n = 60
+		lease := func(i int) time.Duration { return time.Duration(20+3*((i*7)%n)) * time.Second }
+		errs := make(chan error, n)
+		want := make([]string, n)
+		for i := range n {
+			want[i] = fmt.Sprintf("leases/%03d", i)
+			go func() { _, err := b.Acquire(ctx, want[i], time.Second, lease(i), 0); errs <- err }()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		leaseOf := map[string]time.Duration{}
+		for i, k := range want {
+			leaseOf[k] = lease(i)
+		}
+		slices.SortFunc(want, func(a, b string) int { return cmp.Compare(leaseOf[a], leaseOf[b]) })
+		url := "http://" + followers[0].http + "/console/tickets?prefix=leases%2F"
+		// The order stands while the leader does: a new one restarts every
+		// lease in full at its takeover, so pages read across a change of
+		// leader are read again.
+		var got []string
+		ops.until(url, "the two pages by time left", func() bool {
+			if ops.count("tr.ticket") != console.PageSize {
+				return false
+			}
+			ops.click("#sort-left")
+			got = ops.keys()
+			ops.click("#next")
+			got = append(got, ops.keys()...)
+			return slices.Equal(got, want)
+		})
+		ops.load(url + "&sort=left")
+		ops.screenshot("tickets-by-time-left")
+	})
+
 	t.Run("coordination", func(t *testing.T) {
 		ops.t = t
 		cb, err := ticketing.Connect(cl.addrs(), ticketing.WithToken(appToken))
@@ -340,6 +403,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		ops.until("http://"+leader.http+"/console/cluster", "the cluster page", func() bool { return ops.count("tr.member") == 3 })
 		if got := ops.text("#leader"); !strings.HasPrefix(got, leader.id) {
 			t.Errorf("leader %q, want %s", got, leader.id)
+		}
+		// Each member's version, as its Raft handshake stated it, and its
+		// log's distance from the commit index.
+		for _, p := range cl.procs {
+			member := fmt.Sprintf(`tr.member[data-id=%q]`, p.id)
+			if got := ops.text(member + " td.version"); got != stampedVersion {
+				t.Errorf("member %s's version %q, want %s", p.id, got, stampedVersion)
+			}
+			leads := ops.count(member+" strong") == 1
+			if got := ops.text(member + " td.replication"); leads && got != "leader" || !leads && !strings.HasSuffix(got, " behind") {
+				t.Errorf("member %s's replication %q", p.id, got)
+			}
 		}
 		ops.screenshot("cluster")
 	})

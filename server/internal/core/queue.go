@@ -413,19 +413,30 @@ func (c *Core) answer(w *waiter, f wire.Frame) {
 // comes first. It is 0 when the hold's end is already being committed
 // (expiry, or orphan release).
 func (c *Core) leaseLeft(key string, h fsm.Hold, at time.Time) uint32 {
-	t := c.leases[key]
-	if t == nil || t.token != h.Token {
+	end, ok := c.leaseEnd(key, h)
+	if !ok {
 		return 0
-	}
-	end := t.at
-	if t.promise.Before(end) {
-		end = t.promise
 	}
 	left := end.Sub(at)
 	if left <= 0 {
 		return 0
 	}
 	return min(uint32(left/time.Millisecond), h.LeaseMs)
+}
+
+// leaseEnd is when the lease of key's hold h ends as every leader will
+// enforce it (see leaseLeft); ok is false when its end is already being
+// committed.
+func (c *Core) leaseEnd(key string, h fsm.Hold) (end time.Time, ok bool) {
+	t := c.leases[key]
+	if t == nil || t.token != h.Token {
+		return time.Time{}, false
+	}
+	end = t.at
+	if t.promise.Before(end) {
+		end = t.promise
+	}
+	return end, true
 }
 
 // answerGranted answers every request of w with G for hold h, granted by a

@@ -1,75 +1,89 @@
 package fencetest_test
 
 import (
-	"context"
-	"database/sql"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-
-	_ "modernc.org/sqlite"
-
-	"github.com/ticketing-io/ticketing/fence"
+	"strings"
+	"testing"
 )
 
-// A holder with token 33 pauses; the key is taken over with token 34, whose
-// write lands; when the first holder wakes up its write is refused. (The
-// fence package's own Example, run here with the SQLite driver.)
-func Example_sqlite() {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "fence-example")
-	if err != nil {
-		panic(err)
+// documentedOutput is what the comment of the fence package's Example says
+// it prints: the tab-indented lines after "It prints:".
+func documentedOutput(src string) ([]string, error) {
+	_, rest, ok := strings.Cut(src, "// It prints:\n")
+	if !ok {
+		_, rest, ok = strings.Cut(src, " It prints:\n")
 	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", filepath.Join(dir, "app.db"))
-	if err != nil {
-		panic(err)
+	if !ok {
+		return nil, errors.New(`no "It prints:" in the comment of the fence package's Example`)
 	}
-	defer db.Close()
-
-	f, err := fence.New(fence.SQLite)
-	if err != nil {
-		panic(err)
-	}
-	if err := f.CreateTable(ctx, db); err != nil {
-		panic(err)
-	}
-	if _, err := db.Exec("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER)"); err != nil {
-		panic(err)
-	}
-
-	// setBalance is what a ticket holder runs; token comes from t.Token().
-	setBalance := func(token uint64, balance int) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
+	var out []string
+	for _, line := range strings.Split(rest, "\n") {
+		text, comment := strings.CutPrefix(line, "//")
+		if !comment {
+			break
 		}
-		defer tx.Rollback()
-		if err := f.Check(ctx, tx, "account/42", token); err != nil {
-			return err
+		if printed, ok := strings.CutPrefix(text, "\t"); ok {
+			out = append(out, printed)
 		}
-		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO accounts VALUES (42, ?) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance", balance); err != nil {
-			return err
+	}
+	if len(out) == 0 {
+		return nil, errors.New(`no output lines after "It prints:"`)
+	}
+	return out, nil
+}
+
+// The fence package's Example, the one its documentation shows, runs here
+// with the SQLite driver, which the client module may not import: go test
+// runs the fence package with the example given the Output its comment
+// documents, and a file importing the driver laid over the package
+// (-overlay). The example that is read is the one that runs.
+func TestFenceExampleRunsAsDocumented(t *testing.T) {
+	const pkg = "github.com/ticketing-io/ticketing/fence"
+	dirOut, err := exec.Command("go", "list", "-f", "{{.Dir}}", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	dir := strings.TrimSpace(string(dirOut))
+	src, err := os.ReadFile(filepath.Join(dir, "example_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := documentedOutput(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.TrimRight(string(src), "\n")
+	if !strings.HasSuffix(body, "}") {
+		t.Fatal("the fence package's example_test.go does not end with its Example's closing brace")
+	}
+	withOutput := body[:len(body)-1] + "\t// Output:\n\t// " + strings.Join(want, "\n\t// ") + "\n}\n"
+	tmp := t.TempDir()
+	files := map[string]string{
+		"example_test.go":       withOutput,
+		"sqlite_driver_test.go": "package fence_test\n\nimport _ \"modernc.org/sqlite\"\n",
+	}
+	replace := map[string]string{}
+	for name, text := range files {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		return tx.Commit()
+		replace[filepath.Join(dir, name)] = p
 	}
-
-	fmt.Println(setBalance(33, 100))
-	fmt.Println(setBalance(34, 200))
-	err = setBalance(33, 150) // the paused holder wakes up
-	fmt.Println(errors.Is(err, fence.ErrStaleToken), err)
-
-	var balance int
-	if err := db.QueryRow("SELECT balance FROM accounts WHERE id = 42").Scan(&balance); err != nil {
-		panic(err)
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
 	}
-	fmt.Println("balance:", balance)
-	// Output:
-	// <nil>
-	// <nil>
-	// true fence: stale token 33 for key "account/42": stored mark is 34 (a newer holder has committed; roll back)
-	// balance: 200
+	overlayFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "test", "-overlay", overlayFile, "-count=1", "-v", "-run", "^Example$", pkg).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: Example ") {
+		t.Fatalf("the fence package's Example with SQLite does not print what its comment says (%v):\n%s", err, out)
+	}
 }

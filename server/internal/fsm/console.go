@@ -103,3 +103,19 @@ func (s *State) CountPrefix(prefix string, limit int) (n int, capped bool) {
 	})
 	return n, capped
 }
+
+// RangePrefix calls fn for every held key that starts with prefix and
+// sorts after after (every one when after is ""), in key order, until fn
+// returns false. The console's order by time left, which the applied state
+// does not keep, reads every key of a prefix this way, a part at a time.
+func (s *State) RangePrefix(prefix, after string, fn func(HeldKey) bool) {
+	s.order.AscendGreaterOrEqual(max(prefix, after), func(k string) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
+		if k == after {
+			return true
+		}
+		return fn(HeldKey{Key: k, Hold: s.holds[k]})
+	})
+}

@@ -2,11 +2,11 @@ package mysqltest
 
 import (
 	"database/sql"
-	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/ticketing-io/ticketing/server/internal/dbproc"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -25,73 +25,33 @@ func query(t *testing.T, dsn, q string) string {
 	return s
 }
 
-func TestShared(t *testing.T) {
-	srv := Shared(t)
-	if Shared(t) != srv {
-		t.Fatal("Shared started a second server")
+func TestContract(t *testing.T) {
+	if os.Getenv(EnvDSN) != "" {
+		t.Setenv(EnvDSN, "") // Start's server is the one it starts itself
 	}
+	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Query: query,
+		Exec: func(t *testing.T, dsn, stmt string) {
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			if _, err := db.Exec(stmt); err != nil {
+				t.Fatal(err)
+			}
+		},
+		CountTable: "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'only_in_a'",
+	})
+}
+
+// The server is InnoDB's, on loopback.
+func TestSettings(t *testing.T) {
+	srv := Shared(t)
 	if v := query(t, srv.DSN(), "SELECT @@default_storage_engine"); v != "InnoDB" {
 		t.Errorf("default storage engine %q, want InnoDB", v)
 	}
 	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") && os.Getenv(EnvDSN) == "" {
 		t.Errorf("listens on %s, want loopback", srv.Addr())
-	}
-}
-
-func TestNewDatabaseIsolated(t *testing.T) {
-	srv := Shared(t)
-	a, b := srv.NewDatabase(t), srv.NewDatabase(t)
-	if a == b {
-		t.Fatal("same DSN twice")
-	}
-	db, err := sql.Open("mysql", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE only_in_a (x int)"); err != nil {
-		t.Fatal(err)
-	}
-	// Left open on purpose: the drop at cleanup must still succeed.
-	t.Cleanup(func() { db.Close() })
-	if n := query(t, b, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'only_in_a'"); n != "0" {
-		t.Fatalf("table visible in the other database: %s", n)
-	}
-}
-
-func TestStartStop(t *testing.T) {
-	if os.Getenv(EnvDSN) != "" {
-		t.Setenv(EnvDSN, "") // this test is about the server it starts itself
-	}
-	srv := Start(t)
-	if query(t, srv.DSN(), "SELECT 'up'") != "up" {
-		t.Fatal("no answer")
-	}
-	if os.Geteuid() == 0 {
-		// As root the server must run as an unprivileged user.
-		fi, err := os.Stat(fmt.Sprintf("/proc/%d", srv.cmd.Process.Pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid == 0 {
-			t.Errorf("the server runs as root")
-		}
-	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s left behind: %v", srv.dir, err)
-	}
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Ping(); err == nil {
-		t.Error("server still accepts connections after Stop")
-	}
-	if err := srv.Stop(); err != nil { // Start's cleanup calls it again
-		t.Fatal(err)
 	}
 }
 
@@ -101,8 +61,8 @@ func TestExternalDSN(t *testing.T) {
 	srv := Shared(t)
 	t.Setenv(EnvDSN, srv.DSN())
 	ext := Start(t)
-	if ext.cmd != nil || ext.Addr() != srv.Addr() {
-		t.Fatalf("started a server (%v) or uses %s, want %s", ext.cmd, ext.Addr(), srv.Addr())
+	if ext.proc != nil || ext.Addr() != srv.Addr() {
+		t.Fatalf("started a server (%v) or uses %s, want %s", ext.proc, ext.Addr(), srv.Addr())
 	}
 	if query(t, ext.NewDatabase(t), "SELECT DATABASE()") == "" {
 		t.Fatal("no database selected")

@@ -8,13 +8,14 @@ import (
 )
 
 // FuzzReadHandshake: the Raft handshake decoder never panics, and what
-// appendHello and appendReply write (version 4 with the admission index,
-// version 3 with the nonce, version 2 with the incarnation, and version 1 as
-// older servers write it) reads back the same.
+// appendHello and appendReply write (version 4 with the admission index
+// and the release, version 3 with the nonce, version 2 with the
+// incarnation, and version 1 as older servers write it) reads back the
+// same.
 func FuzzReadHandshake(f *testing.F) {
-	me := peerInfo{ID: "n1", Cluster: fsm.ClusterID{1, 2, 3}, State: stateSettled, Incarnation: 0x0123456789abcdef, Admitted: 0x2a, Auth: authSecret, Nonce: [nonceSize]byte{9, 8, 7}}
+	me := peerInfo{ID: "n1", Cluster: fsm.ClusterID{1, 2, 3}, State: stateSettled, Incarnation: 0x0123456789abcdef, Admitted: 0x2a, Release: "v1.4.0", Auth: authSecret, Nonce: [nonceSize]byte{9, 8, 7}}
 	v3 := me
-	v3.Version, v3.Admitted = handshakeVersionV3, 0
+	v3.Version, v3.Admitted, v3.Release = handshakeVersionV3, 0, ""
 	v2 := v3
 	v2.Version, v2.Auth, v2.Nonce = handshakeVersionV2, 0, [nonceSize]byte{}
 	old := v2
@@ -26,6 +27,7 @@ func FuzzReadHandshake(f *testing.F) {
 	f.Add(appendHello(nil, kindProbe, peerInfo{ID: "n2"}), false)
 	f.Add(appendReply(nil, true, me, "refused: another cluster"), true)
 	f.Add(appendReply(nil, true, v3, "refused: another cluster"), true)
+	f.Add(appendReply(nil, false, v3, ""), true)
 	f.Add(appendReply(nil, true, v2, "refused: another cluster"), true)
 	f.Add(appendReply(nil, true, old, "refused: another cluster"), true)
 	f.Add(appendReply(nil, false, peerInfo{}, ""), true)
@@ -44,6 +46,9 @@ func FuzzReadHandshake(f *testing.F) {
 		}
 		if p.Version < 4 && p.Admitted != 0 {
 			t.Fatalf("a version %d handshake has admission index %d", p.Version, p.Admitted)
+		}
+		if p.Version < 4 && p.Release != "" {
+			t.Fatalf("a version %d handshake has release %q", p.Version, p.Release)
 		}
 		if (reply || p.Version < 3) && (p.Auth != authNone || p.Nonce != [nonceSize]byte{}) {
 			t.Fatalf("a version %d %s has auth %d and a nonce", p.Version, map[bool]string{true: "reply", false: "hello"}[reply], p.Auth)

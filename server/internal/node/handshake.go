@@ -17,8 +17,8 @@ var ErrRefused = errors.New("raft connection refused")
 // then run the check below and close the connection when it fails. Raft's
 // own bytes follow only on an accepted connection.
 //
-//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64] [auth:u8 nonce:[32]]
-//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64] reason:str16
+//	hello:     "TKRC" ver:u8 kind:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64 release:str8] [auth:u8 nonce:[32]]
+//	reply:     "TKRC" ver:u8 verdict:u8 cluster:[16] state:u8 id:str8 [incarnation:u64] [admitted:u64 release:str8] reason:str16
 //	challenge: "TKRC" ver:u8 2 id:str8 nonce:[32] n:u8 proof:[32]*n   (acceptor, when the hello has auth 1)
 //	proof:     n:u8 proof:[32]*n                                        (dialer, answering the challenge)
 //
@@ -27,12 +27,14 @@ var ErrRefused = errors.New("raft connection refused")
 // challenge-response (peerauth.go): a hello with auth 1 is answered with a
 // challenge instead of a reply, the dialer sends its proof, and only then
 // the acceptor runs its checks and replies. Version 4 adds the log index of
-// the sender's own admission (peerInfo.Admitted); older versions are read
-// with 0 (unknown). The acceptor answers in the version of the hello, so an
-// older dialer reads the answer. An older acceptor refuses a newer hello by
-// closing the connection unanswered; the dialer then says hello once more
-// in the older versions (see hello), unless it requires the cluster secret,
-// which versions before 3 cannot prove.
+// the sender's own admission (peerInfo.Admitted) and its release (ticketd's
+// version, which the console's cluster page shows for each member); older
+// versions are read with 0 and "" (unknown). The acceptor answers in the
+// version of the hello, so an older dialer reads the answer. An older
+// acceptor refuses a newer hello by closing the connection unanswered; the
+// dialer then says hello once more in the older versions (see hello),
+// unless it requires the cluster secret, which versions before 3 cannot
+// prove.
 var handshakeMagic = [4]byte{'T', 'K', 'R', 'C'}
 
 const (
@@ -79,6 +81,8 @@ type peerInfo struct {
 	// were, or version 3 and older). Of two directories of one node id, the
 	// one admitted later is the current one (identity.check).
 	Admitted uint64
+	// Release is the sender's ticketd version ("" before version 4).
+	Release string
 	// Version is the handshake version the frame was read in, or is to be
 	// written in (0 means the current one).
 	Version byte
@@ -104,6 +108,9 @@ func appendIdentity(b []byte, p peerInfo) []byte {
 	}
 	if p.version() >= 4 {
 		b = binary.BigEndian.AppendUint64(b, p.Admitted)
+		r := p.Release[:min(len(p.Release), 255)]
+		b = append(b, byte(len(r)))
+		b = append(b, r...)
 	}
 	return b
 }
@@ -202,6 +209,15 @@ func readBody(r io.Reader, version byte, reply bool) (p peerInfo, reason string,
 			return p, "", fmt.Errorf("read handshake: %w", err)
 		}
 		p.Admitted = binary.BigEndian.Uint64(adm[:])
+		var n [1]byte
+		if _, err = io.ReadFull(r, n[:]); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		rel := make([]byte, n[0])
+		if _, err = io.ReadFull(r, rel); err != nil {
+			return p, "", fmt.Errorf("read handshake: %w", err)
+		}
+		p.Release = string(rel)
 	}
 	if !reply && p.Version >= 3 {
 		var auth [1 + nonceSize]byte

@@ -72,6 +72,7 @@ type identity struct {
 	dir         string
 	log         *slog.Logger
 	incarnation uint64 // of this data directory (INCARNATION)
+	release     string // this ticketd's version, stated in the handshake
 
 	// Set once Raft runs (the handshake needs the leader state, the
 	// configuration and the participants).
@@ -92,6 +93,9 @@ type identity struct {
 	knownUpTo      uint64                   // the last index of that log
 	conns          map[*hsConn]fsm.ClusterID
 	logged         map[string]time.Time // refusal messages, at most one per peer and reason a minute
+	// releases are the peers' ticketd versions, as their last accepted
+	// handshake stated them ("" from a handshake older than version 4).
+	releases map[string]string
 	// floodLogged: when the line saying that refusals went unlogged was logged.
 	floodLogged time.Time
 }
@@ -130,7 +134,29 @@ func (m *identity) selfLocked() peerInfo {
 	case m.hasState:
 		st = stateProvisional
 	}
-	return peerInfo{ID: m.nodeID, Cluster: m.cluster, State: st, Incarnation: m.incarnation}
+	return peerInfo{ID: m.nodeID, Cluster: m.cluster, State: st, Incarnation: m.incarnation, Release: m.release}
+}
+
+// metRelease records the release a peer stated in a handshake that passed
+// the checks: at most maxTracked peers (anyone who proves the cluster's
+// credentials may name itself), the latest kept.
+func (m *identity) metRelease(p peerInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.releases[p.ID]; ok || len(m.releases) < maxTracked {
+		m.releases[p.ID] = p.Release
+	}
+}
+
+// PeerRelease is the ticketd version member id stated in its last Raft
+// handshake with this server; known is false when none was accepted since
+// this server started, and release is "" when the peer's handshake is
+// older than the one that states it.
+func (n *Node) PeerRelease(id string) (release string, known bool) {
+	n.id.mu.Lock()
+	defer n.id.mu.Unlock()
+	release, known = n.id.releases[id]
+	return release, known
 }
 
 // Cluster returns the ID this server knows (zero if none).

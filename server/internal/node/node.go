@@ -22,6 +22,7 @@ type Peer struct {
 // Config configures one Raft node.
 type Config struct {
 	ID        string
+	Release   string // this ticketd's version, stated to peers in the handshake
 	RaftAddr  string // listen address for Raft traffic
 	Advertise string // address peers use to reach this node; defaults to RaftAddr
 	Dir       string // data directory: the Raft log (wal/) and snapshots/

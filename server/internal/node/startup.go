@@ -92,9 +92,9 @@ func openIdentity(cfg Config, existing bool, m *stateMachine) (*identity, error)
 			return nil, accessOr(cfg.Dir, fmt.Errorf("write %s: %w", incarnationPath(cfg.Dir), err))
 		}
 	}
-	return &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: m, cluster: cluster, hasState: existing, incarnation: inc,
+	return &identity{nodeID: cfg.ID, dir: cfg.Dir, log: cfg.Logger, fsm: m, cluster: cluster, hasState: existing, incarnation: inc, release: cfg.Release,
 		admitting: map[string]uint64{}, seen: map[string]uint64{}, conns: map[*hsConn]fsm.ClusterID{}, logged: map[string]time.Time{},
-		known: map[string]fsm.Admission{}}, nil
+		known: map[string]fsm.Admission{}, releases: map[string]string{}}, nil
 }
 
 // identityReplay follows the cluster ID and the participants from the

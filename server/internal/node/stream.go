@@ -131,6 +131,7 @@ func (s *clusterStream) serve(raw net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	s.id.metRelease(p)
 	tc := s.id.track(c, me.Cluster)
 	select {
 	case s.accepted <- tc:
@@ -245,6 +246,7 @@ func (s *clusterStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
 	c.SetDeadline(time.Time{})
+	s.id.metRelease(p)
 	return s.id.track(c, me.Cluster), nil
 }
 

@@ -30,34 +30,24 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ticketing-io/ticketing/server/internal/dbproc"
 )
 
 // Server is a running throwaway PostgreSQL server.
 type Server struct {
-	dir  string // temporary directory holding data, socket and log
-	port int
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the postgres process has exited
-	dbs  atomic.Int64  // names databases made by NewDatabase
-
-	stopOnce sync.Once
-	stopErr  error
+	proc *dbproc.Proc
+	dbs  atomic.Int64 // names databases made by NewDatabase
 }
 
 // DSN returns a connection URL for the superuser "postgres" (no password)
@@ -65,10 +55,12 @@ type Server struct {
 func (s *Server) DSN() string { return s.dsn("postgres") }
 
 // Addr is the server's host:port on the loopback interface.
-func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.proc.Port) }
 
-func (s *Server) dsn(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+func (s *Server) dsn(db string) string { return dsnAt(s.proc.Port, db) }
+
+func dsnAt(port int, db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, db)
 }
 
 // NewDatabase creates an empty database, drops it when tb ends, and returns
@@ -104,60 +96,34 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 	return nil
 }
 
+// Proc is the server's process.
+func (s *Server) Proc() *dbproc.Proc { return s.proc }
+
+// Stop shuts the server down and deletes its directory. Start and Main call
+// it; it is safe to call more than once.
+func (s *Server) Stop() error { return s.proc.Stop() }
+
 // Start starts a server for tb and stops it when tb ends. It fails tb if the
 // server cannot start.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := start()
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			tb.Errorf("pgtest: %v", err)
-		}
-	})
-	return s
+	return dbproc.StartFor(tb, "pgtest", start)
 }
 
-var shared struct {
-	inMain atomic.Bool
-	once   sync.Once
-	srv    *Server
-	err    error
-}
+var shared = dbproc.NewShared("pgtest", start)
 
 // Main runs the package's tests with m.Run and then stops the server that
 // Shared started, if any. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-func Main(m *testing.M) int {
-	shared.inMain.Store(true)
-	code := m.Run()
-	if shared.srv != nil {
-		if err := shared.srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest:", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	return code
-}
+func Main(m *testing.M) int { return shared.Run(m.Run) }
 
 // Shared returns the package's shared server, starting it on the first call.
 // The package's TestMain must run Main, which stops the server at the end.
 // A server that failed to start fails every test that asks for it.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	if !shared.inMain.Load() {
-		tb.Fatal("pgtest: Shared needs TestMain to call pgtest.Main: func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }")
-	}
-	shared.once.Do(func() { shared.srv, shared.err = start() })
-	if shared.err != nil {
-		tb.Fatalf("pgtest: %v", shared.err)
-	}
-	return shared.srv
+	return shared.Get(tb)
 }
 
 // binDirs are searched after PATH for the server binaries.
@@ -166,27 +132,18 @@ var binDirs = []string{"/usr/lib/postgresql/15/bin"}
 const installHint = "install the PostgreSQL 15 server (Debian/Ubuntu: apt-get install postgresql-15) " +
 	"and put /usr/lib/postgresql/15/bin on PATH"
 
-// findBinary looks for a server binary on PATH, then in binDirs.
-func findBinary(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, d := range binDirs {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found on PATH or in %s: %s", name, strings.Join(binDirs, ", "), installHint)
+// credential is who runs postgres when the tests run as root.
+func credential() (*syscall.Credential, error) {
+	return dbproc.Credential("PostgreSQL", installHint, "postgres")
 }
 
 // start runs initdb into a new temporary directory and starts postgres.
 func start() (*Server, error) {
-	initdb, err := findBinary("initdb")
+	initdb, err := dbproc.FindBinary(binDirs, installHint, "initdb")
 	if err != nil {
 		return nil, err
 	}
-	postgres, err := findBinary("postgres")
+	postgres, err := dbproc.FindBinary(binDirs, installHint, "postgres")
 	if err != nil {
 		return nil, err
 	}
@@ -194,168 +151,50 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	dir, err := dbproc.TempDir("pgtest-", cred)
 	if err != nil {
 		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(dir)
-		}
-	}()
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
 	}
 	data := filepath.Join(dir, "data")
-	cmd := command(dir, cred, initdb, "-D", data, "-U", "postgres", "-A", "trust",
+	cmd := dbproc.Command(dir, cred, "", initdb, "-D", data, "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	// A free port can be taken by someone else before postgres binds it;
-	// try again with another.
-	for try := 0; ; try++ {
-		s, err := launch(dir, data, postgres, cred)
-		if err == nil {
-			ok = true
-			return s, nil
-		}
-		if !errors.Is(err, errPortTaken) || try == 4 {
-			return nil, err
-		}
-	}
-}
-
-var errPortTaken = errors.New("port taken")
-
-func launch(dir, data, postgres string, cred *syscall.Credential) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "postgres.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = logFile.Close() }() // the child has its own descriptor
-	cmd := command(dir, cred, postgres, "-D", data,
-		"-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+dir,
-		// This is a disposable test fixture, not the product: durability is
-		// worthless here and costs startup and commit time.
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
-		"-c", "max_connections=200",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// If the test binary dies without cleaning up (a panic, a -timeout),
-	// take the server down too; SIGQUIT is postgres's immediate shutdown.
-	// Best effort: the kernel sends it when the forking OS thread exits, and
-	// the temporary directory is left behind.
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	s := &Server{dir: dir, port: port, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	if err := s.waitReady(logPath); err != nil {
-		_ = s.Stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-// waitReady polls until the server accepts a connection or exits.
-func (s *Server) waitReady(logPath string) error {
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := pgx.Connect(ctx, s.DSN())
-		cancel()
-		if err == nil {
-			_ = c.Close(context.Background())
-			return nil
-		}
-		select {
-		case <-s.done:
-			log, _ := os.ReadFile(logPath)
-			if strings.Contains(string(log), "could not bind") || strings.Contains(string(log), "already in use") {
-				return errPortTaken
+	p, err := dbproc.Launch(dbproc.Spec{Name: "postgres", Dir: dir, Cred: cred, Binary: postgres, Log: "postgres.log",
+		Args: func(port int, _ string) []string {
+			return []string{"-D", data,
+				"-p", strconv.Itoa(port),
+				"-c", "listen_addresses=127.0.0.1",
+				"-c", "unix_socket_directories=" + dir,
+				// This is a disposable test fixture, not the product:
+				// durability is worthless here and costs startup and
+				// commit time.
+				"-c", "fsync=off",
+				"-c", "synchronous_commit=off",
+				"-c", "full_page_writes=off",
+				"-c", "max_connections=200",
 			}
-			return fmt.Errorf("postgres exited during startup: %v\n%s", s.cmd.ProcessState, log)
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("postgres did not accept connections within a minute: %v\n%s", err, log)
-		}
-	}
-}
-
-// Stop shuts the server down and deletes its directory. Start and Main call
-// it; it is safe to call more than once.
-func (s *Server) Stop() error {
-	s.stopOnce.Do(func() {
-		// SIGINT is a fast shutdown: open sessions are ended.
-		if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			s.stopErr = fmt.Errorf("stop postgres: %w", err)
-		}
-		select {
-		case <-s.done:
-		case <-time.After(time.Minute):
-			s.cmd.Process.Kill()
-			<-s.done
-			s.stopErr = errors.New("postgres did not shut down within a minute; killed")
-		}
-		if err := os.RemoveAll(s.dir); err != nil && s.stopErr == nil {
-			s.stopErr = err
-		}
+		},
+		// SIGQUIT is postgres's immediate shutdown, SIGINT its fast one
+		// (open sessions are ended).
+		DeathSignal: syscall.SIGQUIT, StopSignal: syscall.SIGINT,
+		Ready: func(port int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := pgx.Connect(ctx, dsnAt(port, "postgres"))
+			if err != nil {
+				return err
+			}
+			return c.Close(context.Background())
+		},
+		ReadyWithin: time.Minute,
+		PortTaken:   []string{"could not bind", "already in use"},
 	})
-	return s.stopErr
-}
-
-// credential returns the identity to run the server as: the "postgres"
-// user when running as root, since postgres refuses root; nil otherwise.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to run as root, but there is no postgres user to run it as (%v): %s", err, installHint)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("postgres user has non-numeric uid %q or gid %q", u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func command(dir string, cred *syscall.Credential, name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir // root's working directory may be closed to the postgres user
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LC_ALL=C", "LANG=C", "TZ=UTC"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	return cmd
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return &Server{proc: p}, nil
 }

@@ -303,6 +303,19 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	// Restore into a fresh single node.
 	cfg := testcluster.Config(t, "r1", filepath.Join(t.TempDir(), "r1"))
 	cfg.RestoreFile = file
+	// A start with a restore is all or nothing: when its last step fails
+	// (the HTTP port is taken), what it opened is closed and the data
+	// directory left empty, so the same command runs again.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := cfg
+	busy.HTTPAddr = taken.Addr().String()
+	if _, err := server.New(busy); err == nil || !strings.Contains(err.Error(), "listen for HTTP") {
+		t.Fatalf("restore with the HTTP port taken: %v", err)
+	}
+	taken.Close()
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("restore: %v", err)

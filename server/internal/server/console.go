@@ -369,6 +369,13 @@ func (s *Server) consoleCluster() *console.Cluster {
 			default:
 				cm.Health, cm.OK = "reachable", true
 			}
+			cm.Version = s.memberRelease(m.ID)
+			if m.Reachable != nil {
+				cm.Replication, cm.MatchIndex = true, m.MatchIndex
+				if m.MatchIndex < st.CommitIndex {
+					cm.Behind = st.CommitIndex - m.MatchIndex
+				}
+			}
 			if !m.Voter && m.Reachable != nil {
 				// A learner: promoted once its log reaches the commit index.
 				cm.Health += fmt.Sprintf("; learner, log at %d of %d", m.MatchIndex, st.CommitIndex)
@@ -379,19 +386,60 @@ func (s *Server) consoleCluster() *console.Cluster {
 	return c
 }
 
+// memberRelease is member id's ticketd version: this server's own, or the
+// one the member stated in its last Raft handshake with this server.
+func (s *Server) memberRelease(id string) string {
+	if id == s.cfg.NodeID {
+		return s.cfg.Build.Version
+	}
+	switch rel, known := s.node.PeerRelease(id); {
+	case !known:
+		return "unknown: no Raft connection with it since this server started"
+	case rel == "":
+		return "older: its Raft handshake does not state its version"
+	default:
+		return rel
+	}
+}
+
 // consoleTickets reads one page of held keys from the applied state, then
 // asks the core (which owns the queues and lease timers) for each key's
 // waiters and time left.
 func (s *Server) consoleTickets(ctx context.Context, q console.Query) (*console.Tickets, error) {
 	var page []fsm.HeldKey
-	t := &console.Tickets{Prefix: q.Prefix, After: q.After, Rows: []console.Ticket{}}
+	t := &console.Tickets{Prefix: q.Prefix, After: q.After, SortLeft: q.SortLeft, Rows: []console.Ticket{}}
 	var more bool
-	s.node.Read(func(st *fsm.State) {
+	if q.SortLeft {
+		// The order by time left is the core's (it owns the lease timers),
+		// over every key of the prefix, so that paging walks one order.
+		var after *core.LeftPos
+		if q.After != "" {
+			after = &core.LeftPos{EndMs: q.AfterEnd, Key: q.After}
+		}
+		var pos []core.LeftPos
+		var err error
+		page, pos, more, err = s.core.ByLeft(ctx, q.Prefix, after, q.Last, console.PageSize)
+		if errors.Is(err, core.ErrStopped) {
+			return nil, errNotLeaderNow
+		}
+		if err != nil {
+			return nil, err
+		}
 		if q.Last {
+			t.Last, t.Before, more = true, more, false
+		}
+		if more && len(pos) > 0 {
+			t.NextEnd = pos[len(pos)-1].EndMs
+		}
+	}
+	s.node.Read(func(st *fsm.State) {
+		switch {
+		case q.SortLeft:
+		case q.Last:
 			page, more = st.HoldsLastPage(q.Prefix, console.PageSize)
 			t.Last, t.Before = true, more
 			more = false
-		} else {
+		default:
 			page, more = st.HoldsPage(q.Prefix, q.After, console.PageSize)
 		}
 		if q.Prefix == "" {
@@ -509,7 +557,7 @@ func (s *Server) adminConsole(c *conn, id uint32, req adminwire.Request) string 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last}
+	q := console.Query{Page: req.Page, Prefix: req.Prefix, After: req.After, Last: req.Last, SortLeft: req.Sort == adminwire.SortLeft, AfterEnd: req.End}
 	v := s.console.cached(q)
 	var err error
 	if v == nil {

@@ -16,8 +16,9 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
 )
 
-// BenchmarkConsoleTicketsPage is the first tickets page of the console, as
-// a browser gets it over HTTP, from a server that restored a backup of
+// BenchmarkConsoleTicketsPage is the first tickets page of the console, by
+// key and by time left, as a browser gets it over HTTP, from a server that
+// restored a backup of
 // $TICKETING_BENCH_HELD held keys (20000 unless set; docs/deployment.md
 // gives the figure for 1,000,000), with the view cache off so that every
 // request reads the state.
@@ -56,7 +57,7 @@ func BenchmarkConsoleTicketsPage(b *testing.B) {
 		cfg.SnapshotThreshold = 1 << 30 // no snapshot of the restored state while measuring
 	}))
 	base := "http://" + c.Server(0).HTTPAddr().String() + "/console/tickets"
-	for _, q := range []string{"", "?prefix=tenant-3%2F"} {
+	for _, q := range []string{"", "?prefix=tenant-3%2F", "?sort=left", "?prefix=tenant-3%2F&sort=left"} {
 		b.Run("query="+q, func(b *testing.B) {
 			for b.Loop() {
 				resp, err := http.Get(base + q)

@@ -28,7 +28,11 @@ func (s *Server) consoleFromLeader(ctx context.Context, token string, q console.
 	if err != nil {
 		return nil, err
 	}
-	data, err := adminQuery(ctx, addr, tc, token, adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After, Last: q.Last})
+	req := adminwire.Request{Op: adminwire.OpConsole, Page: q.Page, Prefix: q.Prefix, After: q.After, Last: q.Last}
+	if q.SortLeft {
+		req.Sort, req.End = adminwire.SortLeft, q.AfterEnd
+	}
+	data, err := adminQuery(ctx, addr, tc, token, req)
 	if err != nil {
 		return nil, fmt.Errorf("reading from the leader at %s: %w", addr, err)
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
+	"github.com/ticketing-io/ticketing/server/internal/buildinfo"
 	"github.com/ticketing-io/ticketing/server/internal/console"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 	"github.com/ticketing-io/ticketing/server/internal/testcluster"
@@ -47,6 +49,10 @@ func consoleDo(t *testing.T, client *http.Client, method, url, auth string) (*ht
 }
 
 func bearer(token string) string { return "Bearer " + token }
+
+// lagging matches the replication cell of a member that lacks committed
+// entries.
+var lagging = regexp.MustCompile(`<td class="replication">log at \d+, [1-9]\d* behind</td>`)
 
 // Off unless enabled: the HTTP port answers 404 under /console/.
 func TestConsoleOffByDefault(t *testing.T) {
@@ -383,9 +389,15 @@ func TestConsoleFollowerReadsLeaderOverTLS(t *testing.T) {
 }
 
 // The cluster page gives each member's health as the leader sees it: a
-// stopped follower is unreachable, and reachable again once restarted.
+// stopped follower is unreachable, and reachable again once restarted; and
+// each member's own version (each server here has its own) and how far its
+// log is behind the commit index: entries committed while it was stopped,
+// none once it caught up.
 func TestConsoleMemberHealth(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) { cfg.HTTP.Console = true }))
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(cfg *server.Config) {
+		cfg.HTTP.Console = true
+		cfg.Build = buildinfo.Info{Version: "v1.2.3-" + cfg.NodeID, Commit: "test", Go: "go"}
+	}))
 	li := c.LeaderIndex(t)
 	fi := (li + 1) % 3
 	url := "http://" + c.Server(li).HTTPAddr().String() + "/console/cluster"
@@ -396,11 +408,11 @@ func TestConsoleMemberHealth(t *testing.T) {
 		}
 		return body[i : i+strings.Index(body[i:], "</tr>")]
 	}
-	waitRow := func(what, want string) {
+	waitRow := func(what string, want any) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
-			if strings.Contains(row(body), want) {
+			if re, ok := want.(*regexp.Regexp); ok && re.MatchString(row(body)) || strings.Contains(row(body), fmt.Sprint(want)) {
 				return
 			}
 			if time.Now().After(deadline) {
@@ -410,10 +422,26 @@ func TestConsoleMemberHealth(t *testing.T) {
 		}
 	}
 	waitRow("running", `<td class="health ok">reachable</td>`)
+	waitRow("running", `<td class="replication">log at `)
+	for i := range 3 {
+		id := c.Config(i).NodeID
+		_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
+		if want := fmt.Sprintf(`<tr class="member" data-id="%s">`, id); !strings.Contains(body[strings.Index(body, want):], `<td class="version">v1.2.3-`+id+`</td>`) {
+			t.Errorf("member %s's row does not give its version v1.2.3-%s:\n%s", id, id, body)
+		}
+	}
 	c.Kill(fi)
 	waitRow("stopped", `<td class="health bad">unreachable: heartbeats fail`)
+	r := testcluster.Hello(t, c.Addr(li), "")
+	for i := range 5 {
+		if f := r.Final(r.Acquire(fmt.Sprintf("k%d", i), testcluster.Owner(i+1), 0, 60)); f.Type != wire.TypeGranted {
+			t.Fatalf("acquire: %s", f.Type)
+		}
+	}
+	waitRow("stopped, entries committed", lagging)
 	c.Restart(fi)
 	waitRow("restarted", `<td class="health ok">reachable</td>`)
+	waitRow("caught up", `, 0 behind</td>`)
 	_, body := consoleDo(t, http.DefaultClient, "GET", url, "")
 	if !strings.Contains(body, fmt.Sprintf(`data-id="%s">`, c.Config(li).NodeID)) || !strings.Contains(body, `<td class="health ok">ready</td>`) {
 		t.Errorf("the leader's own row does not say ready:\n%s", body)

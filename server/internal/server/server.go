@@ -74,94 +74,12 @@ func New(cfg Config) (*Server, error) {
 	s.logLimit = newLogLimiter(cfg.Logger)
 	s.usage = make(map[string]*principalUsage)
 
-	raftTLS, err := raftTLSConfig(cfg.RaftTLS)
+	creds, err := loadCredentials(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var raftSecrets [][]byte
-	if cfg.RaftSecretFile != "" {
-		if raftSecrets, err = ReadRaftSecrets(cfg.RaftSecretFile); err != nil {
-			return nil, err
-		}
-	}
-	clientTLS, err := clientTLSConfig(cfg.TLS)
-	if err != nil {
+	if err := s.open(creds); err != nil {
 		return nil, err
-	}
-	// A restore is all or nothing: the backup is read and checked, and the
-	// data directory found empty, before anything is written there.
-	raftDir := filepath.Join(cfg.DataDir, "raft")
-	var backup *fsm.State
-	if cfg.RestoreFile != "" {
-		if backup, err = readBackup(cfg.RestoreFile); err != nil {
-			return nil, err
-		}
-		if err := checkEmptyForRestore(raftDir, cfg); err != nil {
-			return nil, err
-		}
-	}
-	// No TCP keep-alive on client connections: pings are the liveness
-	// check (before the hello, its timeout), and Go's default probes every
-	// 15 s would cost an idle connection more than its pings do.
-	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", cfg.ClientAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for clients on %s: %w", cfg.ClientAddr, err)
-	}
-	if clientTLS != nil {
-		ln = tls.NewListener(ln, clientTLS)
-	}
-	s.ln = ln
-	if _, port, _ := net.SplitHostPort(cfg.AdvertiseClientAddr); cfg.AdvertiseClientAddr == cfg.ClientAddr && port == "0" {
-		s.cfg.AdvertiseClientAddr = ln.Addr().String() // resolves :0 in tests
-	}
-	initial := cfg.InitialClusterState
-	if cfg.RestoreFile != "" {
-		initial = "new" // a restore always makes a new cluster
-	}
-	s.node, err = node.Open(node.Config{
-		ID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
-		Bootstrap: cfg.Bootstrap, BootstrapAbsent: cfg.BootstrapAbsent, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: raftTLS,
-		ClusterName: cfg.ClusterName, RaftSecrets: raftSecrets, Insecure: cfg.RaftInsecure, NoRaftListener: cfg.RunsAlone(),
-		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
-	})
-	if err != nil {
-		ln.Close()
-		if cfg.RestoreFile != "" {
-			_ = removeContents(raftDir) // it was empty: leave it so
-		}
-		return nil, err
-	}
-	if cfg.RestoreFile != "" {
-		if err := s.restore(backup); err != nil {
-			ln.Close()
-			_ = s.node.Close()
-			// Leave the directory as it was found: empty. A later start
-			// without --restore then cannot serve a half-made cluster.
-			if rerr := removeContents(raftDir); rerr != nil {
-				s.log.Error("could not clean up after the failed restore", "dir", raftDir, "err", rerr)
-			}
-			return nil, fmt.Errorf("restore %s failed, and the data directory was left empty: %w", cfg.RestoreFile, err)
-		}
-	}
-	s.metrics = newMetrics(s)
-	s.auth.Store(newAuthTable(&s.cfg))
-	s.core = core.New(corePorts(s))
-	if cfg.HTTPAddr != "" {
-		if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			ln.Close()
-			_ = s.node.Close()
-			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
-		}
-		if cfg.HTTP.TLS {
-			s.httpLn = tls.NewListener(s.httpLn, httpTLSConfig(clientTLS))
-		}
-		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: withHTTPConn}
-		s.goRun(func() {
-			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("the HTTP listener (metrics, health) stopped", "addr", cfg.HTTPAddr, "err", err)
-			}
-		})
 	}
 	s.goRun(s.core.Run)
 	s.watchLeaders()
@@ -182,8 +100,159 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.log.Info("ticketd started", "node", cfg.NodeID, "version", s.cfg.Build.Version, "commit", s.cfg.Build.Commit, "go", s.cfg.Build.Go,
 		"listen", s.ln.Addr().String(), "raft", raftListen, "http", cfg.HTTPAddr, "data_dir", cfg.DataDir,
-		"tls", clientTLS != nil, "raft_tls", raftTLS != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
+		"tls", creds.client != nil, "raft_tls", creds.raft != nil, "auth", len(cfg.ClientTokens) > 0 || len(cfg.Auth.Principals) > 0)
 	return s, nil
+}
+
+// credentials are what a server reads before it opens anything: the TLS
+// configurations of the client port and of Raft, and the cluster secrets.
+type credentials struct {
+	client, raft *tls.Config
+	raftSecrets  [][]byte
+}
+
+func loadCredentials(cfg Config) (c credentials, err error) {
+	if c.raft, err = raftTLSConfig(cfg.RaftTLS); err != nil {
+		return c, err
+	}
+	if cfg.RaftSecretFile != "" {
+		if c.raftSecrets, err = ReadRaftSecrets(cfg.RaftSecretFile); err != nil {
+			return c, err
+		}
+	}
+	c.client, err = clientTLSConfig(cfg.TLS)
+	return c, err
+}
+
+// undoList is what the startup opened so far, undone newest first when a
+// later step fails: New's one cleanup path.
+type undoList []func()
+
+func (u *undoList) add(fn func()) { *u = append(*u, fn) }
+
+func (u undoList) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// open runs the startup's steps that can fail, in order: check a restore's
+// backup and directory, listen for clients, open the node (Raft and the
+// state machine), restore the backup into it, wire the core, listen for
+// HTTP. When a step fails, what the earlier ones opened is closed again.
+func (s *Server) open(creds credentials) (err error) {
+	var undo undoList
+	defer func() {
+		if err != nil {
+			undo.run()
+		}
+	}()
+	raftDir := filepath.Join(s.cfg.DataDir, "raft")
+	backup, err := s.checkRestore(raftDir)
+	if err != nil {
+		return err
+	}
+	if err := s.listenClients(creds.client); err != nil {
+		return err
+	}
+	undo.add(func() { s.ln.Close() })
+	if backup != nil {
+		// A start with a restore is all or nothing: a failure of any later
+		// step leaves the data directory as it was found, empty, so that a
+		// later start without --restore cannot serve a half-made cluster,
+		// and the same command can be run again.
+		undo.add(func() {
+			if rerr := removeContents(raftDir); rerr != nil {
+				s.log.Error("could not clean up after the failed restore", "dir", raftDir, "err", rerr)
+			}
+		})
+	}
+	if err := s.openNode(raftDir, creds); err != nil {
+		return err
+	}
+	undo.add(func() { _ = s.node.Close() })
+	if backup != nil {
+		if err := s.restore(backup); err != nil {
+			return fmt.Errorf("restore %s failed, and the data directory was left empty: %w", s.cfg.RestoreFile, err)
+		}
+	}
+	s.metrics = newMetrics(s)
+	s.auth.Store(newAuthTable(&s.cfg))
+	s.core = core.New(corePorts(s))
+	return s.listenHTTP(creds.client)
+}
+
+// checkRestore reads and checks the backup to restore, if any, and that
+// the data directory is empty for it, before anything is written there.
+func (s *Server) checkRestore(raftDir string) (*fsm.State, error) {
+	if s.cfg.RestoreFile == "" {
+		return nil, nil
+	}
+	backup, err := readBackup(s.cfg.RestoreFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEmptyForRestore(raftDir, s.cfg); err != nil {
+		return nil, err
+	}
+	return backup, nil
+}
+
+// listenClients opens the client port (TLS when configured).
+func (s *Server) listenClients(clientTLS *tls.Config) error {
+	// No TCP keep-alive on client connections: pings are the liveness
+	// check (before the hello, its timeout), and Go's default probes every
+	// 15 s would cost an idle connection more than its pings do.
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", s.cfg.ClientAddr)
+	if err != nil {
+		return fmt.Errorf("listen for clients on %s: %w", s.cfg.ClientAddr, err)
+	}
+	if clientTLS != nil {
+		ln = tls.NewListener(ln, clientTLS)
+	}
+	s.ln = ln
+	if _, port, _ := net.SplitHostPort(s.cfg.AdvertiseClientAddr); s.cfg.AdvertiseClientAddr == s.cfg.ClientAddr && port == "0" {
+		s.cfg.AdvertiseClientAddr = ln.Addr().String() // resolves :0 in tests
+	}
+	return nil
+}
+
+// openNode opens the Raft log in raftDir and starts Raft.
+func (s *Server) openNode(raftDir string, creds credentials) (err error) {
+	cfg := s.cfg
+	initial := cfg.InitialClusterState
+	if cfg.RestoreFile != "" {
+		initial = "new" // a restore always makes a new cluster
+	}
+	s.node, err = node.Open(node.Config{
+		ID: cfg.NodeID, Release: cfg.Build.Version, RaftAddr: cfg.RaftAddr, Advertise: cfg.AdvertiseRaftAddr, Dir: raftDir,
+		Bootstrap: cfg.Bootstrap, BootstrapAbsent: cfg.BootstrapAbsent, Join: cfg.Join, InitialState: initial, Restoring: cfg.RestoreFile != "", DirMoved: cfg.DataDirMoved, TLS: creds.raft,
+		ClusterName: cfg.ClusterName, RaftSecrets: creds.raftSecrets, Insecure: cfg.RaftInsecure, NoRaftListener: cfg.RunsAlone(),
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, SnapshotRetain: cfg.SnapshotRetain,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, Logger: cfg.Logger,
+	})
+	return err
+}
+
+// listenHTTP opens the HTTP port (metrics, health, console), when
+// configured, and serves it. It is the last step that can fail.
+func (s *Server) listenHTTP(clientTLS *tls.Config) (err error) {
+	if s.cfg.HTTPAddr == "" {
+		return nil
+	}
+	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("listen for HTTP on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	if s.cfg.HTTP.TLS {
+		s.httpLn = tls.NewListener(s.httpLn, httpTLSConfig(clientTLS))
+	}
+	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: withHTTPConn}
+	s.goRun(func() {
+		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("the HTTP listener (metrics, health) stopped", "addr", s.cfg.HTTPAddr, "err", err)
+		}
+	})
+	return nil
 }
 
 func (s *Server) goRun(fn func()) {

@@ -32,22 +32,11 @@ func main() {
 func run() int {
 	var cfg etcdbench.Config
 	fs := flag.NewFlagSet("etcdbench", flag.ContinueOnError)
-	fs.StringVar(&cfg.Workload, "workload", etcdbench.Uncontended, "workload: "+strings.Join(etcdbench.Workloads, "|"))
-	fs.IntVar(&cfg.Nodes, "nodes", 1, "etcd members to start: 1 or 3 (ignored with -endpoints)")
-	fs.IntVar(&cfg.Clients, "clients", 0, "active lock workers, each with its own session (0: 128 uncontended, 16 contended, 8 hold, 4 connections)")
-	fs.IntVar(&cfg.Conns, "conns", 1, "clientv3.Clients the workers share; 1 (one per process) is how etcd's docs use it")
-	fs.IntVar(&cfg.PerConn, "per-conn", 0, "when > 0: ceil(workers/per-conn) clientv3.Clients instead of -conns")
-	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window")
-	fs.DurationVar(&cfg.Warmup, "warmup", 10*time.Second, "unmeasured warmup before the window")
+	cfg.Flags(fs, etcdbench.Sizes, "clientv3.Clients")
 	fs.IntVar(&cfg.LeaseTTL, "lease", 60, "session (lease) TTL in seconds (60: concurrency.NewSession's default)")
-	fs.IntVar(&cfg.N, "n", 0, "hold: locks to hold (default 10000); connections: idle clients (default 1000)")
 	fs.IntVar(&cfg.LocksPerSession, "locks-per-session", 1, "hold: held locks per session/lease")
-	fs.IntVar(&cfg.FillPar, "fill-par", 64, "hold: concurrent fillers")
-	fs.DurationVar(&cfg.FillTimeout, "fill-timeout", 10*time.Minute, "hold: bound on the fill phase")
 	fs.BoolVar(&cfg.IdleSessions, "idle-sessions", false, "connections: each idle client also keeps a session (lease) alive")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "total acquire rate over all workers per second (0: closed loop)")
-	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 30*time.Second, "timeout of each Lock and Unlock call")
-	fs.Int64Var(&cfg.MaxOpsPerWorker, "max-ops", 10_000_000, "hard cap on iterations per worker")
 	endpoints := fs.String("endpoints", "", "comma-separated existing etcd endpoints (loopback only); no servers are started")
 	serverPids := fs.String("server-pids", "", "with -endpoints: comma-separated server pids to read RSS/CPU from")
 	jsonOut := fs.Bool("json", false, "print exactly one JSON object on stdout (human line goes to stderr)")
@@ -61,16 +50,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "etcdbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	valid := false
-	for _, w := range etcdbench.Workloads {
-		valid = valid || w == cfg.Workload
-	}
-	if !valid {
-		fmt.Fprintf(os.Stderr, "etcdbench: unknown -workload %q (want %s)\n", cfg.Workload, strings.Join(etcdbench.Workloads, "|"))
-		return 2
-	}
-	if cfg.Duration <= 0 || cfg.Warmup < 0 {
-		fmt.Fprintln(os.Stderr, "etcdbench: -duration must be > 0 and -warmup >= 0")
+	if err := cfg.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdbench:", err)
 		return 2
 	}
 	logf := func(format string, args ...any) {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/bench/etcd/internal/etcdbench"
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
@@ -43,10 +42,10 @@ func TestSmoke(t *testing.T) {
 		workload string
 		args     []string
 	}{
-		{etcdbench.Uncontended, []string{"-clients", "16"}},
-		{etcdbench.Contended, []string{"-clients", "4"}},
-		{etcdbench.Hold, []string{"-clients", "2", "-n", "200"}},
-		{etcdbench.Connections, []string{"-clients", "2", "-n", "20"}},
+		{benchkit.Uncontended, []string{"-clients", "16"}},
+		{benchkit.Contended, []string{"-clients", "4"}},
+		{benchkit.Hold, []string{"-clients", "2", "-n", "200"}},
+		{benchkit.Connections, []string{"-clients", "2", "-n", "20"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.workload, func(t *testing.T) {

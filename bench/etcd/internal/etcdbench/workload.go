@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -17,36 +16,20 @@ import (
 	"github.com/ticketing-io/ticketing/internal/benchkit"
 )
 
-// Workload names.
-const (
-	Uncontended = benchkit.Uncontended
-	Contended   = benchkit.Contended
-	Hold        = "hold"
-	Connections = "connections"
-)
+// Sizes are etcdbench's defaults of the hold and connections workloads:
+// smaller than ticketbench's, since etcd keeps a lease per held lock
+// (bench/compare.sh gives each system its own).
+var Sizes = benchkit.Sizes{Hold: 10000, Connections: 1000, FillPar: 64}
 
-// Workloads lists the valid -workload values.
-var Workloads = []string{Uncontended, Contended, Hold, Connections}
-
-// Config is the benchmark configuration (mirrors the command-line flags).
+// Config is the benchmark configuration (mirrors the command-line flags):
+// the shape every generator runs alike, and etcd's own settings.
 type Config struct {
-	Workload        string
-	Nodes           int
-	Clients         int           // active lock workers (0: workload default)
-	Conns           int           // clientv3.Clients the workers share (default 1: one per process)
-	PerConn         int           // when > 0: ceil(workers/PerConn) clients instead of Conns
-	Duration        time.Duration // measured window
-	Warmup          time.Duration // unmeasured run-in before the window
-	LeaseTTL        int           // session TTL, seconds
-	N               int           // hold: held locks; connections: idle clients (0: default)
-	LocksPerSession int           // hold: held locks per session (lease)
-	FillPar         int           // hold: concurrent fillers
-	FillTimeout     time.Duration // hold: bound on the fill phase
-	IdleSessions    bool          // connections: each idle client also keeps a session alive
-	Rate            float64       // total acquire rate target for all workers, /s (0: closed loop)
-	OpTimeout       time.Duration // per Lock / Unlock call
-	MaxOpsPerWorker int64         // hard bound on iterations per worker
-	Prefix          string        // key prefix, "/lock"
+	benchkit.Shape
+	LeaseTTL        int     // session TTL, seconds
+	LocksPerSession int     // hold: held locks per session (lease)
+	IdleSessions    bool    // connections: each idle client also keeps a session alive
+	Rate            float64 // total acquire rate target for all workers, /s (0: closed loop)
+	Prefix          string  // key prefix, "/lock"
 }
 
 // Env is where the benchmark runs.
@@ -59,60 +42,16 @@ type Env struct {
 
 // ApplyDefaults fills workload-dependent defaults.
 func (c *Config) ApplyDefaults() {
-	if c.Clients <= 0 {
-		switch c.Workload {
-		case Uncontended:
-			c.Clients = 128
-		case Contended:
-			c.Clients = 16
-		case Hold:
-			c.Clients = 8
-		case Connections:
-			c.Clients = 4
-		}
-	}
-	if c.N <= 0 {
-		switch c.Workload {
-		case Hold:
-			c.N = 10000
-		case Connections:
-			c.N = 1000
-		}
-	}
-	if c.Conns <= 0 {
-		c.Conns = 1
-	}
+	c.Shape.ApplyDefaults(Sizes)
 	if c.LocksPerSession <= 0 {
 		c.LocksPerSession = 1
-	}
-	if c.FillPar <= 0 {
-		c.FillPar = 64
-	}
-	if c.FillTimeout <= 0 {
-		c.FillTimeout = 10 * time.Minute
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 60 // concurrency.NewSession's default
 	}
-	if c.OpTimeout <= 0 {
-		c.OpTimeout = 30 * time.Second
-	}
-	if c.MaxOpsPerWorker <= 0 {
-		c.MaxOpsPerWorker = 10_000_000
-	}
 	if c.Prefix == "" {
 		c.Prefix = "/lock"
 	}
-}
-
-// clientsFor says how many clientv3.Clients n concurrent workers share:
-// Conns, or ceil(n/PerConn) when PerConn is set; never more than n.
-func (c *Config) clientsFor(n int) int {
-	k := c.Conns
-	if c.PerConn > 0 {
-		k = (n + c.PerConn - 1) / c.PerConn
-	}
-	return max(1, min(k, n))
 }
 
 // createRev returns the create revision of the mutex's own key, which is
@@ -288,16 +227,7 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 	b.sessCtx, b.sessCancel = context.WithCancel(context.Background())
 	defer b.close()
 
-	switch cfg.Workload {
-	case Uncontended, Contended:
-		return b.runLoops(ctx, nil)
-	case Hold:
-		return b.runHold(ctx)
-	case Connections:
-		return b.runConnections(ctx)
-	default:
-		return nil, fmt.Errorf("unknown workload %q (want one of %s)", cfg.Workload, strings.Join(Workloads, ", "))
-	}
+	return cfg.Run(ctx, benchkit.Runs{Loops: b.runLoops, Hold: b.runHold, Connections: b.runConnections})
 }
 
 // runLoops sets up cfg.Clients workers (sessions, shared clients), runs them
@@ -305,14 +235,14 @@ func Run(ctx context.Context, cfg Config, env Env) (*benchkit.Result, error) {
 // connections decorate the result.
 func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (*benchkit.Result, error) {
 	cfg := b.cfg
-	C := cfg.Clients
-	nConn := cfg.clientsFor(C)
+	workers := cfg.Clients
+	sessions := make([]*concurrency.Session, workers)
+	nConn := cfg.ConnsFor(workers)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("clients: %w", err)
 	}
-	sessions := make([]*concurrency.Session, C)
-	if err := benchkit.Parallel(ctx, C, 32, func(i int) error {
+	if err := benchkit.Parallel(ctx, workers, 32, func(i int) error {
 		s, err := b.newSession(clients[i%nConn])
 		sessions[i] = s
 		return err
@@ -322,74 +252,28 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 
 	var interval time.Duration
 	if cfg.Rate > 0 {
-		interval = time.Duration(float64(C) / cfg.Rate * float64(time.Second))
+		interval = time.Duration(float64(workers) / cfg.Rate * float64(time.Second))
 	}
-	lc := benchkit.LoopConfig{Mode: benchkit.CountPairs, OpTimeout: cfg.OpTimeout, MaxOps: cfg.MaxOpsPerWorker, Interval: interval}
-	var shared *benchkit.SharedKeyCheck
-	if cfg.Workload == Contended {
-		lc.Mode, shared = benchkit.CountAcquires, &benchkit.SharedKeyCheck{}
-	}
-
-	start := time.Now().Add(cfg.Warmup)
-	win := benchkit.Window{Start: start, End: start.Add(cfg.Duration)}
+	win := cfg.Window()
 	met := startMeter(ctx, b.env.ServerPids, win)
-	recs := make([]*benchkit.Recorder, C)
-	var wg sync.WaitGroup
-	for i := 0; i < C; i++ {
-		recs[i] = &benchkit.Recorder{}
-		var key string
-		var check benchkit.HeldCheck
-		switch cfg.Workload {
-		case Contended:
-			key, check = cfg.Prefix+"/contended", shared
-		case Hold:
-			key, check = fmt.Sprintf("%s/sample/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		default:
-			key, check = fmt.Sprintf("%s/%d", cfg.Prefix, i), &benchkit.PerKeyCheck{}
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			// Spread the first requests of a paced loop over one interval.
-			if interval > 0 {
-				benchkit.SleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(C)), win.End)
-			}
-			benchkit.LockLoop(ctx, &workerLock{b: b, cli: clients[i%nConn], sess: sessions[i]}, key, win, lc, check, recs[i])
-		}(i)
-	}
-	wg.Wait()
+	recs := cfg.RunWorkers(ctx, cfg.Prefix, win, interval, func(i int) benchkit.Lock {
+		return &workerLock{b: b, cli: clients[i%nConn], sess: sessions[i]}
+	})
 	cpuNotes := met.notes()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 
-	r := &benchkit.Result{System: "etcd", Workload: cfg.Workload, Nodes: cfg.Nodes, Clients: C}
-	violations, samples := r.AddRecorders(recs, win, lc.Mode == benchkit.CountAcquires)
-	r.ServerRSSBytes = met.rssEnd
-
-	notes := []string{
+	var extra []string
+	if n := Niceness(); n != 0 {
+		extra = append(extra, fmt.Sprintf("nice=%d", n))
+	}
+	r := cfg.LoopResult("etcd", recs, win, []string{
 		"etcd v3.7.3 concurrency.Mutex",
 		fmt.Sprintf("fsync=on lease_ttl_s=%d", cfg.LeaseTTL),
 		fmt.Sprintf("sessions=1/worker clientv3_clients=%d", nConn),
-		fmt.Sprintf("warmup_s=%.1f", cfg.Warmup.Seconds()),
-		"token=key create_revision",
-		fmt.Sprintf("token_violations=%d", violations),
-	}
-	if cfg.Rate > 0 {
-		notes = append(notes, fmt.Sprintf("paced_rate=%.1f/s", cfg.Rate))
-	} else {
-		notes = append(notes, "closed_loop")
-	}
-	if cpuNotes != "" {
-		notes = append(notes, cpuNotes)
-	}
-	if n := Niceness(); n != 0 {
-		notes = append(notes, fmt.Sprintf("nice=%d", n))
-	}
-	if len(samples) > 0 {
-		notes = append(notes, "first_errors=["+strings.Join(samples, " | ")+"]")
-	}
-	r.Notes = strings.Join(notes, "; ")
+	}, "key create_revision", cfg.Rate, cpuNotes, extra...)
+	r.ServerRSSBytes = met.rssEnd
 	if decorate != nil {
 		decorate(r)
 	}
@@ -402,11 +286,11 @@ func (b *bench) runLoops(ctx context.Context, decorate func(*benchkit.Result)) (
 // The N locks are held by ceil(N/LocksPerSession) sessions (one lease
 // each); by default LocksPerSession=1, i.e. N independent holders, each with
 // its own lease and keepalive, which is what N separate lock holders look
-// like to etcd. Fill sessions are spread over clientsFor(FillPar) clients.
+// like to etcd. Fill sessions are spread over ConnsFor(FillPar) clients.
 func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	cfg := b.cfg
 	rss0 := benchkit.SumRSS(b.env.ServerPids)
-	nConn := cfg.clientsFor(cfg.FillPar)
+	nConn := cfg.ConnsFor(cfg.FillPar)
 	clients, err := b.newClients(ctx, nConn)
 	if err != nil {
 		return nil, fmt.Errorf("fill clients: %w", err)
@@ -414,19 +298,12 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	nSess := (cfg.N + cfg.LocksPerSession - 1) / cfg.LocksPerSession
 	fctx, cancel := context.WithTimeout(ctx, cfg.FillTimeout)
 	defer cancel()
-	var held, fillErrs atomic.Int64
-	var errMu sync.Mutex
-	var fillSample string
+	var fc benchkit.FillCount
 	t0 := time.Now()
-	benchkit.Parallel(fctx, nSess, cfg.FillPar, func(si int) error {
+	_ = benchkit.Parallel(fctx, nSess, cfg.FillPar, func(si int) error { // failures are counted in fc
 		s, err := b.newSession(clients[si%nConn])
 		if err != nil {
-			fillErrs.Add(1)
-			errMu.Lock()
-			if fillSample == "" {
-				fillSample = "session: " + err.Error()
-			}
-			errMu.Unlock()
+			fc.Fail("session", err)
 			return nil
 		}
 		for j := si * cfg.LocksPerSession; j < (si+1)*cfg.LocksPerSession && j < cfg.N; j++ {
@@ -435,15 +312,10 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 			err := m.Lock(lctx)
 			c2()
 			if err != nil {
-				fillErrs.Add(1)
-				errMu.Lock()
-				if fillSample == "" {
-					fillSample = "lock: " + err.Error()
-				}
-				errMu.Unlock()
+				fc.Fail("lock", err)
 				continue
 			}
-			held.Add(1)
+			fc.Held.Add(1)
 		}
 		return nil
 	})
@@ -451,27 +323,22 @@ func (b *bench) runHold(ctx context.Context) (*benchkit.Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if held.Load() == 0 {
-		return nil, fmt.Errorf("hold: no lock could be filled (%s)", fillSample)
+	held := fc.Held.Load()
+	if held == 0 {
+		return nil, fmt.Errorf("hold: no lock could be filled (%s)", fc.First())
 	}
-	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held.Load(), cfg.N, nSess, fill.Seconds())
+	b.env.Logf("etcdbench: hold: %d/%d locks held by %d sessions in %.1fs", held, cfg.N, nSess, fill.Seconds())
 	// Let the apply loop and GC settle before reading RSS.
 	benchkit.SleepUntil(ctx, time.Now().Add(time.Second), time.Now().Add(time.Hour))
 	rssFilled := benchkit.SumRSS(b.env.ServerPids)
 
 	return b.runLoops(ctx, func(r *benchkit.Result) {
-		r.Errors += fillErrs.Load()
+		r.Errors += fc.Errors.Load()
 		rssEnd := r.ServerRSSBytes
 		r.ServerRSSBytes = rssFilled
 		n := fmt.Sprintf("n=%d held=%d sessions=%d locks_per_session=%d fill_s=%.1f fill_clients=%d fill_errors=%d",
-			cfg.N, held.Load(), nSess, cfg.LocksPerSession, fill.Seconds(), nConn, fillErrs.Load())
-		n += fmt.Sprintf(" rss_before_fill=%d rss_after_fill=%d rss_end=%d", rss0, rssFilled, rssEnd)
-		if held.Load() > 0 && rssFilled > rss0 {
-			n += fmt.Sprintf(" rss_per_held_lock_bytes=%d", (rssFilled-rss0)/held.Load())
-		}
-		if fillSample != "" {
-			n += " fill_first_error=[" + fillSample + "]"
-		}
+			cfg.N, held, nSess, cfg.LocksPerSession, fill.Seconds(), nConn, fc.Errors.Load())
+		n += fc.Notes(rss0, rssFilled, rssEnd)
 		r.Notes = n + "; sample: per-worker keys " + cfg.Prefix + "/sample/<i>; " + r.Notes
 	})
 }

@@ -2,7 +2,7 @@
 // stdin, for the other clients' interoperability tests: a C# or Java test
 // starts it against the same ticketd and checks that a mutex, an election,
 // a service's members and a published value are one and the same across
-// languages.
+// languages. It creates the node when it does not exist yet.
 //
 //	coordpeer -addr 127.0.0.1:5225 -node /interop
 //
@@ -59,7 +59,11 @@ func main() {
 		os.Exit(1)
 	}
 	start, cancel := context.WithTimeout(ctx, 20*time.Second)
-	s, err := c.Session(start, *node, coordination.WithTimeout(10*time.Second))
+	var s *coordination.Session
+	err = c.CreateNode(start, *node, coordination.NodeConfig{})
+	if err == nil || errors.Is(err, coordination.ErrAlreadyExists) {
+		s, err = c.Session(start, *node, coordination.WithTimeout(10*time.Second))
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordpeer:", err)

@@ -78,23 +78,37 @@ class ConformanceTest {
 
     @TestFactory
     Stream<DynamicTest> scenarios() throws IOException {
+        return runAll(dir(), "conformance scenario", ConformanceTest::run);
+    }
+
+    /** One scenario file's run (a runner's). */
+    interface ScenarioRun {
+        void run(Path scenario) throws Exception;
+    }
+
+    /**
+     * Every scenario of dir run with run, PARALLEL at a time on threads
+     * named thread, each reported as its own test (the coordination runner's
+     * too).
+     */
+    static Stream<DynamicTest> runAll(Path dir, String thread, ScenarioRun run) throws IOException {
         List<Path> files;
-        try (Stream<Path> s = Files.list(dir())) {
+        try (Stream<Path> s = Files.list(dir)) {
             files = s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
         }
         if (files.isEmpty()) {
-            fail("no scenarios in " + dir());
+            fail("no scenarios in " + dir);
         }
         // Every scenario starts at once (PARALLEL at a time); each test reports its own.
         ExecutorService pool = Executors.newFixedThreadPool(PARALLEL, r -> {
-            Thread t = new Thread(r, "conformance scenario");
+            Thread t = new Thread(r, thread);
             t.setDaemon(true);
             return t;
         });
         Map<Path, Future<?>> runs = new java.util.HashMap<>();
         for (Path p : files) {
             runs.put(p, pool.submit(() -> {
-                run(p);
+                run.run(p);
                 return null;
             }));
         }

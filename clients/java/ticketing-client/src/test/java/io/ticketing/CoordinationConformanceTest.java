@@ -26,10 +26,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
@@ -52,33 +48,7 @@ class CoordinationConformanceTest {
 
     @TestFactory
     Stream<DynamicTest> scenarios() throws IOException {
-        List<Path> files;
-        try (Stream<Path> s = Files.list(dir())) {
-            files = s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
-        }
-        if (files.isEmpty()) {
-            fail("no scenarios in " + dir());
-        }
-        ExecutorService pool = Executors.newFixedThreadPool(ConformanceTest.PARALLEL, r -> {
-            Thread t = new Thread(r, "coordination scenario");
-            t.setDaemon(true);
-            return t;
-        });
-        Map<Path, Future<?>> runs = new java.util.HashMap<>();
-        for (Path p : files) {
-            runs.put(p, pool.submit(() -> {
-                run(p);
-                return null;
-            }));
-        }
-        pool.shutdown();
-        return files.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString().replace(".json", ""), () -> {
-            try {
-                runs.get(p).get();
-            } catch (ExecutionException e) {
-                throw e.getCause();
-            }
-        }));
+        return ConformanceTest.runAll(dir(), "coordination scenario", CoordinationConformanceTest::run);
     }
 
     /** err's class as the scenarios spell it; the coordination classes first. */

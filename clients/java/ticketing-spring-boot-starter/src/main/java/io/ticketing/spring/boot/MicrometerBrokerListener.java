@@ -11,6 +11,7 @@ import io.ticketing.PermissionDeniedException;
 import io.ticketing.ReleaseDroppedException;
 import io.ticketing.TicketingException;
 import io.ticketing.UnavailableException;
+import io.ticketing.spring.retry.MeterRegistryLookup;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
@@ -39,8 +40,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
     public static final List<String> RELEASE_OUTCOMES = List.of("released", "not_held", "indeterminate", "unavailable", "dropped",
             "closed", "permission_denied", "other");
 
-    private final Supplier<@Nullable MeterRegistry> source;
-    private volatile @Nullable MeterRegistry registry;
+    private final MeterRegistryLookup registry;
 
     /**
      * A listener recording into the registry that source gives.
@@ -48,16 +48,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
      * @param source the registry, looked up when first needed (null: nothing is recorded yet)
      */
     public MicrometerBrokerListener(Supplier<@Nullable MeterRegistry> source) {
-        this.source = source;
-    }
-
-    private @Nullable MeterRegistry registry() {
-        MeterRegistry r = registry;
-        if (r == null) {
-            r = source.get();
-            registry = r;
-        }
-        return r;
+        this.registry = new MeterRegistryLookup(source);
     }
 
     /**
@@ -66,7 +57,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
      * while there is no registry.
      */
     public void registerMeters() {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r == null) {
             return;
         }
@@ -98,7 +89,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
 
     @Override
     public void acquireFinished(String outcome, long nanos) {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r != null) {
             acquireTimer(r, outcome).record(nanos, TimeUnit.NANOSECONDS);
         }
@@ -106,7 +97,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
 
     @Override
     public void sessionStarted(String address, boolean reconnect, boolean leaderChanged) {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r == null) {
             return;
         }
@@ -120,7 +111,7 @@ public final class MicrometerBrokerListener implements BrokerListener {
 
     @Override
     public void backgroundReleaseFinished(@Nullable TicketingException error) {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r != null) {
             backgroundReleases(r, releaseOutcome(error)).increment();
         }

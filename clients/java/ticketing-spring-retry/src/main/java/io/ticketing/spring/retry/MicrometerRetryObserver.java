@@ -14,8 +14,7 @@ import org.jspecify.annotations.Nullable;
  * attempts ran out). The registry is looked up at the first event.
  */
 public final class MicrometerRetryObserver implements RetryObserver {
-    private final Supplier<@Nullable MeterRegistry> source;
-    private volatile @Nullable MeterRegistry registry;
+    private final MeterRegistryLookup registry;
 
     /**
      * An observer recording into the registry that source gives.
@@ -23,21 +22,12 @@ public final class MicrometerRetryObserver implements RetryObserver {
      * @param source the registry, looked up at the first event (null: nothing is recorded yet)
      */
     public MicrometerRetryObserver(Supplier<@Nullable MeterRegistry> source) {
-        this.source = source;
-    }
-
-    private @Nullable MeterRegistry registry() {
-        MeterRegistry r = registry;
-        if (r == null) {
-            r = source.get();
-            registry = r;
-        }
-        return r;
+        this.registry = new MeterRegistryLookup(source);
     }
 
     @Override
     public void retrying(String method, RetryClass failure, int nextAttempt) {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r != null) {
             Counter.builder("ticketing.transaction.retries").description("Transactions run again after a retryable failure")
                     .tag("method", method).tag("class", failure.name()).tag("attempt", Integer.toString(nextAttempt))
@@ -47,7 +37,7 @@ public final class MicrometerRetryObserver implements RetryObserver {
 
     @Override
     public void exhausted(String method, RetryClass failure, int attempts) {
-        MeterRegistry r = registry();
+        MeterRegistry r = registry.get();
         if (r != null) {
             Counter.builder("ticketing.transaction.retries.exhausted").description("Retryable failures thrown because the attempts ran out")
                     .tag("method", method).tag("class", failure.name()).register(r).increment();
