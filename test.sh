@@ -26,7 +26,7 @@ need() { # need PACKAGE... : install with apt-get
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# The MySQL dialect's tests start a throwaway MariaDB (server/internal/mysqltest)
+# The MySQL dialect's tests start a throwaway MariaDB (server/internal/testsupport/mysqltest)
 # unless TICKETING_TEST_MYSQL_DSN names a server; they never skip, so the
 # server binaries must be here.
 if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v mariadbd >/dev/null && ! PATH="$PATH:/usr/sbin" command -v mysqld >/dev/null; then
@@ -34,7 +34,7 @@ if [ -z "${TICKETING_TEST_MYSQL_DSN:-}" ] && ! PATH="$PATH:/usr/sbin" command -v
   need mariadb-server
 fi
 
-# The nemesis test (server/internal/nemesis) puts servers in network namespaces: it
+# The nemesis test (server/internal/testsupport/nemesis) puts servers in network namespaces: it
 # needs root and iproute2's ip and tc.
 if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
   echo "== installing iproute2 (ip and tc, for the nemesis test)"
@@ -42,7 +42,7 @@ if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
 fi
 
 # The operator's console is tested in Debian's headless Chromium
-# (server/internal/consoletest), and the alert rules with Prometheus's
+# (server/internal/testsupport/consoletest), and the alert rules with Prometheus's
 # promtool and in a real Prometheus scraping test clusters (both from
 # Debian's prometheus package).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -14,7 +14,7 @@ import (
 // TestSDKSendsEveryRequest: the SDK's code names every request sub-op the
 // wire defines, so that an operation added to the protocol (and the
 // server) without its call here fails. The calls themselves are tested
-// against real servers in server/internal/coordtest.
+// against real servers in server/internal/testsupport/coordtest.
 func TestSDKSendsEveryRequest(t *testing.T) {
 	entries, err := os.ReadDir(".")
 	if err != nil {

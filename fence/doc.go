@@ -108,7 +108,7 @@
 // overwrite an older holder's write that committed in between (with a
 // smaller token, accepted because no larger one was stored yet). So read
 // every value the write depends on inside the fenced transaction, after
-// Check (server/internal/e2e TestFenceOrdersWritesNotEarlierReads shows both cases).
+// Check (server/internal/testsupport/e2e TestFenceOrdersWritesNotEarlierReads shows both cases).
 //
 // # Bounding the window
 //
@@ -192,7 +192,7 @@
 // # Tests
 //
 // Every dialect's tests always run, none skips: PostgreSQL is started by
-// server/internal/pgtest, MariaDB by server/internal/mysqltest (or the tests use the
+// server/internal/testsupport/pgtest, MariaDB by server/internal/testsupport/mysqltest (or the tests use the
 // server named by TICKETING_TEST_MYSQL_DSN, for example
 // root@tcp(127.0.0.1:3306)/test), SQLite is in-process.
 package fence

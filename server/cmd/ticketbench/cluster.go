@@ -18,7 +18,7 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/server/internal/freeport"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/freeport"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/benchkit"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // TestMain lets the test binary act as a server ("serve"), so that the

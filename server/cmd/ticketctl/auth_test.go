@@ -7,7 +7,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // TestEndToEndPermissions: against a real server with an application and an

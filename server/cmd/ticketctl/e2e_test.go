@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // End-to-end tests: ticketctl's run against real in-process servers.

@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // TestStatusFallsBackToNextAddr: status answers from the first reachable

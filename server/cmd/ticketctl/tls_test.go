@@ -9,7 +9,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // Against a server that requires client certificates, --tls-cert and

@@ -24,7 +24,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/ticketing-io/ticketing/server/internal/nemesis"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/nemesis"
 )
 
 func main() {

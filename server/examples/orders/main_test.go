@@ -20,8 +20,8 @@ import (
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/fence"
 	"github.com/ticketing-io/ticketing/retry"
-	"github.com/ticketing-io/ticketing/server/internal/pgtest"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/pgtest"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

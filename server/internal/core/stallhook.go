@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
-	"github.com/ticketing-io/ticketing/server/internal/stallhook"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/stallhook"
 )
 
 // The stall hook (package stallhook), only in a ticketd built with

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ticketing-io/ticketing/server/internal/testdisk"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testdisk"
 )
 
 // A full disk: appends fail (and are not acknowledged), every acknowledged

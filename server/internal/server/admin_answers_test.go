@@ -9,7 +9,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/adminwire"
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // The server's admin answers are the shared adminwire bodies, with the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // TestAuthReleaseOwner: U obeys the same rules as L: outside the prefixes

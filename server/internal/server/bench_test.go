@@ -18,7 +18,7 @@ import (
 
 	ticketing "github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // brokers connects n Brokers to c's leader and waits until they are ready.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/server/internal/fsm"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // BenchmarkConsoleTicketsPage is the first tickets page of the console, by

@@ -16,7 +16,7 @@ import (
 	"github.com/ticketing-io/ticketing/server/internal/buildinfo"
 	"github.com/ticketing-io/ticketing/server/internal/console"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // consoleOn turns the console on, with the principals of authPrincipals.

@@ -19,7 +19,7 @@ import (
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // A describe pipelined behind a release (both in one write, no wait for R)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // Coordination requests obey the same principals as tickets: a monitor may

@@ -10,7 +10,7 @@ import (
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // A leader whose core stalls is deposed (leadership moves to another

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // TestCoordServerSessionsOnOneConnection: the server announces

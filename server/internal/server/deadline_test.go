@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // deadline is what a client computes from a G, as protocol.md says: the

@@ -14,8 +14,8 @@ import (
 
 	ticketing "github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
-	"github.com/ticketing-io/ticketing/server/internal/testdisk"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testdisk"
 )
 
 // F2 (docs/reliability.md): a leader whose data disk is full cannot append

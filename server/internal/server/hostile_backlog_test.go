@@ -15,7 +15,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // heapLive is the heap in use after a collection.

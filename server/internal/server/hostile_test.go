@@ -18,7 +18,7 @@ import (
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // Hostile and careless clients: none of them may stall the server or other

@@ -16,7 +16,7 @@ import (
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // logBuffer collects what servers log, for tests that check log levels.

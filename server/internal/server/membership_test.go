@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/cutproxy"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/cutproxy"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // memberEntry returns member id of a status answer (nil if absent).

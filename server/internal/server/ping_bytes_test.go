@@ -7,7 +7,7 @@ import (
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // A client whose request takes many ping intervals to arrive (a large K

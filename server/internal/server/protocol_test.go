@@ -14,7 +14,7 @@ import (
 	"github.com/ticketing-io/ticketing/internal/testcerts"
 	"github.com/ticketing-io/ticketing/internal/wire"
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // expectFatal reads the E frame and then the end of the connection.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/server/internal/server"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // jsonLogs keeps each server's JSON log records, by node id.

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testcluster"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 
 // releaseOwner sends U and returns its id.

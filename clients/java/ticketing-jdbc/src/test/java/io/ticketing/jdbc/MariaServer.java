@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 
 /**
- * A throwaway MariaDB server for the tests, as server/internal/mysqltest starts one
+ * A throwaway MariaDB server for the tests, as server/internal/testsupport/mysqltest starts one
  * for the Go tests: mariadb-install-db into a temporary directory, mariadbd on
  * a free loopback port, killed and deleted at the end. Needs mariadbd and
  * mariadb-install-db (Debian: apt-get install mariadb-server); a missing

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 
 /**
- * A throwaway PostgreSQL server for the tests, as server/internal/pgtest starts one
+ * A throwaway PostgreSQL server for the tests, as server/internal/testsupport/pgtest starts one
  * for the Go tests: initdb into a temporary directory, postgres on a free
  * loopback port, stopped (SIGQUIT, immediate shutdown) and deleted at the
  * end. Needs the PostgreSQL 15 server binaries on PATH or in

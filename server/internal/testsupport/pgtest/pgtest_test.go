@@ -1,0 +1,68 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/dbproc"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+func query(t *testing.T, dsn, q string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var s string
+	if err := c.QueryRow(ctx, q).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Query: query,
+		Exec: func(t *testing.T, dsn, stmt string) {
+			ctx := context.Background()
+			c, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close(ctx) })
+			if _, err := c.Exec(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		},
+		CountTable: "SELECT count(*)::text FROM pg_tables WHERE tablename = 'only_in_a'",
+	})
+}
+
+// The server is PostgreSQL 15, without fsync (a fixture, not the product).
+func TestSettings(t *testing.T) {
+	srv := Shared(t)
+	if v := query(t, srv.DSN(), "SHOW server_version"); !strings.HasPrefix(v, "15") {
+		t.Errorf("server_version %q, want 15.x", v)
+	}
+	if v := query(t, srv.DSN(), "SHOW fsync"); v != "off" {
+		t.Errorf("fsync = %s", v)
+	}
+}
+
+func TestMissingBinariesFailWithInstallHint(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	old := binDirs
+	binDirs = []string{t.TempDir()}
+	t.Cleanup(func() { binDirs = old })
+	_, err := start()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install postgresql-15") || !strings.Contains(err.Error(), "initdb") {
+		t.Fatalf("err = %v, want a message naming initdb and how to install it", err)
+	}
+}
