@@ -98,7 +98,8 @@ type Core struct {
 	// awaiter until a value arrives on it (or it is closed).
 	resultGate atomic.Pointer[chan struct{}]
 
-	maxInFlight int // batches proposed and not yet applied, at most
+	maxInFlight int                                 // batches proposed and not yet applied, at most
+	trace       func(stage string, d time.Duration) // stagetrace.go; nil when off
 
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
@@ -121,6 +122,7 @@ func New(p Ports) *Core {
 		propose:     make(chan *batch, inFlightBatches),
 		await:       make(chan proposal, inFlightBatches),
 		maxInFlight: inFlightBatches,
+		trace:       stageTrace,
 		stop:        make(chan struct{}),
 		drained:     make(chan struct{}),
 		quiesced:    make(chan struct{}),

@@ -99,13 +99,13 @@ func (c *Core) onRequest(r Request) {
 // onResult handles the outcome of one proposed batch.
 func (c *Core) onResult(a applied) {
 	c.inflight--
-	if stageTrace == nil {
+	if c.trace == nil {
 		c.applied(a)
 		return
 	}
 	took := c.clk.Now()
 	c.applied(a)
-	traceAnswered(a.b, took, c.clk.Now())
+	c.traceAnswered(a.b, took, c.clk.Now())
 }
 
 // afterStep ends every turn of the loop: propose what was gathered, publish
@@ -147,7 +147,7 @@ func (c *Core) proposer() {
 	defer close(c.await)
 	for b := range c.propose {
 		wait := c.log.Propose(b.data)
-		if stageTrace != nil {
+		if c.trace != nil {
 			b.trace.proposed = c.clk.Now()
 		}
 		c.await <- proposal{b: b, wait: wait}
@@ -162,7 +162,7 @@ func (c *Core) awaiter() {
 	defer close(c.drained)
 	for p := range c.await {
 		res, o, err := p.wait()
-		if stageTrace != nil {
+		if c.trace != nil {
 			p.b.trace.awaited = c.clk.Now()
 		}
 		c.metrics.CommitSeconds(c.clk.Now().Sub(p.b.sealed))

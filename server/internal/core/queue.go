@@ -88,7 +88,7 @@ func (c *Core) handle(r Request) {
 	if r.Admin {
 		c.admins[r.Conn] = struct{}{}
 	}
-	if stageTrace != nil {
+	if c.trace != nil {
 		defer c.traceReceived(c.pending, c.pending.len(), r.At)
 	}
 	switch r.Kind {

@@ -5,7 +5,7 @@ import "time"
 // The commit path's stage trace: how long each batch spends between the
 // hand-offs from a request's receipt to its answers, for the benchmark's
 // breakdown (ticketbench serve -timings). Off in ticketd: every stamp is
-// behind a nil check of stageTrace, so it costs nothing when unset.
+// behind a nil check of the core's trace, so it costs nothing when unset.
 
 // Stage names, in the order a batch passes them.
 const (
@@ -29,10 +29,12 @@ const (
 	StageTotal = "core.total"
 )
 
+// stageTrace is the trace of cores made from now on.
 var stageTrace func(stage string, d time.Duration)
 
-// SetStageTrace makes fn receive every batch's stage durations. Call it
-// before any server starts (it is read without a lock); nil turns it off.
+// SetStageTrace makes fn receive the stage durations of every batch of the
+// cores made after it. Call it before any server starts (it is read
+// without a lock); nil turns it off.
 func SetStageTrace(fn func(stage string, d time.Duration)) { stageTrace = fn }
 
 // stamps are a traced batch's times; zero when tracing is off.
@@ -51,17 +53,17 @@ func (b *batch) noteReceived(at time.Time) {
 
 // traceAnswered reports the stages of batch b, whose answers were just
 // queued (now).
-func traceAnswered(b *batch, took, now time.Time) {
-	t := b.trace
+func (c *Core) traceAnswered(b *batch, took, now time.Time) {
+	t, emit := b.trace, c.trace
 	if t.received.IsZero() || t.proposed.IsZero() || t.awaited.IsZero() {
 		return // the core's own ops (takeover, expiries) or an unfinished trace
 	}
-	stageTrace(StageGather, b.sealed.Sub(t.received))
-	stageTrace(StagePropose, t.proposed.Sub(b.sealed))
-	stageTrace(StageCommit, t.awaited.Sub(t.proposed))
-	stageTrace(StageResult, took.Sub(t.awaited))
-	stageTrace(StageAnswer, now.Sub(took))
-	stageTrace(StageTotal, now.Sub(t.received))
+	emit(StageGather, b.sealed.Sub(t.received))
+	emit(StagePropose, t.proposed.Sub(b.sealed))
+	emit(StageCommit, t.awaited.Sub(t.proposed))
+	emit(StageResult, took.Sub(t.awaited))
+	emit(StageAnswer, now.Sub(took))
+	emit(StageTotal, now.Sub(t.received))
 }
 
 // traceReceived records receipt at in b when handling the request added an
