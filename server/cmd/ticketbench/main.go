@@ -60,7 +60,7 @@ func run(args []string) int {
 	cpuprofile := fs.String("server-cpuprofile", "", "run the servers as this binary's in-process server and write their CPU profile to `file` (.nX appended with 3 nodes)")
 	selfprofile := fs.String("cpuprofile", "", "write a CPU profile of ticketbench itself (the client side) to `file`")
 	memprofile := fs.String("server-memprofile", "", "like -server-cpuprofile, for a heap profile written when the servers stop")
-	timings := fs.String("server-timings", "", "like -server-cpuprofile, for Raft's internal timings (p50/p90/mean per stage) written when the servers stop")
+	timings := fs.String("server-timings", "", "like -server-cpuprofile, for Raft's internal timings and the core's stage trace (p50/p90/p99/mean per stage) written when the servers stop")
 	token := fs.String("token", "", "client token (given to the started servers too)")
 	tlsCA := fs.String("tls-ca", "", "with -addr: TLS verified against this CA `file` (PEM)")
 	jsonOut := fs.Bool("json", false, "print exactly one JSON object on stdout (the human line goes to stderr)")

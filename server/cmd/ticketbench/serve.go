@@ -10,9 +10,11 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/ticketing-io/ticketing/server/internal/core"
 	"github.com/ticketing-io/ticketing/server/internal/server"
 )
 
@@ -42,7 +44,7 @@ func serveMain(args []string) int {
 	fs.Var(&tokens, "client-token", "client token (repeatable)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this server to `file` (until SIGTERM)")
 	memprofile := fs.String("memprofile", "", "write a heap profile of this server to `file` at SIGTERM")
-	timings := fs.String("timings", "", "write Raft's internal timings (p50/p90/mean per stage, ms) to `file` at SIGTERM")
+	timings := fs.String("timings", "", "write Raft's internal timings (p50/p90/p99/mean per stage, ms) to `file` at SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -80,6 +82,17 @@ func serveMain(args []string) int {
 			fmt.Fprintln(os.Stderr, "serve:", err)
 			return 1
 		}
+		core.SetStageTrace(ts.addDuration)
+	}
+	if v := os.Getenv("TICKETBENCH_INFLIGHT"); v != "" {
+		// An experiment's knob, inherited from the ticketbench that started
+		// this server: the core's batches in flight (its default otherwise).
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "serve: TICKETBENCH_INFLIGHT=%q: want a whole number of batches, at least 1\n", v)
+			return 2
+		}
+		core.SetInFlightBatches(n)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

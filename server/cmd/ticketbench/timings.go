@@ -16,7 +16,7 @@ import (
 // commit spends its time: the leader's log write (dispatchLog, of which
 // raft-boltdb's storeLogs is the disk part), replication round trips,
 // dispatch-to-commit, and the state machine's apply. Counters and gauges are
-// ignored.
+// ignored. The core's stage trace (core.SetStageTrace) adds its stages.
 type timingSink struct {
 	mu      sync.Mutex
 	samples map[string][]float32
@@ -50,7 +50,13 @@ func (s *timingSink) AddSample(key []string, v float32) {
 	s.mu.Unlock()
 }
 
-// write prints one line per timing key: count, p50, p90, mean (ms).
+// addDuration keeps one sample of the core's stage trace under key (ms,
+// like Raft's).
+func (s *timingSink) addDuration(key string, d time.Duration) {
+	s.AddSample([]string{key}, float32(d.Seconds()*1000))
+}
+
+// write prints one line per timing key: count, p50, p90, p99, mean (ms).
 func (s *timingSink) write(w io.Writer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,6 +72,6 @@ func (s *timingSink) write(w io.Writer) {
 		for _, x := range v {
 			sum += float64(x)
 		}
-		fmt.Fprintf(w, "%-48s n=%-8d p50=%.3f p90=%.3f mean=%.3f\n", k, len(v), v[(len(v)-1)/2], v[(len(v)-1)*9/10], sum/float64(len(v)))
+		fmt.Fprintf(w, "%-48s n=%-8d p50=%.3f p90=%.3f p99=%.3f mean=%.3f\n", k, len(v), v[(len(v)-1)/2], v[(len(v)-1)*9/10], v[(len(v)-1)*99/100], sum/float64(len(v)))
 	}
 }

@@ -54,6 +54,7 @@ type batch struct {
 	data   []byte
 	time   int64
 	sealed time.Time
+	trace  stamps // stagetrace.go, when tracing
 }
 
 // add appends op with the cause its result is answered for.

@@ -98,6 +98,9 @@ type Core struct {
 	// awaiter until a value arrives on it (or it is closed).
 	resultGate atomic.Pointer[chan struct{}]
 
+	maxInFlight int                                 // batches proposed and not yet applied, at most
+	trace       func(stage string, d time.Duration) // stagetrace.go; nil when off
+
 	waiterGauge atomic.Int64 // c.waiters, for metrics
 	timerGauge  atomic.Int64 // len(c.timers), for tests
 }
@@ -105,24 +108,26 @@ type Core struct {
 // New makes a core on its ports; Run starts it.
 func New(p Ports) *Core {
 	c := &Core{
-		log:      p.Log,
-		state:    p.State,
-		srv:      p.Server,
-		metrics:  p.Metrics,
-		cfg:      p.Config,
-		logger:   p.Logger,
-		clk:      p.Clock,
-		quota:    p.Quotas,
-		reqs:     make(chan Request, 8192),
-		results:  make(chan applied, maxInFlightBatches+1),
-		events:   make(chan coreEvent, 64),
-		propose:  make(chan *batch, maxInFlightBatches),
-		await:    make(chan proposal, maxInFlightBatches),
-		stop:     make(chan struct{}),
-		drained:  make(chan struct{}),
-		quiesced: make(chan struct{}),
-		timer:    p.Clock.NewTimer(time.Hour),
-		retryT:   p.Clock.NewTimer(time.Hour),
+		log:         p.Log,
+		state:       p.State,
+		srv:         p.Server,
+		metrics:     p.Metrics,
+		cfg:         p.Config,
+		logger:      p.Logger,
+		clk:         p.Clock,
+		quota:       p.Quotas,
+		reqs:        make(chan Request, 8192),
+		results:     make(chan applied, inFlightBatches+1),
+		events:      make(chan coreEvent, 64),
+		propose:     make(chan *batch, inFlightBatches),
+		await:       make(chan proposal, inFlightBatches),
+		maxInFlight: inFlightBatches,
+		trace:       stageTrace,
+		stop:        make(chan struct{}),
+		drained:     make(chan struct{}),
+		quiesced:    make(chan struct{}),
+		timer:       p.Clock.NewTimer(time.Hour),
+		retryT:      p.Clock.NewTimer(time.Hour),
 	}
 	c.reset()
 	return c

@@ -99,7 +99,13 @@ func (c *Core) onRequest(r Request) {
 // onResult handles the outcome of one proposed batch.
 func (c *Core) onResult(a applied) {
 	c.inflight--
+	if c.trace == nil {
+		c.applied(a)
+		return
+	}
+	took := c.clk.Now()
 	c.applied(a)
+	c.traceAnswered(a.b, took, c.clk.Now())
 }
 
 // afterStep ends every turn of the loop: propose what was gathered, publish
@@ -119,7 +125,7 @@ func (c *Core) afterStep() {
 
 // flush proposes the gathered batch when a slot is free.
 func (c *Core) flush() {
-	if c.quiescing || c.inflight >= maxInFlightBatches || !c.leading || !c.takeRetry() {
+	if c.quiescing || c.inflight >= c.maxInFlight || !c.leading || !c.takeRetry() {
 		return
 	}
 	b := c.pending
@@ -132,7 +138,7 @@ func (c *Core) flush() {
 	b.sealed = c.clk.Now()
 	c.pending = &batch{}
 	c.inflight++
-	c.propose <- b // never blocks: at most maxInFlightBatches are out
+	c.propose <- b // never blocks: at most maxInFlight are out
 }
 
 // proposer hands sealed batches to the log in order. It ends when the core
@@ -140,7 +146,11 @@ func (c *Core) flush() {
 func (c *Core) proposer() {
 	defer close(c.await)
 	for b := range c.propose {
-		c.await <- proposal{b: b, wait: c.log.Propose(b.data)}
+		wait := c.log.Propose(b.data)
+		if c.trace != nil {
+			b.trace.proposed = c.clk.Now()
+		}
+		c.await <- proposal{b: b, wait: wait}
 	}
 }
 
@@ -152,6 +162,9 @@ func (c *Core) awaiter() {
 	defer close(c.drained)
 	for p := range c.await {
 		res, o, err := p.wait()
+		if c.trace != nil {
+			p.b.trace.awaited = c.clk.Now()
+		}
 		c.metrics.CommitSeconds(c.clk.Now().Sub(p.b.sealed))
 		if commitHook != nil && o == Applied {
 			commitHook(c, p.b, res)

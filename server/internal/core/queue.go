@@ -88,6 +88,9 @@ func (c *Core) handle(r Request) {
 	if r.Admin {
 		c.admins[r.Conn] = struct{}{}
 	}
+	if c.trace != nil {
+		defer c.traceReceived(c.pending, c.pending.len(), r.At)
+	}
 	switch r.Kind {
 	case wire.TypeAcquire:
 		c.acquire(r)
