@@ -1,6 +1,7 @@
 package dbproc
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"syscall"
@@ -17,15 +18,43 @@ type Server interface {
 }
 
 // Contract is what CheckContract needs of a harness: its two ways to get a
-// server, and its database's words for a query, a table and a count.
+// server, the database/sql driver that speaks to it, and its database's
+// words for counting a table.
 type Contract[S Server] struct {
 	Start, Shared func(testing.TB) S
-	// Query returns the one value q selects on dsn.
-	Query func(t *testing.T, dsn, q string) string
-	// Exec runs stmt on dsn on a connection left open until t ends.
-	Exec func(t *testing.T, dsn, stmt string)
+	// Driver is the database/sql driver name for the harness's DSNs.
+	Driver string
 	// CountTable counts the tables named only_in_a in the current database.
 	CountTable string
+}
+
+// QueryValue returns the one value q selects on dsn, through driver.
+func QueryValue(t *testing.T, driver, dsn, q string) string {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var s string
+	if err := db.QueryRow(q).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+// execKeepOpen runs stmt on dsn and leaves the connection open until t ends,
+// so that a drop at cleanup meets an open session.
+func execKeepOpen(t *testing.T, driver, dsn, stmt string) {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(stmt); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // CheckContract checks what every harness promises: Shared is one server;
@@ -47,14 +76,14 @@ func CheckContract[S Server](t *testing.T, c Contract[S]) {
 			t.Fatal("same DSN twice")
 		}
 		// Left open on purpose: the drop at cleanup must still succeed.
-		c.Exec(t, a, "CREATE TABLE only_in_a (x int)")
-		if n := c.Query(t, b, c.CountTable); n != "0" {
+		execKeepOpen(t, c.Driver, a, "CREATE TABLE only_in_a (x int)")
+		if n := QueryValue(t, c.Driver, b, c.CountTable); n != "0" {
 			t.Fatalf("table visible in the other database: %s", n)
 		}
 	})
 	t.Run("start and stop", func(t *testing.T) {
 		srv := c.Start(t)
-		if c.Query(t, srv.DSN(), "SELECT 'up'") != "up" {
+		if QueryValue(t, c.Driver, srv.DSN(), "SELECT 'up'") != "up" {
 			t.Fatal("no answer")
 		}
 		p := srv.Proc()

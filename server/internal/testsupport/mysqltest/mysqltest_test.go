@@ -1,7 +1,6 @@
 package mysqltest
 
 import (
-	"database/sql"
 	"os"
 	"strings"
 	"testing"
@@ -13,33 +12,14 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
 func query(t *testing.T, dsn, q string) string {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var s string
-	if err := db.QueryRow(q).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return s
+	return dbproc.QueryValue(t, "mysql", dsn, q)
 }
 
 func TestContract(t *testing.T) {
 	if os.Getenv(EnvDSN) != "" {
 		t.Setenv(EnvDSN, "") // Start's server is the one it starts itself
 	}
-	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Query: query,
-		Exec: func(t *testing.T, dsn, stmt string) {
-			db, err := sql.Open("mysql", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if _, err := db.Exec(stmt); err != nil {
-				t.Fatal(err)
-			}
-		},
+	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Driver: "mysql",
 		CountTable: "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'only_in_a'",
 	})
 }

@@ -1,12 +1,11 @@
 package pgtest
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/ticketing-io/ticketing/server/internal/testsupport/dbproc"
 )
@@ -15,32 +14,11 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
 func query(t *testing.T, dsn, q string) string {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var s string
-	if err := c.QueryRow(ctx, q).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return s
+	return dbproc.QueryValue(t, "pgx", dsn, q)
 }
 
 func TestContract(t *testing.T) {
-	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Query: query,
-		Exec: func(t *testing.T, dsn, stmt string) {
-			ctx := context.Background()
-			c, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close(ctx) })
-			if _, err := c.Exec(ctx, stmt); err != nil {
-				t.Fatal(err)
-			}
-		},
+	dbproc.CheckContract(t, dbproc.Contract[*Server]{Start: Start, Shared: Shared, Driver: "pgx",
 		CountTable: "SELECT count(*)::text FROM pg_tables WHERE tablename = 'only_in_a'",
 	})
 }
