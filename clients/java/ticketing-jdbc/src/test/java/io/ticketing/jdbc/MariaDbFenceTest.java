@@ -13,54 +13,27 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 
 /** The JDBC fence on a real MariaDB (InnoDB) started by the test. */
-@Timeout(120)
-class MariaDbFenceTest {
-    static MariaServer db;
-    String url;
-    JdbcFence fence;
-
-    @BeforeAll
-    static void startDb() throws Exception {
-        db = MariaServer.start();
+class MariaDbFenceTest extends RealDatabaseFenceTest<MariaServer> {
+    @Override
+    MariaServer startServer() throws Exception {
+        return MariaServer.start();
     }
 
-    @AfterAll
-    static void stopDb() throws Exception {
-        db.close();
+    @Override
+    String newDatabase(MariaServer server) throws SQLException {
+        return server.newDatabase();
     }
 
-    @BeforeEach
-    void database() throws Exception {
-        url = db.newDatabase();
-        fence = new JdbcFence(JdbcFence.Dialect.MYSQL);
-        try (Connection c = DriverManager.getConnection(url)) {
-            fence.createTable(c);
-        }
-    }
-
-    Connection tx() throws SQLException {
-        Connection c = DriverManager.getConnection(url);
-        c.setAutoCommit(false);
-        return c;
+    @Override
+    JdbcFence.Dialect dialect() {
+        return JdbcFence.Dialect.MYSQL;
     }
 
     void fenced(String key, long token) throws SQLException {
-        try (Connection c = tx()) {
-            try {
-                fence.check(c, key, token);
-                c.commit();
-            } catch (SQLException e) {
-                c.rollback();
-                throw e;
-            }
-        }
+        fenced(key, token, c -> {});
     }
 
     @Test

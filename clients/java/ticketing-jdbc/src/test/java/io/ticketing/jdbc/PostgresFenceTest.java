@@ -18,45 +18,32 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 
 /** The JDBC fence on a real PostgreSQL 15 started by the test. */
-@Timeout(120)
-class PostgresFenceTest {
-    static PgServer pg;
-    String url;
-    JdbcFence fence;
-
-    @BeforeAll
-    static void startPg() throws Exception {
-        pg = PgServer.start();
+class PostgresFenceTest extends RealDatabaseFenceTest<PgServer> {
+    @Override
+    PgServer startServer() throws Exception {
+        return PgServer.start();
     }
 
-    @AfterAll
-    static void stopPg() throws Exception {
-        pg.close();
+    @Override
+    String newDatabase(PgServer server) throws SQLException {
+        return server.newDatabase();
     }
 
-    @BeforeEach
-    void database() throws Exception {
-        url = pg.newDatabase();
-        fence = new JdbcFence(JdbcFence.Dialect.POSTGRES);
-        try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement()) {
-            fence.createTable(c);
+    @Override
+    JdbcFence.Dialect dialect() {
+        return JdbcFence.Dialect.POSTGRES;
+    }
+
+    @Override
+    void createTables(Connection c) throws SQLException {
+        try (Statement st = c.createStatement()) {
             fence.createTable(c); // idempotent
             st.execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)");
             st.execute("INSERT INTO accounts VALUES (1, 100)");
         }
-    }
-
-    Connection tx() throws SQLException {
-        Connection c = DriverManager.getConnection(url);
-        c.setAutoCommit(false);
-        return c;
     }
 
     int balance() throws SQLException {
@@ -67,21 +54,14 @@ class PostgresFenceTest {
         }
     }
 
-    /** A fenced write: check, then write, then commit; rolls back on any failure. */
+    /** A fenced write of the balance. */
     void fencedWrite(String key, long token, int newBalance) throws SQLException {
-        try (Connection c = tx()) {
-            try {
-                fence.check(c, key, token);
-                try (PreparedStatement ps = c.prepareStatement("UPDATE accounts SET balance = ? WHERE id = 1")) {
-                    ps.setInt(1, newBalance);
-                    ps.executeUpdate();
-                }
-                c.commit();
-            } catch (SQLException e) {
-                c.rollback();
-                throw e;
+        fenced(key, token, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE accounts SET balance = ? WHERE id = 1")) {
+                ps.setInt(1, newBalance);
+                ps.executeUpdate();
             }
-        }
+        });
     }
 
     /**
