@@ -28,9 +28,7 @@ namespace Ticketing.Tests
 
         public static IEnumerable<string> Scenarios()
         {
-            var files = Directory.GetFiles(Dir(), "*.json").OrderBy(f => f, StringComparer.Ordinal).ToList();
-            if (files.Count == 0) throw new FileNotFoundException("no scenarios in " + Dir());
-            return files.Select(f => Path.GetFileNameWithoutExtension(f));
+            return ConformanceRunner.Scenarios(Dir(), "scenarios");
         }
 
         /// <summary>The fake server process of one scenario: its address, the frames it received, its verdict.</summary>
@@ -191,32 +189,12 @@ namespace Ticketing.Tests
             return b.Connect();
         }
 
-        /// <summary>How many scenarios run at once: most of a scenario's time is waiting (the Go runner does the same).</summary>
-        internal const int Parallel = 8;
-
-        /// <summary>Every scenario, started at once (Parallel at a time) on first use; each test waits for its own.</summary>
-        static readonly Lazy<Dictionary<string, Task>> Runs = new Lazy<Dictionary<string, Task>>(() =>
-        {
-            var slots = new SemaphoreSlim(Parallel);
-            return Scenarios().ToDictionary(n => n, n => Task.Factory.StartNew(() =>
-            {
-                slots.Wait();
-                try { Run(n); }
-                finally { slots.Release(); }
-            }, TaskCreationOptions.LongRunning));
-        });
+        static readonly Lazy<Dictionary<string, Task>> Runs = ConformanceRunner.StartAll(Scenarios, Run);
 
         [Test, TestCaseSource("Scenarios")]
         public void Scenario(string name)
         {
-            try
-            {
-                Runs.Value[name].Wait();
-            }
-            catch (AggregateException e)
-            {
-                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerException).Throw();
-            }
+            ConformanceRunner.Await(Runs, name);
         }
 
         static void Run(string name)
@@ -302,18 +280,7 @@ namespace Ticketing.Tests
                         cts.Cancel();
                         Assert.Fail("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)" + fake.Violations());
                     }
-                    var got = call.Result;
-                    var detail = got.Contains(" (") ? got.Substring(got.IndexOf(" (")) : "";
-                    got = got.Substring(0, got.Length - detail.Length);
-                    var expect = (Dictionary<string, object>)step["expect"];
-                    var want = expect.ContainsKey("error") ? "error " + expect["error"] : (string)expect["result"];
-                    if (expect.ContainsKey("token")) want += " " + expect["token"];
-                    else if (got.StartsWith("granted ")) got = "granted";
-                    if (want != got) Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + fake.Violations() + "\nrule: " + rule);
-                    if (expect.ContainsKey("names"))
-                        foreach (var named in (List<object>)expect["names"])
-                            if (!detail.Contains((string)named))
-                                Assert.Fail("step " + i + " (" + op + "): the error" + detail + " does not name " + named + "\nrule: " + rule);
+                    ConformanceRunner.Check(i, op, call.Result, step, result => result == "granted", fake.Violations, rule);
                 }
                 Assert.AreEqual("ok", fake.Check(), "frames sent\nrule: " + rule);
             }

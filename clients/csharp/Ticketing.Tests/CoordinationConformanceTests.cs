@@ -28,9 +28,7 @@ namespace Ticketing.Tests
 
         public static IEnumerable<string> Scenarios()
         {
-            var files = Directory.GetFiles(Dir(), "*.json").OrderBy(f => f, StringComparer.Ordinal).ToList();
-            if (files.Count == 0) throw new FileNotFoundException("no coordination scenarios in " + Dir());
-            return files.Select(f => Path.GetFileNameWithoutExtension(f));
+            return ConformanceRunner.Scenarios(Dir(), "coordination scenarios");
         }
 
         /// <summary>An exception's class as the scenarios spell it: the coordination classes first, then the ticket ones.</summary>
@@ -73,29 +71,12 @@ namespace Ticketing.Tests
             return step.TryGetValue(name, out v) && v is bool && (bool)v;
         }
 
-        /// <summary>Every scenario, started at once (a few at a time) on first use; each test waits for its own.</summary>
-        static readonly Lazy<Dictionary<string, Task>> Runs = new Lazy<Dictionary<string, Task>>(() =>
-        {
-            var slots = new SemaphoreSlim(ConformanceTests.Parallel);
-            return Scenarios().ToDictionary(n => n, n => Task.Factory.StartNew(() =>
-            {
-                slots.Wait();
-                try { Run(n); }
-                finally { slots.Release(); }
-            }, TaskCreationOptions.LongRunning));
-        });
+        static readonly Lazy<Dictionary<string, Task>> Runs = ConformanceRunner.StartAll(Scenarios, Run);
 
         [Test, TestCaseSource("Scenarios")]
         public void Scenario(string name)
         {
-            try
-            {
-                Runs.Value[name].Wait();
-            }
-            catch (AggregateException e)
-            {
-                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerException).Throw();
-            }
+            ConformanceRunner.Await(Runs, name);
         }
 
         /// <summary>The calls of one scenario; calls may run in the background, so the last session and lease are guarded.</summary>
@@ -237,18 +218,7 @@ namespace Ticketing.Tests
                         }
                         if (!call.Wait(within + TimeSpan.FromSeconds(1)))
                             Assert.Fail("step " + i + " (" + op + "): no outcome within " + within + " (the bound catches a hang)" + fake.Violations());
-                        var got = call.Result;
-                        var detail = got.Contains(" (") ? got.Substring(got.IndexOf(" (", StringComparison.Ordinal)) : "";
-                        got = got.Substring(0, got.Length - detail.Length);
-                        var expect = (Dictionary<string, object>)step["expect"];
-                        var want = expect.ContainsKey("error") ? "error " + expect["error"] : (string)expect["result"];
-                        if (expect.ContainsKey("token")) want += " " + expect["token"];
-                        else if (got.StartsWith("acquired ", StringComparison.Ordinal) || got.StartsWith("leading ", StringComparison.Ordinal)) got = got.Substring(0, got.IndexOf(' '));
-                        if (want != got) Assert.AreEqual(want, got, "step " + i + " (" + op + ")" + detail + fake.Violations() + "\nrule: " + rule);
-                        if (expect.ContainsKey("names"))
-                            foreach (var named in (List<object>)expect["names"])
-                                if (!detail.Contains((string)named))
-                                    Assert.Fail("step " + i + " (" + op + "): the error" + detail + " does not name " + named + "\nrule: " + rule);
+                        ConformanceRunner.Check(i, op, call.Result, step, result => result == "acquired" || result == "leading", fake.Violations, rule);
                     }
                     Assert.AreEqual("ok", fake.Check(), "frames sent\nrule: " + rule);
                 }
