@@ -16,20 +16,9 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The JDBC fence on a real MariaDB (InnoDB) started by the test. */
-class MariaDbFenceTest extends RealDatabaseFenceTest<MariaServer> {
-    @Override
-    MariaServer startServer() throws Exception {
-        return MariaServer.start();
-    }
-
-    @Override
-    String newDatabase(MariaServer server) throws SQLException {
-        return server.newDatabase();
-    }
-
-    @Override
-    JdbcFence.Dialect dialect() {
-        return JdbcFence.Dialect.MYSQL;
+class MariaDbFenceTest extends RealDatabaseFenceTest {
+    MariaDbFenceTest() {
+        super(JdbcFence.Dialect.MYSQL, MariaServer::start);
     }
 
     void fenced(String key, long token) throws SQLException {

@@ -24,7 +24,7 @@ import java.util.stream.Stream;
  * mariadb-install-db (Debian: apt-get install mariadb-server); a missing
  * binary fails the test. As root the server runs as the "mysql" user.
  */
-final class MariaServer implements AutoCloseable {
+final class MariaServer implements DatabaseServer {
     private final Path dir;
     final int port;
     private final Process proc;
@@ -121,7 +121,7 @@ final class MariaServer implements AutoCloseable {
         return "jdbc:mariadb://127.0.0.1:" + port + "/" + db + "?user=root";
     }
 
-    String newDatabase() throws SQLException {
+    public String newDatabase() throws SQLException {
         String name = "fence" + dbs.incrementAndGet();
         try (Connection c = DriverManager.getConnection(url("mysql")); Statement st = c.createStatement()) {
             st.execute("CREATE DATABASE " + name);

@@ -26,7 +26,7 @@ import java.util.stream.Stream;
  * missing binary fails the test, never skips it. PostgreSQL refuses to run as
  * root, so as root the server runs as the "postgres" user (setpriv).
  */
-public final class PgServer implements AutoCloseable {
+public final class PgServer implements DatabaseServer {
     private final Path dir;
     public final int port;
     private final Process proc;

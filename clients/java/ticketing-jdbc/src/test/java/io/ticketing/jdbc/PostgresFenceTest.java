@@ -21,20 +21,9 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The JDBC fence on a real PostgreSQL 15 started by the test. */
-class PostgresFenceTest extends RealDatabaseFenceTest<PgServer> {
-    @Override
-    PgServer startServer() throws Exception {
-        return PgServer.start();
-    }
-
-    @Override
-    String newDatabase(PgServer server) throws SQLException {
-        return server.newDatabase();
-    }
-
-    @Override
-    JdbcFence.Dialect dialect() {
-        return JdbcFence.Dialect.POSTGRES;
+class PostgresFenceTest extends RealDatabaseFenceTest {
+    PostgresFenceTest() {
+        super(JdbcFence.Dialect.POSTGRES, PgServer::start);
     }
 
     @Override

@@ -17,18 +17,22 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(120)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-abstract class RealDatabaseFenceTest<S extends AutoCloseable> {
-    S server;
+abstract class RealDatabaseFenceTest {
+    /** Starts a test class's database server. */
+    interface Starter {
+        DatabaseServer start() throws Exception;
+    }
+
+    private final JdbcFence.Dialect dialect;
+    private final Starter starter;
+    DatabaseServer server;
     String url;
     JdbcFence fence;
 
-    /** Starts the class's database server. */
-    abstract S startServer() throws Exception;
-
-    /** A JDBC URL of a new, empty database on the server. */
-    abstract String newDatabase(S server) throws SQLException;
-
-    abstract JdbcFence.Dialect dialect();
+    RealDatabaseFenceTest(JdbcFence.Dialect dialect, Starter starter) {
+        this.dialect = dialect;
+        this.starter = starter;
+    }
 
     /** Adds a test's own tables to a new database; none by default. */
     void createTables(Connection c) throws SQLException {}
@@ -40,7 +44,7 @@ abstract class RealDatabaseFenceTest<S extends AutoCloseable> {
 
     @BeforeAll
     void startDb() throws Exception {
-        server = startServer();
+        server = starter.start();
     }
 
     @AfterAll
@@ -50,8 +54,8 @@ abstract class RealDatabaseFenceTest<S extends AutoCloseable> {
 
     @BeforeEach
     void database() throws Exception {
-        url = newDatabase(server);
-        fence = new JdbcFence(dialect());
+        url = server.newDatabase();
+        fence = new JdbcFence(dialect);
         try (Connection c = DriverManager.getConnection(url)) {
             fence.createTable(c);
             createTables(c);
