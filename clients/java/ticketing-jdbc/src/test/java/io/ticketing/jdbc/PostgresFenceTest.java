@@ -1,7 +1,6 @@
 package io.ticketing.jdbc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -16,8 +15,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The JDBC fence on a real PostgreSQL 15 started by the test. */
@@ -104,32 +101,17 @@ class PostgresFenceTest extends RealDatabaseFenceTest {
     @Test
     void theSameTokenTwiceNeverBothSucceed() throws Exception {
         try (Connection c1 = tx(); Connection c2 = tx()) {
-            fence.check(c1, "k", 5);
-            CompletableFuture<Throwable> second = CompletableFuture.supplyAsync(() -> {
-                try {
-                    fence.check(c2, "k", 5); // waits for c1's row lock
-                    return null;
-                } catch (SQLException e) {
-                    return e;
+            secondCheckOfTheSameTokenWaitsAndLoses(c1, c2, 5, new LockWait() {
+                @Override
+                public boolean waiting(Statement st) throws SQLException {
+                    return single(st, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == 1;
+                }
+
+                @Override
+                public String state(Statement st) throws SQLException {
+                    return rows(st, "SELECT pid, state, wait_event_type, query FROM pg_stat_activity WHERE datname = current_database()");
                 }
             });
-            // the second check must be waiting on the row lock, not done
-            try (Connection mon = DriverManager.getConnection(url); Statement st = mon.createStatement()) {
-                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-                while (true) {
-                    try (ResultSet rs = st.executeQuery("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) {
-                        rs.next();
-                        if (rs.getInt(1) == 1) {
-                            break;
-                        }
-                    }
-                    assertTrue(System.nanoTime() < end, "the second check did not wait for the first's lock");
-                    Thread.sleep(10);
-                }
-            }
-            c1.commit();
-            assertInstanceOf(TokenCommittedException.class, second.get(20, TimeUnit.SECONDS));
-            c2.rollback();
         }
         // Under REPEATABLE READ the loser fails with a serialization error instead.
         try (Connection c1 = tx(); Connection c2 = tx()) {
