@@ -35,12 +35,18 @@ func QueryValue(t *testing.T, driver, dsn, q string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer closeDB(t, db)
 	var s string
 	if err := db.QueryRow(q).Scan(&s); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return s
+}
+
+func closeDB(t *testing.T, db *sql.DB) {
+	if err := db.Close(); err != nil {
+		t.Errorf("closing the connection: %v", err)
+	}
 }
 
 // execKeepOpen runs stmt on dsn and leaves the connection open until t ends,
@@ -51,7 +57,7 @@ func execKeepOpen(t *testing.T, driver, dsn, stmt string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { closeDB(t, db) })
 	if _, err := db.Exec(stmt); err != nil {
 		t.Fatal(err)
 	}
