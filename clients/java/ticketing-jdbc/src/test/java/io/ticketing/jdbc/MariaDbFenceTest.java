@@ -41,9 +41,17 @@ class MariaDbFenceTest extends RealDatabaseFenceTest {
             secondCheckOfTheSameTokenWaitsAndLoses(c1, c2, 5, new LockWait() {
                 @Override
                 public boolean waiting(Statement st) throws SQLException {
-                    // c2's own transaction, waiting for the row c1 locked.
+                    // c2's own transaction, waiting for the row c1 locked;
+                    // or c2's fence statement still running on the server.
+                    // MariaDB does not always list a transaction blocked in
+                    // an INSERT's duplicate-key check in innodb_trx (seen
+                    // once: the thread in state "Update" on the fence INSERT,
+                    // no row for its transaction), and a statement that has
+                    // started before c1 commits is what the check needs.
                     return single(st, "SELECT count(*) FROM information_schema.innodb_trx"
-                            + " WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = " + c2id) == 1;
+                            + " WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = " + c2id) == 1
+                            || single(st, "SELECT count(*) FROM information_schema.processlist WHERE id = " + c2id
+                            + " AND command = 'Query' AND info LIKE 'INSERT INTO ticketing_fence%'") == 1;
                 }
 
                 @Override
