@@ -97,6 +97,36 @@ class CoordinationIntegrationTest {
     }
 
     /**
+     * An acquire of a semaphore the session already holds that is
+     * interrupted before its answer is withdrawn with a release, and the
+     * release gives up the whole hold: the lease the session had ends with
+     * it (ReleasedException), before another session can be granted the
+     * semaphore, never left looking valid.
+     */
+    @Test
+    void anInterruptedReacquireEndsTheHold() throws Exception {
+        try (TicketBroker b = TicketBroker.connect(addr); CoordinationClient c = CoordinationClient.create(b)) {
+            c.createNodeBlocking("/java/reacquire", NodeConfig.defaults());
+            try (Session a = c.sessionBlocking("/java/reacquire", Duration.ofSeconds(10), "a");
+                    Session o = c.sessionBlocking("/java/reacquire", Duration.ofSeconds(10), "o")) {
+                a.createSemaphoreBlocking("r", 1, NO_DATA);
+                Lease held = a.acquireBlocking("r", AcquireOptions.exclusive());
+                Thread.currentThread().interrupt();
+                try {
+                    assertThrows(java.util.concurrent.CancellationException.class, () -> a.acquireBlocking("r", AcquireOptions.exclusive()));
+                } finally {
+                    Thread.interrupted();
+                }
+                Lease other = o.acquireBlocking("r", AcquireOptions.exclusive().timeout(Duration.ofSeconds(10)));
+                assertFalse(held.isValid(), "a's lease still looks valid while o holds the semaphore");
+                assertInstanceOf(io.ticketing.coordination.ReleasedException.class, held.ended().get(10, TimeUnit.SECONDS));
+                other.releaseBlocking();
+            }
+            c.dropNodeBlocking("/java/reacquire");
+        }
+    }
+
+    /**
      * Ten sessions on one broker connection take a semaphore of limit 3 in
      * turns: at no time do more than 3 of them hold a valid lease, as the
      * holders see it (counted after the acquire's answer, uncounted before

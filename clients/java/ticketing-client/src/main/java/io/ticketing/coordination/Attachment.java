@@ -961,18 +961,27 @@ final class Attachment {
     }
 
     /**
-     * Releases name in the background after an interrupted acquire: the
-     * caller returns at once, and the session's next acquire of name waits
+     * Releases name in the background after an interrupted acquire (ending
+     * the session's lease of name first, if it has one): the caller returns at once, and the session's next acquire of name waits
      * for the withdrawal first, so that the withdrawal cannot end that one.
      */
     void withdraw(String name, Runnable release) {
         CompletableFuture<Void> done = new CompletableFuture<>();
         CompletableFuture<Void> prev;
+        Lease held;
         mu.lock();
         try {
             prev = withdrawing.put(name, done);
+            held = leases.remove(name);
         } finally {
             mu.unlock();
+        }
+        if (held != null) {
+            // The release gives up the session's whole hold of name: a
+            // lease it already had must never look valid for a hold the
+            // server may have given to another session.
+            held.end(new ReleasedException("coordination: " + name
+                    + ": an acquire of the held semaphore ended before its answer, and its withdrawal releases the hold"));
         }
         client.executor.execute(() -> {
             try {
