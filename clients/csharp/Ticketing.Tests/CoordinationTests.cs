@@ -151,6 +151,53 @@ namespace Ticketing.Tests
             }
         }
 
+        /// <summary>
+        /// An acquire of a semaphore the session already holds that is
+        /// cancelled before its answer is withdrawn with a release, which
+        /// gives up the whole hold: the lease the session had ends with it
+        /// (LeaseLostException) before another session can be granted the
+        /// semaphore, never left looking valid. The cancel races with the
+        /// answer (an answer already there is the same hold), so the test
+        /// repeats until the cancel wins.
+        /// </summary>
+        [Test]
+        public void ACancelledReacquireEndsTheHold()
+        {
+            using (var c = new Cluster(1))
+            using (var b = U.Ready(U.Connect(c.AddrList)))
+            {
+                var cc = new CoordinationClient(b);
+                U.Wait(cc.CreateNodeAsync("/reacquire"));
+                var a = U.Get(cc.StartSessionAsync("/reacquire", Opts(TimeSpan.FromSeconds(10))));
+                var o = U.Get(cc.StartSessionAsync("/reacquire", Opts(TimeSpan.FromSeconds(10))));
+                U.Wait(a.CreateSemaphoreAsync("r", 1));
+                bool withdrawn = false;
+                for (int round = 0; round < 500 && !withdrawn; round++)
+                {
+                    var held = U.Get(a.AcquireSemaphoreAsync("r"));
+                    var cts = new CancellationTokenSource();
+                    var again = a.AcquireSemaphoreAsync("r", null, cts.Token);
+                    cts.Cancel();
+                    try
+                    {
+                        Assert.AreSame(held, again.GetAwaiter().GetResult(), "an answered re-acquire is the same hold");
+                        U.Wait(held.ReleaseAsync());
+                        continue;
+                    }
+                    catch (OperationCanceledException)
+                    {
+                        withdrawn = true;
+                    }
+                    var other = U.Get(o.AcquireSemaphoreAsync("r", new AcquireOptions { Timeout = TimeSpan.FromSeconds(10) }));
+                    Assert.IsFalse(held.IsValid, "a's lease still looks valid while o holds the semaphore");
+                    Assert.IsInstanceOf<LeaseLostException>(held.LossReason);
+                    U.Wait(other.ReleaseAsync());
+                }
+                Assert.IsTrue(withdrawn, "the cancel never came before the re-acquire's answer in 500 rounds");
+                U.Wait(cc.DisposeAsync().AsTask());
+            }
+        }
+
         [Test]
         public void ABlockedCallbackHoldsUpNoOtherSessionOnTheConnection()
         {

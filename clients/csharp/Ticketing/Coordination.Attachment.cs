@@ -735,16 +735,22 @@ namespace Ticketing.Coordination
             watches.Clear();
         }
 
-        /// <summary>Releases name in the background after an acquire's caller left; the next acquire of name waits for it.</summary>
+        /// <summary>Releases name in the background after an acquire's caller left, ending the session's lease of name first if it has one; the next acquire of name waits for it.</summary>
         internal void Withdraw(Func<Task> release, string name)
         {
             Task prev;
+            SemaphoreLease held;
             var done = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
             lock (mu)
             {
                 withdrawing.TryGetValue(name, out prev);
                 withdrawing[name] = done.Task;
+                if (leases.TryGetValue(name, out held)) leases.Remove(name);
             }
+            // The release gives up the session's whole hold of name: a lease
+            // it already had must never look valid for a hold the server may
+            // have given to another session.
+            if (held != null) held.End(new LeaseLostException("coordination: " + name + ": an acquire of the held semaphore ended before its answer, and its withdrawal releases the hold"));
             Task.Run(async () =>
             {
                 try
