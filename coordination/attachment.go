@@ -69,6 +69,10 @@ type attachment struct {
 	cancel context.CancelCauseFunc
 	states callbackQueue // the state callback's calls, in order
 	done   chan struct{} // the run loop ended
+	// over is closed once end has run to its last step: a second end
+	// (or close) that finds the session ended waits for it, so that it
+	// never returns while the contexts and leases are still being ended.
+	over chan struct{}
 
 	mu       sync.Mutex
 	id       uint64
@@ -106,7 +110,7 @@ type attachmentHooks struct {
 }
 
 func newAttachment(t connLayer, log *slog.Logger, life *clientLife, path string) *attachment {
-	return &attachment{t: t, log: log, life: life, path: path, timeout: 30 * time.Second, key: make([]byte, 16), done: make(chan struct{})}
+	return &attachment{t: t, log: log, life: life, path: path, timeout: 30 * time.Second, key: make([]byte, 16), done: make(chan struct{}), over: make(chan struct{})}
 }
 
 // open checks the session's settings and attaches a new session; the
@@ -346,6 +350,7 @@ func (a *attachment) end(err error) {
 	a.mu.Lock()
 	if a.ended != nil {
 		a.mu.Unlock()
+		<-a.over
 		return
 	}
 	a.ended = err
@@ -375,6 +380,7 @@ func (a *attachment) end(err error) {
 		a.unsubscribe()
 	}
 	a.life.sessionEnded()
+	close(a.over)
 }
 
 // close stops the session: its holds are released at once.
@@ -383,6 +389,7 @@ func (a *attachment) close(ctx context.Context) error {
 	l, ended := a.l, a.ended
 	a.mu.Unlock()
 	if ended != nil {
+		<-a.over
 		return nil
 	}
 	var err error

@@ -295,7 +295,7 @@ func TestSessionCloseReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	if la.Context().Err() == nil || a.Context().Err() == nil || a.State() != coordination.Expired {
-		t.Fatal("closing the session left its lease or context alive")
+		t.Fatalf("closing the session left its lease or context alive: lease %v, session %v, state %v", la.Context().Err(), a.Context().Err(), a.State())
 	}
 	if err := recv(t, ctx, got); err != nil {
 		t.Fatalf("b after a closed: %v", err)
