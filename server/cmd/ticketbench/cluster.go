@@ -18,8 +18,8 @@ import (
 	"time"
 
 	ticketing "github.com/ticketing-io/ticketing"
-	"github.com/ticketing-io/ticketing/server/internal/testsupport/freeport"
 	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/freeport"
 )
 
 // node is one server process started by the benchmark.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
-	"github.com/ticketing-io/ticketing/server/internal/testsupport/cutproxy"
 	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/cutproxy"
 	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 

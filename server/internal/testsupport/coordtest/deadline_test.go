@@ -14,8 +14,8 @@ import (
 
 	"github.com/ticketing-io/ticketing"
 	"github.com/ticketing-io/ticketing/coordination"
-	"github.com/ticketing-io/ticketing/server/internal/testsupport/nemesis"
 	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/nemesis"
 	"github.com/ticketing-io/ticketing/server/internal/testsupport/testcluster"
 )
 

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ticketing-io/ticketing/server/internal/testsupport/freeport"
 	"github.com/ticketing-io/ticketing/server/internal/server"
+	"github.com/ticketing-io/ticketing/server/internal/testsupport/freeport"
 )
 
 // Option adjusts every server's configuration before start.
