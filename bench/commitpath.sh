@@ -28,6 +28,11 @@
 #   CLIENTS ["1 128"]  NODES ["1"]  INFLIGHT ["4"] (the core's batches in
 #   flight; 4 is ticketd's) REPS [2]  DURATION [6s]  WARMUP [3s]
 #   OUT [/tmp/commitpath-<date>]  where the timing files are kept
+#   BEFORE [none]  a git revision to compare with: it is built from a
+#                  detached worktree and every run is made with both builds,
+#                  before then after, so each pair shares the machine's
+#                  moment (bench/commitpath.sh with BEFORE=<rev> is how the
+#                  before/after breakdown in docs/benchmarks.md was made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-"1 128"} NODES=${NODES:-1} INFLIGHT=${INFLIGHT:-4}
@@ -35,6 +40,15 @@ REPS=${REPS:-2} DURATION=${DURATION:-6s} WARMUP=${WARMUP:-3s}
 OUT=${OUT:-/tmp/commitpath-$(date -u +%Y%m%dT%H%MZ)}
 mkdir -p "$OUT/bin"
 go build -o "$OUT/bin/" ./server/cmd/ticketbench ./server/cmd/ticketd
+builds="after=$OUT/bin/ticketbench"
+if [ -n "${BEFORE:-}" ]; then
+  src=$OUT/before-src
+  git worktree add -q --detach "$src" "$BEFORE"
+  trap 'git worktree remove --force "$src"' EXIT
+  mkdir -p "$OUT/before-bin"
+  (cd "$src" && go build -o "$OUT/before-bin/" ./server/cmd/ticketbench ./server/cmd/ticketd)
+  builds="before=$OUT/before-bin/ticketbench $builds"
+fi
 tb=$OUT/bin/ticketbench
 stages='core.gather core.propose raft.leader.dispatchLog raft.commitTime raft.replication.appendEntries.rpc raft.rpc.appendEntries.storeLogs raft.fsm.enqueue raft.fsm.apply core.commit_apply core.result core.answer core.total'
 
@@ -47,9 +61,12 @@ for pass in $(seq 1 "$REPS"); do
   for n in $NODES; do
     for c in $CLIENTS; do
       for inf in $INFLIGHT; do
+       for build in $builds; do
+        name=${build%%=*} bin=${build#*=}
         tag="pass$pass-n$n-c$c-i$inf"
+        [ -n "${BEFORE:-}" ] && tag="$name-$tag"
         load=$(cut -d' ' -f1 /proc/loadavg)
-        line=$(TICKETBENCH_INFLIGHT=$inf "$tb" -q -nodes "$n" -clients "$c" -warmup "$WARMUP" -duration "$DURATION" -server-timings "$OUT/$tag.txt" 2>&1 | tail -1)
+        line=$(TICKETBENCH_INFLIGHT=$inf "$bin" -q -nodes "$n" -clients "$c" -warmup "$WARMUP" -duration "$DURATION" -server-timings "$OUT/$tag.txt" 2>&1 | tail -1)
         echo "$line" > "$OUT/$tag.line"
         echo "== $tag load $load: $(echo "$line" | grep -o '([0-9.]*/s)\|lat_ms p50=[0-9.]*\|acq_ms p50=[0-9.]*\|server_cpu_cores=[0-9.]*\|bench_cpu_cores=[0-9.]*\|other_cpu_cores=[0-9.]*\|ops_per_commit=[0-9.]*' | tr '\n' ' ')"
         tim=$OUT/$tag.txt
@@ -62,6 +79,10 @@ for pass in $(seq 1 "$REPS"); do
         for s in $stages; do
           awk -v s="$s" '$1 == s { printf "  %-40s %s %s\n", s, $3, $5 }' "$tim"
         done
+        acq=$(echo "$line" | sed -n 's/.*acq_ms p50=\([0-9.]*\).*/\1/p')
+        tot=$(awk '$1 == "core.total" { sub("p50=", "", $3); print $3 }' "$tim")
+        awk -v a="$acq" -v t="$tot" 'BEGIN { if (a != "" && t != "") printf "  %-40s p50=%.3f\n", "outside the core (acquire - total)", a - t }'
+       done
       done
     done
   done

@@ -46,8 +46,7 @@ type Core struct {
 	reqs    chan Request
 	results chan applied
 	events  chan coreEvent
-	propose chan *batch
-	await   chan proposal
+	await   chan proposal // proposed batches, in log order, for the awaiter
 	stop    chan struct{}
 	drained chan struct{} // closed when every proposal has an outcome
 
@@ -119,7 +118,6 @@ func New(p Ports) *Core {
 		reqs:        make(chan Request, 8192),
 		results:     make(chan applied, inFlightBatches+1),
 		events:      make(chan coreEvent, 64),
-		propose:     make(chan *batch, inFlightBatches),
 		await:       make(chan proposal, inFlightBatches),
 		maxInFlight: inFlightBatches,
 		trace:       stageTrace,
