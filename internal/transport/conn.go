@@ -19,7 +19,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ticketing-io/ticketing/internal/adminwire"
@@ -188,13 +187,8 @@ type Conn struct {
 	largeSlot chan struct{}
 	born      time.Time
 
-	// raw is the plain TCP socket (nil with TLS or another transport),
-	// for the caller's own non-blocking write (Start).
-	raw syscall.RawConn
-
 	mu      sync.Mutex
 	wbuf    []byte
-	writing bool // a write of frames taken from wbuf is under way
 	pending map[uint32]*Request
 	watches map[uint32]func(wire.Frame) // coordination watches set by answered describes, by request id
 	nextID  uint32
@@ -269,7 +263,6 @@ func dial(ctx context.Context, addr string, cfg *Config, flags uint8, hooks conn
 		done:      make(chan struct{}),
 		largeSlot: make(chan struct{}, 1),
 	}
-	c.raw = rawSocket(live.Conn)
 	c.pingOwn(cfg.ClientPing)
 	if h.maxIn > 0 {
 		c.semAcq = make(chan struct{}, min(h.maxIn, 1<<24))
@@ -517,16 +510,13 @@ func (c *Conn) writeLoop(wg *sync.WaitGroup) {
 		// write syscall per request; alone, it returns at once.
 		runtime.Gosched()
 		c.mu.Lock()
-		if c.writing || len(c.wbuf) == 0 {
-			// A caller's own write is under way; it signals when it
-			// leaves frames behind.
-			c.mu.Unlock()
-			continue
-		}
 		buf := c.wbuf
 		c.wbuf = spare[:0]
-		c.writing = true
 		c.mu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
 		for off := 0; off < len(buf); {
 			end := min(off+maxWrite, len(buf))
 			c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout()))
@@ -540,34 +530,6 @@ func (c *Conn) writeLoop(wg *sync.WaitGroup) {
 			buf = nil
 		}
 		spare = buf[:0]
-		c.mu.Lock()
-		c.writing = false
-		c.mu.Unlock()
-	}
-}
-
-// writeNow is a caller's own write of what is queued, when nothing else is
-// queued or being written: one non-blocking write, so that a lone request
-// leaves without waking the writer goroutine. What the socket does not take
-// at once, and what others queue meanwhile, is left to the writer (which
-// applies the write deadline, and reports a failed write). c.mu is held; it
-// is released during the write and held again on return.
-func (c *Conn) writeNow() {
-	buf := c.wbuf
-	c.wbuf = nil
-	c.writing = true
-	c.mu.Unlock()
-	n := tryWrite(c.raw, buf)
-	c.mu.Lock()
-	c.writing = false
-	switch {
-	case n < len(buf):
-		c.wbuf = append(buf[n:len(buf):len(buf)], c.wbuf...)
-	case len(c.wbuf) == 0:
-		c.wbuf = buf[:0] // reuse the array for the next request
-	}
-	if len(c.wbuf) > 0 {
-		c.signal()
 	}
 }
 
@@ -741,18 +703,7 @@ func (c *Conn) Start(ctx context.Context, cl *Request, f *wire.Frame) error {
 		c.nc.SetReadDeadline(time.Now().Add(c.quiet))
 	}
 	cl.Sent = time.Now()
-	// Alone: no other request awaits an answer and nothing is queued or
-	// being written, so the caller writes its frame itself and spares the
-	// writer's wake-up. With others in flight, answers arrive in batches
-	// and their callers send again together: the writer then gathers their
-	// frames into one write, which writing each at once would not.
-	alone := len(c.pending) == 1 && len(c.wbuf) == 0 && !c.writing && c.raw != nil && !large
 	c.wbuf = wire.Append(c.wbuf, f)
-	if alone {
-		c.writeNow()
-		c.mu.Unlock()
-		return nil
-	}
 	c.mu.Unlock()
 	c.signal()
 	return nil

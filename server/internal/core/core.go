@@ -46,7 +46,8 @@ type Core struct {
 	reqs    chan Request
 	results chan applied
 	events  chan coreEvent
-	await   chan proposal // proposed batches, in log order, for the awaiter
+	propose chan *batch
+	await   chan proposal
 	stop    chan struct{}
 	drained chan struct{} // closed when every proposal has an outcome
 
@@ -118,6 +119,7 @@ func New(p Ports) *Core {
 		reqs:        make(chan Request, 8192),
 		results:     make(chan applied, inFlightBatches+1),
 		events:      make(chan coreEvent, 64),
+		propose:     make(chan *batch, inFlightBatches),
 		await:       make(chan proposal, inFlightBatches),
 		maxInFlight: inFlightBatches,
 		trace:       stageTrace,

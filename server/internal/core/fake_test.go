@@ -129,9 +129,6 @@ func (s *fakeServing) NotLeaderFrame() *wire.Frame {
 	return &wire.Frame{Type: wire.TypeNotLeader, Text: []byte("127.0.0.1:1")}
 }
 
-// FlushAnswers: the fake repliers record their frames at once.
-func (s *fakeServing) FlushAnswers() {}
-
 // fakeMetrics counts by name (the awaiter reports commit times from its
 // goroutine, hence the lock).
 type fakeMetrics struct {
@@ -299,10 +296,11 @@ func newFollowerHarness(t *testing.T, limits Limits, log *fakeLog, clk *fakeCloc
 	h := &coreHarness{t: t, log: log, clk: clk, srv: &fakeServing{}, m: &fakeMetrics{}, term: term}
 	h.c = New(Ports{Log: h.log, State: h.log, Server: h.srv, Metrics: h.m,
 		Config: Config{NodeID: "n1", Advertise: "127.0.0.1:7000", Limits: limits}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: h.clk})
+	go h.c.proposer()
 	go h.c.awaiter()
 	t.Cleanup(func() {
 		close(h.c.stop)
-		close(h.c.await)
+		close(h.c.propose)
 		for _, open := range h.gates {
 			open()
 		}

@@ -56,6 +56,7 @@ func (c *Core) Run() {
 	if startHook != nil {
 		startHook(c)
 	}
+	go c.proposer()
 	go c.awaiter()
 	for {
 		reqs := c.reqs
@@ -64,7 +65,7 @@ func (c *Core) Run() {
 		}
 		select {
 		case <-c.stop:
-			close(c.await) // the awaiter drains what is in flight
+			close(c.propose) // the proposer and awaiter drain what is in flight
 			return
 		case r := <-reqs:
 			c.onRequest(r)
@@ -111,7 +112,6 @@ func (c *Core) onResult(a applied) {
 // the gauges.
 func (c *Core) afterStep() {
 	c.flush()
-	c.srv.FlushAnswers()
 	if c.quiescing && c.inflight == 0 {
 		select {
 		case <-c.quiesced:
@@ -138,13 +138,20 @@ func (c *Core) flush() {
 	b.sealed = c.clk.Now()
 	c.pending = &batch{}
 	c.inflight++
-	// Propose returns at once (Raft's apply channel is buffered), so the
-	// core proposes itself, in log order, without a goroutine's hand-off.
-	wait := c.log.Propose(b.data)
-	if c.trace != nil {
-		b.trace.proposed = c.clk.Now()
+	c.propose <- b // never blocks: at most maxInFlight are out
+}
+
+// proposer hands sealed batches to the log in order. It ends when the core
+// closes propose, and then closes await.
+func (c *Core) proposer() {
+	defer close(c.await)
+	for b := range c.propose {
+		wait := c.log.Propose(b.data)
+		if c.trace != nil {
+			b.trace.proposed = c.clk.Now()
+		}
+		c.await <- proposal{b: b, wait: wait}
 	}
-	c.await <- proposal{b: b, wait: wait} // never blocks: at most maxInFlight are out
 }
 
 // awaiter waits for each proposal's outcome in log order and hands it to the

@@ -80,10 +80,6 @@ type Serving interface {
 	SetServing(on bool)
 	// NotLeaderFrame is the M to send to a client this server cannot serve.
 	NotLeaderFrame() *wire.Frame
-	// FlushAnswers ends every turn of the core's loop: the answers its
-	// Replier calls queued during the turn are written then, so a
-	// Replier may hold them until this call.
-	FlushAnswers()
 }
 
 // Metrics is where the core counts what it does.

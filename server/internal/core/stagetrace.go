@@ -13,8 +13,8 @@ const (
 	// its connection's reader) until the batch was sealed; it includes the
 	// request channel and waiting for a free in-flight slot.
 	StageGather = "core.gather"
-	// StagePropose: sealed until Raft accepted it (raft.Apply's enqueue on
-	// its buffered apply channel, from the core's goroutine).
+	// StagePropose: sealed until Raft accepted it (the proposer's hand-off
+	// and raft.Apply's enqueue).
 	StagePropose = "core.propose"
 	// StageCommit: accepted by Raft until its future returned: the log
 	// write, the commit, and the state machine's apply.

@@ -62,8 +62,6 @@ type conn struct {
 	coord atomic.Bool
 	// busy is acquires+others, for the pinger's look without the lock.
 	busy atomic.Int32
-	// marked: on the server's answerQueue (guarded by its lock).
-	marked bool
 }
 
 // idle reports whether the connection may be pinged at the idle interval:
@@ -153,15 +151,6 @@ func (c *conn) queueLocked(f *wire.Frame) bool {
 // It reports false when the connection is closing and the answer cannot be
 // delivered.
 func (c *conn) finish(id uint32, f *wire.Frame) bool {
-	ok := c.queueFinal(id, f)
-	if ok {
-		c.notify()
-	}
-	return ok
-}
-
-// queueFinal frees id and queues f, without starting the writer.
-func (c *conn) queueFinal(id uint32, f *wire.Frame) bool {
 	c.mu.Lock()
 	if acq, ok := c.inflight[id]; ok {
 		delete(c.inflight, id)
@@ -177,6 +166,9 @@ func (c *conn) queueFinal(id uint32, f *wire.Frame) bool {
 	}
 	ok := c.queueLocked(f)
 	c.mu.Unlock()
+	if ok {
+		c.notify()
+	}
 	return ok
 }
 

@@ -101,7 +101,7 @@ func (c *conn) coordFrame(f *wire.Frame) bool {
 		return true
 	}
 	if msg := coordFieldError(op, &body); msg != "" {
-		core.AnswerCoord(answerNow{c}, f.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
+		core.AnswerCoord(c, f.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte(msg)})
 		return true
 	}
 	s.core.Submit(core.Request{Kind: wire.TypeCoord, Conn: c, ID: f.ID, Admin: c.admin, Op: op, ForSession: forSession, Coord: &body,
@@ -121,7 +121,7 @@ func (c *conn) refuseOversized(e *wire.OversizedRequestError) {
 		c.send(&wire.Frame{Type: wire.TypeCapacity, ID: e.ID, Reason: full})
 		return
 	}
-	core.AnswerCoord(answerNow{c}, e.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
+	core.AnswerCoord(c, e.ID, op, wire.CoordBadRequest, &wire.Coord{Message: []byte("data: " + e.Error())})
 }
 
 // authorizeCoord checks a coordination request's node path against the
@@ -151,5 +151,5 @@ func (c *conn) refuseCoord(id uint32, op uint8, path string, reason uint8) {
 			slog.String("op", "coordination"), slog.String("outcome", "denied"), slog.String("reason", forbiddenName(reason)),
 			slog.String("path", auditText(path)), slog.String("remote", c.nc.RemoteAddr().String()))
 	}
-	core.AnswerCoord(answerNow{c}, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
+	core.AnswerCoord(c, id, op, wire.CoordUnauthorized, &wire.Coord{Message: []byte("this principal may not use this coordination node (" + forbiddenName(reason) + "): see the [auth] section of its configuration")})
 }

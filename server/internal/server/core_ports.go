@@ -72,7 +72,6 @@ type servingPort struct{ s *Server }
 
 func (p servingPort) SetServing(on bool)          { p.s.setServing(on) }
 func (p servingPort) NotLeaderFrame() *wire.Frame { return p.s.notLeaderFrame() }
-func (p servingPort) FlushAnswers()               { p.s.answers.flush() }
 
 // promCore is the core's Metrics on the server's Prometheus registry.
 type promCore struct{ m *metrics }

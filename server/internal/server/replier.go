@@ -7,39 +7,14 @@ import (
 
 // A connection is where the leader's core sends its answers (core.Replier).
 // The core calls these from its goroutine; each takes the connection's lock
-// only as long as queueing a frame does. Send and Finish only queue: the
-// core writes what its turn queued when the turn ends (Serving.FlushAnswers,
-// answers.go), so a batch's answers to one connection share one write and
-// a lone answer needs no writer goroutine.
+// only as long as queueing a frame does.
 var _ core.Replier = (*conn)(nil)
 
-// answerNow is the connection as a Replier for answers decided off the
-// core's goroutine (the reader's refusals): each is written at once, since
-// no turn of the core's will end to write it (the core may be stalled).
-type answerNow struct{ *conn }
-
-func (a answerNow) Finish(id uint32, f *wire.Frame) bool { return a.finish(id, f) }
-func (a answerNow) Send(f *wire.Frame) bool              { return a.send(f) }
-
 // Send queues a frame that is not a final answer.
-func (c *conn) Send(f *wire.Frame) bool {
-	c.mu.Lock()
-	ok := c.queueLocked(f)
-	c.mu.Unlock()
-	if ok {
-		c.srv.answers.mark(c)
-	}
-	return ok
-}
+func (c *conn) Send(f *wire.Frame) bool { return c.send(f) }
 
 // Finish queues request id's final answer and frees the id.
-func (c *conn) Finish(id uint32, f *wire.Frame) bool {
-	ok := c.queueFinal(id, f)
-	if ok {
-		c.srv.answers.mark(c)
-	}
-	return ok
-}
+func (c *conn) Finish(id uint32, f *wire.Frame) bool { return c.finish(id, f) }
 
 // End sends a last frame and closes the connection after it.
 func (c *conn) End(f *wire.Frame) { c.fatal(f) }

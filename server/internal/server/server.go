@@ -32,8 +32,6 @@ type Server struct {
 	node    *node.Node
 	core    *core.Core
 	metrics *metrics
-	// answers: the connections the core queued answers to this turn.
-	answers answerQueue
 	auth    atomic.Pointer[authTable] // swapped whole by SetAuth
 	// logLimit rate-limits the audit and handshake records that clients cause.
 	logLimit *logLimiter
