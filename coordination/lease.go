@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ticketing-io/ticketing/internal/wire"
 )
@@ -14,7 +15,9 @@ type Lease struct {
 	forget func() // drops the lease from its session's table
 	name   string
 	token  uint64
-	count  uint64
+	// count is lowered by a re-acquire of the same hold (leaseTable.grant,
+	// under the table's lock) while Count may be read from anywhere.
+	count  atomic.Uint64
 	ctx    *holdContext
 	cancel context.CancelCauseFunc
 }
@@ -24,7 +27,7 @@ type Lease struct {
 func (l *Lease) Token() uint64 { return l.token }
 
 // Count is the count held (Exclusive: the semaphore's limit).
-func (l *Lease) Count() uint64 { return l.count }
+func (l *Lease) Count() uint64 { return l.count.Load() }
 
 // Context ends when the hold ends: released, lost to a force delete, its
 // session ended, or the session's conservative deadline passed (no answer
@@ -115,13 +118,14 @@ func (t *leaseTable) grant(a *attachment, holds context.Context, name string, to
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old := t.m[name]; old != nil && old.token == token && old.ctx.Context.Err() == nil {
-		old.count = count // the same hold, count lowered or kept
+		old.count.Store(count) // the same hold, count lowered or kept
 		return old
 	} else if old != nil {
 		old.cancel(fmt.Errorf("%w: %s: replaced by a new hold", ErrReleased, name))
 	}
 	lctx, cancel := context.WithCancelCause(holds)
-	le := &Lease{a: a, name: name, token: token, count: count, ctx: &holdContext{Context: lctx, a: a}, cancel: cancel}
+	le := &Lease{a: a, name: name, token: token, ctx: &holdContext{Context: lctx, a: a}, cancel: cancel}
+	le.count.Store(count)
 	le.forget = func() { t.forget(le) }
 	if t.m == nil {
 		t.m = make(map[string]*Lease)
